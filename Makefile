@@ -1,0 +1,27 @@
+# sprof's build and test entry points. `make test` is the one command CI
+# runs (.ci/run); it installs what the tests need and runs all of them.
+
+GO ?= go
+
+.PHONY: all build test deps vet unit generate check-generate
+
+all: build
+
+build:
+	$(GO) build -o sprof ./cmd/sprof
+
+test: deps vet unit
+
+deps:
+	./scripts/install-test-deps.sh
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -timeout 20m ./...
+
+# Rebuild the committed BPF objects (needs clang-22).
+generate:
+	$(GO) generate ./bpf/...

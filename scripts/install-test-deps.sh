@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs the Debian packages sprof's tests use as oracles or tools, and
+# only those that are missing, so a second `make test` costs nothing.
+#   clang-22, llvm-22  rebuild the BPF objects to check the committed ones;
+#                      llvm-gsymutil and llvm-dwarfdump are GSYM/DWARF oracles
+#   binutils           readelf --sframe, the SFrame oracle
+#   linux-perf         perf, the oracle for stack-unwinding accuracy
+#   debuginfod         a real debuginfod server for the client tests
+set -eu
+
+want="clang-22 llvm-22 binutils linux-perf debuginfod"
+missing=""
+for p in $want; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-test-deps: missing packages:$missing; run as root or install them with apt-get" >&2
+	exit 1
+fi
+echo "install-test-deps: installing$missing"
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
