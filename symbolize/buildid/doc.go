@@ -1,0 +1,9 @@
+// Package buildid reads the GNU build ID of an ELF file.
+//
+// The build ID is how sprof names a binary: caches of unwind tables and
+// symbols, separate debug files and debuginfod are all keyed by it, so a
+// binary replaced on disk under the same path is never confused with the old
+// one. Profiled processes may map any file, including hostile ones, so the
+// reader parses only the ELF header and the notes of PT_NOTE segments,
+// checks every bound itself and reads at most a few kilobytes.
+package buildid
