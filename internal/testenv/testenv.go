@@ -1,0 +1,44 @@
+// Package testenv decides whether a test that needs something of the
+// machine — root, BPF, a tool — runs here. On a developer's machine such a
+// test skips with the reason; under CI=true, where the CI machine is known to
+// have everything, it fails instead, so a missing capability cannot turn a
+// red run green.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// InCI reports whether the tests run under CI (CI=true).
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Unavailable skips t with reason, or fails it under CI.
+func Unavailable(t testing.TB, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("CI=true but %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// RequireRoot stops t unless it runs as root, which loading BPF programs
+// and opening system-wide perf events need.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Unavailable(t, "this test needs root (BPF programs, system-wide perf events)")
+	}
+}
+
+// RequireTool returns the path of an external program the test uses as an
+// oracle, stopping t when it is not installed.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		Unavailable(t, name+" is not installed (make test installs it)")
+	}
+	return path
+}
