@@ -1,0 +1,103 @@
+package perfring
+
+import (
+	"encoding/hex"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/symbolize/buildid"
+)
+
+func monotonicNow(t testing.TB) uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(ts.Nano())
+}
+
+// TestTrackerSeesProcessLife runs /bin/true and expects its fork, exec,
+// executable mapping with the build ID readelf would show, and exit, all
+// stamped with CLOCK_MONOTONIC times inside the run.
+func TestTrackerSeesProcessLife(t *testing.T) {
+	testenv.RequireRoot(t)
+	tr, err := Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	truePath, err := filepath.EvalSymlinks("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantID, err := buildid.File(truePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := monotonicNow(t)
+	cmd := exec.Command(truePath)
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	after := monotonicNow(t)
+	pid := uint32(cmd.Process.Pid)
+
+	var fork, execd, mapped, exited bool
+	if _, err := tr.Read(func(r *Record) {
+		if r.Pid != pid {
+			return
+		}
+		if r.Time < before || r.Time > after {
+			t.Errorf("%v at %d, outside the run [%d, %d]", r.Type, r.Time, before, after)
+		}
+		switch {
+		case r.Type == RecordFork && r.Tid == pid:
+			fork = true
+		case r.IsExec():
+			execd = string(r.Comm) == "true"
+		case r.Type == RecordMmap2 && string(r.Filename) == truePath:
+			if got := hex.EncodeToString(r.BuildID); got != wantID {
+				t.Errorf("MMAP2 of %s: build ID %q, want %q", truePath, got, wantID)
+			}
+			mapped = true
+		case r.Type == RecordExit && r.Tid == pid:
+			exited = true
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !fork || !execd || !mapped || !exited {
+		t.Fatalf("records for pid %d: fork %v, exec %v, mmap2 of %s %v, exit %v", pid, fork, execd, truePath, mapped, exited)
+	}
+	if tr.Lost() != 0 {
+		t.Errorf("lost %d records on an idle machine", tr.Lost())
+	}
+}
+
+// BenchmarkTrackerExec measures the side band of real process starts: the
+// records each fork+exec+exit of /bin/true produces and the cost of
+// draining them.
+func BenchmarkTrackerExec(b *testing.B) {
+	testenv.RequireRoot(b)
+	tr, err := Open(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	var records, drainNs int
+	for range b.N {
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		start := monotonicNow(b)
+		n, _ := tr.Read(func(*Record) {})
+		drainNs += int(monotonicNow(b) - start)
+		records += n
+	}
+	b.ReportMetric(float64(records)/float64(b.N), "records/exec")
+	b.ReportMetric(float64(drainNs)/float64(max(records, 1)), "ns/record")
+}
