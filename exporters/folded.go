@@ -1,0 +1,74 @@
+package exporters
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+
+	"github.com/sprof/sprof/stacks"
+)
+
+// WriteFolded writes p as folded stacks: one line per distinct stack,
+// frames from root to leaf joined by `;`, a space and the sample count.
+// Kernel frames end in `_[k]` and inlined frames in `_[i]`, the suffixes
+// flamegraph.pl colours by. Lines are sorted so equal profiles give equal
+// files; samples with a count below one are left out.
+func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
+	counts := map[string]int64{}
+	var frames []frame
+	var line []byte
+	for _, s := range p.Samples {
+		if s.Count <= 0 {
+			continue
+		}
+		frames = rootFirst(frames[:0], s, opt.ProcessRoot)
+		line = line[:0]
+		for i, f := range frames {
+			if i > 0 {
+				line = append(line, ';')
+			}
+			line = appendFoldedName(line, f)
+		}
+		counts[string(line)] += s.Count
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	bw := bufio.NewWriter(w)
+	for _, k := range keys {
+		line = append(append(append(line[:0], k...), ' '), strconv.FormatInt(counts[k], 10)...)
+		line = append(line, '\n')
+		if _, err := bw.Write(line); err != nil {
+			return fmt.Errorf("write folded stacks: %w", err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write folded stacks: %w", err)
+	}
+	return nil
+}
+
+// appendFoldedName appends f's name, cleaned as for pprof and with `;`
+// turned into `:` so it cannot split the frame, and the suffix of its kind.
+func appendFoldedName(dst []byte, f frame) []byte {
+	name := cleanName(f.name)
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == ';' {
+			c = ':'
+		}
+		dst = append(dst, c)
+	}
+	switch f.kind {
+	case KernelFrame:
+		dst = append(dst, "_[k]"...)
+	case InlinedFrame:
+		dst = append(dst, "_[i]"...)
+	}
+	return dst
+}

@@ -1,0 +1,118 @@
+package exporters
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sprof/sprof/stacks"
+)
+
+// FrameKind classifies a frame for display: folded stacks mark kernel and
+// inlined frames with suffixes, flame graphs colour each kind differently.
+type FrameKind uint8
+
+const (
+	// UserFrame is a symbolized function of a user-space binary that holds
+	// the address physically.
+	UserFrame FrameKind = iota
+	// KernelFrame is a kernel function (symbolized or not).
+	KernelFrame
+	// InlinedFrame is a function the compiler inlined into its caller.
+	InlinedFrame
+	// UnsymbolizedFrame is a user or unknown address no symbol covers,
+	// named by its placeholder.
+	UnsymbolizedFrame
+	// SyntheticFrame is a frame sprof adds: the process root, `[truncated]`.
+	SyntheticFrame
+)
+
+var frameKindNames = [...]string{UserFrame: "user", KernelFrame: "kernel", InlinedFrame: "inlined",
+	UnsymbolizedFrame: "unsymbolized", SyntheticFrame: "synthetic"}
+
+func (k FrameKind) String() string {
+	if int(k) < len(frameKindNames) {
+		return frameKindNames[k]
+	}
+	return "FrameKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// TruncatedFrame is the root frame of a stack whose walk stopped before the
+// outermost frame, so the gap is visible rather than the stack looking
+// complete.
+const TruncatedFrame = "[truncated]"
+
+// EmptyStackFrame names the only frame of a sample that has no frames at
+// all, so its count still shows up in the total.
+const EmptyStackFrame = "[unknown]"
+
+// frame is one display frame of a sample: one inline level of one Location
+// or a synthetic frame.
+type frame struct {
+	name string
+	kind FrameKind
+	// src is the symbol the frame came from; nil for placeholders and
+	// synthetic frames.
+	src *stacks.Frame
+}
+
+// rootFirst appends the display frames of s to dst, outermost first: the
+// process root if asked for, `[truncated]` if the walk stopped early, then
+// every inline level of every Location, innermost inline level last.
+func rootFirst(dst []frame, s *stacks.Sample, root ProcessRoot) []frame {
+	if name := processRootName(s, root); name != "" {
+		dst = append(dst, frame{name: name, kind: SyntheticFrame})
+	}
+	if s.Truncated {
+		dst = append(dst, frame{name: TruncatedFrame, kind: SyntheticFrame})
+	} else if len(s.Stack) == 0 {
+		dst = append(dst, frame{name: EmptyStackFrame, kind: SyntheticFrame})
+	}
+	for i := len(s.Stack) - 1; i >= 0; i-- {
+		loc := s.Stack[i]
+		kernel := loc.Mapping != nil && loc.Mapping.Kind == stacks.Kernel
+		if !loc.Symbolized() {
+			kind := UnsymbolizedFrame
+			if kernel {
+				kind = KernelFrame
+			}
+			dst = append(dst, frame{name: loc.Placeholder(), kind: kind})
+			continue
+		}
+		for j := len(loc.Frames) - 1; j >= 0; j-- {
+			kind := UserFrame
+			switch {
+			case kernel:
+				kind = KernelFrame
+			case j < len(loc.Frames)-1:
+				kind = InlinedFrame
+			}
+			dst = append(dst, frame{name: functionName(loc, j), kind: kind, src: &loc.Frames[j]})
+		}
+	}
+	return dst
+}
+
+// processRootName is the root frame naming s's process, with spaces turned
+// into underscores as stackcollapse-perf.pl does; "" for NoProcessRoot.
+func processRootName(s *stacks.Sample, root ProcessRoot) string {
+	comm := strings.ReplaceAll(s.Comm, " ", "_")
+	if comm == "" {
+		comm = "[unknown]"
+	}
+	switch root {
+	case CommRoot:
+		return comm
+	case CommPidRoot:
+		return comm + "-" + strconv.FormatUint(uint64(s.Pid), 10)
+	}
+	return ""
+}
+
+// functionName is the name of inline level j of loc, or loc's placeholder
+// when the symbolizer left the name empty, so no frame is ever nameless.
+func functionName(loc *stacks.Location, j int) string {
+	if name := loc.Frames[j].Function; name != "" {
+		return name
+	}
+	return loc.Placeholder()
+}

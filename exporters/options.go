@@ -1,0 +1,90 @@
+package exporters
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Options tunes the encoders. The zero value gives every format its
+// defaults.
+type Options struct {
+	// Labels lists the per-sample string labels of pprof output. nil means
+	// DefaultLabels; an empty, non-nil slice means none. Samples whose
+	// stacks and label values agree are merged, so dropping tid shrinks
+	// the profile.
+	Labels []Label
+	// ProcessRoot adds a root frame naming the process to folded stacks,
+	// the way stackcollapse-perf.pl does, so one graph separates programs.
+	ProcessRoot ProcessRoot
+}
+
+// Label is a per-sample pprof label key.
+type Label string
+
+const (
+	// LabelComm is the thread's command name (task comm).
+	LabelComm Label = "comm"
+	// LabelPid is the process ID as a decimal string: Pyroscope drops
+	// numeric labels, and pprof's -tags reads strings as well.
+	LabelPid Label = "pid"
+	// LabelTid is the thread ID as a decimal string.
+	LabelTid Label = "tid"
+)
+
+// DefaultLabels are the labels pprof output carries unless Options.Labels
+// says otherwise.
+func DefaultLabels() []Label { return []Label{LabelComm, LabelPid, LabelTid} }
+
+// ParseLabels reads a comma-separated label list such as "comm,pid", as a
+// flag gives it; "" and "none" mean no labels.
+func ParseLabels(s string) ([]Label, error) {
+	labels := []Label{}
+	if s == "" || s == "none" {
+		return labels, nil
+	}
+	seen := map[Label]bool{}
+	for _, name := range strings.Split(s, ",") {
+		l := Label(strings.TrimSpace(name))
+		switch l {
+		case LabelComm, LabelPid, LabelTid:
+		default:
+			return nil, fmt.Errorf("unknown label %q; labels are: comm, pid, tid", name)
+		}
+		if !seen[l] {
+			seen[l] = true
+			labels = append(labels, l)
+		}
+	}
+	return labels, nil
+}
+
+// ProcessRoot selects the root frame that names a sample's process.
+type ProcessRoot uint8
+
+const (
+	// NoProcessRoot starts stacks at their outermost real frame.
+	NoProcessRoot ProcessRoot = iota
+	// CommRoot adds the command name, e.g. `nginx`.
+	CommRoot
+	// CommPidRoot adds the command name and process ID, e.g. `nginx-1234`.
+	CommPidRoot
+)
+
+var processRootNames = [...]string{NoProcessRoot: "none", CommRoot: "comm", CommPidRoot: "comm-pid"}
+
+func (r ProcessRoot) String() string {
+	if int(r) < len(processRootNames) {
+		return processRootNames[r]
+	}
+	return fmt.Sprintf("ProcessRoot(%d)", uint8(r))
+}
+
+// ParseProcessRoot reads "none", "comm" or "comm-pid".
+func ParseProcessRoot(s string) (ProcessRoot, error) {
+	for r, name := range processRootNames {
+		if s == name {
+			return ProcessRoot(r), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown process root %q; choices are: %s", s, strings.Join(processRootNames[:], ", "))
+}

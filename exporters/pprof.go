@@ -1,0 +1,390 @@
+package exporters
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/pprof/profile"
+	"github.com/sprof/sprof/stacks"
+)
+
+// WritePprof writes p as a gzip-compressed pprof profile.
+func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
+	pp, err := BuildPprof(p, opt)
+	if err != nil {
+		return err
+	}
+	if err := pp.Write(w); err != nil {
+		return fmt.Errorf("write pprof: %w", err)
+	}
+	return nil
+}
+
+// BuildPprof converts p into a pprof profile of the Go runtime's CPU shape:
+// sample types samples/count and cpu/nanoseconds, values [n, n·period].
+// The result has passed CheckPprof.
+//
+// Mappings come user first (pprof calls the first one the main binary),
+// then [kernel.kallsyms], then [unknown]. A mapping is marked HasFunctions
+// when at least one of its addresses is symbolized; its other addresses
+// then carry their placeholder as function name, because pprof and
+// Pyroscope never symbolize such a mapping again and would otherwise lump
+// or drop them. A mapping with no symbol at all keeps bare addresses, so
+// pprof (with the binary at hand) or Pyroscope (by build ID) can still
+// symbolize it. Label maps are shared between samples with equal values:
+// treat them as read-only.
+func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
+	if p.Period <= 0 {
+		return nil, errors.New("pprof: the profile has no sampling period")
+	}
+	b := newPprofBuilder(p, opt)
+	for _, s := range p.Samples {
+		if s.Count > 0 {
+			b.addSample(s)
+		}
+	}
+	b.finish()
+	if err := CheckPprof(b.out); err != nil {
+		return nil, fmt.Errorf("pprof: %w", err)
+	}
+	return b.out, nil
+}
+
+// pprofMapping is a pprof Mapping under construction.
+type pprofMapping struct {
+	m    *profile.Mapping
+	kind stacks.MappingKind
+	// symbolized is set once one of the mapping's addresses has a symbol.
+	symbolized bool
+	// unsymbolized are the locations no symbol covers; finish names them
+	// by placeholder if the mapping turns out to be symbolized.
+	unsymbolized []pendingLocation
+	// lo and hi bound the addresses seen, to size the synthetic mappings.
+	lo, hi uint64
+}
+
+type pendingLocation struct {
+	out *profile.Location
+	in  *stacks.Location
+}
+
+// mappingKey identifies a pprof mapping: user mappings by what the maps
+// file says, the kernel and unknown addresses each as one mapping.
+type mappingKey struct {
+	kind                 stacks.MappingKind
+	start, limit, offset uint64
+	file, buildID        string
+}
+
+type locationKey struct {
+	m    *pprofMapping
+	addr uint64
+}
+
+type functionKey struct{ name, systemName, file string }
+
+type labelKey struct {
+	comm     string
+	pid, tid uint32
+}
+
+type pprofBuilder struct {
+	out      *profile.Profile
+	period   int64
+	labels   []Label
+	mappings map[mappingKey]*pprofMapping
+	// byMapping and byLocation remember the value-keyed lookups above per
+	// pointer: inputs share Mappings and Locations, and a pointer hashes
+	// far faster than a file name.
+	byMapping  map[*stacks.Mapping]*pprofMapping
+	byLocation map[*stacks.Location]*profile.Location
+	order      []*pprofMapping
+	locations  map[locationKey]*profile.Location
+	functions  map[functionKey]*profile.Function
+	samples    map[string]*profile.Sample
+	labelMaps  map[labelKey]map[string][]string
+	truncated  *profile.Location
+	// key and locs are scratch space reused for every sample.
+	key  []byte
+	locs []*profile.Location
+}
+
+func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
+	period := p.Period.Nanoseconds()
+	out := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "samples", Unit: "count"},
+			{Type: "cpu", Unit: "nanoseconds"},
+		},
+		PeriodType:    &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:        period,
+		DurationNanos: p.Duration.Nanoseconds(),
+	}
+	if !p.Start.IsZero() {
+		out.TimeNanos = p.Start.UnixNano()
+	}
+	if p.Lost > 0 {
+		out.Comments = []string{"lost samples: " + strconv.FormatUint(p.Lost, 10)}
+	}
+	labels := opt.Labels
+	if labels == nil {
+		labels = DefaultLabels()
+	}
+	return &pprofBuilder{
+		out:        out,
+		period:     period,
+		labels:     labels,
+		mappings:   map[mappingKey]*pprofMapping{},
+		byMapping:  map[*stacks.Mapping]*pprofMapping{},
+		byLocation: map[*stacks.Location]*profile.Location{},
+		locations:  map[locationKey]*profile.Location{},
+		functions:  map[functionKey]*profile.Function{},
+		samples:    map[string]*profile.Sample{},
+		labelMaps:  map[labelKey]map[string][]string{},
+	}
+}
+
+// addSample adds s, merging it into an earlier sample with the same stack
+// and label values.
+func (b *pprofBuilder) addSample(s *stacks.Sample) {
+	locs := b.locs[:0]
+	for _, loc := range s.Stack {
+		locs = append(locs, b.location(loc))
+	}
+	if s.Truncated {
+		locs = append(locs, b.truncatedLocation())
+	}
+	b.locs = locs
+
+	lk := b.labelKey(s)
+	key := binary.AppendUvarint(b.key[:0], uint64(len(locs)))
+	for _, l := range locs {
+		key = binary.AppendUvarint(key, l.ID)
+	}
+	key = binary.AppendUvarint(key, uint64(lk.pid))
+	key = binary.AppendUvarint(key, uint64(lk.tid))
+	key = append(key, lk.comm...)
+	b.key = key
+
+	if smp, ok := b.samples[string(key)]; ok {
+		smp.Value[0] += s.Count
+		smp.Value[1] += s.Count * b.period
+		return
+	}
+	smp := &profile.Sample{
+		Location: slices.Clone(locs),
+		Value:    []int64{s.Count, s.Count * b.period},
+		Label:    b.labelMap(lk),
+	}
+	b.samples[string(key)] = smp
+	b.out.Sample = append(b.out.Sample, smp)
+}
+
+// labelKey keeps of s's identity only what the configured labels show.
+func (b *pprofBuilder) labelKey(s *stacks.Sample) labelKey {
+	var k labelKey
+	for _, l := range b.labels {
+		switch l {
+		case LabelComm:
+			k.comm = s.Comm
+		case LabelPid:
+			k.pid = s.Pid
+		case LabelTid:
+			k.tid = s.Tid
+		}
+	}
+	return k
+}
+
+func (b *pprofBuilder) labelMap(k labelKey) map[string][]string {
+	if len(b.labels) == 0 {
+		return nil
+	}
+	if m, ok := b.labelMaps[k]; ok {
+		return m
+	}
+	m := make(map[string][]string, len(b.labels))
+	for _, l := range b.labels {
+		switch l {
+		case LabelComm:
+			if k.comm != "" {
+				m[string(l)] = []string{cleanName(k.comm)}
+			}
+		case LabelPid:
+			m[string(l)] = []string{strconv.FormatUint(uint64(k.pid), 10)}
+		case LabelTid:
+			m[string(l)] = []string{strconv.FormatUint(uint64(k.tid), 10)}
+		}
+	}
+	b.labelMaps[k] = m
+	return m
+}
+
+func (b *pprofBuilder) mapping(m *stacks.Mapping) *pprofMapping {
+	if pm, ok := b.byMapping[m]; ok {
+		return pm
+	}
+	pm := b.mappingByValue(m)
+	b.byMapping[m] = pm
+	return pm
+}
+
+func (b *pprofBuilder) mappingByValue(m *stacks.Mapping) *pprofMapping {
+	var k mappingKey
+	switch {
+	case m == nil || m.Kind == stacks.Unknown:
+		k = mappingKey{kind: stacks.Unknown, file: stacks.UnknownFile}
+	case m.Kind == stacks.Kernel:
+		k = mappingKey{kind: stacks.Kernel, file: stacks.KernelFile}
+	default:
+		k = mappingKey{m.Kind, m.Start, m.Limit, m.Offset, m.File, m.BuildID}
+	}
+	if pm, ok := b.mappings[k]; ok {
+		return pm
+	}
+	pm := &pprofMapping{
+		m: &profile.Mapping{Start: k.start, Limit: k.limit, Offset: k.offset,
+			File: cleanName(k.file), BuildID: cleanName(k.buildID)},
+		kind: k.kind,
+		lo:   math.MaxUint64,
+	}
+	if m != nil && k.kind == stacks.Kernel && m.Limit > m.Start {
+		// Keep the kernel's own bounds; finish widens them to any module
+		// address outside.
+		pm.lo, pm.hi = m.Start, m.Limit-1
+	}
+	b.mappings[k] = pm
+	b.order = append(b.order, pm)
+	return pm
+}
+
+func (b *pprofBuilder) location(loc *stacks.Location) *profile.Location {
+	if l, ok := b.byLocation[loc]; ok {
+		return l
+	}
+	l := b.locationByValue(loc)
+	b.byLocation[loc] = l
+	return l
+}
+
+func (b *pprofBuilder) locationByValue(loc *stacks.Location) *profile.Location {
+	pm := b.mapping(loc.Mapping)
+	k := locationKey{pm, loc.Address}
+	if l, ok := b.locations[k]; ok {
+		return l
+	}
+	l := &profile.Location{ID: uint64(len(b.out.Location) + 1), Mapping: pm.m, Address: loc.Address}
+	b.locations[k] = l
+	b.out.Location = append(b.out.Location, l)
+	pm.lo, pm.hi = min(pm.lo, loc.Address), max(pm.hi, loc.Address)
+
+	if !loc.Symbolized() {
+		pm.unsymbolized = append(pm.unsymbolized, pendingLocation{l, loc})
+		return l
+	}
+	pm.symbolized = true
+	pm.m.HasInlineFrames = pm.m.HasInlineFrames || len(loc.Frames) > 1
+	l.Line = make([]profile.Line, len(loc.Frames))
+	for i := range loc.Frames {
+		f := &loc.Frames[i]
+		l.Line[i] = profile.Line{Function: b.function(functionName(loc, i), f.SystemName, f.File), Line: int64(f.Line)}
+		pm.m.HasFilenames = pm.m.HasFilenames || f.File != ""
+		pm.m.HasLineNumbers = pm.m.HasLineNumbers || f.Line > 0
+	}
+	return l
+}
+
+// truncatedLocation is the root location that marks an incomplete stack. It
+// lives on the [unknown] mapping with no address.
+func (b *pprofBuilder) truncatedLocation() *profile.Location {
+	if b.truncated == nil {
+		pm := b.mapping(nil)
+		b.truncated = &profile.Location{
+			ID:      uint64(len(b.out.Location) + 1),
+			Mapping: pm.m,
+			Line:    []profile.Line{{Function: b.function(TruncatedFrame, "", "")}},
+		}
+		b.out.Location = append(b.out.Location, b.truncated)
+	}
+	return b.truncated
+}
+
+func (b *pprofBuilder) function(name, systemName, file string) *profile.Function {
+	if systemName == "" {
+		systemName = name
+	}
+	k := functionKey{name, systemName, file}
+	if f, ok := b.functions[k]; ok {
+		return f
+	}
+	f := &profile.Function{ID: uint64(len(b.out.Function) + 1),
+		Name: cleanName(name), SystemName: cleanName(systemName), Filename: cleanName(file)}
+	b.functions[k] = f
+	b.out.Function = append(b.out.Function, f)
+	return f
+}
+
+// finish settles what depends on all samples: the Has* flags, placeholder
+// names, the bounds of the synthetic mappings, and the mapping order.
+func (b *pprofBuilder) finish() {
+	for _, pm := range b.order {
+		pm.m.HasFunctions = pm.symbolized
+		for _, u := range pm.unsymbolized {
+			if pm.symbolized || u.out.Address == 0 {
+				u.out.Line = []profile.Line{{Function: b.function(u.in.Placeholder(), "", "")}}
+			}
+		}
+		if pm.kind != stacks.User && pm.lo <= pm.hi {
+			pm.m.Start = pm.lo
+			pm.m.Limit = pm.hi + 1
+			if pm.hi == math.MaxUint64 {
+				pm.m.Limit = pm.hi
+			}
+		}
+	}
+	slices.SortStableFunc(b.order, func(x, y *pprofMapping) int { return mappingRank(x.kind) - mappingRank(y.kind) })
+	for i, pm := range b.order {
+		pm.m.ID = uint64(i + 1)
+		b.out.Mapping = append(b.out.Mapping, pm.m)
+	}
+}
+
+// cleanName makes a name safe for every consumer: invalid UTF-8 (a comm
+// or a symbol is whatever bytes a program chose) becomes U+FFFD, and line
+// breaks and other control characters become spaces, since they break
+// pprof's text reports and line-based formats.
+func cleanName(s string) string {
+	clean := utf8.ValidString(s)
+	for i := 0; clean && i < len(s); i++ {
+		clean = s[i] >= ' ' && s[i] != 0x7f
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r < ' ' || r == 0x7f {
+			r = ' '
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func mappingRank(k stacks.MappingKind) int {
+	switch k {
+	case stacks.User:
+		return 0
+	case stacks.Kernel:
+		return 1
+	}
+	return 2
+}

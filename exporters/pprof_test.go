@@ -1,0 +1,229 @@
+package exporters
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/sprof/sprof/stacks"
+)
+
+// writeFixturePprof writes the fixture as pprof to a temporary file and
+// returns its path and the profile the pprof library decodes from it.
+func writeFixturePprof(t *testing.T, opt Options) (string, *profile.Profile) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WritePprof(&buf, fixture(), opt); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(buf.Bytes(), []byte{0x1f, 0x8b}) {
+		t.Fatalf("output is not gzip-compressed: % x", buf.Bytes()[:min(4, buf.Len())])
+	}
+	path := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatalf("parse our own output: %v", err)
+	}
+	if err := CheckPprof(p); err != nil {
+		t.Fatalf("decoded profile fails CheckPprof: %v", err)
+	}
+	return path, p
+}
+
+// TestPprofRaw keeps `go tool pprof -raw` of the fixture as a golden file:
+// the whole model as an independent reader sees it, with the [FN][FL][LN][IN]
+// flags of each mapping.
+func TestPprofRaw(t *testing.T) {
+	path, _ := writeFixturePprof(t, Options{})
+	raw := goTool(t, "pprof", "-raw", "-symbolize=none", path)
+	golden(t, "fixture.pprof.raw", raw)
+}
+
+func TestPprofTop(t *testing.T) {
+	path, _ := writeFixturePprof(t, Options{})
+	top := string(goTool(t, "pprof", "-top", "-symbolize=none", path))
+	for _, want := range []string{
+		"Type: cpu",
+		"Duration: 10s, Total samples = 484.85ms", // 48 samples × 10.1ms
+		"lost samples: 3",
+		// flat cpu of the inlined leaf: 40 samples
+		`(?m)^\s+404\.04ms\s+83\.33%\s+83\.33%\s+404\.04ms\s+83\.33%\s+hash \(inline\)$`,
+		`(?m)\s+mix;step next \(inline\)$`,
+		`(?m)\s+work\(int\)$`,
+		// a mapping without symbols is left for pprof to symbolize
+		`(?m)\s+70\.71ms\s+14\.58%\s+\[libc\.so\.6\]$`,
+		`(?m)\s+\[kernel\] 0xffffffffc0001234$`,
+		`(?m)\s+\[truncated\]$`,
+		`(?m)\s+ksys_write$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(top) && !strings.Contains(top, want) {
+			t.Errorf("go tool pprof -top lacks %q:\n%s", want, top)
+		}
+	}
+	tags := string(goTool(t, "pprof", "-tags", "-symbolize=none", path))
+	for _, want := range []string{"comm: Total 484.85ms", "474.75ms (97.92%): app", "121.21ms (25.00%): 43", "10.10ms ( 2.08%): 7"} {
+		if !strings.Contains(tags, want) {
+			t.Errorf("go tool pprof -tags lacks %q:\n%s", want, tags)
+		}
+	}
+}
+
+func TestPprofShape(t *testing.T) {
+	_, p := writeFixturePprof(t, Options{})
+	if got := len(p.Sample); got != 5 {
+		t.Errorf("%d samples, want 5 (the zero-count one dropped, none merged)", got)
+	}
+	if p.Period != 10101010 || p.TimeNanos != fixture().Start.UnixNano() || p.DurationNanos != 10e9 {
+		t.Errorf("period %d time %d duration %d", p.Period, p.TimeNanos, p.DurationNanos)
+	}
+	if len(p.Comments) != 1 || p.Comments[0] != "lost samples: 3" {
+		t.Errorf("comments %q", p.Comments)
+	}
+	type flags struct{ fn, fl, ln, in bool }
+	want := map[string]flags{
+		"/usr/bin/app":                        {true, true, true, true},
+		"/usr/lib/x86_64-linux-gnu/libc.so.6": {},
+		stacks.KernelFile:                     {fn: true},
+		stacks.UnknownFile:                    {},
+	}
+	if len(p.Mapping) != len(want) {
+		t.Errorf("%d mappings, want %d", len(p.Mapping), len(want))
+	}
+	for _, m := range p.Mapping {
+		if got := (flags{m.HasFunctions, m.HasFilenames, m.HasLineNumbers, m.HasInlineFrames}); got != want[m.File] {
+			t.Errorf("mapping %s: flags %+v, want %+v", m.File, got, want[m.File])
+		}
+	}
+	if p.Mapping[0].File != "/usr/bin/app" || p.Mapping[0].BuildID != "0123456789abcdef0123456789abcdef01234567" || p.Mapping[0].Offset != 0x1000 {
+		t.Errorf("first mapping %+v", p.Mapping[0])
+	}
+	for _, l := range p.Location {
+		if l.Address == 0x401234 {
+			var names []string
+			for _, ln := range l.Line {
+				names = append(names, ln.Function.Name)
+			}
+			if got := strings.Join(names, "|"); got != "hash|mix;step next|work(int)" {
+				t.Errorf("inline lines %q, want innermost first", got)
+			}
+			if l.Line[2].Function.SystemName != "_Z4worki" {
+				t.Errorf("system name %q", l.Line[2].Function.SystemName)
+			}
+		}
+		if l.Mapping.File == "/usr/lib/x86_64-linux-gnu/libc.so.6" && (len(l.Line) != 0 || l.Address != 0x7f0000012345) {
+			t.Errorf("unsymbolized libc location %+v: want a bare address for later symbolization", l)
+		}
+	}
+	for _, s := range p.Sample {
+		if s.Label["comm"] == nil || s.Label["pid"] == nil || s.Label["tid"] == nil || s.NumLabel != nil {
+			t.Errorf("sample labels %v %v: want string comm, pid, tid", s.Label, s.NumLabel)
+		}
+	}
+}
+
+func TestPprofLabelsMergeSamples(t *testing.T) {
+	_, p := writeFixturePprof(t, Options{Labels: []Label{LabelPid}})
+	if got := len(p.Sample); got != 4 {
+		t.Errorf("%d samples, want 4: the two threads' equal stacks merge without a tid label", got)
+	}
+	for _, s := range p.Sample {
+		if len(s.Label) != 1 || s.Label["pid"] == nil {
+			t.Errorf("labels %v, want only pid", s.Label)
+		}
+		if s.Value[1] != s.Value[0]*p.Period {
+			t.Errorf("values %v: want [n, n*period]", s.Value)
+		}
+	}
+	_, p = writeFixturePprof(t, Options{Labels: []Label{}})
+	for _, s := range p.Sample {
+		if len(s.Label) != 0 {
+			t.Errorf("labels %v, want none", s.Label)
+		}
+	}
+}
+
+func TestPprofEdgeCases(t *testing.T) {
+	kern := &stacks.Mapping{Kind: stacks.Kernel, File: stacks.KernelFile}
+	lib := &stacks.Mapping{Kind: stacks.User, Start: 0x1000, Limit: 0x2000, File: "/lib/libx.so"}
+	for _, tc := range []struct {
+		name    string
+		samples []*stacks.Sample
+		wantErr string
+	}{
+		{name: "empty profile"},
+		{name: "kernel only", samples: []*stacks.Sample{{Stack: []*stacks.Location{
+			{Mapping: kern, Address: 0xffffffff81000000, Frames: []stacks.Frame{{Function: "f"}}}}, Count: 1}}},
+		{name: "nil mapping", samples: []*stacks.Sample{{Stack: []*stacks.Location{{Address: 0x10}}, Count: 1}}},
+		{name: "address zero", samples: []*stacks.Sample{{Stack: []*stacks.Location{{Address: 0}}, Count: 1}}},
+		{name: "invalid UTF-8", samples: []*stacks.Sample{{Stack: []*stacks.Location{
+			{Mapping: lib, Address: 0x1000, Frames: []stacks.Frame{{Function: "f\xff"}}}}, Count: 1, Comm: "a\xfe"}}},
+		{name: "address outside its mapping", samples: []*stacks.Sample{{Stack: []*stacks.Location{
+			{Mapping: lib, Address: 0x3000}}, Count: 1}}, wantErr: "outside mapping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &stacks.Profile{Period: 10_000_000, Samples: tc.samples}
+			var buf bytes.Buffer
+			err := WritePprof(&buf, p, Options{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := profile.Parse(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckPprof(got); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := WritePprof(&bytes.Buffer{}, &stacks.Profile{}, Options{}); err == nil {
+		t.Error("a profile without a period was accepted")
+	}
+}
+
+// TestCheckPprofRejects feeds CheckPprof the mistakes it exists to catch.
+func TestCheckPprofRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(p *profile.Profile)
+		want  string
+	}{
+		{"sparse mapping IDs", func(p *profile.Profile) { p.Mapping[0].ID = 9 }, "dense"},
+		{"sparse function IDs", func(p *profile.Profile) { p.Function[0].ID = 9 }, "dense"},
+		{"sparse location IDs", func(p *profile.Profile) { p.Location[0].ID = 9 }, "dense"},
+		{"zero value", func(p *profile.Profile) { p.Sample[0].Value[1] = 0 }, "positive"},
+		{"bad UTF-8", func(p *profile.Profile) { p.Function[0].Name = "\xff" }, "UTF-8"},
+		{"two label values", func(p *profile.Profile) { p.Sample[0].Label = map[string][]string{"a": {"1", "2"}} }, "values"},
+		{"dash in type", func(p *profile.Profile) { p.SampleType[0].Type = "cpu-time" }, "'-'"},
+		{"no period", func(p *profile.Profile) { p.Period = 0 }, "period"},
+		{"address outside", func(p *profile.Profile) { p.Location[0].Address = 1 }, "outside"},
+		{"foreign location", func(p *profile.Profile) {
+			l := *p.Sample[0].Location[0]
+			p.Sample[0].Location[0] = &l
+		}, "not in the location table"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := BuildPprof(fixture(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.spoil(p)
+			if err := CheckPprof(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
