@@ -1,0 +1,70 @@
+package sframe
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fixtures returns the committed fixture binaries: every file in
+// testdata/sframe with a readelf golden output next to it.
+func fixtures(t testing.TB) []string {
+	t.Helper()
+	goldens, err := filepath.Glob("../testdata/sframe/*.readelf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(goldens) < 10 {
+		t.Fatalf("found %d fixtures in testdata/sframe, want at least 10", len(goldens))
+	}
+	var bins []string
+	for _, g := range goldens {
+		bins = append(bins, strings.TrimSuffix(g, ".readelf"))
+	}
+	return bins
+}
+
+// TestWriteTextMatchesReadelf compares our dump of every fixture with the
+// output of `readelf --sframe` from the toolchain that built it, byte for
+// byte: no normalization is needed.
+func TestWriteTextMatchesReadelf(t *testing.T) {
+	for _, bin := range fixtures(t) {
+		t.Run(filepath.Base(bin), func(t *testing.T) {
+			tab, err := Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tab.Errors) > 0 {
+				t.Errorf("FDEs left out: %v", tab.Errors)
+			}
+			var got bytes.Buffer
+			if err := tab.WriteText(&got); err != nil {
+				t.Fatal(err)
+			}
+			want := readFile(t, bin+".readelf")
+			if got.String() != string(want) {
+				t.Errorf("dump differs from readelf:\n%s", lineDiff(string(want), got.String()))
+			}
+		})
+	}
+}
+
+// lineDiff lists the lines that differ between want and got.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			b.WriteString("line " + itoa(i+1) + ":\n  readelf: " + quote(wl) + "\n  sprof:   " + quote(gl) + "\n")
+		}
+	}
+	return b.String()
+}
