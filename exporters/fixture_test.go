@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/stacks"
 )
 
@@ -84,10 +85,7 @@ func golden(t *testing.T, name string, got []byte) {
 // oracle for our pprof output) and returns its standard output.
 func goTool(t *testing.T, args ...string) []byte {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go command not in PATH; it is needed to run go tool pprof")
-	}
+	goBin := testenv.RequireTool(t, "go")
 	cmd := exec.Command(goBin, append([]string{"tool"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -19,11 +19,8 @@ func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
 	counts := map[string]int64{}
 	var frames []frame
 	var line []byte
-	for _, s := range p.Samples {
-		if s.Count <= 0 {
-			continue
-		}
-		frames = rootFirst(frames[:0], s, opt.ProcessRoot)
+	for _, ws := range aggregate(p, opt.ProcessRoot) {
+		frames = rootFirst(frames[:0], ws.sample, opt.ProcessRoot)
 		line = line[:0]
 		for i, f := range frames {
 			if i > 0 {
@@ -31,7 +28,7 @@ func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
 			}
 			line = appendFoldedName(line, f)
 		}
-		counts[string(line)] += s.Count
+		counts[string(line)] += ws.count
 	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {

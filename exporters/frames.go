@@ -1,6 +1,7 @@
 package exporters
 
 import (
+	"encoding/binary"
 	"strconv"
 	"strings"
 
@@ -115,4 +116,52 @@ func functionName(loc *stacks.Location, j int) string {
 		return name
 	}
 	return loc.Placeholder()
+}
+
+// weightedStack is one distinct display stack and its total count.
+type weightedStack struct {
+	// sample is the first sample with this stack; rootFirst(sample) gives
+	// the frames.
+	sample *stacks.Sample
+	count  int64
+}
+
+// aggregate merges the samples of p that display the same — same
+// Locations, same truncation, same process root — keeping first-seen
+// order, and drops samples with a count below one. Comparing Location
+// pointers instead of rendered names keeps the cost per sample at one map
+// lookup per frame; stacks that differ only by pointer merge later, when
+// their names are compared.
+func aggregate(p *stacks.Profile, root ProcessRoot) []weightedStack {
+	ids := map[*stacks.Location]uint64{}
+	index := map[string]int{}
+	var out []weightedStack
+	var key []byte
+	for _, s := range p.Samples {
+		if s.Count <= 0 {
+			continue
+		}
+		key = binary.AppendUvarint(key[:0], uint64(len(s.Stack)))
+		for _, loc := range s.Stack {
+			id, ok := ids[loc]
+			if !ok {
+				id = uint64(len(ids))
+				ids[loc] = id
+			}
+			key = binary.AppendUvarint(key, id)
+		}
+		if s.Truncated {
+			key = append(key, 1)
+		} else {
+			key = append(key, 0)
+		}
+		key = append(key, processRootName(s, root)...)
+		if i, ok := index[string(key)]; ok {
+			out[i].count += s.Count
+			continue
+		}
+		index[string(key)] = len(out)
+		out = append(out, weightedStack{s, s.Count})
+	}
+	return out
 }
