@@ -25,7 +25,8 @@ const (
 
 // Image is one file mapped into a process with its text (executable code).
 type Image struct {
-	// Name is the last component of Path.
+	// Name is the last component of Path. CIF does not store it: a
+	// decoded map derives it from Path, as Swift does.
 	Name string
 	// Path is the file's path as the process sees it; "" when unknown.
 	Path string

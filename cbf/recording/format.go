@@ -1,0 +1,219 @@
+package recording
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sprof/sprof/cbf"
+)
+
+// Magic starts every recording. The high first byte and the CR LF catch
+// transfers that mangle binary files, as PNG's signature does.
+const Magic = "\x89sprof\r\n"
+
+// Version is the format version this package writes and reads. Additions
+// that old readers can skip (new chunk types, fields appended to a chunk)
+// keep the version; anything else changes it.
+const Version = 1
+
+// ChunkType says what a chunk holds.
+type ChunkType uint8
+
+const (
+	// ChunkHeader is the first chunk: who recorded what, when, and how.
+	ChunkHeader ChunkType = 1
+	// ChunkProcesses holds process records: image maps and their changes.
+	ChunkProcesses ChunkType = 2
+	// ChunkSamples holds one batch of samples.
+	ChunkSamples ChunkType = 3
+	// ChunkEnd is the last chunk of a recording that was closed.
+	ChunkEnd ChunkType = 4
+)
+
+func (t ChunkType) String() string {
+	switch t {
+	case ChunkHeader:
+		return "header"
+	case ChunkProcesses:
+		return "processes"
+	case ChunkSamples:
+		return "samples"
+	case ChunkEnd:
+		return "end"
+	}
+	return fmt.Sprintf("chunk type %d", uint8(t))
+}
+
+const (
+	// chunkHead is the type byte and the 4-byte length before a payload.
+	chunkHead = 5
+	// chunkTail is the CRC-32C after a payload.
+	chunkTail = 4
+	// MaxChunk is the largest payload a reader accepts. Writers stay far
+	// below it (see Options.MaxBatchBytes).
+	MaxChunk = 64 << 20
+	// maxString caps comm, host and other names.
+	maxString = 4096
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// appendChunk frames payload as a chunk of type t.
+func appendChunk(dst []byte, t ChunkType, payload []byte) []byte {
+	start := len(dst)
+	dst = append(dst, byte(t))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = append(dst, payload...)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// Flags describe a sample.
+type Flags uint32
+
+const (
+	// UserTruncated: the user stack walk stopped before the outermost
+	// frame; its CBF record ends with trunc.
+	UserTruncated Flags = 1 << iota
+	// KernelTruncated: the same for the kernel stack.
+	KernelTruncated
+)
+
+// Header describes a recording.
+type Header struct {
+	Version int
+	// Start is when recording began; sample and process times are
+	// offsets from it.
+	Start time.Time
+	// Host is the host name, Kernel the kernel release (uname -r) and Arch
+	// the machine (uname -m) of the recorded host.
+	Host, Kernel, Arch string
+	// Frequency is the sampling frequency in Hz; each sample stands for
+	// 1/Frequency seconds of CPU times its weight.
+	Frequency uint64
+}
+
+func (h *Header) appendPayload(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(h.Version))
+	dst = binary.AppendVarint(dst, h.Start.UnixNano())
+	dst = appendString(dst, h.Host)
+	dst = appendString(dst, h.Kernel)
+	dst = appendString(dst, h.Arch)
+	return binary.AppendUvarint(dst, h.Frequency)
+}
+
+func parseHeader(p payload) (Header, error) {
+	var h Header
+	v, err := p.uvarint("version")
+	if err != nil {
+		return h, err
+	}
+	if v != Version {
+		return h, p.errorf(0, "version", "version %d; this reader knows %d", v, Version)
+	}
+	h.Version = int(v)
+	start, err := p.varint("start time")
+	if err != nil {
+		return h, err
+	}
+	h.Start = time.Unix(0, start)
+	if h.Host, err = p.string("host"); err != nil {
+		return h, err
+	}
+	if h.Kernel, err = p.string("kernel release"); err != nil {
+		return h, err
+	}
+	if h.Arch, err = p.string("architecture"); err != nil {
+		return h, err
+	}
+	h.Frequency, err = p.uvarint("frequency")
+	return h, err
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// payload reads the fields of a chunk's payload; base is the payload's
+// offset in the file, so errors name file offsets.
+type payload struct {
+	b    []byte
+	off  int
+	base int64
+}
+
+func (p *payload) errorf(off int, field, format string, args ...any) error {
+	return &cbf.FormatError{Offset: p.base + int64(off), Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *payload) uvarint(field string) (uint64, error) {
+	v, n := binary.Uvarint(p.b[p.off:])
+	if n <= 0 {
+		return 0, p.errorf(p.off, field, "bad or truncated varint")
+	}
+	p.off += n
+	return v, nil
+}
+
+func (p *payload) varint(field string) (int64, error) {
+	v, n := binary.Varint(p.b[p.off:])
+	if n <= 0 {
+		return 0, p.errorf(p.off, field, "bad or truncated varint")
+	}
+	p.off += n
+	return v, nil
+}
+
+// uint32 reads a uvarint that must fit in 32 bits.
+func (p *payload) uint32(field string) (uint32, error) {
+	off := p.off
+	v, err := p.uvarint(field)
+	if err == nil && v > math.MaxUint32 {
+		err = p.errorf(off, field, "%d does not fit in 32 bits", v)
+	}
+	return uint32(v), err
+}
+
+// count reads the number of entries that follow, each at least min bytes
+// long, so a lying count cannot make the reader allocate.
+func (p *payload) count(field string, min int) (int, error) {
+	off := p.off
+	v, err := p.uvarint(field)
+	if err != nil {
+		return 0, err
+	}
+	if v > uint64((len(p.b)-p.off)/min) {
+		return 0, p.errorf(off, field, "%d entries do not fit in the %d bytes left", v, len(p.b)-p.off)
+	}
+	return int(v), nil
+}
+
+// bytes reads a length-prefixed byte string of at most max bytes.
+func (p *payload) bytes(field string, max int) ([]byte, error) {
+	off := p.off
+	n, err := p.uvarint(field)
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(max) || n > uint64(len(p.b)-p.off) {
+		return nil, p.errorf(off, field, "length %d exceeds the limit %d or the %d bytes left", n, max, len(p.b)-p.off)
+	}
+	p.off += int(n)
+	return p.b[p.off-int(n) : p.off : p.off], nil
+}
+
+func (p *payload) string(field string) (string, error) {
+	off := p.off
+	b, err := p.bytes(field, maxString)
+	if err != nil {
+		return "", err
+	}
+	if !utf8.Valid(b) {
+		return "", p.errorf(off, field, "not UTF-8")
+	}
+	return string(b), nil
+}

@@ -1,0 +1,445 @@
+package recording
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/cbf"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock               { return &fakeClock{time.Unix(1_700_000_000, 0)} }
+func (c *fakeClock) options() Options {
+	return Options{Clock: c.now, Host: "h", Kernel: "6.18.0", Arch: "x86_64", Frequency: 99}
+}
+func (c *fakeClock) at(d time.Duration) time.Time { return time.Unix(1_700_000_000, 0).Add(d) }
+
+// sample is one sample as a test writes and expects to read it.
+type sample struct {
+	t             time.Duration
+	pid, tid, cpu uint32
+	comm          string
+	user, kernel  []uint64
+	flags         Flags
+	weight        uint64
+}
+
+func (s sample) String() string {
+	return fmt.Sprintf("%v %d/%d cpu%d %s u%x k%x f%d w%d", s.t, s.pid, s.tid, s.cpu, s.comm, s.user, s.kernel, s.flags, s.weight)
+}
+
+func testMap(t testing.TB, base uint64) *cbf.ImageMap {
+	t.Helper()
+	m, err := cbf.NewImageMap("", cbf.Word64, []cbf.Image{
+		{Path: "/usr/bin/app", BuildID: []byte{1, 2, 3, 4}, Base: base, EndOfText: base + 0x10000, TextOffset: 0x1000},
+		{Path: "/usr/lib/x86_64-linux-gnu/libc.so.6", BuildID: []byte{5, 6, 7, 8}, Base: 0x7f0000028000, EndOfText: 0x7f00001bd000, TextOffset: 0x28000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func kernelMap(t testing.TB) *cbf.ImageMap {
+	m, err := cbf.NewImageMap("", cbf.Word64, []cbf.Image{
+		{Path: "[kernel.kallsyms]", BuildID: []byte{9, 9}, Base: 0xffffffff81000000, EndOfText: 0xffffffff82000000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// testSamples returns samples over a few seconds with repeated stacks and
+// repeated whole samples, the way a profiler sees them.
+func testSamples() []sample {
+	var out []sample
+	hot := []uint64{0x401234, 0x401100, 0x7f0000029d90, 0x401085}
+	for i := range 300 {
+		s := sample{t: time.Duration(i) * 10 * time.Millisecond, pid: 100 + uint32(i%3), tid: 100 + uint32(i%5),
+			cpu: uint32(i % 2), comm: []string{"app", "worker"}[i%2], user: hot, weight: 1}
+		switch i % 7 {
+		case 1:
+			s.kernel = []uint64{0xffffffff81001000, 0xffffffff81002000}
+		case 2:
+			s.user = append(slices.Clone(hot[:2]), uint64(0x402000+i))
+		case 3:
+			s.user, s.flags = nil, KernelTruncated
+			s.kernel = []uint64{0xffffffff81003000}
+		case 4:
+			s.flags = UserTruncated
+		case 5:
+			s.weight = 3
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// writeRecording writes a recording of testSamples, a chunk each second,
+// and returns it.
+func writeRecording(t testing.TB) []byte {
+	t.Helper()
+	clock := newFakeClock()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, clock.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Kernel(kernelMap(t)); err != nil {
+		t.Fatal(err)
+	}
+	for pid := uint32(100); pid < 103; pid++ {
+		if err := w.Process(pid, "app", testMap(t, 0x400000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, s := range testSamples() {
+		clock.t = clock.at(s.t)
+		if i == 150 {
+			w.Lost(7)
+			if err := w.Exit(102); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Sample(clock.at(s.t), s.pid, s.tid, s.cpu, s.comm, s.user, s.kernel, s.flags, s.weight); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(time.Millisecond)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sample(clock.t, 1, 1, 0, "x", nil, nil, 0, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Sample after Close: %v", err)
+	}
+	return buf.Bytes()
+}
+
+// readAll reads every chunk of a recording and returns the samples, process
+// records and End chunk found, and the error that stopped the reading.
+func readAll(t testing.TB, data []byte) (Header, []sample, []Process, *End, error) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		return Header{}, nil, nil, nil, err
+	}
+	var samples []sample
+	var procs []Process
+	var end *End
+	var frames []cbf.Frame
+	stack := func(b *Batch, i int) []uint64 {
+		if i < 0 {
+			return nil
+		}
+		frames, err = b.Stack(frames[:0], i)
+		if err != nil {
+			t.Fatalf("stack %d: %v", i, err)
+		}
+		var pcs []uint64
+		for _, f := range frames {
+			if f.Kind != cbf.Truncated {
+				pcs = append(pcs, f.Addr)
+			}
+		}
+		return pcs
+	}
+	for {
+		c, err := r.Next()
+		if err != nil {
+			return r.Header(), samples, procs, end, err
+		}
+		switch c.Type {
+		case ChunkProcesses:
+			p, err := c.Processes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			procs = append(procs, p...)
+		case ChunkSamples:
+			b, err := c.Batch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range b.Groups {
+				for _, tm := range g.Times {
+					samples = append(samples, sample{tm, g.PID, g.TID, g.CPU, g.Comm, stack(b, g.User), stack(b, g.Kernel), g.Flags, g.Weight})
+				}
+			}
+		case ChunkEnd:
+			e, err := c.End()
+			if err != nil {
+				t.Fatal(err)
+			}
+			end = &e
+		}
+	}
+}
+
+func sortSamples(s []sample) {
+	slices.SortStableFunc(s, func(a, b sample) int { return int(a.t - b.t) })
+}
+
+func TestRoundTrip(t *testing.T) {
+	data := writeRecording(t)
+	h, got, procs, end, err := readAll(t, data)
+	if err != io.EOF {
+		t.Fatalf("reading: %v", err)
+	}
+	if h.Host != "h" || h.Kernel != "6.18.0" || h.Arch != "x86_64" || h.Frequency != 99 || !h.Start.Equal(time.Unix(1_700_000_000, 0)) {
+		t.Errorf("header %+v", h)
+	}
+	want := testSamples()
+	sortSamples(got)
+	if len(got) != len(want) {
+		t.Fatalf("%d samples; want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].String() != want[i].String() {
+			t.Fatalf("sample %d:\n%v\nwant\n%v", i, got[i], want[i])
+		}
+	}
+	if len(procs) != 5 || !procs[0].Kernel || !procs[0].Map.Equal(kernelMap(t)) ||
+		procs[1].PID != 100 || procs[1].Comm != "app" || !procs[1].Map.Equal(testMap(t, 0x400000)) ||
+		!procs[4].Exited || procs[4].PID != 102 || procs[4].Time != 1500*time.Millisecond {
+		t.Errorf("process records %+v", procs)
+	}
+	if end == nil || end.Samples != 300 || end.Lost != 7 || end.Time != 2991*time.Millisecond {
+		t.Errorf("end %+v", end)
+	}
+}
+
+func TestFlushInterval(t *testing.T) {
+	clock := newFakeClock()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, clock.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	headerLen := buf.Len()
+	pcs := []uint64{0x401000, 0x401234}
+	w.Sample(clock.now(), 1, 1, 0, "a", pcs, nil, 0, 1)
+	clock.advance(999 * time.Millisecond)
+	w.Sample(clock.now(), 1, 1, 0, "a", pcs, nil, 0, 1)
+	if buf.Len() != headerLen {
+		t.Fatalf("a chunk was written before a second passed")
+	}
+	clock.advance(time.Millisecond)
+	if err := w.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() == headerLen {
+		t.Fatalf("no chunk written after a second")
+	}
+	// An idle writer writes nothing.
+	n := buf.Len()
+	clock.advance(5 * time.Second)
+	w.Tick()
+	if buf.Len() != n {
+		t.Errorf("an idle Tick wrote %d bytes", buf.Len()-n)
+	}
+	// A full batch is written at once.
+	w2, _ := NewWriter(io.Discard, Options{Clock: clock.now, MaxBatchBytes: 100})
+	var out bytes.Buffer
+	w2.w = &out
+	for i := range 10 {
+		w2.Sample(clock.now(), uint32(i), 1, 0, "a", []uint64{uint64(i) << 40, 0x401234}, nil, 0, 1)
+	}
+	if out.Len() == 0 {
+		t.Error("a batch over MaxBatchBytes was not written")
+	}
+}
+
+func TestDedup(t *testing.T) {
+	clock := newFakeClock()
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, clock.options())
+	stack := make([]uint64, 40)
+	for i := range stack {
+		stack[i] = 0x401000 + uint64(i*0x1234)
+	}
+	for i := range 100 {
+		w.Sample(clock.at(time.Duration(i)*time.Millisecond), 1, 1, 0, "a", stack, nil, 0, 1)
+		w.Sample(clock.at(time.Duration(i)*time.Millisecond), 2, 2, 1, "b", stack, nil, 0, 1)
+	}
+	w.Flush()
+	r, _ := NewReader(bytes.NewReader(buf.Bytes()))
+	c, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Batch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Stacks) != 1 || len(b.Groups) != 2 || b.Samples() != 200 {
+		t.Errorf("%d stacks, %d groups, %d samples; want 1, 2, 200", len(b.Stacks), len(b.Groups), b.Samples())
+	}
+	// A repeated sample costs only its time: 1ms in ns is a 3-byte varint.
+	if perSample := float64(len(c.Payload)) / 200; perSample > 4 {
+		t.Errorf("%.1f bytes per repeated sample", perSample)
+	}
+}
+
+// chunkEnds returns the offsets where the chunks of an intact recording end.
+func chunkEnds(t testing.TB, data []byte) []int {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := []int{int(r.Offset())}
+	for {
+		if _, err := r.Next(); err != nil {
+			return ends
+		}
+		ends = append(ends, int(r.Offset()))
+	}
+}
+
+// TestTruncateEveryByte cuts a recording at every byte, as kill -9 or a
+// full disk would, and checks that every chunk before the cut is read and
+// the damaged tail is reported where the cut chunk starts.
+func TestTruncateEveryByte(t *testing.T) {
+	data := writeRecording(t)
+	ends := chunkEnds(t, data)
+	if len(ends) < 6 {
+		t.Fatalf("only %d chunks", len(ends))
+	}
+	for cut := range len(data) + 1 {
+		r, err := NewReader(bytes.NewReader(data[:cut]))
+		if cut < ends[0] {
+			if err == nil {
+				t.Fatalf("cut at %d: header read", cut)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		complete := 0
+		for complete+1 < len(ends) && ends[complete+1] <= cut {
+			complete++
+		}
+		n := 0
+		for {
+			_, err = r.Next()
+			if err != nil {
+				break
+			}
+			n++
+		}
+		if n != complete {
+			t.Fatalf("cut at %d: read %d chunks; want %d", cut, n, complete)
+		}
+		var de *DamagedError
+		switch {
+		case cut == ends[complete]:
+			if err != io.EOF {
+				t.Fatalf("cut at %d, a chunk boundary: %v", cut, err)
+			}
+		case !errors.As(err, &de) || de.Offset != int64(ends[complete]):
+			t.Fatalf("cut at %d: %v; want a damaged tail at %d", cut, err, ends[complete])
+		}
+	}
+}
+
+func TestCorruptByte(t *testing.T) {
+	data := writeRecording(t)
+	ends := chunkEnds(t, data)
+	for _, at := range []int{ends[2] + 3, ends[3] - 1, ends[3] + 1} {
+		bad := slices.Clone(data)
+		bad[at] ^= 0x20
+		s, err := Summarize(bytes.NewReader(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk := 0
+		for ends[chunk+1] <= at {
+			chunk++
+		}
+		if s.Damaged == nil || s.Damaged.Offset != int64(ends[chunk]) || s.Chunks != chunk {
+			t.Errorf("byte %d flipped: %d chunks, damaged %v; want %d chunks, damage at %d", at, s.Chunks, s.Damaged, chunk, ends[chunk])
+		}
+	}
+}
+
+func TestUnknownChunkSkipped(t *testing.T) {
+	data := writeRecording(t)
+	ends := chunkEnds(t, data)
+	var withNew []byte
+	withNew = append(withNew, data[:ends[2]]...)
+	withNew = appendChunk(withNew, 200, []byte("from a newer sprof"))
+	withNew = append(withNew, data[ends[2]:]...)
+	s, err := Summarize(bytes.NewReader(withNew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Unknown != 1 || s.Samples != 300 || s.Damaged != nil {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	data := writeRecording(t)
+	s, err := Summarize(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Samples != 300 || s.Lost != 7 || s.Processes != 3 || s.Images != 3 || s.End == nil ||
+		s.Duration() != 2991*time.Millisecond || s.Intact != int64(len(data)) || s.Damaged != nil {
+		t.Errorf("summary %+v", s)
+	}
+	s, err = Summarize(bytes.NewReader(data[:len(data)-3]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.End != nil || s.Damaged == nil || s.Duration() != 2990*time.Millisecond || s.Samples != 300 {
+		t.Errorf("summary of a cut file %+v", s)
+	}
+}
+
+// failingWriter fails once it has taken n bytes, like a full disk.
+type failingWriter struct{ n int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		k := f.n
+		f.n = 0
+		return k, errors.New("no space left on device")
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+func TestWriteErrorSticks(t *testing.T) {
+	clock := newFakeClock()
+	w, err := NewWriter(&failingWriter{n: 100}, clock.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Sample(clock.now(), 1, 1, 0, "a", []uint64{1, 2, 3}, nil, 0, 1)
+	w.Process(1, "a", testMap(t, 0x400000))
+	if err := w.Flush(); err == nil {
+		t.Fatal("Flush succeeded on a full disk")
+	}
+	if err := w.Sample(clock.now(), 1, 1, 0, "a", nil, nil, 0, 1); err == nil {
+		t.Error("Sample succeeded after a write error")
+	}
+}
+
+func TestNotARecording(t *testing.T) {
+	for _, data := range [][]byte{nil, []byte("\x89sprof\r"), []byte("hello, world"), append([]byte(Magic), appendChunk(nil, ChunkSamples, nil)...)} {
+		if _, err := NewReader(bytes.NewReader(data)); err == nil {
+			t.Errorf("NewReader(%q) succeeded", data)
+		}
+	}
+}

@@ -1,0 +1,309 @@
+package recording
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/sprof/sprof/cbf"
+)
+
+// Process is a process record: the images a process has mapped from Time
+// on, until the next record for the same PID.
+type Process struct {
+	// Time is the offset from the recording's start.
+	Time time.Duration
+	PID  uint32
+	// Kernel marks the image map of the kernel and its modules, which
+	// the kernel stacks of all processes refer to; PID is 0.
+	Kernel bool
+	// Exited says the process is gone; Map is nil.
+	Exited bool
+	Comm   string
+	Map    *cbf.ImageMap
+}
+
+// Bits of a process record's flags field.
+const (
+	processKernel = 1 << iota
+	processExited
+)
+
+// maxImages caps the text offsets of a record, like cbf caps images.
+const maxImages = cbf.MaxImages
+
+func (pr *Process) appendRecord(dst []byte) []byte {
+	dst = binary.AppendVarint(dst, int64(pr.Time))
+	dst = binary.AppendUvarint(dst, uint64(pr.PID))
+	var flags uint64
+	if pr.Kernel {
+		flags |= processKernel
+	}
+	if pr.Exited {
+		flags |= processExited
+	}
+	dst = binary.AppendUvarint(dst, flags)
+	dst = appendString(dst, pr.Comm)
+	if pr.Map == nil {
+		dst = binary.AppendUvarint(dst, 0)
+		return binary.AppendUvarint(dst, 0)
+	}
+	cif := pr.Map.AppendCIF(nil)
+	dst = binary.AppendUvarint(dst, uint64(len(cif)))
+	dst = append(dst, cif...)
+	dst = binary.AppendUvarint(dst, uint64(pr.Map.Len()))
+	for _, im := range pr.Map.Images() {
+		dst = binary.AppendUvarint(dst, im.TextOffset)
+	}
+	return dst
+}
+
+func parseProcesses(p payload) ([]Process, error) {
+	n, err := p.count("process count", 6)
+	if err != nil {
+		return nil, err
+	}
+	procs := make([]Process, n)
+	for i := range procs {
+		if err := parseProcess(&p, &procs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return procs, nil
+}
+
+func parseProcess(p *payload, pr *Process) error {
+	t, err := p.varint("process time")
+	if err != nil {
+		return err
+	}
+	pr.Time = time.Duration(t)
+	if pr.PID, err = p.uint32("pid"); err != nil {
+		return err
+	}
+	flags, err := p.uvarint("process flags")
+	if err != nil {
+		return err
+	}
+	pr.Kernel, pr.Exited = flags&processKernel != 0, flags&processExited != 0
+	if pr.Comm, err = p.string("comm"); err != nil {
+		return err
+	}
+	cif, err := p.bytes("image map", len(p.b))
+	if err != nil {
+		return err
+	}
+	cifOff := p.off - len(cif)
+	nOff := p.off
+	n, err := p.count("text offsets", 1)
+	if err != nil {
+		return err
+	}
+	if len(cif) == 0 {
+		if n != 0 {
+			return p.errorf(nOff, "text offsets", "%d offsets without an image map", n)
+		}
+		return nil
+	}
+	m, used, err := cbf.DecodeImageMap(cif)
+	if err != nil {
+		var fe *cbf.FormatError
+		if errors.As(err, &fe) {
+			fe.Offset += p.base + int64(cifOff) // a file offset, like every other
+		}
+		return err
+	}
+	if used != len(cif) || n != m.Len() {
+		return p.errorf(cifOff, "image map", "%d of %d bytes used, %d text offsets for %d images", used, len(cif), n, m.Len())
+	}
+	images := slices.Clone(m.Images())
+	for i := range images {
+		if images[i].TextOffset, err = p.uvarint("text offset"); err != nil {
+			return err
+		}
+	}
+	pr.Map, err = cbf.NewImageMap(m.Platform(), m.WordSize(), images)
+	return err
+}
+
+// Batch is the samples of one Samples chunk. Identical stacks are stored
+// once in Stacks, and samples that differ only in time once as a Group.
+type Batch struct {
+	// Lost counts the samples the collector could not take or keep since
+	// the batch before.
+	Lost uint64
+	// Stacks holds CBF records; decode one with Stack.
+	Stacks [][]byte
+	Groups []Group
+}
+
+// Group is a set of samples equal in all but their time.
+type Group struct {
+	PID, TID, CPU uint32
+	Comm          string
+	// User and Kernel index Batch.Stacks; -1 when the sample has no such
+	// stack.
+	User, Kernel int
+	Flags        Flags
+	// Weight is what each sample counts for, 1 for a plain sample.
+	Weight uint64
+	// Times holds one offset from the recording's start per sample.
+	Times []time.Duration
+}
+
+// Samples returns the number of samples in the batch.
+func (b *Batch) Samples() int {
+	n := 0
+	for i := range b.Groups {
+		n += len(b.Groups[i].Times)
+	}
+	return n
+}
+
+// Stack decodes stack i into dst, checking that the record fills its
+// entry exactly.
+func (b *Batch) Stack(dst []cbf.Frame, i int) ([]cbf.Frame, error) {
+	rec := b.Stacks[i]
+	frames, n, err := cbf.Decode(dst, rec)
+	if err == nil && n != len(rec) {
+		err = &cbf.FormatError{Offset: int64(n), Field: "stack", Msg: "bytes after the record's end"}
+	}
+	return frames, err
+}
+
+func parseBatch(p payload) (*Batch, error) {
+	base, err := p.varint("batch time")
+	if err != nil {
+		return nil, err
+	}
+	b := &Batch{}
+	if b.Lost, err = p.uvarint("lost"); err != nil {
+		return nil, err
+	}
+	n, err := p.count("comm count", 1)
+	if err != nil {
+		return nil, err
+	}
+	comms := make([]string, n)
+	for i := range comms {
+		if comms[i], err = p.string("comm"); err != nil {
+			return nil, err
+		}
+	}
+	if n, err = p.count("stack count", 1); err != nil {
+		return nil, err
+	}
+	b.Stacks = make([][]byte, n)
+	for i := range b.Stacks {
+		if b.Stacks[i], err = p.bytes("stack", MaxChunk); err != nil {
+			return nil, err
+		}
+	}
+	if n, err = p.count("group count", 10); err != nil {
+		return nil, err
+	}
+	b.Groups = make([]Group, n)
+	for i := range b.Groups {
+		if err := parseGroup(&p, &b.Groups[i], comms, len(b.Stacks), base); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func parseGroup(p *payload, g *Group, comms []string, stacks int, base int64) error {
+	var err error
+	if g.PID, err = p.uint32("pid"); err != nil {
+		return err
+	}
+	if g.TID, err = p.uint32("tid"); err != nil {
+		return err
+	}
+	if g.CPU, err = p.uint32("cpu"); err != nil {
+		return err
+	}
+	off := p.off
+	comm, err := p.uvarint("comm index")
+	if err != nil {
+		return err
+	}
+	if comm >= uint64(len(comms)) {
+		return p.errorf(off, "comm index", "%d of %d comms", comm, len(comms))
+	}
+	g.Comm = comms[comm]
+	if g.User, err = stackIndex(p, "user stack", stacks); err != nil {
+		return err
+	}
+	if g.Kernel, err = stackIndex(p, "kernel stack", stacks); err != nil {
+		return err
+	}
+	flags, err := p.uint32("flags")
+	if err != nil {
+		return err
+	}
+	g.Flags = Flags(flags)
+	if g.Weight, err = p.uvarint("weight"); err != nil {
+		return err
+	}
+	off = p.off
+	n, err := p.count("sample count", 1)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return p.errorf(off, "sample count", "a group without samples")
+	}
+	g.Times = make([]time.Duration, n)
+	t := base
+	for i := range g.Times {
+		d, err := p.varint("sample time")
+		if err != nil {
+			return err
+		}
+		t += d
+		g.Times[i] = time.Duration(t)
+	}
+	return nil
+}
+
+// stackIndex reads a stack reference: 0 for none, i+1 for stack i.
+func stackIndex(p *payload, field string, stacks int) (int, error) {
+	off := p.off
+	v, err := p.uvarint(field)
+	if err != nil {
+		return 0, err
+	}
+	if v > uint64(stacks) {
+		return 0, p.errorf(off, field, "stack %d of %d", v, stacks)
+	}
+	return int(v) - 1, nil
+}
+
+// End is the content of the End chunk a closed recording finishes with.
+type End struct {
+	// Time is when recording stopped, as an offset from the start.
+	Time time.Duration
+	// Samples and Lost are the totals over the recording.
+	Samples, Lost uint64
+}
+
+func (e *End) appendPayload(dst []byte) []byte {
+	dst = binary.AppendVarint(dst, int64(e.Time))
+	dst = binary.AppendUvarint(dst, e.Samples)
+	return binary.AppendUvarint(dst, e.Lost)
+}
+
+func parseEnd(p payload) (End, error) {
+	var e End
+	t, err := p.varint("end time")
+	if err != nil {
+		return e, err
+	}
+	e.Time = time.Duration(t)
+	if e.Samples, err = p.uvarint("sample total"); err != nil {
+		return e, err
+	}
+	e.Lost, err = p.uvarint("lost total")
+	return e, err
+}

@@ -1,0 +1,125 @@
+package recording
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Summary describes a recording as a whole, for `sprof info`.
+type Summary struct {
+	Header Header
+	// Intact is the length of the readable part: up to the damaged tail,
+	// or the whole file.
+	Intact int64
+	// Chunks counts intact chunks, Unknown those of types this package
+	// does not know (written by a newer sprof).
+	Chunks, Unknown int
+	Samples         uint64
+	Lost            uint64
+	// Stacks counts the stacks stored, each once per batch.
+	Stacks int
+	// Processes counts the distinct PIDs with process records, Images the
+	// distinct images (by build ID, or path for those without one) in
+	// their maps, the kernel's included.
+	Processes, Images int
+	// FirstSample and LastSample bound the sample times.
+	FirstSample, LastSample time.Duration
+	// End is the End chunk, nil when the writer never closed the file.
+	End *End
+	// Damaged says where the damaged tail starts; nil when there is none.
+	Damaged *DamagedError
+}
+
+// Duration is the time the recording covers: from the start to the End
+// chunk, or to the last sample when the writer did not close it.
+func (s *Summary) Duration() time.Duration {
+	if s.End != nil {
+		return s.End.Time
+	}
+	return s.LastSample
+}
+
+// Summarize reads a whole recording. A damaged tail is not an error: it is
+// reported in Summary.Damaged. Malformed content in an intact chunk is.
+func Summarize(r io.Reader) (*Summary, error) {
+	rd, err := NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{Header: rd.Header()}
+	pids := map[uint32]bool{}
+	images := map[string]bool{}
+	for {
+		c, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.As(err, &s.Damaged) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.Chunks++
+		if err := s.add(&c, pids, images); err != nil {
+			return nil, fmt.Errorf("recording: %v chunk at offset %d: %w", c.Type, c.Offset, err)
+		}
+	}
+	s.Intact = rd.Offset()
+	s.Processes, s.Images = len(pids), len(images)
+	return s, nil
+}
+
+func (s *Summary) add(c *Chunk, pids map[uint32]bool, images map[string]bool) error {
+	switch c.Type {
+	case ChunkProcesses:
+		procs, err := c.Processes()
+		if err != nil {
+			return err
+		}
+		for _, pr := range procs {
+			if !pr.Kernel && !pr.Exited {
+				pids[pr.PID] = true
+			}
+			if pr.Map == nil {
+				continue
+			}
+			for _, im := range pr.Map.Images() {
+				if im.BuildID != nil {
+					images["id:"+string(im.BuildID)] = true
+				} else {
+					images["path:"+im.Path] = true
+				}
+			}
+		}
+	case ChunkSamples:
+		b, err := c.Batch()
+		if err != nil {
+			return err
+		}
+		s.Lost += b.Lost
+		s.Stacks += len(b.Stacks)
+		for _, g := range b.Groups {
+			for _, t := range g.Times {
+				if s.Samples == 0 || t < s.FirstSample {
+					s.FirstSample = t
+				}
+				s.LastSample = max(s.LastSample, t)
+				s.Samples++
+			}
+		}
+	case ChunkEnd:
+		e, err := c.End()
+		if err != nil {
+			return err
+		}
+		s.End = &e
+	case ChunkHeader:
+		return fmt.Errorf("a second header")
+	default:
+		s.Unknown++
+	}
+	return nil
+}

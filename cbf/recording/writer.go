@@ -1,0 +1,334 @@
+package recording
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sprof/sprof/cbf"
+)
+
+// Defaults of Options.
+const (
+	DefaultFlushInterval = time.Second
+	DefaultMaxBatchBytes = 1 << 20
+)
+
+// Options configure a Writer. The zero value is usable; a real recording
+// fills in the Header fields.
+type Options struct {
+	// Host, Kernel, Arch and Frequency go to the header; see Header.
+	Host, Kernel, Arch string
+	Frequency          uint64
+	// Start is the time sample times are measured from; zero means the
+	// Clock's time when the Writer is made.
+	Start time.Time
+	// Clock tells the time for the flush rule; nil means time.Now. Tests
+	// pass a fake clock so they need not sleep.
+	Clock func() time.Time
+	// FlushInterval is the longest a sample or process record stays in
+	// memory before its chunk is written, provided the Writer is called
+	// (Sample, Process, Tick) at least that often; 0 means
+	// DefaultFlushInterval. It bounds what a crash loses.
+	FlushInterval time.Duration
+	// MaxBatchBytes makes the Writer complete a chunk when the pending
+	// samples reach about this size, however recent the last chunk; 0
+	// means DefaultMaxBatchBytes.
+	MaxBatchBytes int
+}
+
+// ErrClosed is returned by a Writer's methods after Close.
+var ErrClosed = errors.New("recording: writer closed")
+
+// Writer writes a recording. It batches samples and process records and
+// writes each batch as chunks with one Write call, so a crash loses at most
+// the batch in memory and leaves the file readable up to the last chunk.
+// A Writer is not safe for concurrent use.
+type Writer struct {
+	w         io.Writer
+	opts      Options
+	start     time.Time
+	lastFlush time.Time
+	err       error // sticky: the first write error, or ErrClosed
+
+	procs   []byte // process records pending, without their count
+	nprocs  int
+	batch   batch
+	samples uint64 // totals for the End chunk
+	lost    uint64
+	out     []byte // the chunks being written
+	scratch []byte // one stack being encoded
+}
+
+// NewWriter writes the magic and the header to w and returns a Writer for
+// the rest. w should be unbuffered (an *os.File), so each completed chunk
+// reaches the kernel at once.
+func NewWriter(w io.Writer, opts Options) (*Writer, error) {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = DefaultFlushInterval
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	now := opts.Clock()
+	if opts.Start.IsZero() {
+		opts.Start = now
+	}
+	wr := &Writer{w: w, opts: opts, start: opts.Start, lastFlush: now}
+	wr.batch.reset()
+	h := Header{Version: Version, Start: opts.Start, Host: opts.Host, Kernel: opts.Kernel,
+		Arch: opts.Arch, Frequency: opts.Frequency}
+	wr.out = append(wr.out, Magic...)
+	wr.out = appendChunk(wr.out, ChunkHeader, h.appendPayload(nil))
+	if err := wr.write(); err != nil {
+		return nil, err
+	}
+	return wr, nil
+}
+
+// Start returns the time sample times are measured from.
+func (w *Writer) Start() time.Time { return w.start }
+
+// Process records that process pid (named comm) has the images of m from
+// now on. Call it when a process is first seen and again whenever its
+// mappings change (exec, dlopen); a reader applies each record to the
+// samples of pid from its time until the next record. m should have an
+// empty platform: the header describes the host once.
+func (w *Writer) Process(pid uint32, comm string, m *cbf.ImageMap) error {
+	return w.addProcess(Process{PID: pid, Comm: comm, Map: m})
+}
+
+// Kernel records the image map of the kernel and its modules, which kernel
+// stacks of every process refer to.
+func (w *Writer) Kernel(m *cbf.ImageMap) error {
+	return w.addProcess(Process{Kernel: true, Comm: "[kernel]", Map: m})
+}
+
+// Exit records that process pid is gone, so a reader does not apply its
+// image map to a later process that reuses the PID.
+func (w *Writer) Exit(pid uint32) error {
+	return w.addProcess(Process{PID: pid, Exited: true})
+}
+
+func (w *Writer) addProcess(pr Process) error {
+	if w.err != nil {
+		return w.err
+	}
+	now := w.opts.Clock()
+	pr.Time = now.Sub(w.start)
+	w.procs = pr.appendRecord(w.procs)
+	w.nprocs++
+	return w.tick(now)
+}
+
+// Sample adds one sample taken at t on cpu in thread tid of process pid,
+// whose name was comm. user and kernel are the stacks as the walker
+// returned them, leaf first (the leaf is an exact PC, the rest return
+// addresses); either may be empty. flags marks truncated stacks; weight is
+// what the sample counts for, normally 1.
+func (w *Writer) Sample(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, flags Flags, weight uint64) error {
+	if w.err != nil {
+		return w.err
+	}
+	k := groupKey{pid: pid, tid: tid, cpu: cpu, flags: flags, weight: weight}
+	k.comm = w.batch.comm(comm)
+	k.user = w.stack(user, flags&UserTruncated != 0)
+	k.kernel = w.stack(kernel, flags&KernelTruncated != 0)
+	w.batch.add(k, int64(t.Sub(w.start)))
+	w.samples++
+	if w.batch.size() >= w.opts.MaxBatchBytes {
+		return w.Flush()
+	}
+	return w.tick(w.opts.Clock())
+}
+
+// stack interns one stack in the batch and returns its reference: 0 for
+// none, i+1 for stack i.
+func (w *Writer) stack(pcs []uint64, truncated bool) uint32 {
+	if len(pcs) == 0 && !truncated {
+		return 0
+	}
+	w.scratch = cbf.AppendStack(w.scratch[:0], cbf.Word64, pcs, truncated)
+	return w.batch.stack(w.scratch)
+}
+
+// Lost counts n samples that were lost (a full ring buffer, say); the next
+// batch records them.
+func (w *Writer) Lost(n uint64) {
+	w.batch.lost += n
+	w.lost += n
+}
+
+// Tick completes a chunk if there is anything pending and FlushInterval has
+// passed since the last one. Sample and Process call it; a collector calls
+// it also when idle, at least once a FlushInterval, so that nothing stays in
+// memory longer.
+func (w *Writer) Tick() error {
+	if w.err != nil {
+		return w.err
+	}
+	return w.tick(w.opts.Clock())
+}
+
+func (w *Writer) tick(now time.Time) error {
+	if now.Sub(w.lastFlush) < w.opts.FlushInterval {
+		return nil
+	}
+	return w.Flush()
+}
+
+// Flush writes the pending process records and samples as chunks now.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	w.lastFlush = w.opts.Clock()
+	if w.nprocs > 0 {
+		w.scratch = binary.AppendUvarint(w.scratch[:0], uint64(w.nprocs))
+		w.scratch = append(w.scratch, w.procs...)
+		w.out = appendChunk(w.out, ChunkProcesses, w.scratch)
+		w.procs, w.nprocs = w.procs[:0], 0
+	}
+	if len(w.batch.groups) > 0 || w.batch.lost > 0 {
+		w.scratch = w.batch.appendPayload(w.scratch[:0])
+		w.out = appendChunk(w.out, ChunkSamples, w.scratch)
+		w.batch.reset()
+	}
+	return w.write()
+}
+
+// Close flushes what is pending and ends the recording with an End chunk.
+// It does not close the underlying writer.
+func (w *Writer) Close() error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	e := End{Time: w.opts.Clock().Sub(w.start), Samples: w.samples, Lost: w.lost}
+	w.out = appendChunk(w.out, ChunkEnd, e.appendPayload(nil))
+	if err := w.write(); err != nil {
+		return err
+	}
+	w.err = ErrClosed
+	return nil
+}
+
+func (w *Writer) write() error {
+	if len(w.out) == 0 {
+		return nil
+	}
+	_, err := w.w.Write(w.out)
+	w.out = w.out[:0]
+	if err != nil {
+		w.err = fmt.Errorf("recording: write: %w", err)
+	}
+	return w.err
+}
+
+// groupKey is what samples of one group share.
+type groupKey struct {
+	pid, tid, cpu, comm uint32
+	user, kernel        uint32 // 0 none, i+1 stack i
+	flags               Flags
+	weight              uint64
+}
+
+type group struct {
+	key   groupKey
+	times []int64 // ns since the recording's start
+}
+
+// batch gathers the samples of the next Samples chunk, interning comms and
+// stacks and grouping samples that differ only in time.
+type batch struct {
+	lost    uint64
+	base    int64 // time of the batch's first sample
+	comms   []string
+	commIdx map[string]uint32
+	stacks  []byte // length-prefixed CBF records, as in the chunk
+	nstacks uint32
+	stackID map[string]uint32
+	groups  []group
+	groupID map[groupKey]int
+	nbytes  int // estimate of the groups' encoded size
+}
+
+func (b *batch) reset() {
+	*b = batch{commIdx: b.commIdx, stackID: b.stackID, groupID: b.groupID,
+		stacks: b.stacks[:0], comms: b.comms[:0], groups: b.groups[:0]}
+	if b.commIdx == nil {
+		b.commIdx, b.stackID, b.groupID = map[string]uint32{}, map[string]uint32{}, map[groupKey]int{}
+	}
+	clear(b.commIdx)
+	clear(b.stackID)
+	clear(b.groupID)
+}
+
+func (b *batch) comm(s string) uint32 {
+	if i, ok := b.commIdx[s]; ok {
+		return i
+	}
+	i := uint32(len(b.comms))
+	b.comms = append(b.comms, s)
+	b.commIdx[s] = i
+	b.nbytes += len(s) + 1
+	return i
+}
+
+func (b *batch) stack(rec []byte) uint32 {
+	if i, ok := b.stackID[string(rec)]; ok {
+		return i + 1
+	}
+	i := b.nstacks
+	b.nstacks++
+	b.stackID[string(rec)] = i
+	b.stacks = binary.AppendUvarint(b.stacks, uint64(len(rec)))
+	b.stacks = append(b.stacks, rec...)
+	return i + 1
+}
+
+func (b *batch) add(k groupKey, t int64) {
+	if len(b.groups) == 0 {
+		b.base = t
+	}
+	i, ok := b.groupID[k]
+	if !ok {
+		i = len(b.groups)
+		b.groups = append(b.groups, group{key: k})
+		b.groupID[k] = i
+		b.nbytes += 16
+	}
+	b.groups[i].times = append(b.groups[i].times, t)
+	b.nbytes += 3
+}
+
+func (b *batch) size() int { return len(b.stacks) + b.nbytes }
+
+func (b *batch) appendPayload(dst []byte) []byte {
+	dst = binary.AppendVarint(dst, b.base)
+	dst = binary.AppendUvarint(dst, b.lost)
+	dst = binary.AppendUvarint(dst, uint64(len(b.comms)))
+	for _, c := range b.comms {
+		dst = appendString(dst, c)
+	}
+	dst = binary.AppendUvarint(dst, uint64(b.nstacks))
+	dst = append(dst, b.stacks...)
+	dst = binary.AppendUvarint(dst, uint64(len(b.groups)))
+	for i := range b.groups {
+		g := &b.groups[i]
+		for _, v := range [...]uint64{uint64(g.key.pid), uint64(g.key.tid), uint64(g.key.cpu), uint64(g.key.comm),
+			uint64(g.key.user), uint64(g.key.kernel), uint64(g.key.flags), g.key.weight, uint64(len(g.times))} {
+			dst = binary.AppendUvarint(dst, v)
+		}
+		prev := b.base
+		for _, t := range g.times {
+			dst = binary.AppendVarint(dst, t-prev)
+			prev = t
+		}
+	}
+	return dst
+}
