@@ -1,0 +1,401 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/collector/perfring"
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize"
+)
+
+// DefaultInterval is how often Run drains the sampler and the side band:
+// rare enough that waking up costs nothing measurable, often enough that
+// the rings stay small.
+const DefaultInterval = 250 * time.Millisecond
+
+// KernelSymbolizer resolves kernel addresses (from /proc/kallsyms).
+type KernelSymbolizer interface {
+	// Symbolize appends the frames for the kernel instruction at addr to
+	// dst, nothing when no symbol covers it.
+	Symbolize(dst []stacks.Frame, addr uint64) []stacks.Frame
+}
+
+// Source is where samples come from: the BPF sampler, through an adapter
+// (see collector/bpfsource), or a test's fake.
+type Source interface {
+	// Read calls fn for every sample waiting now, without blocking; the
+	// *Sample and its slices are valid only during fn.
+	Read(fn func(*Sample)) (int, error)
+	// Lost is the number of samples dropped so far because the ring was
+	// full.
+	Lost() (uint64, error)
+}
+
+// Options configure a Collector.
+type Options struct {
+	// Frequency is the sampling frequency in Hz; it sets Profile.Period.
+	Frequency int
+	// Pids, when not empty, limits process tracking to these processes
+	// and, with FollowForks, the children they start from now on. The
+	// sampler filters samples itself; this keeps the process table small.
+	Pids        []uint32
+	FollowForks bool
+	// Interval is how often Run drains; 0 means DefaultInterval.
+	Interval time.Duration
+	// Symbolizer resolves user addresses and Kernel kernel ones; either
+	// may be nil, leaving those locations unsymbolized.
+	Symbolizer symbolize.Symbolizer
+	Kernel     KernelSymbolizer
+	// ProcRoot is where procfs is mounted; "" means /proc.
+	ProcRoot string
+	// NoSideband skips the perf tracking events and finds processes
+	// through /proc alone, which misses processes that exit between two
+	// drains.
+	NoSideband bool
+	// SidebandPages is the size in pages of each CPU's side-band ring;
+	// 0 means perfring.DefaultPages.
+	SidebandPages int
+}
+
+// Stats describe a recording.
+type Stats struct {
+	Samples uint64
+	// Lost counts samples the sampler dropped; SidebandLost mmap, exec
+	// and exit records the kernel dropped, which can leave processes
+	// unattributed.
+	Lost, SidebandLost uint64
+	// Processes is the number of process images (a pid between two
+	// execs) that had samples; Stacks the number of distinct stacks.
+	Processes, Stacks int
+	Duration          time.Duration
+	// Busy is the time the collector spent draining, ordering and
+	// aggregating; NsPerSample is Busy per sample, the userspace cost of
+	// a sample. Build is the time spent building and symbolizing the
+	// profile at the end.
+	Busy        time.Duration
+	NsPerSample float64
+	Build       time.Duration
+	// Sideband is nil when the perf tracking events work, else why not.
+	Sideband error
+	// SymbolizeErrors counts binaries the Symbolizer could not read.
+	SymbolizeErrors int
+}
+
+// Collector turns raw samples into a profile. It is not safe for
+// concurrent use.
+type Collector struct {
+	opts     Options
+	table    *table
+	tracker  *perfring.Tracker
+	agg      *aggregator
+	self     uint32
+	interval time.Duration
+
+	// Samples of the current drain, copied so they can be put in time
+	// order with the side band: pend indexes stack words in arena.
+	pend  []pending
+	arena []uint64
+	// events are side-band records not yet applied, in time order.
+	events []event
+	next   int // events[:next] are applied
+
+	start, end time.Time
+	stats      Stats
+}
+
+// pending is a sample copied out of the sampler's ring.
+type pending struct {
+	time         uint64
+	key          stackKey
+	user, kernel span
+}
+
+// eventKind is what a side-band record changes in the process table.
+type eventKind uint8
+
+const (
+	eventExec eventKind = iota + 1
+	eventMmap
+	eventFork
+	eventExit
+)
+
+// event is a side-band record kept until the samples before it are in.
+type event struct {
+	time     uint64
+	kind     eventKind
+	pid, tid uint32
+	ppid     uint32
+	m        mapping
+}
+
+// New makes a Collector: it opens the side band (unless NoSideband) and
+// then reads every tracked process already running from /proc, in that
+// order so no process falls in between. Open the sampler after New.
+func New(opts Options) (*Collector, error) {
+	if opts.Frequency <= 0 {
+		return nil, fmt.Errorf("collector: frequency %d Hz must be positive", opts.Frequency)
+	}
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	c := &Collector{
+		opts:     opts,
+		agg:      newAggregator(),
+		self:     uint32(os.Getpid()),
+		interval: opts.Interval,
+		start:    time.Now(),
+	}
+	if c.interval <= 0 {
+		c.interval = DefaultInterval
+	}
+	// /proc is reread at most four times a second per process.
+	c.table = newTable(opts.ProcRoot, opts.Pids, opts.FollowForks, uint64(time.Second/4))
+	if opts.NoSideband {
+		c.stats.Sideband = errors.New("disabled")
+	} else if c.tracker, c.stats.Sideband = perfring.Open(opts.SidebandPages); c.stats.Sideband != nil {
+		c.tracker = nil
+	}
+	if err := c.table.scan(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close releases the side band and the files kept open for symbolization.
+func (c *Collector) Close() error {
+	c.table.files.close()
+	if c.tracker != nil {
+		err := c.tracker.Close()
+		c.tracker = nil
+		return err
+	}
+	return nil
+}
+
+// Run drains src every Interval until ctx is done or exited is closed
+// (for a profiled command; nil if none), drains once more, and returns the
+// profile and the recording's statistics. It closes the Collector.
+func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{}) (*stacks.Profile, Stats, error) {
+	defer c.Close()
+	c.start = time.Now()
+	tick := time.NewTicker(c.interval)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-exited:
+			break loop
+		case <-tick.C:
+			if err := c.Drain(src); err != nil {
+				return nil, c.Stats(), err
+			}
+		}
+	}
+	if err := c.drain(src, true); err != nil {
+		return nil, c.Stats(), err
+	}
+	lost, err := src.Lost()
+	if err != nil {
+		return nil, c.Stats(), fmt.Errorf("read lost sample count: %w", err)
+	}
+	c.stats.Lost = lost
+	p := c.Profile()
+	return p, c.Stats(), nil
+}
+
+// Drain reads the samples and side-band records waiting now and aggregates
+// the samples, each under the process state at its time.
+func (c *Collector) Drain(src Source) error { return c.drain(src, false) }
+
+func (c *Collector) drain(src Source, final bool) error {
+	began := time.Now()
+	defer func() {
+		c.end = time.Now()
+		c.stats.Busy += c.end.Sub(began)
+	}()
+	c.pend, c.arena = c.pend[:0], c.arena[:0]
+	// Samples first, then the side band: every record older than a
+	// sample just read is then in the side band's rings too.
+	if _, err := src.Read(c.copySample); err != nil {
+		return fmt.Errorf("read samples: %w", err)
+	}
+	cut := monotonicNow()
+	if final {
+		cut = ^uint64(0)
+	}
+	var sideErr error
+	if c.tracker != nil {
+		_, sideErr = c.tracker.Read(c.copyRecord)
+		c.stats.SidebandLost = c.tracker.Lost()
+	}
+	slices.SortStableFunc(c.events, func(a, b event) int { return cmpTime(a.time, b.time) })
+	slices.SortStableFunc(c.pend, func(a, b pending) int { return cmpTime(a.time, b.time) })
+	c.next = 0
+	for i := range c.pend {
+		p := &c.pend[i]
+		c.applyUntil(p.time)
+		c.add(p)
+	}
+	c.applyUntil(cut)
+	c.events = append(c.events[:0], c.events[c.next:]...)
+	if sideErr != nil {
+		return fmt.Errorf("read side band: %w", sideErr)
+	}
+	return nil
+}
+
+func cmpTime(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+func (c *Collector) copySample(s *Sample) {
+	p := pending{time: s.Time, key: stackKey{pid: s.Pid, tid: s.Tid, comm: s.Comm, truncated: s.UserTruncated}}
+	c.arena, p.user = appendSpan(c.arena, s.User)
+	c.arena, p.kernel = appendSpan(c.arena, s.Kernel)
+	c.pend = append(c.pend, p)
+}
+
+func (c *Collector) copyRecord(r *perfring.Record) {
+	e := event{time: r.Time, pid: r.Pid, tid: r.Tid, ppid: r.PPid}
+	switch r.Type {
+	case perfring.RecordComm:
+		if !r.IsExec() {
+			return
+		}
+		e.kind = eventExec
+	case perfring.RecordMmap2:
+		e.kind = eventMmap
+		name, _ := strings.CutSuffix(string(r.Filename), " (deleted)")
+		if r.Prot&unix.PROT_EXEC == 0 || !symbolizable(name) || !c.table.tracked(r.Pid) {
+			return
+		}
+		e.m = mapping{start: r.Addr, limit: r.Addr + r.Len, offset: r.Pgoff,
+			bin: c.table.files.fromMMap(r.Pid, r.Addr, r.Addr+r.Len, name, r.BuildID)}
+	case perfring.RecordFork:
+		e.kind = eventFork
+	case perfring.RecordExit:
+		e.kind = eventExit
+	default:
+		return
+	}
+	c.events = append(c.events, e)
+}
+
+// applyUntil applies the side-band records up to time t.
+func (c *Collector) applyUntil(t uint64) {
+	for ; c.next < len(c.events) && c.events[c.next].time <= t; c.next++ {
+		c.apply(&c.events[c.next])
+	}
+}
+
+// changesLater reports whether pid execs or exits after the records
+// applied so far: /proc then shows a later program than the sample saw.
+func (c *Collector) changesLater(pid uint32) bool {
+	for _, e := range c.events[c.next:] {
+		if e.pid == pid && (e.kind == eventExec || e.kind == eventExit) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Collector) apply(e *event) {
+	switch e.kind {
+	case eventExec:
+		c.table.exec(e.pid)
+	case eventMmap:
+		c.table.mmap(e.pid, e.m)
+	case eventFork:
+		c.table.fork(e.pid, e.ppid)
+	case eventExit:
+		c.table.exit(e.pid, e.tid)
+	}
+}
+
+// add aggregates one sample under its process's current mappings.
+func (c *Collector) add(p *pending) {
+	if p.key.pid == c.self {
+		return
+	}
+	c.stats.Samples++
+	user, kernel := p.user.of(c.arena), p.kernel.of(c.arena)
+	img := c.table.forSample(p.key.pid, p.time)
+	p.key.set = c.table.none
+	if img != nil {
+		p.key.set = img.maps
+	}
+	h := c.agg.hash(&p.key, user, kernel)
+	if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
+		c.agg.entries[i].count++
+		return
+	}
+	// A new stack: make sure its addresses are known before keeping it.
+	if img != nil && !covers(img.maps, user) && !c.changesLater(p.key.pid) {
+		img = c.table.refresh(img, p.time)
+		if p.key.set != img.maps {
+			p.key.set = img.maps
+			h = c.agg.hash(&p.key, user, kernel)
+			if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
+				c.agg.entries[i].count++
+				return
+			}
+		}
+	}
+	if img != nil {
+		if !img.sampled {
+			img.sampled = true
+			c.stats.Processes++
+		}
+		for _, addr := range user {
+			if m := img.maps.find(addr); m != nil {
+				c.table.files.pin(p.key.pid, m)
+			}
+		}
+	}
+	p.key.set.frozen = true
+	c.agg.insert(h, &p.key, user, kernel)
+}
+
+func covers(s *mapSet, addrs []uint64) bool {
+	for _, a := range addrs {
+		if s.find(a) == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Stats returns the statistics so far.
+func (c *Collector) Stats() Stats {
+	s := c.stats
+	s.Stacks = len(c.agg.entries)
+	s.Duration = c.end.Sub(c.start)
+	if s.Samples > 0 {
+		s.NsPerSample = float64(s.Busy.Nanoseconds()) / float64(s.Samples)
+	}
+	return s
+}

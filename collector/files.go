@@ -1,0 +1,156 @@
+package collector
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/symbolize/buildid"
+)
+
+// maxPinned bounds the files kept open for symbolization, well below the
+// usual 1024-descriptor soft limit's share left to sprof.
+const maxPinned = 512
+
+// binaryFile is one mapped file, shared by every mapping and process that
+// maps it.
+type binaryFile struct {
+	// name is the path as the processes see it.
+	name    string
+	buildID string
+	// pinned is the file kept open once a sample hit it, so it can be
+	// read at the end even after its process exited or it was deleted.
+	pinned *os.File
+	tried  bool
+}
+
+// fileKey identifies a binaryFile: by build ID when there is one, else by
+// device and inode (from /proc maps) as well as name.
+type fileKey struct {
+	name, buildID, dev string
+	inode              uint64
+}
+
+// files interns binaryFiles and remembers build IDs read from /proc, so a
+// library mapped by a thousand processes is read once.
+type files struct {
+	procRoot string
+	byKey    map[fileKey]*binaryFile
+	// idByInode caches build IDs read from disk, "" when there is none.
+	idByInode map[fileKey]string
+	pinned    int
+}
+
+func newFiles(procRoot string) *files {
+	return &files{procRoot: procRoot, byKey: map[fileKey]*binaryFile{}, idByInode: map[fileKey]string{}}
+}
+
+func (fs *files) intern(k fileKey) *binaryFile {
+	if f := fs.byKey[k]; f != nil {
+		return f
+	}
+	f := &binaryFile{name: k.name, buildID: k.buildID}
+	fs.byKey[k] = f
+	return f
+}
+
+// fromMMap returns the file of a side-band MMAP2 record, which carries the
+// build ID when the kernel could read it; when it could not, the file is
+// read through the process if it is still there.
+func (fs *files) fromMMap(pid uint32, start, limit uint64, name string, buildID []byte) *binaryFile {
+	id := hex.EncodeToString(buildID)
+	if id == "" && name[0] != '[' {
+		id = fs.readBuildID(pid, start, limit, name)
+	}
+	return fs.intern(fileKey{name: name, buildID: id})
+}
+
+// readBuildID reads the build ID of a file mapped by pid, "" if it has none
+// or cannot be read.
+func (fs *files) readBuildID(pid uint32, start, limit uint64, name string) string {
+	for _, p := range fs.candidates(pid, start, limit, name) {
+		if id, err := buildid.File(p); err == nil {
+			return id
+		} else if errors.Is(err, buildid.ErrNotFound) {
+			return ""
+		}
+	}
+	return ""
+}
+
+// fromMaps returns the file of a /proc/PID/maps entry, reading its build ID
+// through the process's own view of it.
+func (fs *files) fromMaps(pid uint32, e *mapsEntry) *binaryFile {
+	ik := fileKey{name: e.path, dev: e.dev, inode: e.inode}
+	id, ok := fs.idByInode[ik]
+	if !ok && e.path[0] != '[' {
+		id = fs.readBuildID(pid, e.start, e.limit, e.path)
+		fs.idByInode[ik] = id
+	}
+	if id != "" {
+		return fs.intern(fileKey{name: e.path, buildID: id})
+	}
+	return fs.intern(ik)
+}
+
+// candidates lists where sprof may open a file process pid maps at
+// [start, limit), best first: map_files is the mapped file itself, even
+// deleted or in another mount namespace; root/ is the process's view of the
+// path; the bare path is the host's view.
+func (fs *files) candidates(pid uint32, start, limit uint64, name string) []string {
+	pidDir := filepath.Join(fs.procRoot, fmt.Sprint(pid))
+	return []string{
+		filepath.Join(pidDir, "map_files", fmt.Sprintf("%x-%x", start, limit)),
+		filepath.Join(pidDir, "root", name),
+		name,
+	}
+}
+
+// pin opens m's file for symbolization the first time a sample hits it.
+// Paths other than map_files may name a different file than the process
+// mapped, so they are checked against the build ID when there is one.
+func (fs *files) pin(pid uint32, m *mapping) {
+	f := m.bin
+	if f.tried || f.name[0] == '[' || fs.pinned >= maxPinned {
+		return
+	}
+	f.tried = true
+	for i, p := range fs.candidates(pid, m.start, m.limit, f.name) {
+		h, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		if i > 0 && f.buildID != "" {
+			if id, err := buildid.Read(h); err != nil || id != f.buildID {
+				h.Close()
+				continue
+			}
+		}
+		f.pinned = h
+		fs.pinned++
+		return
+	}
+}
+
+// binary is what the Symbolizer needs to read f.
+func (f *binaryFile) binary() symbolize.Binary {
+	path := f.name
+	if f.pinned != nil {
+		path = fmt.Sprintf("/proc/self/fd/%d", f.pinned.Fd())
+	}
+	return symbolize.Binary{Path: path, Name: f.name, BuildID: f.buildID}
+}
+
+// close closes the pinned files.
+func (fs *files) close() {
+	for _, f := range fs.byKey {
+		if f.pinned != nil {
+			f.pinned.Close()
+			f.pinned = nil
+		}
+	}
+	fs.pinned = 0
+}

@@ -1,0 +1,263 @@
+package collector
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// image is one program run by one process: from its exec (or from when
+// sprof first saw it) to its next exec or its exit. A pid reused by another
+// process, or exec'ing another program, gets a new image.
+type image struct {
+	id   uint32
+	pid  uint32
+	maps *mapSet
+	// startTime is field 22 of /proc/PID/stat when the image was read
+	// from /proc (0 when it came from the side band); a different value
+	// later means the pid was reused.
+	startTime uint64
+	// refreshed is the sample time of the last /proc read, for the rate
+	// limit.
+	refreshed uint64
+	sampled   bool
+}
+
+// table is the process table: every live process's current image.
+type table struct {
+	procRoot string
+	files    *files
+	byPid    map[uint32]*image
+	// follow, when not nil, limits tracking to these pids and their
+	// descendants; nil tracks every process.
+	follow      map[uint32]bool
+	followForks bool
+	// refreshEvery rate-limits rereading /proc/PID/maps for a process
+	// whose samples fall outside its known mappings.
+	refreshEvery uint64
+	// failed holds the sample time of the last failed /proc read per pid.
+	failed map[uint32]uint64
+	nextID uint32
+	// none is the empty mapSet of processes sprof could not read.
+	none    *mapSet
+	nextSet uint32
+	images  int // images that had samples
+}
+
+func newTable(procRoot string, pids []uint32, followForks bool, refreshEvery uint64) *table {
+	t := &table{
+		procRoot:     procRoot,
+		files:        newFiles(procRoot),
+		byPid:        map[uint32]*image{},
+		failed:       map[uint32]uint64{},
+		refreshEvery: refreshEvery,
+		followForks:  followForks,
+		none:         &mapSet{frozen: true},
+	}
+	if len(pids) > 0 {
+		t.follow = map[uint32]bool{}
+		for _, p := range pids {
+			t.follow[p] = true
+		}
+	}
+	return t
+}
+
+func (t *table) tracked(pid uint32) bool { return t.follow == nil || t.follow[pid] }
+
+func (t *table) newImage(pid uint32, set *mapSet) *image {
+	t.nextID++
+	img := &image{id: t.nextID, pid: pid, maps: set}
+	t.byPid[pid] = img
+	return img
+}
+
+func (t *table) newSet(maps []mapping) *mapSet {
+	t.nextSet++
+	return &mapSet{id: t.nextSet, maps: maps}
+}
+
+// scan reads every tracked process now in /proc, for processes that
+// started before the side band was open.
+func (t *table) scan() error {
+	if t.follow != nil {
+		for pid, ok := range t.follow {
+			if ok {
+				t.load(pid, 0)
+			}
+		}
+		return nil
+	}
+	ents, err := os.ReadDir(t.procRoot)
+	if err != nil {
+		return fmt.Errorf("scan processes: %w", err)
+	}
+	for _, e := range ents {
+		if pid, err := strconv.ParseUint(e.Name(), 10, 32); err == nil {
+			t.load(uint32(pid), 0)
+		}
+	}
+	return nil
+}
+
+// load reads pid's mappings from /proc into a new image. now is the sample
+// time that asked for it (0 at start).
+func (t *table) load(pid uint32, now uint64) (*image, error) {
+	start, maps, err := t.read(pid)
+	if err != nil {
+		t.failed[pid] = now
+		return nil, err
+	}
+	img := t.newImage(pid, t.newSet(maps))
+	img.startTime, img.refreshed = start, now
+	return img, nil
+}
+
+// read returns pid's start time and executable mappings from /proc.
+func (t *table) read(pid uint32) (uint64, []mapping, error) {
+	dir := filepath.Join(t.procRoot, strconv.FormatUint(uint64(pid), 10))
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return 0, nil, err
+	}
+	start, err := parseStartTime(stat)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s/stat: %w", dir, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "maps"))
+	if err != nil {
+		return 0, nil, err
+	}
+	ents, err := parseMaps(b)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s/maps: %w", dir, err)
+	}
+	maps := make([]mapping, 0, len(ents))
+	for i := range ents {
+		e := &ents[i]
+		maps = append(maps, mapping{start: e.start, limit: e.limit, offset: e.offset, bin: t.files.fromMaps(pid, e)})
+	}
+	return start, maps, nil
+}
+
+// parseStartTime returns field 22 (starttime) of /proc/PID/stat. The comm
+// field may hold spaces and parentheses, so fields are counted from the
+// last ')'.
+func parseStartTime(stat []byte) (uint64, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("no ')' after comm")
+	}
+	fields := bytes.Fields(stat[i+1:])
+	// Fields after comm start at field 3 (state); starttime is field 22.
+	const idx = 22 - 3
+	if len(fields) <= idx {
+		return 0, fmt.Errorf("%d fields after comm, starttime is field 22", len(fields))
+	}
+	v, err := strconv.ParseUint(string(fields[idx]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("starttime %q: %w", fields[idx], err)
+	}
+	return v, nil
+}
+
+// forSample returns the image pid runs now, reading /proc for a pid the
+// side band never told about (rate-limited, since it may be gone).
+func (t *table) forSample(pid uint32, now uint64) *image {
+	if img := t.byPid[pid]; img != nil {
+		return img
+	}
+	if last, ok := t.failed[pid]; ok && now-last < t.refreshEvery {
+		return nil
+	}
+	img, _ := t.load(pid, now)
+	return img
+}
+
+// refresh rereads img's mappings from /proc because a sample hit an
+// address in none of them, at most once per refreshEvery. It returns the
+// image to use: img with a new mapSet, a new image if the pid now runs
+// another process, or img unchanged.
+func (t *table) refresh(img *image, now uint64) *image {
+	if img.refreshed != 0 && now-img.refreshed < t.refreshEvery {
+		return img
+	}
+	img.refreshed = now
+	start, maps, err := t.read(img.pid)
+	if err != nil {
+		return img
+	}
+	if img.startTime != 0 && start != img.startTime {
+		n := t.newImage(img.pid, t.newSet(maps))
+		n.startTime, n.refreshed = start, now
+		return n
+	}
+	img.startTime = start
+	img.maps = t.newSet(maps)
+	return img
+}
+
+// writable returns img's mapSet ready to change, copying it when samples
+// refer to it.
+func (t *table) writable(img *image) *mapSet {
+	if img.maps.frozen {
+		img.maps = t.newSet(append([]mapping(nil), img.maps.maps...))
+	}
+	return img.maps
+}
+
+// fork starts tracking a child process, which begins with its parent's
+// mappings. Threads (pid == ppid) change nothing.
+func (t *table) fork(pid, ppid uint32) {
+	if pid == ppid {
+		return
+	}
+	if t.follow != nil {
+		if !t.followForks || !t.follow[ppid] {
+			return
+		}
+		t.follow[pid] = true
+	}
+	parent := t.byPid[ppid]
+	set := t.newSet(nil)
+	if parent != nil {
+		parent.maps.frozen = true
+		set = parent.maps
+	}
+	t.newImage(pid, set)
+}
+
+// exec starts a new image for pid, empty until its mmap records arrive.
+func (t *table) exec(pid uint32) {
+	if !t.tracked(pid) {
+		return
+	}
+	t.newImage(pid, t.newSet(nil))
+}
+
+// mmap adds an executable mapping to pid's current image.
+func (t *table) mmap(pid uint32, m mapping) {
+	if !t.tracked(pid) {
+		return
+	}
+	img := t.byPid[pid]
+	if img == nil {
+		img = t.newImage(pid, t.newSet(nil))
+	}
+	t.writable(img).insert(m)
+}
+
+// exit forgets a process whose main thread exited. Its images live on in
+// the stacks that refer to them.
+func (t *table) exit(pid, tid uint32) {
+	if pid != tid {
+		return
+	}
+	delete(t.byPid, pid)
+	delete(t.failed, pid)
+	if t.follow != nil {
+		delete(t.follow, pid)
+	}
+}

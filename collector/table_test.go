@@ -1,0 +1,221 @@
+package collector
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/buildid"
+)
+
+func realPath(t testing.TB, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func fileBuildID(t testing.TB, p string) string {
+	t.Helper()
+	id, err := buildid.File(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestTableReadsRunningProcess reads a real child's mappings from /proc
+// and expects its executable with the build ID readelf would report.
+func TestTableReadsRunningProcess(t *testing.T) {
+	sleep := realPath(t, "/bin/sleep")
+	cmd := exec.Command(sleep, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	tb := newTable("/proc", nil, false, 1)
+	var img *image
+	var err error
+	// The child is sleep only once it has exec'd.
+	for range 200 {
+		if img, err = tb.load(pid, 0); err == nil && hasFile(img.maps, sleep) {
+			break
+		}
+		exec.Command("true").Run()
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.startTime == 0 {
+		t.Error("start time not read")
+	}
+	var found bool
+	for _, m := range img.maps.maps {
+		if m.bin.name == sleep {
+			found = true
+			if want := fileBuildID(t, sleep); m.bin.buildID != want {
+				t.Errorf("%s: build ID %q, want %q", sleep, m.bin.buildID, want)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no mapping of %s in %+v", sleep, img.maps.maps)
+	}
+	if _, err := tb.load(pid, 1); err == nil {
+		t.Error("loading an exited process succeeded")
+	}
+}
+
+func hasFile(s *mapSet, name string) bool {
+	for _, m := range s.maps {
+		if m.bin.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeProc is a directory laid out like /proc for the processes a test
+// invents.
+type fakeProc struct {
+	t    *testing.T
+	root string
+}
+
+func newFakeProc(t *testing.T) *fakeProc { return &fakeProc{t, t.TempDir()} }
+
+// set makes pid a process started at start that maps file at
+// [start, limit) through map_files, as the kernel shows it.
+func (f *fakeProc) set(pid uint32, startTime uint64, lo, hi uint64, file string) {
+	dir := filepath.Join(f.root, fmt.Sprint(pid))
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Join(dir, "map_files"), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	stat := fmt.Sprintf("%d (%s) S%s %d 0 0\n", pid, filepath.Base(file), strings.Repeat(" 0", 18), startTime)
+	maps := fmt.Sprintf("%x-%x r-xp 00000000 08:01 %d %s\n", lo, hi, startTime, file)
+	for name, body := range map[string]string{"stat": stat, "maps": maps} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(file, filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", lo, hi))); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// fakeSource hands out the samples queued with add, once.
+type fakeSource struct {
+	samples []Sample
+	lost    uint64
+}
+
+func (s *fakeSource) add(pid uint32, time uint64, user ...uint64) {
+	var comm [16]byte
+	copy(comm[:], fmt.Sprint("p", pid))
+	s.samples = append(s.samples, Sample{Time: time, Pid: pid, Tid: pid, Comm: comm, User: user})
+}
+
+func (s *fakeSource) Read(fn func(*Sample)) (int, error) {
+	n := len(s.samples)
+	for i := range s.samples {
+		fn(&s.samples[i])
+	}
+	s.samples = s.samples[:0]
+	return n, nil
+}
+
+func (s *fakeSource) Lost() (uint64, error) { return s.lost, nil }
+
+func newTestCollector(t *testing.T, procRoot string) *Collector {
+	t.Helper()
+	c, err := New(Options{Frequency: 100, ProcRoot: procRoot, NoSideband: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// files returns the file of each sample's leaf, in sample order.
+func leafFiles(p *stacks.Profile) []string {
+	var out []string
+	for _, s := range p.Samples {
+		m := s.Stack[0].Mapping
+		out = append(out, m.File+" "+m.BuildID)
+	}
+	return out
+}
+
+// TestPidReuseFromProc: without the side band, a pid that comes back as
+// another program is noticed when its samples fall outside the old
+// mappings, and the old samples keep the old program.
+func TestPidReuseFromProc(t *testing.T) {
+	trueBin, sleepBin := realPath(t, "/bin/true"), realPath(t, "/bin/sleep")
+	proc := newFakeProc(t)
+	proc.set(100, 111, 0x1000, 0x2000, trueBin)
+	c := newTestCollector(t, proc.root)
+	src := &fakeSource{}
+	src.add(100, 1e9, 0x1500)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	proc.set(100, 222, 0x5000, 0x6000, sleepBin)
+	src.add(100, 3e9, 0x5500)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	got := leafFiles(c.Profile())
+	want := []string{trueBin + " " + fileBuildID(t, trueBin), sleepBin + " " + fileBuildID(t, sleepBin)}
+	if !equalSlices(got, want) {
+		t.Fatalf("samples attributed to %q, want %q", got, want)
+	}
+	if st := c.Stats(); st.Processes != 2 || st.Samples != 2 {
+		t.Fatalf("stats %+v, want 2 processes, 2 samples", st)
+	}
+}
+
+// TestPidReuseFromSideband replays side-band records of a pid that runs
+// two programs at the same addresses one after the other: each sample must
+// resolve with the mappings of its time.
+func TestPidReuseFromSideband(t *testing.T) {
+	trueBin, sleepBin := realPath(t, "/bin/true"), realPath(t, "/bin/sleep")
+	c := newTestCollector(t, t.TempDir())
+	a := c.table.files.fromMMap(200, 0x1000, 0x2000, trueBin, nil)
+	b := c.table.files.fromMMap(200, 0x1000, 0x2000, sleepBin, []byte{0xb0, 0x0b})
+	c.events = []event{
+		{time: 10, kind: eventFork, pid: 200, ppid: 1},
+		{time: 11, kind: eventExec, pid: 200},
+		{time: 12, kind: eventMmap, pid: 200, m: mapping{0x1000, 0x2000, 0, a}},
+		{time: 20, kind: eventExit, pid: 200, tid: 200},
+		{time: 30, kind: eventFork, pid: 200, ppid: 1},
+		{time: 31, kind: eventExec, pid: 200},
+		{time: 32, kind: eventMmap, pid: 200, m: mapping{0x1000, 0x2000, 0, b}},
+		{time: 40, kind: eventExit, pid: 200, tid: 200},
+		// A later exec of the second process, not yet reached by any
+		// sample of this drain: it must stay pending.
+		{time: 1 << 62, kind: eventExec, pid: 300},
+	}
+	src := &fakeSource{}
+	src.add(200, 35, 0x1100) // second program, listed first
+	src.add(200, 15, 0x1100)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.events) != 1 {
+		t.Fatalf("%d side-band records pending after the drain, want the 1 in the future", len(c.events))
+	}
+	got := leafFiles(c.Profile())
+	want := []string{trueBin + " " + fileBuildID(t, trueBin), sleepBin + " b00b"}
+	if !equalSlices(got, want) {
+		t.Fatalf("samples attributed to %q, want %q", got, want)
+	}
+}
