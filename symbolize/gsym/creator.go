@@ -51,7 +51,7 @@ func (c *Creator) SetUUID(id []byte) { c.uuid = slices.Clone(id) }
 // AddTextRange declares [start, end) as executable; once any is declared,
 // functions outside every text range are refused (see ValidTextAddress),
 // and a final zero-size function is extended to the end of its range.
-func (c *Creator) AddTextRange(r Range) { c.text = insertRange(c.text, r) }
+func (c *Creator) AddTextRange(r Range) { c.text = AddRange(c.text, r) }
 
 // ValidTextAddress reports whether addr lies in a declared text range, or
 // true when none was declared.

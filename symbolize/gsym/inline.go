@@ -18,7 +18,7 @@ func (c inlineCodec) ranges(x *extractor, base uint64) []Range {
 		start := base + x.uleb("InlineInfo range start")
 		size := x.uleb("InlineInfo range size")
 		if x.err == nil {
-			rs = insertRange(rs, Range{start, start + size})
+			rs = AddRange(rs, Range{start, start + size})
 		}
 	}
 	return rs
@@ -165,7 +165,7 @@ func (w *writer) appendInline(n *InlineInfo, base uint64) error {
 	for i := range n.Children {
 		ch := &n.Children[i]
 		for _, r := range ch.Ranges {
-			if !rangesContainRange(n.Ranges, r) {
+			if !RangesContainRange(n.Ranges, r) {
 				return formatErr(0, "InlineInfo", "child range not contained in parent")
 			}
 		}

@@ -53,10 +53,11 @@ func rangesContain(rs []Range, addr uint64) bool {
 	return false
 }
 
-// insertRange adds r to the sorted, disjoint set rs, merging ranges that
+// AddRange adds r to the sorted, disjoint set rs, merging ranges that
 // overlap or touch and dropping empty ones, as LLVM's AddressRanges does;
-// decoding and re-encoding then reproduce LLVM's bytes.
-func insertRange(rs []Range, r Range) []Range {
+// decoding and re-encoding then reproduce LLVM's bytes, and converters
+// build inline ranges the way LLVM does.
+func AddRange(rs []Range, r Range) []Range {
 	if r.Start >= r.End {
 		return rs
 	}
@@ -81,7 +82,8 @@ func insertRange(rs []Range, r Range) []Range {
 	return slices.Insert(rs, i, r)
 }
 
-func rangesContainRange(rs []Range, o Range) bool {
+// RangesContainRange reports whether one range of rs holds all of o.
+func RangesContainRange(rs []Range, o Range) bool {
 	for _, r := range rs {
 		if r.ContainsRange(o) {
 			return true

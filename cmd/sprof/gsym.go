@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sprof/sprof/symbolize/gsym"
+	"github.com/sprof/sprof/symbolize/gsym/convert"
+)
+
+const gsymUsage = `Usage:
+  sprof gsym convert BINARY [-o OUT] [--breakpad FILE.sym] [--output-version 1|2]
+  sprof gsym lookup FILE.gsym ADDR...
+  sprof gsym lookup --addresses-from-stdin
+  sprof gsym dump FILE.gsym
+
+Converts binaries to GSYM, LLVM's compact symbolization format, looks up
+addresses and dumps GSYM files. Output matches llvm-gsymutil's, and files
+are interchangeable with it.
+
+convert reads the binary's DWARF (or its separate debug file, found by
+build ID or .gnu_debuglink under /usr/lib/debug) and ELF symbol table, or a
+Breakpad .sym file with --breakpad, and writes BINARY.gsym or OUT.
+
+lookup prints the inline stack of each address (file virtual addresses,
+hex with 0x). With --addresses-from-stdin it reads lines "ADDR FILE.gsym"
+as llvm-gsymutil does and prints a blank line after each result.
+`
+
+func runGsym(e *env, args []string) error {
+	if len(args) == 0 {
+		return usagef("missing subcommand: convert, lookup or dump")
+	}
+	switch args[0] {
+	case "convert":
+		return runGsymConvert(e, args[1:])
+	case "lookup":
+		return runGsymLookup(e, args[1:])
+	case "dump":
+		return runGsymDump(e, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprint(e.stdout, gsymUsage)
+		return nil
+	}
+	return usagef("unknown subcommand %q: use convert, lookup or dump", args[0])
+}
+
+func runGsymConvert(e *env, args []string) error {
+	fs := newFlagSet(e, "gsym convert", gsymUsage)
+	out := fs.StringP("out", "o", "", "output `file` (default BINARY.gsym)")
+	breakpad := fs.String("breakpad", "", "convert this Breakpad .sym `file` instead of the binary's DWARF")
+	version := fs.Int("output-version", 1, "GSYM format `version`: 1 (read by every llvm-gsymutil) or 2 (LLVM 23+)")
+	debugDirs := fs.StringSlice("debug-dir", nil, "`dir`ectory of separate debug files (default /usr/lib/debug)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("convert takes one BINARY (or, with --breakpad, the binary or the .sym's name)")
+	}
+	if *version != 1 && *version != 2 {
+		return usagef("--output-version must be 1 or 2, not %d", *version)
+	}
+	bin := fs.Arg(0)
+	if *out == "" {
+		*out = bin + ".gsym"
+	}
+	start := time.Now()
+	var (
+		c     *gsym.Creator
+		order binary.ByteOrder
+		err   error
+	)
+	if *breakpad != "" {
+		var st convert.BreakpadStats
+		c, st, err = convert.BreakpadFile(*breakpad)
+		if err == nil {
+			fmt.Fprintf(e.stderr, "Loaded %d functions and %d public symbols from %s.\n", st.Functions, st.Publics, *breakpad)
+		}
+	} else {
+		bar := newProgressBar(e.stderr)
+		var st convert.Stats
+		c, st, err = convert.ELF(bin, convert.Options{DebugDirs: *debugDirs, Progress: bar.update})
+		bar.done()
+		if err == nil {
+			order = st.ByteOrder
+			if st.DebugFile != "" {
+				fmt.Fprintf(e.stderr, "Using debug file %s.\n", st.DebugFile)
+			}
+			fmt.Fprintf(e.stderr, "Loaded %d functions from DWARF.\nLoaded %d functions from symbol table.\nPruned %d functions, ended with %d total\n",
+				st.FromDWARF, st.FromSymtab, st.Pruned, st.Total)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.WriteFile(*out, gsym.EncodeOptions{Version: *version, ByteOrder: order}); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(*out); err == nil {
+		fmt.Fprintf(e.stderr, "Wrote %s (%d bytes, version %d) in %v.\n", *out, fi.Size(), *version, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+func runGsymLookup(e *env, args []string) error {
+	fs := newFlagSet(e, "gsym lookup", gsymUsage)
+	fromStdin := fs.Bool("addresses-from-stdin", false, "read lines \"ADDR FILE.gsym\" from stdin")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(e.stdout, 64<<10)
+	defer w.Flush()
+	if *fromStdin {
+		if fs.NArg() != 0 {
+			return usagef("--addresses-from-stdin takes no arguments")
+		}
+		return lookupFromStdin(e.stdin, w)
+	}
+	if fs.NArg() < 2 {
+		return usagef("lookup needs a GSYM file and at least one address")
+	}
+	addrs := make([]uint64, 0, fs.NArg()-1)
+	for _, a := range fs.Args()[1:] {
+		v, err := strconv.ParseUint(a, 0, 64)
+		if err != nil {
+			return usagef("invalid address %q", a)
+		}
+		addrs = append(addrs, v)
+	}
+	r, err := gsym.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	fmt.Fprintf(w, "Looking up addresses in %q:\n", fs.Arg(0))
+	var res gsym.LookupResult
+	var buf []byte
+	for _, a := range addrs {
+		buf = appendLookup(buf[:0], r, &res, a)
+		w.Write(buf)
+	}
+	return nil
+}
+
+// appendLookup appends the lookup of a as llvm-gsymutil prints it.
+func appendLookup(b []byte, r *gsym.Reader, res *gsym.LookupResult, a uint64) []byte {
+	if err := r.LookupInto(res, a); err != nil {
+		return gsym.AppendLookupError(b, a, err)
+	}
+	return res.AppendText(b)
+}
+
+// lookupFromStdin answers lines "ADDR FILE.gsym", keeping each file open.
+func lookupFromStdin(in io.Reader, w *bufio.Writer) error {
+	readers := map[string]*gsym.Reader{}
+	defer func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var res gsym.LookupResult
+	var buf []byte
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		a, err := strconv.ParseUint(fields[0], 0, 64)
+		if err != nil {
+			return fmt.Errorf("invalid address %q", fields[0])
+		}
+		r, ok := readers[fields[1]]
+		if !ok {
+			if r, err = gsym.Open(fields[1]); err != nil {
+				return err
+			}
+			readers[fields[1]] = r
+		}
+		buf = appendLookup(buf[:0], r, &res, a)
+		buf = append(buf, '\n')
+		w.Write(buf)
+	}
+	return sc.Err()
+}
+
+func runGsymDump(e *env, args []string) error {
+	fs := newFlagSet(e, "gsym dump", gsymUsage)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("dump takes one GSYM file")
+	}
+	r, err := gsym.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	w := bufio.NewWriterSize(e.stdout, 64<<10)
+	defer w.Flush()
+	return r.Dump(w)
+}
+
+// progressBar draws conversion progress on a terminal and nothing
+// elsewhere, so logs and pipes stay clean.
+type progressBar struct {
+	w    io.Writer
+	last time.Time
+	drew bool
+}
+
+func newProgressBar(w io.Writer) *progressBar {
+	f, ok := w.(*os.File)
+	if !ok {
+		return &progressBar{}
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return &progressBar{}
+	}
+	return &progressBar{w: w}
+}
+
+func (p *progressBar) update(done, total int) {
+	if p.w == nil || (done != total && time.Since(p.last) < 100*time.Millisecond) {
+		return
+	}
+	p.last = time.Now()
+	const width = 40
+	n := width * done / max(total, 1)
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d compilation units", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
+	p.drew = true
+}
+
+func (p *progressBar) done() {
+	if p.drew {
+		fmt.Fprintln(p.w)
+	}
+}
+

@@ -1,0 +1,317 @@
+package convert
+
+import (
+	"bytes"
+	"compress/zlib"
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sprof/sprof/symbolize/gsym"
+)
+
+// Options tune a conversion. The zero value does what llvm-gsymutil
+// --convert does, with debug files looked up under /usr/lib/debug.
+type Options struct {
+	// DebugDirs are searched for separate debug files, by build ID
+	// (DIR/.build-id/xx/rest.debug) and by .gnu_debuglink name
+	// (DIR/<binary's directory>/NAME). Default: /usr/lib/debug.
+	DebugDirs []string
+	// Workers bounds the goroutines converting compilation units;
+	// 0 means GOMAXPROCS.
+	Workers int
+	// Progress, when set, is called after each compilation unit.
+	Progress func(done, total int)
+	// MaxSectionSize caps the size of a debug section read into memory
+	// (after decompression); 0 means 4 GiB.
+	MaxSectionSize uint64
+}
+
+// Stats describes a finished conversion, as llvm-gsymutil reports it.
+type Stats struct {
+	// DebugFile is the separate debug file used, "" when the binary
+	// carried its own DWARF.
+	DebugFile   string
+	FromDWARF   int
+	FromSymtab  int
+	Pruned      int
+	Total       int
+	ByteOrder   binary.ByteOrder
+	HasDWARF    bool
+	NumOverlaps int
+}
+
+// ELF converts the ELF binary at path: its DWARF (or that of its separate
+// debug file) and its symbol table, finalized. Encode the result with
+// Creator.Encode using Stats.ByteOrder to write what llvm-gsymutil writes.
+func ELF(path string, opts Options) (c *gsym.Creator, st Stats, err error) {
+	defer func() {
+		// debug/elf and debug/dwarf are not hardened against hostile
+		// input; a panic in them is an error in this file, not a crash.
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("convert %s: malformed ELF or DWARF: %v", path, p)
+		}
+	}()
+	bin, err := elf.Open(path)
+	if err != nil {
+		return nil, st, fmt.Errorf("convert %s: %w", path, err)
+	}
+	defer bin.Close()
+	c = gsym.NewCreator()
+	st.ByteOrder = bin.ByteOrder
+	if base, ok := imageBase(bin); ok {
+		c.SetBaseAddress(base)
+	}
+	for _, s := range bin.Sections {
+		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Size > 0 {
+			c.AddTextRange(gsym.Range{Start: s.Addr, End: s.Addr + s.Size})
+		}
+	}
+	id := buildID(bin)
+	c.SetUUID(id)
+
+	dbg := bin
+	if !hasDWARF(bin) {
+		if p := findDebugFile(bin, path, id, opts.DebugDirs); p != "" {
+			df, err := elf.Open(p)
+			if err != nil {
+				return nil, st, fmt.Errorf("convert %s: debug file %s: %w", path, p, err)
+			}
+			defer df.Close()
+			dbg, st.DebugFile = df, p
+		}
+	}
+	if hasDWARF(dbg) {
+		st.HasDWARF = true
+		d, secs, err := loadDWARF(dbg, opts.MaxSectionSize)
+		if err != nil {
+			return nil, st, fmt.Errorf("convert %s: %w", path, err)
+		}
+		if st.FromDWARF, err = convertDWARF(c, d, secs, opts.Workers, opts.Progress); err != nil {
+			return nil, st, fmt.Errorf("convert %s: %w", path, err)
+		}
+	}
+	symFile := bin
+	if bin.Section(".symtab") == nil && dbg.Section(".symtab") != nil {
+		symFile = dbg
+	}
+	st.FromSymtab = addSymbols(c, symFile)
+	fs, err := c.Finalize()
+	if err != nil {
+		return nil, st, err
+	}
+	st.Pruned, st.Total, st.NumOverlaps = fs.Before-fs.After, fs.After, fs.Overlaps
+	return c, st, nil
+}
+
+// imageBase is the first PT_LOAD segment's virtual address, LLVM's GSYM
+// base address for ELF.
+func imageBase(f *elf.File) (uint64, bool) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			return p.Vaddr, true
+		}
+	}
+	return 0, false
+}
+
+func hasDWARF(f *elf.File) bool {
+	return f.Section(".debug_info") != nil || f.Section(".zdebug_info") != nil
+}
+
+// addSymbols adds a bare FunctionInfo for each function symbol of .symtab
+// that lies in a text range; Finalize drops those DWARF also describes.
+func addSymbols(c *gsym.Creator, f *elf.File) int {
+	syms, err := f.Symbols()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Name == "" || !c.ValidTextAddress(s.Value) {
+			continue
+		}
+		c.AddFunction(gsym.FunctionInfo{Range: gsym.Range{Start: s.Value, End: s.Value + s.Size}, Name: s.Name})
+		n++
+	}
+	return n
+}
+
+// buildID returns the GNU build ID note's payload, nil when there is none.
+func buildID(f *elf.File) []byte {
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_NOTE || s.Size > 1<<20 {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for len(data) >= 12 {
+			namesz := f.ByteOrder.Uint32(data)
+			descsz := f.ByteOrder.Uint32(data[4:])
+			typ := f.ByteOrder.Uint32(data[8:])
+			nameEnd := 12 + (uint64(namesz)+3)&^3
+			descEnd := nameEnd + (uint64(descsz)+3)&^3
+			if descEnd > uint64(len(data)) {
+				break
+			}
+			if typ == 3 && namesz == 4 && string(data[12:15]) == "GNU" {
+				return bytes.Clone(data[nameEnd : nameEnd+uint64(descsz)])
+			}
+			data = data[descEnd:]
+		}
+	}
+	return nil
+}
+
+// findDebugFile looks for the binary's separate debug file, first by build
+// ID, then by .gnu_debuglink (checking its CRC) next to the binary, in its
+// .debug directory and under each debug directory, as gdb does.
+func findDebugFile(f *elf.File, binPath string, id []byte, dirs []string) string {
+	if len(dirs) == 0 {
+		dirs = []string{"/usr/lib/debug"}
+	}
+	if len(id) >= 2 {
+		h := fmt.Sprintf("%x", id)
+		for _, d := range dirs {
+			p := filepath.Join(d, ".build-id", h[:2], h[2:]+".debug")
+			if isELF(p) {
+				return p
+			}
+		}
+	}
+	s := f.Section(".gnu_debuglink")
+	if s == nil {
+		return ""
+	}
+	data, err := s.Data()
+	if err != nil {
+		return ""
+	}
+	i := bytes.IndexByte(data, 0)
+	if i <= 0 || strings.Contains(string(data[:i]), "/") {
+		return ""
+	}
+	name := string(data[:i])
+	crcOff := (i + 4) &^ 3
+	if crcOff+4 > len(data) {
+		return ""
+	}
+	want := f.ByteOrder.Uint32(data[crcOff:])
+	abs, err := filepath.Abs(binPath)
+	if err != nil {
+		return ""
+	}
+	binDir := filepath.Dir(abs)
+	cands := []string{filepath.Join(binDir, name), filepath.Join(binDir, ".debug", name)}
+	for _, d := range dirs {
+		cands = append(cands, filepath.Join(d, binDir, name))
+	}
+	for _, p := range cands {
+		if p == abs {
+			continue
+		}
+		if crc, err := fileCRC(p); err == nil && crc == want {
+			return p
+		}
+	}
+	return ""
+}
+
+func isELF(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var m [4]byte
+	_, err = io.ReadFull(f, m[:])
+	return err == nil && string(m[:]) == elf.ELFMAG
+}
+
+func fileCRC(p string) (uint32, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	h := crc32.NewIEEE()
+	_, err = io.Copy(h, f)
+	return h.Sum32(), err
+}
+
+// loadDWARF opens f's DWARF and the sections the line-program parser
+// reads, decompressing SHF_COMPRESSED and .zdebug sections.
+func loadDWARF(f *elf.File, maxSize uint64) (*dwarf.Data, *lineSections, error) {
+	if maxSize == 0 {
+		maxSize = 4 << 30
+	}
+	for _, s := range f.Sections {
+		if strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
+			if s.Size > maxSize {
+				return nil, nil, fmt.Errorf("section %s is %d bytes, over the %d-byte cap", s.Name, s.Size, maxSize)
+			}
+		}
+	}
+	d, err := f.DWARF()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read DWARF: %w", err)
+	}
+	secs := &lineSections{order: f.ByteOrder}
+	for _, x := range []struct {
+		name string
+		dst  *[]byte
+	}{{"line", &secs.line}, {"str", &secs.str}, {"line_str", &secs.lineStr}} {
+		if *x.dst, err = debugSection(f, x.name, maxSize); err != nil {
+			return nil, nil, err
+		}
+	}
+	return d, secs, nil
+}
+
+// debugSection returns the contents of .debug_NAME or .zdebug_NAME.
+func debugSection(f *elf.File, name string, maxSize uint64) ([]byte, error) {
+	if s := f.Section(".debug_" + name); s != nil && s.Type != elf.SHT_NOBITS {
+		r := io.LimitReader(s.Open(), int64(maxSize)+1)
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return nil, fmt.Errorf("read .debug_%s: %w", name, err)
+		}
+		if uint64(len(b)) > maxSize {
+			return nil, fmt.Errorf(".debug_%s decompresses to more than %d bytes", name, maxSize)
+		}
+		return b, nil
+	}
+	s := f.Section(".zdebug_" + name)
+	if s == nil {
+		return nil, nil
+	}
+	raw, err := s.Data()
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) < 12 || string(raw[:4]) != "ZLIB" {
+		return nil, errors.New(".zdebug_" + name + ": missing ZLIB header")
+	}
+	size := binary.BigEndian.Uint64(raw[4:12])
+	if size > maxSize {
+		return nil, fmt.Errorf(".zdebug_%s decompresses to %d bytes, over the cap", name, size)
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(raw[12:]))
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(zr, b); err != nil {
+		return nil, fmt.Errorf(".zdebug_%s: %w", name, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,570 @@
+package convert
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// lineRow is one row of a DWARF line-number matrix.
+type lineRow struct {
+	addr   uint64
+	file   uint32
+	line   uint32
+	endSeq bool
+}
+
+// lineSeq is a contiguous run of rows [first, last) whose last row ends the
+// sequence; low and high bound its addresses.
+type lineSeq struct {
+	low, high   uint64
+	first, last int
+}
+
+// lineFile is a file-table entry of a line program header.
+type lineFile struct {
+	name string
+	dir  uint64
+}
+
+// lineTable is a parsed DWARF line program, kept as LLVM's DWARFDebugLine
+// keeps it, so that a function's rows are chosen by the same rules.
+type lineTable struct {
+	version int
+	dirs    []string
+	files   []lineFile
+	rows    []lineRow
+	seqs    []lineSeq // sorted by high address
+}
+
+// lineSections are the sections a line program refers to.
+type lineSections struct {
+	line, str, lineStr []byte
+	order              binary.ByteOrder
+}
+
+type lineBuf struct {
+	b     []byte
+	off   int
+	order binary.ByteOrder
+	err   error
+}
+
+func (b *lineBuf) fail(what string) {
+	if b.err == nil {
+		b.err = fmt.Errorf("debug_line: %s at offset %#x", what, b.off)
+	}
+	b.off = len(b.b)
+}
+
+func (b *lineBuf) bytes(n int) []byte {
+	if b.err != nil || n < 0 || len(b.b)-b.off < n {
+		b.fail("truncated")
+		return nil
+	}
+	p := b.b[b.off : b.off+n]
+	b.off += n
+	return p
+}
+
+func (b *lineBuf) u8() uint8 {
+	if p := b.bytes(1); p != nil {
+		return p[0]
+	}
+	return 0
+}
+func (b *lineBuf) u16() uint16 {
+	if p := b.bytes(2); p != nil {
+		return b.order.Uint16(p)
+	}
+	return 0
+}
+func (b *lineBuf) u32() uint32 {
+	if p := b.bytes(4); p != nil {
+		return b.order.Uint32(p)
+	}
+	return 0
+}
+func (b *lineBuf) u64() uint64 {
+	if p := b.bytes(8); p != nil {
+		return b.order.Uint64(p)
+	}
+	return 0
+}
+func (b *lineBuf) uint(n int) uint64 {
+	switch n {
+	case 1:
+		return uint64(b.u8())
+	case 2:
+		return uint64(b.u16())
+	case 4:
+		return uint64(b.u32())
+	case 8:
+		return b.u64()
+	}
+	b.fail(fmt.Sprintf("unsupported size %d", n))
+	return 0
+}
+
+func (b *lineBuf) uleb() uint64 {
+	var v uint64
+	var shift uint
+	for b.err == nil {
+		c := b.u8()
+		if shift < 64 {
+			v |= uint64(c&0x7f) << shift
+		}
+		shift += 7
+		if c&0x80 == 0 {
+			return v
+		}
+	}
+	return 0
+}
+
+func (b *lineBuf) sleb() int64 {
+	var v int64
+	var shift uint
+	for b.err == nil {
+		c := b.u8()
+		if shift < 64 {
+			v |= int64(c&0x7f) << shift
+		}
+		shift += 7
+		if c&0x80 == 0 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+func (b *lineBuf) cstr() string {
+	if b.err != nil {
+		return ""
+	}
+	i := strings.IndexByte(string(b.b[b.off:]), 0)
+	if i < 0 {
+		b.fail("unterminated string")
+		return ""
+	}
+	s := string(b.b[b.off : b.off+i])
+	b.off += i + 1
+	return s
+}
+
+func strAt(sect []byte, off uint64) (string, bool) {
+	if off >= uint64(len(sect)) {
+		return "", false
+	}
+	s := sect[off:]
+	for i, c := range s {
+		if c == 0 {
+			return string(s[:i]), true
+		}
+	}
+	return string(s), true
+}
+
+// DWARF 5 line-table content types and forms used in file tables.
+const (
+	lnctPath           = 1
+	lnctDirectoryIndex = 2
+
+	formBlock     = 0x09
+	formBlock1    = 0x0a
+	formData1     = 0x0b
+	formData2     = 0x05
+	formData4     = 0x06
+	formData8     = 0x07
+	formData16    = 0x1e
+	formString    = 0x08
+	formBlock2    = 0x03
+	formBlock4    = 0x04
+	formStrp      = 0x0e
+	formLineStrp  = 0x1f
+	formUdata     = 0x0f
+	formSdata     = 0x0d
+	formStrx      = 0x1a
+	formStrx1     = 0x25
+	formStrx2     = 0x26
+	formStrx3     = 0x27
+	formStrx4     = 0x28
+	formSecOffset = 0x17
+)
+
+// formValue reads one attribute value of a v5 entry format; s is set for
+// string forms.
+func (b *lineBuf) formValue(form uint64, dwarf64 bool, secs *lineSections) (v uint64, s string, isStr bool) {
+	offSize := 4
+	if dwarf64 {
+		offSize = 8
+	}
+	switch form {
+	case formString:
+		return 0, b.cstr(), true
+	case formStrp, formLineStrp:
+		off := b.uint(offSize)
+		sect := secs.str
+		if form == formLineStrp {
+			sect = secs.lineStr
+		}
+		str, ok := strAt(sect, off)
+		if !ok && b.err == nil {
+			b.fail("string offset out of range")
+		}
+		return 0, str, true
+	case formData1:
+		return uint64(b.u8()), "", false
+	case formData2:
+		return uint64(b.u16()), "", false
+	case formData4:
+		return uint64(b.u32()), "", false
+	case formData8:
+		return b.u64(), "", false
+	case formData16:
+		b.bytes(16)
+		return 0, "", false
+	case formUdata:
+		return b.uleb(), "", false
+	case formSdata:
+		return uint64(b.sleb()), "", false
+	case formBlock:
+		b.bytes(int(b.uleb()))
+		return 0, "", false
+	case formBlock1:
+		b.bytes(int(b.u8()))
+		return 0, "", false
+	case formBlock2:
+		b.bytes(int(b.u16()))
+		return 0, "", false
+	case formBlock4:
+		b.bytes(int(b.u32()))
+		return 0, "", false
+	case formSecOffset:
+		return b.uint(offSize), "", false
+	case formStrx, formStrx1, formStrx2, formStrx3, formStrx4:
+		b.fail("strx forms need .debug_str_offsets, unsupported in line tables")
+		return 0, "", false
+	}
+	b.fail(fmt.Sprintf("unknown form %#x", form))
+	return 0, "", false
+}
+
+var errNoLineTable = errors.New("no line table")
+
+// parseLineTable parses the line program at off.
+func parseLineTable(secs *lineSections, off uint64, addrSize int) (*lineTable, error) {
+	if off >= uint64(len(secs.line)) {
+		return nil, fmt.Errorf("debug_line offset %#x out of range: %w", off, errNoLineTable)
+	}
+	b := &lineBuf{b: secs.line, off: int(off), order: secs.order}
+	unitLen := uint64(b.u32())
+	dwarf64 := false
+	if unitLen == 0xffffffff {
+		dwarf64 = true
+		unitLen = b.u64()
+	}
+	if b.err != nil || unitLen > uint64(len(b.b)-b.off) {
+		return nil, fmt.Errorf("debug_line unit at %#x: bad length", off)
+	}
+	end := b.off + int(unitLen)
+	b.b = b.b[:end]
+	t := &lineTable{version: int(b.u16())}
+	if t.version < 2 || t.version > 5 {
+		return nil, fmt.Errorf("debug_line unit at %#x: unsupported version %d", off, t.version)
+	}
+	if t.version >= 5 {
+		addrSize = int(b.u8())
+		b.u8() // segment selector size
+	}
+	var hdrLen uint64
+	if dwarf64 {
+		hdrLen = b.u64()
+	} else {
+		hdrLen = uint64(b.u32())
+	}
+	progStart := b.off + int(hdrLen)
+	if hdrLen > uint64(end-b.off) {
+		return nil, fmt.Errorf("debug_line unit at %#x: header length past the unit", off)
+	}
+	minInst := uint64(b.u8())
+	if t.version >= 4 {
+		b.u8() // maximum operations per instruction
+	}
+	defaultIsStmt := b.u8() != 0
+	_ = defaultIsStmt
+	lineBase := int64(int8(b.u8()))
+	lineRange := uint64(b.u8())
+	opBase := b.u8()
+	stdLens := b.bytes(int(opBase) - 1)
+	if opBase == 0 {
+		stdLens = nil
+	}
+	if t.version >= 5 {
+		t.dirs = b.v5Entries(secs, dwarf64, nil)
+		var files []lineFile
+		b.v5Entries(secs, dwarf64, &files)
+		t.files = files
+	} else {
+		for b.err == nil {
+			s := b.cstr()
+			if s == "" {
+				break
+			}
+			t.dirs = append(t.dirs, s)
+		}
+		for b.err == nil {
+			s := b.cstr()
+			if s == "" {
+				break
+			}
+			dir := b.uleb()
+			b.uleb() // mtime
+			b.uleb() // length
+			t.files = append(t.files, lineFile{name: s, dir: dir})
+		}
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	b.off = progStart
+	t.run(b, addrSize, minInst, lineBase, lineRange, opBase, stdLens)
+	if b.err != nil && len(t.rows) == 0 {
+		return nil, b.err
+	}
+	// Sort sequences by end address, stably, as LLVM does before lookups.
+	sortSeqs(t.seqs)
+	return t, nil
+}
+
+// v5Entries reads a DWARF 5 directory or file table; with files nil it
+// returns directory paths, otherwise it fills *files.
+func (b *lineBuf) v5Entries(secs *lineSections, dwarf64 bool, files *[]lineFile) []string {
+	nfmt := int(b.u8())
+	type pair struct{ typ, form uint64 }
+	fmts := make([]pair, 0, nfmt)
+	for i := 0; i < nfmt && b.err == nil; i++ {
+		fmts = append(fmts, pair{b.uleb(), b.uleb()})
+	}
+	n := b.uleb()
+	var dirs []string
+	for i := uint64(0); i < n && b.err == nil; i++ {
+		var f lineFile
+		for _, p := range fmts {
+			v, s, isStr := b.formValue(p.form, dwarf64, secs)
+			switch p.typ {
+			case lnctPath:
+				if isStr {
+					f.name = s
+				}
+			case lnctDirectoryIndex:
+				f.dir = v
+			}
+		}
+		if files == nil {
+			dirs = append(dirs, f.name)
+		} else {
+			*files = append(*files, f)
+		}
+	}
+	return dirs
+}
+
+// run executes the line-number program, appending rows and sequences.
+func (t *lineTable) run(b *lineBuf, addrSize int, minInst uint64, lineBase int64, lineRange uint64, opBase uint8, stdLens []byte) {
+	type state struct {
+		addr uint64
+		file uint32
+		line uint32
+	}
+	reset := state{file: 1, line: 1}
+	st := reset
+	seqFirst, seqLow, empty := 0, uint64(0), true
+	emit := func(endSeq bool) {
+		if empty {
+			empty, seqFirst, seqLow = false, len(t.rows), st.addr
+		}
+		t.rows = append(t.rows, lineRow{addr: st.addr, file: st.file, line: st.line, endSeq: endSeq})
+		if endSeq {
+			if seqLow < st.addr {
+				t.seqs = append(t.seqs, lineSeq{low: seqLow, high: st.addr, first: seqFirst, last: len(t.rows)})
+			}
+			empty = true
+			st = reset
+		}
+	}
+	for b.err == nil && b.off < len(b.b) {
+		op := b.u8()
+		switch {
+		case op >= opBase:
+			adj := uint64(op - opBase)
+			if lineRange != 0 {
+				st.addr += adj / lineRange * minInst
+				st.line += uint32(lineBase + int64(adj%lineRange))
+			}
+			emit(false)
+		case op == 0: // extended
+			n := b.uleb()
+			if n == 0 || n > uint64(len(b.b)-b.off) {
+				b.fail("bad extended opcode length")
+				return
+			}
+			next := b.off + int(n)
+			switch b.u8() {
+			case 1: // DW_LNE_end_sequence
+				emit(true)
+			case 2: // DW_LNE_set_address
+				st.addr = b.uint(int(n) - 1)
+			case 3: // DW_LNE_define_file
+			}
+			b.off = next
+		case op == 1: // DW_LNS_copy
+			emit(false)
+		case op == 2: // DW_LNS_advance_pc
+			st.addr += b.uleb() * minInst
+		case op == 3: // DW_LNS_advance_line
+			st.line += uint32(b.sleb())
+		case op == 4: // DW_LNS_set_file
+			st.file = uint32(b.uleb())
+		case op == 5: // DW_LNS_set_column
+			b.uleb()
+		case op == 6, op == 7, op == 10, op == 11: // negate_stmt, basic_block, prologue_end, epilogue_begin
+		case op == 8: // DW_LNS_const_add_pc
+			if lineRange != 0 {
+				st.addr += uint64(255-opBase) / lineRange * minInst
+			}
+		case op == 9: // DW_LNS_fixed_advance_pc
+			st.addr += uint64(b.u16())
+		case op == 12: // DW_LNS_set_isa
+			b.uleb()
+		default: // unknown standard opcode: skip its ULEB operands
+			if int(op)-1 < len(stdLens) {
+				for i := 0; i < int(stdLens[op-1]); i++ {
+					b.uleb()
+				}
+			}
+		}
+	}
+}
+
+// sortSeqs orders sequences by end address, stably, as LLVM does before
+// any lookup.
+func sortSeqs(s []lineSeq) {
+	slices.SortStableFunc(s, func(a, b lineSeq) int { return cmp.Compare(a.high, b.high) })
+}
+
+// rowsForRange returns the indexes of the rows LLVM's
+// LineTable::lookupAddressRange returns for [start, end): rows of every
+// sequence overlapping the range, from the row covering start.
+func (t *lineTable) rowsForRange(start, end uint64, dst []int) []int {
+	dst = dst[:0]
+	// upper_bound by high address: the first sequence ending after start.
+	i, _ := slices.BinarySearchFunc(t.seqs, start, func(s lineSeq, a uint64) int {
+		if s.high <= a {
+			return -1
+		}
+		return 1
+	})
+	if i == len(t.seqs) || !t.seqs[i].contains(start) {
+		return dst
+	}
+	for j := i; j < len(t.seqs) && t.seqs[j].low < end; j++ {
+		s := t.seqs[j]
+		first := s.first
+		if j == i {
+			first = t.rowInSeq(s, start)
+		}
+		last := s.last - 1
+		if s.contains(end - 1) {
+			last = t.rowInSeq(s, end-1)
+		}
+		for k := first; k <= last; k++ {
+			dst = append(dst, k)
+		}
+	}
+	return dst
+}
+
+func (s lineSeq) contains(a uint64) bool { return s.low <= a && a < s.high }
+
+// rowInSeq is LLVM's findRowInSeq: upper_bound over the sequence's rows
+// (without its first and end rows) minus one, by the same binary search so
+// that unsorted rows give the same answer.
+func (t *lineTable) rowInSeq(s lineSeq, a uint64) int {
+	first, n := s.first+1, s.last-1-(s.first+1)
+	for n > 0 {
+		half := n >> 1
+		mid := first + half
+		if a < t.rows[mid].addr {
+			n = half
+		} else {
+			first = mid + 1
+			n -= half + 1
+		}
+	}
+	return first - 1
+}
+
+// filePath returns the absolute path of file index i as LLVM's
+// getFileNameByIndex builds it, and false for an invalid index.
+func (t *lineTable) filePath(i uint64, compDir string) (string, bool) {
+	var f lineFile
+	if t.version >= 5 {
+		if i >= uint64(len(t.files)) {
+			return "", false
+		}
+		f = t.files[i]
+	} else {
+		if i == 0 || i > uint64(len(t.files)) {
+			return "", false
+		}
+		f = t.files[i-1]
+	}
+	if isAbsPath(f.name) {
+		return f.name, true
+	}
+	var dir string
+	if t.version >= 5 {
+		if f.dir < uint64(len(t.dirs)) {
+			dir = t.dirs[f.dir]
+		}
+	} else if f.dir > 0 && f.dir <= uint64(len(t.dirs)) {
+		dir = t.dirs[f.dir-1]
+	}
+	var p string
+	if (t.version < 5 || f.dir != 0) && compDir != "" && !isAbsPath(dir) {
+		p = appendPath(p, compDir)
+	}
+	p = appendPath(p, dir)
+	return appendPath(p, f.name), true
+}
+
+// isAbsPath is LLVM's isPathAbsoluteOnWindowsOrPosix.
+func isAbsPath(p string) bool {
+	if strings.HasPrefix(p, "/") {
+		return true
+	}
+	if len(p) >= 3 && p[1] == ':' && (p[2] == '/' || p[2] == '\\') {
+		c := p[0] | 0x20
+		return c >= 'a' && c <= 'z'
+	}
+	return strings.HasPrefix(p, `\\`) && len(p) > 2 && p[2] != '\\' && p[2] != '/'
+}
+
+// appendPath is llvm::sys::path::append for POSIX paths: one separator
+// between components, none added after an empty path.
+func appendPath(p, comp string) string {
+	if p != "" && strings.HasSuffix(p, "/") {
+		return p + strings.TrimLeft(comp, "/")
+	}
+	if !strings.HasPrefix(comp, "/") && p != "" {
+		p += "/"
+	}
+	return p + comp
+}
