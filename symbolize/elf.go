@@ -1,0 +1,137 @@
+package symbolize
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/debugfile"
+)
+
+// DefaultCacheBytes is the table cache budget of an ELF symbolizer whose
+// Options leave CacheBytes zero: enough for libc, a large C++ service and a
+// large Go program at once.
+const DefaultCacheBytes = 256 << 20
+
+// Options configure an ELF symbolizer. The zero value is ready to use.
+type Options struct {
+	// DebugDirs are the global debug directories searched for separate
+	// debug files, in order; nil means /usr/lib/debug.
+	DebugDirs []string
+	// CacheBytes bounds the approximate memory of the cached tables;
+	// 0 means DefaultCacheBytes. A table larger than the budget is still
+	// used, and is the only one kept.
+	CacheBytes int64
+	// Demangle says how C++ and Rust names are shown; the mangled name
+	// goes to Frame.SystemName whenever it differs.
+	Demangle Demangling
+}
+
+// ELF symbolizes user-space binaries from what the files themselves carry:
+// Go's pclntab (function, file and line, also in stripped Go programs), the
+// symbol tables of the binary, of its MiniDebugInfo and of its separate
+// debug file, and DWARF line tables for file and line.
+//
+// Each binary is read once: its tables are built on first use into sorted
+// arrays cached by build ID (by device, inode, size and modification time
+// for files without one) within a memory budget, and every later lookup is
+// a binary search. An ELF is safe for concurrent use.
+type ELF struct {
+	opts  Options
+	cache *cache[*image]
+}
+
+// NewELF returns an ELF symbolizer with its own, empty cache.
+func NewELF(opts Options) *ELF {
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
+	if opts.DebugDirs == nil {
+		opts.DebugDirs = []string{debugfile.DefaultDir}
+	}
+	return &ELF{opts: opts, cache: newCache[*image](opts.CacheBytes)}
+}
+
+var _ Symbolizer = (*ELF)(nil)
+
+// Symbolize implements Symbolizer. Frames come innermost first; an offset
+// outside the binary's loaded segments, or covered by no symbol, gives no
+// frames and no error.
+func (s *ELF) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Frame, error) {
+	img, err := s.image(b)
+	if err != nil {
+		return dst, err
+	}
+	addr, ok := img.vaddr(off)
+	if !ok {
+		return dst, nil
+	}
+	return img.frames(dst, addr, s.opts.Demangle, b.Path)
+}
+
+// CacheStats reports the work of the table cache so far.
+func (s *ELF) CacheStats() CacheStats { return s.cache.statistics() }
+
+// image returns the cached tables of b, loading them on first use.
+func (s *ELF) image(b Binary) (*image, error) {
+	if b.BuildID != "" {
+		return s.cache.get("id:"+b.BuildID, func() (*image, int64, error) {
+			return s.open(b, b.BuildID)
+		})
+	}
+	st, err := os.Stat(b.Path)
+	if err != nil {
+		return nil, err
+	}
+	key := fmt.Sprintf("file:%d:%d:%d:%d", st.Sys().(*syscall.Stat_t).Dev, st.Sys().(*syscall.Stat_t).Ino, st.Size(), st.ModTime().UnixNano())
+	return s.cache.get(key, func() (*image, int64, error) { return s.open(b, "") })
+}
+
+// open reads b's tables. id is the build ID the caller knows, "" if none.
+func (s *ELF) open(b Binary, id string) (*image, int64, error) {
+	f, err := os.OpenFile(b.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s: not a regular file", b.Path)
+	}
+	img, err := loadImage(f, st.Size(), b.Path, s.debugLocator(b, id))
+	if err != nil {
+		return nil, 0, err
+	}
+	return img, img.bytes, nil
+}
+
+// debugLocator returns the function that finds b's separate debug file
+// once its build ID and debuglink are known.
+func (s *ELF) debugLocator(b Binary, id string) func(fileID string, link debugfile.Link) string {
+	return func(fileID string, link debugfile.Link) string {
+		if id == "" {
+			id = fileID
+		}
+		var dirs []string
+		for _, p := range []string{b.Name, b.Path} {
+			// /proc/PID/map_files names say nothing about where the
+			// binary lives; its debuglink neighbours are found by Name.
+			if p == "" || strings.Contains(p, "/map_files/") {
+				continue
+			}
+			dirs = append(dirs, filepath.Dir(p))
+		}
+		return debugfile.Find(debugfile.Request{BuildID: id, Link: link, BinaryDirs: dirs, DebugDirs: s.opts.DebugDirs})
+	}
+}
+
+// ErrMalformed is wrapped by the errors for files that the ELF, DWARF or Go
+// symbol table readers could not parse.
+var ErrMalformed = errors.New("malformed binary")

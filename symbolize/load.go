@@ -1,0 +1,426 @@
+package symbolize
+
+import (
+	"debug/elf"
+	"debug/gosym"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/buildid"
+	"github.com/sprof/sprof/symbolize/debugfile"
+)
+
+// Limits on what one binary may make us read. debug/elf and debug/dwarf
+// allocate what a file's headers claim, so every section is checked against
+// these and against the file's size before it is read.
+const (
+	maxSymtabBytes  = 128 << 20 // .symtab/.dynsym and their string tables
+	maxPclntabBytes = 512 << 20
+	maxDWARFBytes   = 256 << 20 // all .debug_* sections together
+	maxDebuglink    = 4 << 10
+)
+
+// image is everything known about one binary's code: how file offsets map
+// to addresses and the tables that name those addresses.
+type image struct {
+	loads []segment
+	syms  *symtab
+	lines *lineTable   // nil without DWARF line rows
+	gotab *gosym.Table // nil unless a Go program
+	bytes int64
+}
+
+// segment is one PT_LOAD program header.
+type segment struct {
+	off, filesz, vaddr uint64
+	exec               bool
+}
+
+// vaddr converts a file offset to the ELF virtual address the symbol
+// tables use. Executable segments win where segments share file pages.
+func (img *image) vaddr(off uint64) (uint64, bool) {
+	var addr uint64
+	found := false
+	for _, s := range img.loads {
+		if off < s.off || off-s.off >= s.filesz {
+			continue
+		}
+		if s.exec {
+			return off - s.off + s.vaddr, true
+		}
+		if !found {
+			addr, found = off-s.off+s.vaddr, true
+		}
+	}
+	return addr, found
+}
+
+// frames appends the frames of the instruction at addr: from Go's pclntab
+// for Go functions, else from the symbol table with DWARF's file and line.
+func (img *image) frames(dst []stacks.Frame, addr uint64, d Demangling, name string) ([]stacks.Frame, error) {
+	if img.gotab != nil {
+		var f stacks.Frame
+		var ok bool
+		err := contain(name, func() error {
+			file, line, fn := img.gotab.PCToLine(addr)
+			if fn != nil {
+				f, ok = stacks.Frame{Function: fn.Name, File: file, Line: line}, true
+			}
+			return nil
+		})
+		if err != nil {
+			return dst, err
+		}
+		if ok {
+			return append(dst, f), nil
+		}
+	}
+	i := img.syms.lookup(addr)
+	if i < 0 {
+		return dst, nil
+	}
+	f := img.syms.frame(i, d)
+	if img.lines != nil {
+		if file, line, ok := img.lines.lookup(addr); ok {
+			f.File, f.Line = file, line
+		}
+	}
+	return append(dst, f), nil
+}
+
+// contain runs fn, turning a panic into an error naming the file. It is
+// the one place where the standard library's ELF, DWARF and Go symbol
+// table readers, which are not hardened against hostile files, are kept
+// from taking the profiler down.
+func contain(name string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: %w: the parser panicked: %v", name, ErrMalformed, p)
+		}
+	}()
+	return fn()
+}
+
+// loadImage reads the tables of the binary r (of size bytes, named name in
+// errors). findDebug returns the path of its separate debug file, or "".
+func loadImage(r io.ReaderAt, size int64, name string, findDebug func(buildID string, link debugfile.Link) string) (*image, error) {
+	img := &image{}
+	var syms []symbol
+	var ef *elf.File
+	hasSymtab := false
+	err := contain(name, func() error {
+		var err error
+		if ef, err = elf.NewFile(r); err != nil {
+			return fmt.Errorf("%s: %w: %w", name, ErrMalformed, err)
+		}
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_LOAD && p.Filesz > 0 {
+				img.loads = append(img.loads, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr, exec: p.Flags&elf.PF_X != 0})
+			}
+		}
+		hasSymtab = ef.SectionByType(elf.SHT_SYMTAB) != nil
+		syms, err = appendSymbols(syms, ef, size)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if img.gotab, err = loadGo(ef, size, syms); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	id, _ := buildid.Read(r)
+	var dbg *elf.File
+	if p := findDebug(id, readDebuglink(ef, size)); p != "" {
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			defer f.Close()
+			// A broken debug file costs its own tables, not the binary's.
+			contain(p, func() error {
+				st, err := f.Stat()
+				if err != nil {
+					return err
+				}
+				d, err := elf.NewFile(f)
+				if err != nil {
+					return err
+				}
+				more, err := appendSymbols(syms, d, st.Size())
+				if err != nil {
+					return err
+				}
+				syms, dbg = more, d
+				if img.gotab == nil {
+					img.lines = loadLines(d, st.Size(), syms)
+				}
+				return nil
+			})
+		}
+	}
+	if img.gotab == nil && img.lines == nil {
+		contain(name, func() error {
+			img.lines = loadLines(ef, size, syms)
+			return nil
+		})
+	}
+	if !hasSymtab && dbg == nil {
+		syms = appendMiniDebugInfo(syms, ef, size, name)
+	}
+
+	img.syms = newSymtab(syms)
+	img.bytes = img.syms.bytes + int64(len(img.loads))*32
+	if img.lines != nil {
+		img.bytes += img.lines.size()
+	}
+	if img.gotab != nil {
+		img.bytes += goTableSize(img.gotab)
+	}
+	return img, nil
+}
+
+// checkSection refuses a section larger than limit or lying outside the
+// file, before anything reads it.
+func checkSection(s *elf.Section, fileSize int64, limit uint64) error {
+	if s.Size > limit {
+		return fmt.Errorf("%w: section %s: %d bytes exceed the limit of %d", ErrMalformed, s.Name, s.Size, limit)
+	}
+	if s.Type != elf.SHT_NOBITS && (s.Offset > uint64(fileSize) || s.FileSize > uint64(fileSize)-s.Offset) {
+		return fmt.Errorf("%w: section %s: %d bytes at offset %#x run past the end of the file", ErrMalformed, s.Name, s.FileSize, s.Offset)
+	}
+	return nil
+}
+
+// appendSymbols appends the code symbols of f's .symtab and .dynsym.
+func appendSymbols(syms []symbol, f *elf.File, fileSize int64) ([]symbol, error) {
+	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		s := f.SectionByType(typ)
+		if s == nil {
+			continue
+		}
+		if err := checkSection(s, fileSize, maxSymtabBytes); err != nil {
+			return syms, err
+		}
+		if int(s.Link) < len(f.Sections) {
+			if err := checkSection(f.Sections[s.Link], fileSize, maxSymtabBytes); err != nil {
+				return syms, err
+			}
+		}
+		var list []elf.Symbol
+		var err error
+		if typ == elf.SHT_SYMTAB {
+			list, err = f.Symbols()
+		} else {
+			list, err = f.DynamicSymbols()
+		}
+		if err != nil {
+			return syms, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
+		}
+		for i := range list {
+			if sym, ok := codeSymbol(f, &list[i]); ok {
+				syms = append(syms, sym)
+			}
+		}
+	}
+	return syms, nil
+}
+
+// stbGNUUnique is STB_GNU_UNIQUE, a global binding debug/elf does not name.
+const stbGNUUnique = elf.SymBind(10)
+
+// codeSymbol converts an ELF symbol that names code in an executable
+// section; data, files, sections, undefined and mapping symbols ($x, $d)
+// and assembler-local labels (.L) are left out.
+func codeSymbol(f *elf.File, s *elf.Symbol) (symbol, bool) {
+	var rank int
+	switch elf.ST_TYPE(s.Info) {
+	case elf.STT_FUNC:
+		rank = rankFunc
+	case elf.STT_GNU_IFUNC:
+		rank = rankIFunc
+	case elf.STT_NOTYPE:
+		rank = rankLabel
+	default:
+		return symbol{}, false
+	}
+	switch elf.ST_BIND(s.Info) {
+	case elf.STB_GLOBAL, stbGNUUnique:
+		rank += rankGlobal
+	case elf.STB_WEAK:
+		rank += rankWeak
+	}
+	if s.Name == "" || s.Name[0] == '$' || strings.HasPrefix(s.Name, ".L") {
+		return symbol{}, false
+	}
+	if s.Section == elf.SHN_UNDEF || s.Section >= elf.SHN_LORESERVE || int(s.Section) >= len(f.Sections) {
+		return symbol{}, false
+	}
+	sec := f.Sections[s.Section]
+	const code = elf.SHF_ALLOC | elf.SHF_EXECINSTR
+	addr := s.Value
+	if f.Machine == elf.EM_ARM {
+		addr &^= 1 // the Thumb bit
+	}
+	if sec.Flags&code != code || addr < sec.Addr || addr-sec.Addr >= sec.Size {
+		return symbol{}, false
+	}
+	return symbol{addr: addr, size: s.Size, limit: sec.Addr + sec.Size, name: s.Name, rank: rank}, true
+}
+
+// readDebuglink returns f's .gnu_debuglink, zero if it has none.
+func readDebuglink(f *elf.File, fileSize int64) debugfile.Link {
+	s := f.Section(".gnu_debuglink")
+	if s == nil || checkSection(s, fileSize, maxDebuglink) != nil {
+		return debugfile.Link{}
+	}
+	b, err := s.Data()
+	if err != nil {
+		return debugfile.Link{}
+	}
+	link, err := debugfile.ParseLink(b, f.ByteOrder)
+	if err != nil {
+		return debugfile.Link{}
+	}
+	return link
+}
+
+// loadLines reads f's DWARF line tables, nil when it has none or too much.
+func loadLines(f *elf.File, fileSize int64, syms []symbol) *lineTable {
+	var total uint64
+	found := false
+	for _, s := range f.Sections {
+		if strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
+			if s.Type == elf.SHT_NOBITS {
+				continue
+			}
+			if checkSection(s, fileSize, maxDWARFBytes) != nil {
+				return nil
+			}
+			total += s.Size
+			found = found || s.Name == ".debug_line" || s.Name == ".zdebug_line"
+		}
+	}
+	if !found || total > maxDWARFBytes {
+		return nil
+	}
+	d, err := f.DWARF()
+	if err != nil {
+		return nil
+	}
+	return newLineTable(d, codeRanges(f))
+}
+
+// codeRanges returns a test for addresses inside f's executable sections.
+func codeRanges(f *elf.File) func(addr uint64) bool {
+	type span struct{ lo, hi uint64 }
+	var spans []span
+	const code = elf.SHF_ALLOC | elf.SHF_EXECINSTR
+	for _, s := range f.Sections {
+		if s.Flags&code == code && s.Size > 0 {
+			spans = append(spans, span{s.Addr, s.Addr + s.Size})
+		}
+	}
+	return func(addr uint64) bool {
+		for _, s := range spans {
+			if s.lo <= addr && addr < s.hi {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// loadGo reads a Go program's pclntab, nil for other binaries. It finds the
+// table by section, as `go tool addr2line` does, so stripped Go binaries
+// are named too.
+func loadGo(f *elf.File, fileSize int64, syms []symbol) (*gosym.Table, error) {
+	s := f.Section(".gopclntab")
+	if s == nil {
+		s = f.Section(".data.rel.ro.gopclntab")
+	}
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, nil
+	}
+	if err := checkSection(s, fileSize, maxPclntabBytes); err != nil {
+		return nil, err
+	}
+	data, err := s.Data()
+	if err != nil {
+		return nil, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
+	}
+	if err := checkPclntab(data); err != nil {
+		return nil, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
+	}
+	// runtime.text is where Go's code starts; in externally linked
+	// programs C start-up code may come first in .text.
+	text := uint64(0)
+	if t := f.Section(".text"); t != nil {
+		text = t.Addr
+	}
+	for i := range syms {
+		if syms[i].name == "runtime.text" {
+			text = syms[i].addr
+			break
+		}
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text))
+	if err != nil {
+		return nil, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
+	}
+	if len(tab.Funcs) == 0 {
+		return nil, nil
+	}
+	return tab, nil
+}
+
+// checkPclntab bounds the function count in a pclntab header before
+// debug/gosym allocates a Func for each: every function takes at least 8
+// bytes of its function table.
+func checkPclntab(b []byte) error {
+	if len(b) < 16 {
+		return fmt.Errorf("pclntab header: %d bytes is too short", len(b))
+	}
+	var order binary.ByteOrder
+	switch magic := binary.LittleEndian.Uint32(b); {
+	case magic >= 0xfffffff0 && magic != 0xffffffff:
+		order = binary.LittleEndian
+	case binary.BigEndian.Uint32(b) >= 0xfffffff0:
+		order = binary.BigEndian
+	default:
+		return fmt.Errorf("pclntab magic %#x at offset 0 is not Go's", magic)
+	}
+	var n uint64
+	switch b[7] {
+	case 4:
+		n = uint64(order.Uint32(b[8:]))
+	case 8:
+		n = order.Uint64(b[8:])
+	default:
+		return fmt.Errorf("pclntab pointer size %d at offset 7 is not 4 or 8", b[7])
+	}
+	if n > uint64(len(b))/8 {
+		return fmt.Errorf("pclntab function count %d at offset 8 exceeds the table's %d bytes", n, len(b))
+	}
+	return nil
+}
+
+// goTableSize estimates the memory of a gosym.Table: the pclntab it keeps
+// plus a Func, a Sym and a name per function.
+func goTableSize(t *gosym.Table) int64 {
+	n := int64(len(t.Funcs)) * 200
+	for i := range t.Funcs {
+		n += int64(len(t.Funcs[i].Name))
+	}
+	if len(t.Funcs) > 0 && t.Funcs[0].LineTable != nil {
+		n += int64(len(t.Funcs[0].LineTable.Data))
+	}
+	return n
+}
+
