@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -76,9 +77,9 @@ type Stats struct {
 	// execs) that had samples; Stacks the number of distinct stacks.
 	Processes, Stacks int
 	Duration          time.Duration
-	// Busy is the time the collector spent draining, ordering and
+	// Busy is the CPU time the collector spent draining, ordering and
 	// aggregating; NsPerSample is Busy per sample, the userspace cost of
-	// a sample. Build is the time spent building and symbolizing the
+	// a sample. Build is the wall time spent building and symbolizing the
 	// profile at the end.
 	Busy        time.Duration
 	NsPerSample float64
@@ -106,6 +107,9 @@ type Collector struct {
 	// events are side-band records not yet applied, in time order.
 	events []event
 	next   int // events[:next] are applied
+	// The drain callbacks, bound once: a method value allocates.
+	copySampleFn func(*Sample)
+	copyRecordFn func(*perfring.Record)
 
 	start, end time.Time
 	stats      Stats
@@ -154,6 +158,7 @@ func New(opts Options) (*Collector, error) {
 		interval: opts.Interval,
 		start:    time.Now(),
 	}
+	c.copySampleFn, c.copyRecordFn = c.copySample, c.copyRecord
 	if c.interval <= 0 {
 		c.interval = DefaultInterval
 	}
@@ -220,15 +225,20 @@ loop:
 func (c *Collector) Drain(src Source) error { return c.drain(src, false) }
 
 func (c *Collector) drain(src Source, final bool) error {
-	began := time.Now()
+	// Busy is CPU time, not wall time: on a loaded host the wall clock
+	// measures the other processes. The goroutine stays on its thread so
+	// the thread's clock is the drain's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	began := threadCPU()
 	defer func() {
 		c.end = time.Now()
-		c.stats.Busy += c.end.Sub(began)
+		c.stats.Busy += threadCPU() - began
 	}()
 	c.pend, c.arena = c.pend[:0], c.arena[:0]
 	// Samples first, then the side band: every record older than a
 	// sample just read is then in the side band's rings too.
-	if _, err := src.Read(c.copySample); err != nil {
+	if _, err := src.Read(c.copySampleFn); err != nil {
 		return fmt.Errorf("read samples: %w", err)
 	}
 	cut := monotonicNow()
@@ -237,7 +247,7 @@ func (c *Collector) drain(src Source, final bool) error {
 	}
 	var sideErr error
 	if c.tracker != nil {
-		_, sideErr = c.tracker.Read(c.copyRecord)
+		_, sideErr = c.tracker.Read(c.copyRecordFn)
 		c.stats.SidebandLost = c.tracker.Lost()
 	}
 	slices.SortStableFunc(c.events, func(a, b event) int { return cmpTime(a.time, b.time) })
@@ -264,6 +274,12 @@ func cmpTime(a, b uint64) int {
 		return 1
 	}
 	return 0
+}
+
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
 }
 
 func monotonicNow() uint64 {

@@ -1,0 +1,170 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize"
+)
+
+// elfSymbolizer looks offsets up in a binary's .symtab with debug/elf: a
+// small oracle that also proves Binary.Path can be opened.
+type elfSymbolizer struct{ opened []symbolize.Binary }
+
+func (e *elfSymbolizer) Symbolize(dst []stacks.Frame, b symbolize.Binary, off uint64) ([]stacks.Frame, error) {
+	e.opened = append(e.opened, b)
+	f, err := elf.Open(b.Path)
+	if err != nil {
+		return dst, err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return dst, err
+	}
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD || off < p.Off || off >= p.Off+p.Filesz {
+			continue
+		}
+		vaddr := off - p.Off + p.Vaddr
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && vaddr >= s.Value && vaddr < s.Value+s.Size {
+				return append(dst, stacks.Frame{Function: s.Name}), nil
+			}
+		}
+	}
+	return dst, nil
+}
+
+// runShortlived runs the fixture to its end and returns its pid, the
+// runtime address of its work function and a CLOCK_MONOTONIC time at which
+// it ran.
+func runShortlived(t *testing.T) (path string, pid uint32, work, at uint64) {
+	path, err := filepath.Abs("../testdata/collector/shortlived")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(path)
+	cmd.Stdout = &out
+	began := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if d := time.Since(began); d > 2*time.Second {
+		t.Logf("the ~100 ms fixture took %v", d)
+	}
+	if _, err := fmt.Sscanf(out.String(), "0x%x %d", &work, &at); err != nil {
+		t.Fatalf("fixture printed %q: %v", out.String(), err)
+	}
+	return path, uint32(cmd.Process.Pid), work, at
+}
+
+// TestShortLivedProcess: a process that execs, runs 100 ms and exits
+// between two drains is attributed to its binary and build ID, and
+// symbolized, from the side band alone.
+func TestShortLivedProcess(t *testing.T) {
+	testenv.RequireRoot(t)
+	sym := &elfSymbolizer{}
+	c, err := New(Options{Frequency: 99, Symbolizer: sym})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats().Sideband != nil {
+		c.Close()
+		t.Fatalf("side band unavailable as root: %v", c.Stats().Sideband)
+	}
+	path, pid, work, at := runShortlived(t)
+	src := &fakeSource{}
+	// A sample inside work, called from main: the return address is
+	// made up but lies in the binary too.
+	src.add(pid, at+1000, work+8, work-0x10)
+	prof, st, err := c.Run(closedContext(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prof.Samples) != 1 {
+		t.Fatalf("%d samples, want 1", len(prof.Samples))
+	}
+	leaf := prof.Samples[0].Stack[0]
+	if m := leaf.Mapping; m.Kind != stacks.User || m.File != path || m.BuildID != fileBuildID(t, path) {
+		t.Fatalf("leaf mapping %+v, want %s with build ID %s", m, path, fileBuildID(t, path))
+	}
+	if !leaf.Symbolized() || leaf.Frames[0].Function != "work" {
+		t.Fatalf("leaf symbolized as %+v, want work", leaf.Frames)
+	}
+	if st.Processes != 1 || st.Samples != 1 || st.Sideband != nil {
+		t.Errorf("stats %+v", st)
+	}
+	t.Logf("symbolized through %+v", sym.opened[0])
+
+	// The control: from /proc alone the same sample is lost to
+	// [unknown], since the process is gone when it is drained.
+	c, err = New(Options{Frequency: 99, NoSideband: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, pid, work, at = runShortlived(t)
+	src.add(pid, at+1000, work+8)
+	prof, _, err = c.Run(closedContext(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := prof.Samples[0].Stack[0].Mapping; m.Kind != stacks.Unknown {
+		t.Errorf("without the side band, an exited process was attributed to %s", m.File)
+	}
+}
+
+func closedContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// TestRunStopsWhenCommandExits drains on the interval and stops when the
+// exited channel closes, with a final drain.
+func TestRunStopsWhenCommandExits(t *testing.T) {
+	c, err := New(Options{Frequency: 99, ProcRoot: t.TempDir(), NoSideband: true, Interval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &slowSource{fakeSource: fakeSource{lost: 7}}
+	exited := make(chan struct{})
+	src.onRead = func(n int) {
+		src.add(42, uint64(n), 0x1234)
+		if n == 5 {
+			close(exited)
+		}
+	}
+	prof, st, err := c.Run(context.Background(), src, exited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Samples < 5 || prof.Lost != 7 || st.Lost != 7 || len(prof.Samples) != 1 || prof.Samples[0].Count != int64(st.Samples) {
+		t.Fatalf("stats %+v, profile lost %d with %d samples", st, prof.Lost, len(prof.Samples))
+	}
+	if prof.Samples[0].Stack[0].Mapping.Kind != stacks.Unknown {
+		t.Errorf("an address of an unreadable process is not in the unknown mapping")
+	}
+}
+
+// slowSource calls onRead before each Read, to produce samples over time.
+type slowSource struct {
+	fakeSource
+	reads  int
+	onRead func(n int)
+}
+
+func (s *slowSource) Read(fn func(*Sample)) (int, error) {
+	s.reads++
+	s.onRead(s.reads)
+	return s.fakeSource.Read(fn)
+}
