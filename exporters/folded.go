@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/sprof/sprof/exporters/flamegraph"
 	"github.com/sprof/sprof/stacks"
 )
 
@@ -62,9 +63,9 @@ func appendFoldedName(dst []byte, f frame) []byte {
 		dst = append(dst, c)
 	}
 	switch f.kind {
-	case KernelFrame:
+	case flamegraph.Kernel:
 		dst = append(dst, "_[k]"...)
-	case InlinedFrame:
+	case flamegraph.Inlined:
 		dst = append(dst, "_[i]"...)
 	}
 	return dst

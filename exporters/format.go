@@ -17,6 +17,8 @@ const (
 	Pprof Format = "pprof"
 	// Folded is one line per distinct stack: root;…;leaf count.
 	Folded Format = "folded"
+	// SVG is an interactive flame graph.
+	SVG Format = "svg"
 )
 
 // formatSpec ties a Format to the file-name endings that select it and to
@@ -33,6 +35,7 @@ func specs() []formatSpec {
 	return []formatSpec{
 		{Pprof, []string{".pb.gz", ".pprof", ".pb"}, WritePprof},
 		{Folded, []string{".folded", ".txt"}, WriteFolded},
+		{SVG, []string{".svg"}, WriteFlameGraph},
 	}
 }
 

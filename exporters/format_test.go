@@ -12,7 +12,7 @@ func TestFormatFromPath(t *testing.T) {
 		want Format
 	}{
 		{"cpu.pb.gz", Pprof}, {"/tmp/x.pprof", Pprof}, {"X.PB", Pprof},
-		{"out.folded", Folded}, {"stacks.txt", Folded},
+		{"out.folded", Folded}, {"stacks.txt", Folded}, {"cpu.SVG", SVG},
 	} {
 		got, err := FormatFromPath(tc.path)
 		if err != nil || got != tc.want {

@@ -5,37 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sprof/sprof/exporters/flamegraph"
 	"github.com/sprof/sprof/stacks"
 )
-
-// FrameKind classifies a frame for display: folded stacks mark kernel and
-// inlined frames with suffixes, flame graphs colour each kind differently.
-type FrameKind uint8
-
-const (
-	// UserFrame is a symbolized function of a user-space binary that holds
-	// the address physically.
-	UserFrame FrameKind = iota
-	// KernelFrame is a kernel function (symbolized or not).
-	KernelFrame
-	// InlinedFrame is a function the compiler inlined into its caller.
-	InlinedFrame
-	// UnsymbolizedFrame is a user or unknown address no symbol covers,
-	// named by its placeholder.
-	UnsymbolizedFrame
-	// SyntheticFrame is a frame sprof adds: the process root, `[truncated]`.
-	SyntheticFrame
-)
-
-var frameKindNames = [...]string{UserFrame: "user", KernelFrame: "kernel", InlinedFrame: "inlined",
-	UnsymbolizedFrame: "unsymbolized", SyntheticFrame: "synthetic"}
-
-func (k FrameKind) String() string {
-	if int(k) < len(frameKindNames) {
-		return frameKindNames[k]
-	}
-	return "FrameKind(" + strconv.Itoa(int(k)) + ")"
-}
 
 // TruncatedFrame is the root frame of a stack whose walk stopped before the
 // outermost frame, so the gap is visible rather than the stack looking
@@ -50,7 +22,7 @@ const EmptyStackFrame = "[unknown]"
 // or a synthetic frame.
 type frame struct {
 	name string
-	kind FrameKind
+	kind flamegraph.Kind
 	// src is the symbol the frame came from; nil for placeholders and
 	// synthetic frames.
 	src *stacks.Frame
@@ -61,31 +33,31 @@ type frame struct {
 // every inline level of every Location, innermost inline level last.
 func rootFirst(dst []frame, s *stacks.Sample, root ProcessRoot) []frame {
 	if name := processRootName(s, root); name != "" {
-		dst = append(dst, frame{name: name, kind: SyntheticFrame})
+		dst = append(dst, frame{name: name, kind: flamegraph.Synthetic})
 	}
 	if s.Truncated {
-		dst = append(dst, frame{name: TruncatedFrame, kind: SyntheticFrame})
+		dst = append(dst, frame{name: TruncatedFrame, kind: flamegraph.Synthetic})
 	} else if len(s.Stack) == 0 {
-		dst = append(dst, frame{name: EmptyStackFrame, kind: SyntheticFrame})
+		dst = append(dst, frame{name: EmptyStackFrame, kind: flamegraph.Synthetic})
 	}
 	for i := len(s.Stack) - 1; i >= 0; i-- {
 		loc := s.Stack[i]
 		kernel := loc.Mapping != nil && loc.Mapping.Kind == stacks.Kernel
 		if !loc.Symbolized() {
-			kind := UnsymbolizedFrame
+			kind := flamegraph.Unsymbolized
 			if kernel {
-				kind = KernelFrame
+				kind = flamegraph.Kernel
 			}
 			dst = append(dst, frame{name: loc.Placeholder(), kind: kind})
 			continue
 		}
 		for j := len(loc.Frames) - 1; j >= 0; j-- {
-			kind := UserFrame
+			kind := flamegraph.User
 			switch {
 			case kernel:
-				kind = KernelFrame
+				kind = flamegraph.Kernel
 			case j < len(loc.Frames)-1:
-				kind = InlinedFrame
+				kind = flamegraph.Inlined
 			}
 			dst = append(dst, frame{name: functionName(loc, j), kind: kind, src: &loc.Frames[j]})
 		}

@@ -3,6 +3,8 @@ package exporters
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sprof/sprof/exporters/flamegraph"
 )
 
 // Options tunes the encoders. The zero value gives every format its
@@ -16,6 +18,9 @@ type Options struct {
 	// ProcessRoot adds a root frame naming the process to folded stacks,
 	// the way stackcollapse-perf.pl does, so one graph separates programs.
 	ProcessRoot ProcessRoot
+	// FlameGraph shapes SVG output. An empty Subtitle is filled in with
+	// what the profile covers; ProcessRoot applies to flame graphs too.
+	FlameGraph flamegraph.Options
 }
 
 // Label is a per-sample pprof label key.

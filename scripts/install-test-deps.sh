@@ -6,9 +6,10 @@
 #   binutils           readelf --sframe, the SFrame oracle
 #   linux-perf         perf, the oracle for stack-unwinding accuracy
 #   debuginfod         a real debuginfod server for the client tests
+#   chromium           renders flame-graph SVGs headless for the screenshot test
 set -eu
 
-want="clang-22 llvm-22 binutils linux-perf debuginfod"
+want="clang-22 llvm-22 binutils linux-perf debuginfod chromium"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -1,0 +1,51 @@
+package exporters
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/sprof/sprof/exporters/flamegraph"
+	"github.com/sprof/sprof/stacks"
+)
+
+// WriteFlameGraph writes p as an interactive SVG flame graph, frames
+// coloured by kind, named as in folded output without the suffixes.
+func WriteFlameGraph(w io.Writer, p *stacks.Profile, opt Options) error {
+	t := flamegraph.NewTree()
+	var frames []frame
+	var stack []flamegraph.Frame
+	for _, ws := range aggregate(p, opt.ProcessRoot) {
+		frames = rootFirst(frames[:0], ws.sample, opt.ProcessRoot)
+		stack = stack[:0]
+		for _, f := range frames {
+			stack = append(stack, flamegraph.Frame{Name: cleanName(f.name), Kind: f.kind})
+		}
+		t.Add(stack, ws.count)
+	}
+	fo := opt.FlameGraph
+	if fo.Subtitle == "" {
+		fo.Subtitle = describe(p, t.Total())
+	}
+	return t.WriteSVG(w, fo)
+}
+
+// describe says in one line what a profile covers: how many samples, at
+// which frequency, over what time.
+func describe(p *stacks.Profile, samples int64) string {
+	s := strconv.FormatInt(samples, 10) + " samples"
+	if p.Period > 0 {
+		s += fmt.Sprintf(" at %.4g Hz", float64(time.Second)/float64(p.Period))
+	}
+	if p.Duration > 0 {
+		s += " over " + p.Duration.String()
+	}
+	if !p.Start.IsZero() {
+		s += " from " + p.Start.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	if p.Lost > 0 {
+		s += ", " + strconv.FormatUint(p.Lost, 10) + " lost"
+	}
+	return s
+}

@@ -1,0 +1,30 @@
+package exporters
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/sprof/sprof/exporters/flamegraph"
+)
+
+func TestFlameGraphGolden(t *testing.T) {
+	var buf bytes.Buffer
+	opt := Options{ProcessRoot: CommRoot, FlameGraph: flamegraph.Options{Title: "sprof"}}
+	if err := Write(&buf, fixture(), SVG, opt); err != nil {
+		t.Fatal(err)
+	}
+	svg := buf.String()
+	for _, want := range []string{
+		`<text id="subtitle" x="600" y="40">48 samples at 99 Hz over 10s from 2026-11-22 10:00:00 UTC, 3 lost</text>`,
+		`<title>hash (40 samples, 83.33%)</title>`,
+		`<title>kworker/0:1_x (1 samples, 2.08%)</title>`,
+		`<title>[kernel] 0xffffffffc0001234 (5 samples, 10.42%)</title>`,
+		`<title>mix;step next (40 samples, 83.33%)</title>`,
+	} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("flame graph lacks %s", want)
+		}
+	}
+	golden(t, "fixture.svg", buf.Bytes())
+}
