@@ -25,3 +25,8 @@ unit:
 # Rebuild the committed BPF objects (needs clang-22).
 generate:
 	$(GO) generate ./bpf/...
+
+# Fail when the committed BPF objects differ from what the sources give
+# (bpf2go output is deterministic for a given clang and libbpf-dev).
+check-generate: generate
+	@git diff --exit-code -- bpf/ || { echo "check-generate: bpf/ changed after make generate; commit the regenerated files"; exit 1; }

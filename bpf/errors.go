@@ -1,0 +1,124 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
+)
+
+// Errors Open returns when the host cannot run the sampler. Each is wrapped
+// in a one-line message that says what is missing and how to fix it; test
+// for them with errors.Is.
+var (
+	// ErrPermission: not root and without CAP_BPF and CAP_PERFMON.
+	ErrPermission = errors.New("missing privileges")
+	// ErrNoBTF: the kernel does not describe its types (no /sys/kernel/btf/vmlinux).
+	ErrNoBTF = errors.New("kernel BTF missing")
+	// ErrUnsupported: the kernel lacks a BPF feature the sampler uses.
+	ErrUnsupported = errors.New("kernel BPF support missing")
+	// ErrFrequency: the frequency is not positive or above kernel.perf_event_max_sample_rate.
+	ErrFrequency = errors.New("bad sampling frequency")
+	// ErrNoPidFilter: AddPid on a Sampler opened without Pids, which samples every process.
+	ErrNoPidFilter = errors.New("sampler has no pid filter")
+)
+
+const (
+	capPerfmon = 38 // CAP_PERFMON, Linux 5.8
+	capBPF     = 39 // CAP_BPF, Linux 5.8
+
+	kernelBTFPath    = "/sys/kernel/btf/vmlinux"
+	maxSampleRateSys = "/proc/sys/kernel/perf_event_max_sample_rate"
+)
+
+// checkPrivileges fails unless the effective capabilities include CAP_BPF
+// and CAP_PERFMON (root has both; CAP_SYS_ADMIN stands in for both).
+func checkPrivileges() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read process capabilities: %w", err)
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	if has(unix.CAP_SYS_ADMIN) || (has(capBPF) && has(capPerfmon)) {
+		return nil
+	}
+	return fmt.Errorf("%w: sprof needs root, or the CAP_BPF and CAP_PERFMON capabilities; "+
+		"run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon+ep` on the sprof binary", ErrPermission)
+}
+
+// checkBTF fails when the kernel exposes no BTF for itself, which CO-RE
+// relocations and the tp_btf fork hook need.
+func checkBTF() error {
+	if _, err := os.Stat(kernelBTFPath); err != nil {
+		return fmt.Errorf("%w: %s is missing; sprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y "+
+			"(the default of Debian, Ubuntu, Fedora and RHEL kernels since 2020)", ErrNoBTF, kernelBTFPath)
+	}
+	return nil
+}
+
+// checkKernelFeatures probes the program type, map type and helpers the
+// sampler uses; the newest are bpf_loop and bpf_find_vma (Linux 5.17).
+func checkKernelFeatures() error {
+	release := "unknown"
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		release = unix.ByteSliceToString(uts.Release[:])
+	}
+	missing := func(what string, err error) error {
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			return fmt.Errorf("%w: the kernel (%s) has no %s; sprof needs Linux 5.17 or newer with BPF enabled",
+				ErrUnsupported, release, what)
+		}
+		if errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("%w: the kernel refused BPF (%v); check kernel.unprivileged_bpf_disabled, "+
+				"lockdown and seccomp, or run sprof as root", ErrPermission, err)
+		}
+		return fmt.Errorf("probe %s: %w", what, err)
+	}
+	if err := features.HaveProgramType(ebpf.PerfEvent); err != nil {
+		return missing("perf_event BPF programs", err)
+	}
+	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
+		return missing("BPF ring buffers", err)
+	}
+	for _, h := range []struct {
+		fn   asm.BuiltinFunc
+		name string
+	}{
+		{asm.FnLoop, "bpf_loop helper"},
+		{asm.FnFindVma, "bpf_find_vma helper"},
+		{asm.FnTaskPtRegs, "bpf_task_pt_regs helper"},
+	} {
+		if err := features.HaveProgramHelper(ebpf.PerfEvent, h.fn); err != nil {
+			return missing(h.name, err)
+		}
+	}
+	return nil
+}
+
+// checkFrequency refuses rates the kernel would refuse with a bare EINVAL.
+func checkFrequency(hz int) error {
+	if hz <= 0 {
+		return fmt.Errorf("%w: %d Hz; the frequency must be at least 1 Hz", ErrFrequency, hz)
+	}
+	b, err := os.ReadFile(maxSampleRateSys)
+	if err != nil {
+		return fmt.Errorf("read kernel.perf_event_max_sample_rate: %w", err)
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("parse %s: %w", maxSampleRateSys, err)
+	}
+	if hz > limit {
+		return fmt.Errorf("%w: %d Hz is above kernel.perf_event_max_sample_rate (%d Hz); use a lower frequency "+
+			"or raise the limit with `sysctl kernel.perf_event_max_sample_rate=%d`", ErrFrequency, hz, limit, hz)
+	}
+	return nil
+}

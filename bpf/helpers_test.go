@@ -1,0 +1,163 @@
+package bpf
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+)
+
+const fixturePath = "../testdata/bpf/fpwalk"
+
+// requireBPF skips tests that need root and BPF, or fails them under CI.
+func requireBPF(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("needs root to load BPF programs (CI=true: not skipping)")
+	}
+	t.Skip("needs root to load BPF programs")
+}
+
+// requireFixture skips where the x86-64 fixture cannot run.
+func requireFixture(t testing.TB) {
+	t.Helper()
+	requireBPF(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skipf("the frame-pointer fixture is x86-64 code; GOARCH is %s", runtime.GOARCH)
+	}
+}
+
+// startFixture runs the fixture in a mode and kills it when the test ends.
+func startFixture(t testing.TB, args ...string) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command(fixturePath, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start fixture: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, stdin
+}
+
+func openSampler(t testing.TB, cfg Config) *Sampler {
+	t.Helper()
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// sampleCopy is a Sample that outlives Read's callback.
+type sampleCopy struct {
+	Sample
+	user, kernel []uint64
+}
+
+// collect reads the sampler every 50 ms for d and returns copies of the
+// samples keep selects.
+func collect(t testing.TB, s *Sampler, d time.Duration, keep func(*Sample) bool) []sampleCopy {
+	t.Helper()
+	var out []sampleCopy
+	read := func() {
+		if _, err := s.Read(func(x *Sample) {
+			if keep(x) {
+				c := sampleCopy{Sample: *x, user: append([]uint64(nil), x.User...), kernel: append([]uint64(nil), x.Kernel...)}
+				out = append(out, c)
+			}
+		}); err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		read()
+	}
+	read()
+	return out
+}
+
+func ofPid(pid int) func(*Sample) bool {
+	return func(x *Sample) bool { return x.Pid == uint32(pid) }
+}
+
+// fixtureELF gives the addresses the walker must produce, read from the
+// fixture binary (linked -no-pie, so link-time addresses are run-time ones).
+type fixtureELF struct {
+	syms map[string]elf.Symbol
+	text *elf.Section
+}
+
+func loadFixtureELF(t testing.TB) *fixtureELF {
+	t.Helper()
+	f, err := elf.Open(fixturePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := &fixtureELF{syms: map[string]elf.Symbol{}, text: f.Section(".text")}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			fx.syms[s.Name] = s
+		}
+	}
+	return fx
+}
+
+func (fx *fixtureELF) contains(fn string, pc uint64) bool {
+	s := fx.syms[fn]
+	return pc >= s.Value && pc < s.Value+s.Size
+}
+
+// returnAfterCall finds the `call rel32` in caller that targets callee and
+// returns the address after it: the return address a walk must report.
+func (fx *fixtureELF) returnAfterCall(t testing.TB, caller, callee string) uint64 {
+	t.Helper()
+	from, to := fx.syms[caller], fx.syms[callee]
+	code := make([]byte, from.Size)
+	if _, err := fx.text.ReadAt(code, int64(from.Value-fx.text.Addr)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+5 <= len(code); i++ {
+		rel := int32(binary.LittleEndian.Uint32(code[i+1:]))
+		next := from.Value + uint64(i) + 5
+		if code[i] == 0xe8 && next+uint64(int64(rel)) == to.Value {
+			return next
+		}
+	}
+	t.Fatalf("no call from %s to %s in the fixture", caller, callee)
+	return 0
+}
+
+func hexFrames(fr []uint64) string {
+	s := "["
+	for i, a := range fr {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%#x", a)
+	}
+	return s + "]"
+}

@@ -1,0 +1,102 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+)
+
+// The record format written by sprof.bpf.c: a sprofSampleHeader, then
+// KernelFrames kernel addresses, then UserFrames user addresses, each a u64
+// in native byte order. The constants mirror the C enums of the same
+// meaning (BTF does not carry unused enums, so bpf2go cannot generate them);
+// the live tests fail if the two drift.
+const (
+	recordVersion = 1 // RECORD_VERSION
+
+	flagUserTruncated = 1 << 0 // SAMPLE_USER_TRUNCATED
+	flagLeafReturn    = 1 << 1 // SAMPLE_LEAF_RETURN
+)
+
+const (
+	headerSize = int(unsafe.Sizeof(sprofSampleHeader{}))
+	// maxRecordSize is the largest record the program writes.
+	maxRecordSize = int(unsafe.Sizeof(sprofSampleBuf{}))
+	maxFrames     = len(sprofSampleBuf{}.Frames)
+)
+
+// Sample is one record from the ring buffer.
+type Sample struct {
+	Time          uint64 // CLOCK_MONOTONIC ns
+	Pid, Tid, CPU uint32
+	Comm          [16]byte
+	// The thread's user registers, also when the sample hit the kernel; zero
+	// for kernel threads. FP is rbp on x86-64, x29 on arm64; LR (x30) is
+	// arm64 only.
+	PC, SP, FP, LR uint64
+	// User holds return addresses leaf first, User[0] == PC; empty when user
+	// stacks are not captured or the thread has no user context.
+	User []uint64
+	// Kernel holds kernel addresses leaf first; empty in user mode.
+	Kernel []uint64
+	// UserTruncated says the frame-pointer walk stopped at a frame record
+	// that failed a check (or at 1024 frames): the root side is missing.
+	UserTruncated bool
+	// LeafReturn says the sample hit a prologue or epilogue and User[1] is
+	// the return address from the top of the stack (x86-64) or LR (arm64)
+	// rather than from a frame record.
+	LeafReturn bool
+
+	frames []uint64 // backing store for User and Kernel, reused
+}
+
+// RecordError reports a malformed ring-buffer record: where and what.
+type RecordError struct {
+	Off   int    // byte offset in the record
+	Field string // the field that is wrong
+	Msg   string
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("bpf record: %s at byte %d: %s", e.Field, e.Off, e.Msg)
+}
+
+// decode fills s from raw, a record as the BPF program wrote it. The
+// header is copied into the bpf2go-generated struct, so its layout is
+// defined once, in the C source.
+func (s *Sample) decode(raw []byte) error {
+	var h sprofSampleHeader
+	if len(raw) < headerSize {
+		return &RecordError{Off: 0, Field: "header", Msg: fmt.Sprintf("record has %d bytes, header needs %d", len(raw), headerSize)}
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&h)), headerSize), raw)
+	if h.Version != recordVersion {
+		return &RecordError{Off: int(unsafe.Offsetof(h.Version)), Field: "version", Msg: fmt.Sprintf("%d, want %d", h.Version, recordVersion)}
+	}
+	nk, nu := int(h.KernelFrames), int(h.UserFrames)
+	if nk+nu > maxFrames {
+		return &RecordError{Off: int(unsafe.Offsetof(h.UserFrames)), Field: "frame counts",
+			Msg: fmt.Sprintf("%d kernel + %d user frames exceed %d", nk, nu, maxFrames)}
+	}
+	if need := headerSize + 8*(nk+nu); len(raw) < need {
+		return &RecordError{Off: len(raw), Field: "frames", Msg: fmt.Sprintf("record has %d bytes, %d frames need %d", len(raw), nk+nu, need)}
+	}
+	if cap(s.frames) < maxFrames {
+		s.frames = make([]uint64, maxFrames)
+	}
+	frames := s.frames[:nk+nu]
+	for i := range frames {
+		frames[i] = binary.NativeEndian.Uint64(raw[headerSize+8*i:])
+	}
+	s.Time = h.Time
+	s.Pid, s.Tid, s.CPU = h.Pid, h.Tid, h.Cpu
+	for i, c := range h.Comm {
+		s.Comm[i] = byte(c)
+	}
+	s.PC, s.SP, s.FP, s.LR = h.Pc, h.Sp, h.Fp, h.Lr
+	s.Kernel = frames[:nk:nk]
+	s.User = frames[nk:]
+	s.UserTruncated = h.Flags&flagUserTruncated != 0
+	s.LeafReturn = h.Flags&flagLeafReturn != 0
+	return nil
+}

@@ -1,0 +1,266 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// Config says what to sample and how often.
+type Config struct {
+	Frequency      int      // samples per second per CPU
+	Pids           []uint32 // only these processes (tgids); empty = all
+	FollowForks    bool     // add children of Pids as they are forked
+	CgroupID       uint64   // cgroup v2 id (inode of its directory); 0 = any. Descendants match too.
+	IncludeIdle    bool     // also sample the idle task (pid 0)
+	User, Kernel   bool     // which stacks to capture
+	RingBufferSize int      // bytes, power of two ≥ page size; 0 = sized from Frequency × CPUs
+}
+
+// Stats are the BPF program's run-time statistics since Open.
+type Stats struct {
+	RunCount, RunTimeNs uint64
+}
+
+const (
+	// typicalRecordSize sizes the default ring: a header and ~115 frames.
+	// Most records are smaller, a few are up to maxRecordSize.
+	typicalRecordSize = 1024
+	// The default ring holds one second of typical records, four drain
+	// periods at the collector's 250 ms, within these bounds.
+	minRingSize = 256 << 10
+	maxRingSize = 1 << 30
+)
+
+// Sampler owns the loaded program, its maps and the perf events that run it.
+type Sampler struct {
+	objs       sprofObjects
+	hooks      []link.Link // fork and exit hooks of the pid filter
+	clocks     []*cpuClock
+	reader     *ringbuf.Reader
+	stats      io.Closer
+	filterPids bool
+
+	rec    ringbuf.Record
+	sample Sample
+}
+
+// Open checks the host, loads the program, fills the filters and starts
+// sampling on every online CPU. Errors about the host wrap ErrPermission,
+// ErrNoBTF, ErrUnsupported or ErrFrequency.
+func Open(cfg Config) (*Sampler, error) {
+	if err := checkFrequency(cfg.Frequency); err != nil {
+		return nil, err
+	}
+	if !cfg.User && !cfg.Kernel {
+		return nil, errors.New("bpf: Config captures neither user nor kernel stacks")
+	}
+	if cfg.FollowForks && len(cfg.Pids) == 0 {
+		return nil, errors.New("bpf: FollowForks needs Pids to follow")
+	}
+	if err := checkPrivileges(); err != nil {
+		return nil, err
+	}
+	if err := checkBTF(); err != nil {
+		return nil, err
+	}
+	if err := checkKernelFeatures(); err != nil {
+		return nil, err
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	ringSize, err := ringBufferSize(cfg, len(cpus))
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Sampler{filterPids: len(cfg.Pids) > 0}
+	if err := s.load(cfg, ringSize); err != nil {
+		return nil, err
+	}
+	if err := s.start(cfg, cpus); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+func ringBufferSize(cfg Config, cpus int) (int, error) {
+	page := os.Getpagesize()
+	if n := cfg.RingBufferSize; n != 0 {
+		if n < page || n&(n-1) != 0 || n > maxRingSize {
+			return 0, fmt.Errorf("bpf: ring buffer size %d is not a power of two between %d and %d", n, page, maxRingSize)
+		}
+		return n, nil
+	}
+	want := uint64(cfg.Frequency) * uint64(cpus) * typicalRecordSize
+	size := uint64(1) << bits.Len64(want-1)
+	return int(min(max(size, minRingSize, uint64(page)), maxRingSize)), nil
+}
+
+func (s *Sampler) load(cfg Config, ringSize int) error {
+	spec, err := loadSprof()
+	if err != nil {
+		return err
+	}
+	for name, v := range map[string]any{
+		"self_tgid":      uint32(os.Getpid()),
+		"cgroup_id":      cfg.CgroupID,
+		"filter_pids":    s.filterPids,
+		"include_idle":   cfg.IncludeIdle,
+		"capture_user":   cfg.User,
+		"capture_kernel": cfg.Kernel,
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("set BPF variable %s: %w", name, err)
+		}
+	}
+	spec.Maps["samples"].MaxEntries = uint32(ringSize)
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("%w: the kernel refused to load the BPF program (%v); run sprof as root", ErrPermission, err)
+		}
+		return fmt.Errorf("load BPF program: %w", err)
+	}
+	for _, pid := range cfg.Pids {
+		if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
+			s.objs.Close()
+			return fmt.Errorf("add pid %d to the filter: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// start hooks forks and exits, opens the ring and enables the events, in
+// that order, so nothing is sampled before the ring can be read and no
+// fork after Open returns is missed.
+func (s *Sampler) start(cfg Config, cpus []int) error {
+	// BPF_ENABLE_STATS holds run-time statistics on while its fd is open and
+	// drops them when sprof exits, unlike the kernel.bpf_stats_enabled sysctl.
+	// It costs two clock reads per run.
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		return fmt.Errorf("enable BPF run-time statistics: %w", err)
+	}
+	s.stats = stats
+	if s.filterPids {
+		hooks := []*ebpf.Program{s.objs.ForgetExit}
+		if cfg.FollowForks {
+			hooks = append(hooks, s.objs.FollowFork)
+		}
+		for _, p := range hooks {
+			l, err := link.AttachTracing(link.TracingOptions{Program: p})
+			if err != nil {
+				return fmt.Errorf("attach %s: %w", p, err)
+			}
+			s.hooks = append(s.hooks, l)
+		}
+	}
+	s.reader, err = ringbuf.NewReader(s.objs.Samples)
+	if err != nil {
+		return fmt.Errorf("open BPF ring buffer: %w", err)
+	}
+	// A deadline in the past makes reads return at once when the ring is
+	// empty: the program never wakes us, the caller polls on a timer.
+	s.reader.SetDeadline(time.Unix(1, 0))
+	for _, cpu := range cpus {
+		c, err := openCPUClock(cpu, cfg.Frequency, cfg.IncludeIdle, s.objs.Sample)
+		if err != nil {
+			return err
+		}
+		s.clocks = append(s.clocks, c)
+	}
+	for _, c := range s.clocks {
+		if err := c.enable(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Read hands every record now in the ring buffer to fn, in order, and
+// returns how many it handed. It never blocks. The *Sample and its slices
+// are reused: valid only during fn.
+func (s *Sampler) Read(fn func(*Sample)) (int, error) {
+	n := 0
+	for {
+		err := s.reader.ReadInto(&s.rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("read BPF ring buffer: %w", err)
+		}
+		if err := s.sample.decode(s.rec.RawSample); err != nil {
+			return n, err
+		}
+		fn(&s.sample)
+		n++
+	}
+}
+
+// AddPid adds a process to the pid filter, e.g. one started after Open.
+// It fails with ErrNoPidFilter when the Sampler samples every process.
+func (s *Sampler) AddPid(pid uint32) error {
+	if !s.filterPids {
+		return fmt.Errorf("add pid %d: %w (opened with an empty Config.Pids)", pid, ErrNoPidFilter)
+	}
+	if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("add pid %d to the filter: %w", pid, err)
+	}
+	return nil
+}
+
+// Lost returns how many samples found the ring buffer full, summed over
+// CPUs. They passed the filters and were dropped whole.
+func (s *Sampler) Lost() (uint64, error) {
+	var perCPU []uint64
+	if err := s.objs.Lost.Lookup(uint32(0), &perCPU); err != nil {
+		return 0, fmt.Errorf("read lost-sample counters: %w", err)
+	}
+	var sum uint64
+	for _, n := range perCPU {
+		sum += n
+	}
+	return sum, nil
+}
+
+// Stats returns how often the sampling program ran and for how long in
+// total (BPF_ENABLE_STATS, held for the Sampler's lifetime), including runs
+// the filters ended early.
+func (s *Sampler) Stats() (Stats, error) {
+	st, err := s.objs.Sample.Stats()
+	if err != nil {
+		return Stats{}, fmt.Errorf("read BPF program statistics: %w", err)
+	}
+	return Stats{RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime)}, nil
+}
+
+// Close stops sampling and frees everything Open set up.
+func (s *Sampler) Close() error {
+	var errs []error
+	for _, c := range s.clocks {
+		errs = append(errs, c.close())
+	}
+	for _, l := range s.hooks {
+		errs = append(errs, l.Close())
+	}
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	if s.stats != nil {
+		errs = append(errs, s.stats.Close())
+	}
+	errs = append(errs, s.objs.Close())
+	s.clocks, s.hooks, s.reader, s.stats = nil, nil, nil, nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,477 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * sprof's sampler: a perf_event program run by a CPU-clock event on every
+ * CPU. Each run that passes the filters sends one record through a ring
+ * buffer: who was running, its user registers, its kernel stack and its user
+ * stack walked by frame pointers. Aggregation happens in user space.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/*
+ * Record layout. Version 1 is the header below followed by kernel_frames
+ * kernel addresses and then user_frames user addresses, all u64, native byte
+ * order. A later version may append more after the frames (announced by a
+ * flag and a version bump); readers reject versions they do not know.
+ */
+enum record_version {
+	RECORD_VERSION = 1,
+};
+
+enum sample_flag {
+	/* The frame-pointer walk stopped at a frame record that failed a check
+	 * (outside the stack, misaligned, not above the previous one,
+	 * unreadable) or at the depth limit: frames are missing at the root. */
+	SAMPLE_USER_TRUNCATED = 1 << 0,
+	/* The sample hit a prologue or epilogue, where the leaf has no frame
+	 * record; the leaf's return address came from the stack slot (x86-64)
+	 * or the link register (arm64) instead. */
+	SAMPLE_LEAF_RETURN = 1 << 1,
+};
+
+enum record_limits {
+	MAX_KERNEL_FRAMES = 128,
+	MAX_USER_FRAMES = 1024,
+	MAX_FRAMES = MAX_KERNEL_FRAMES + MAX_USER_FRAMES,
+	/* Ancestor levels searched by the cgroup filter. */
+	MAX_CGROUP_LEVELS = 32,
+};
+
+struct sample_header {
+	__u16 version;
+	__u16 flags; /* enum sample_flag */
+	__u16 user_frames;
+	__u16 kernel_frames;
+	__u32 pid; /* thread group id */
+	__u32 tid;
+	__u32 cpu;
+	__u32 _pad;
+	__u64 time; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u64 pc;
+	__u64 sp;
+	__u64 fp;
+	__u64 lr; /* arm64 only */
+	char comm[16];
+};
+
+struct sample_buf {
+	struct sample_header hdr;
+	__u64 frames[MAX_FRAMES];
+};
+
+/* Set by the loader before loading; the verifier prunes disabled paths. */
+volatile const __u32 self_tgid;
+volatile const __u64 cgroup_id;
+volatile const bool filter_pids;
+volatile const bool include_idle;
+volatile const bool capture_user;
+volatile const bool capture_kernel;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20); /* resized by the loader */
+} samples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tgid */
+	__type(value, __u8);
+} pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+
+static __always_inline bool in_cgroup(void)
+{
+	if (bpf_get_current_cgroup_id() == cgroup_id)
+		return true;
+	/* A descendant of the cgroup: compare the ancestors from the root
+	 * down; an id of 0 means we went past the task's own level. */
+	for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		if (id == cgroup_id)
+			return true;
+		if (id == 0)
+			return false;
+	}
+	return false;
+}
+
+static __always_inline bool wanted(__u32 tgid)
+{
+	if (tgid == 0)
+		return include_idle;
+	if (tgid == self_tgid)
+		return false;
+	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+		return false;
+	if (cgroup_id && !in_cgroup())
+		return false;
+	return true;
+}
+
+/* The mapping that held a thread's stack pointer last time. */
+struct stack_vma {
+	__u64 start;
+	__u64 end;
+};
+
+/* bpf_find_vma costs microseconds in interrupt context (it takes the mmap
+ * lock and releases it through irq_work), so each thread remembers its stack
+ * mapping. A stale entry (the mapping unmapped and replaced while the thread
+ * lives, e.g. a coroutine stack pool) can only make the bound too tight or
+ * too loose; every frame is still read with a checked user read. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct stack_vma);
+} stack_vmas SEC(".maps");
+
+static long stack_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct stack_vma *v = data;
+
+	v->start = vma->vm_start;
+	v->end = vma->vm_end;
+	return 0;
+}
+
+/* The end of the stack holding sp: the end of its mapping, which is right
+ * for the main thread, pthread stacks and Go goroutine stacks alike. When the
+ * mapping cannot be found (the mmap lock is contended), 8 MiB above sp: the
+ * default RLIMIT_STACK and pthread stack size. */
+static __always_inline __u64 stack_end(__u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct stack_vma found = {}, *cached;
+
+	cached = bpf_task_storage_get(&stack_vmas, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (cached && cached->start <= sp && sp < cached->end)
+		return cached->end;
+	bpf_find_vma(task, sp, stack_vma_cb, &found, 0);
+	if (!(found.start <= sp && sp < found.end))
+		return sp + (8 << 20);
+	if (cached)
+		*cached = found;
+	return found.end;
+}
+
+/*
+ * The leaf's frame record problem. Frame 0 is pc. The frame-pointer register
+ * names the leaf's own frame record only once its prologue has run and until
+ * its epilogue starts; before and after, and throughout functions compilers
+ * leave frameless (GCC does so for leaf functions that need no stack even
+ * with -fno-omit-frame-pointer), it still names the caller's record, and
+ * walking from it would silently skip the caller. So the leaf's return
+ * address is looked for where the ABI leaves it, and used only on evidence:
+ *
+ *  1. The instruction at pc is a prologue or epilogue instruction:
+ *     x86-64: push %rbp (optionally after endbr64) or ret: at (%rsp);
+ *             mov %rsp,%rbp: at 8(%rsp), above the pushed %rbp.
+ *     arm64:  paciasp, bti c, stp x29, x30, [sp, ...], mov x29, sp or ret:
+ *             in the link register.
+ *  2. Otherwise the candidate (x86-64: the word at (%rsp); arm64: lr) is
+ *     taken when it is the return address of a direct call (call rel32 or bl,
+ *     or a call through a PLT or GOT entry on x86-64) whose target lies at
+ *     most LEAF_MAX_SIZE bytes below pc: the candidate's call is what entered
+ *     the function pc is in. On arm64, lr must also not lie in that range,
+ *     which is the case of a framed function whose last call returned.
+ *
+ * Case 2 reads code and can in principle be fooled by data that looks like
+ * such a return address; it needs a direct or PLT call and a leaf smaller
+ * than LEAF_MAX_SIZE, otherwise the caller stays missing (never guessed).
+ */
+#define LEAF_MAX_SIZE (8 << 10)
+
+/* arm64 return addresses may carry a pointer authentication code in their
+ * top bits; user addresses fit in 48 bits (Linux's default user VA size). */
+#if defined(__TARGET_ARCH_arm64)
+#define code_addr(x) ((x) & 0x0000ffffffffffffULL)
+#else
+#define code_addr(x) (x)
+#endif
+
+#if defined(__TARGET_ARCH_x86)
+static __always_inline __s32 rel32(const __u8 *p)
+{
+	return (__s32)((__u32)p[0] | (__u32)p[1] << 8 | (__u32)p[2] << 16 | (__u32)p[3] << 24);
+}
+
+/* Where the call that returns to ret jumped: direct, through a PLT stub
+ * (jmp *GOT(%rip), optionally after endbr64 and bnd), or -fno-plt style
+ * call *GOT(%rip). 0 when unknown. */
+static __always_inline __u64 call_target(__u64 ret)
+{
+	__u8 site[6], stub[11];
+	__u64 target, got = 0;
+
+	if (ret < sizeof(site) || bpf_probe_read_user(site, sizeof(site), (void *)(ret - sizeof(site))))
+		return 0;
+	if (site[0] == 0xff && site[1] == 0x15) { /* call *rel32(%rip) */
+		bpf_probe_read_user(&got, sizeof(got), (void *)(ret + rel32(&site[2])));
+		return got;
+	}
+	if (site[1] != 0xe8) /* call rel32 */
+		return 0;
+	target = ret + rel32(&site[2]);
+	if (bpf_probe_read_user(stub, sizeof(stub), (void *)target))
+		return target;
+	if (stub[0] == 0xff && stub[1] == 0x25) /* jmp *rel32(%rip) */
+		bpf_probe_read_user(&got, sizeof(got), (void *)(target + 6 + rel32(&stub[2])));
+	else if (stub[0] == 0xf3 && stub[1] == 0x0f && stub[2] == 0x1e && stub[3] == 0xfa) {
+		if (stub[4] == 0xf2 && stub[5] == 0xff && stub[6] == 0x25) /* endbr64; bnd jmp */
+			bpf_probe_read_user(&got, sizeof(got), (void *)(target + 11 + rel32(&stub[7])));
+		else if (stub[4] == 0xff && stub[5] == 0x25) /* endbr64; jmp */
+			bpf_probe_read_user(&got, sizeof(got), (void *)(target + 10 + rel32(&stub[6])));
+	}
+	return got ? got : target;
+}
+
+static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
+{
+	__u8 insn[8];
+	__u64 ret = 0, target;
+	int slot = -1;
+
+	if (bpf_probe_read_user(insn, sizeof(insn), (void *)pc))
+		return 0;
+	if (insn[0] == 0xf3 && insn[1] == 0x0f && insn[2] == 0x1e && insn[3] == 0xfa && insn[4] == 0x55)
+		slot = 0; /* endbr64; push %rbp */
+	else if (insn[0] == 0x55 || insn[0] == 0xc3 || (insn[0] == 0xf3 && insn[1] == 0xc3))
+		slot = 0; /* push %rbp, ret, rep ret */
+	else if (insn[0] == 0x48 && insn[1] == 0x89 && insn[2] == 0xe5)
+		slot = 8; /* mov %rsp,%rbp */
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)(sp + (slot > 0 ? slot : 0))))
+		return 0;
+	if (slot >= 0)
+		return ret;
+	target = call_target(ret);
+	if (target && target <= pc && pc - target < LEAF_MAX_SIZE)
+		return ret;
+	return 0;
+}
+#elif defined(__TARGET_ARCH_arm64)
+static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
+{
+	__u32 insn, bl;
+	__u64 target;
+
+	if (bpf_probe_read_user(&insn, sizeof(insn), (void *)pc))
+		return 0;
+	if (insn == 0xd503233f || insn == 0xd503245f ||   /* paciasp, bti c */
+	    (insn & 0xffc07fff) == 0xa9807bfd ||          /* stp x29, x30, [sp, #imm]! */
+	    (insn & 0xffc07fff) == 0xa9007bfd ||          /* stp x29, x30, [sp, #imm] */
+	    insn == 0x910003fd ||                         /* mov x29, sp */
+	    insn == 0xd65f03c0 || insn == 0xd65f0bff || insn == 0xd65f0fff) /* ret, retaa, retab */
+		return lr;
+	if (lr < 4 || bpf_probe_read_user(&bl, sizeof(bl), (void *)(lr - 4)) || (bl & 0xfc000000) != 0x94000000)
+		return 0;
+	target = lr - 4 + ((__s64)((__s32)(bl << 6) >> 6) << 2);
+	if (target <= pc && pc - target < LEAF_MAX_SIZE && !(target <= lr && lr - target < LEAF_MAX_SIZE))
+		return lr;
+	return 0;
+}
+#endif
+
+/* The walk's state lives in map memory, not on the stack: the verifier then
+ * sees unknown values at every fp_step call, checks the callback once and
+ * does not unroll 1024 iterations. */
+struct fp_walk {
+	__u64 fp;  /* next frame record */
+	__u64 lo;  /* frame records must start at or above lo ... */
+	__u64 end; /* ... and end at or below the stack's end */
+	__u32 at;  /* next free slot in rec.frames */
+	__u32 n;   /* user frames written */
+	__u16 flags;
+};
+
+struct scratch_value {
+	struct sample_buf rec;
+	struct fp_walk walk;
+};
+
+/* A record is assembled here and then copied into the ring with its used
+ * length only; a ring reservation must have a constant size. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch_value);
+} scratch SEC(".maps");
+
+struct walk_ctx {
+	struct scratch_value *s;
+};
+
+static __always_inline void put_user_frame(struct scratch_value *s, __u64 addr)
+{
+	struct fp_walk *w = &s->walk;
+	__u32 at = w->at;
+
+	if (at >= MAX_FRAMES || w->n >= MAX_USER_FRAMES) {
+		w->flags |= SAMPLE_USER_TRUNCATED;
+		return;
+	}
+	s->rec.frames[at] = addr;
+	w->at = at + 1;
+	w->n++;
+}
+
+/* One frame record of the _thread_stack_pcs-style walk: {saved fp, return
+ * address} at fp. A record is used only when it lies inside [lo, end), is
+ * 8-byte aligned and readable; the next one must lie entirely above it
+ * (strictly increasing, and records do not overlap). The first failing
+ * check ends the walk and marks it truncated; a zero saved fp or return
+ * address is the outermost frame and ends it cleanly. 8-byte alignment,
+ * not 16, because Go's arm64 and amd64 frame records are only 8-aligned. */
+static long fp_step(__u64 i, struct walk_ctx *c)
+{
+	struct scratch_value *s = c->s;
+	struct fp_walk *w = &s->walk;
+	__u64 fp = w->fp;
+	__u64 rec[2];
+
+	if (fp == 0)
+		return 1;
+	if (fp < w->lo || fp > w->end - sizeof(rec) || (fp & 7) ||
+	    bpf_probe_read_user(rec, sizeof(rec), (void *)fp)) {
+		w->flags |= SAMPLE_USER_TRUNCATED;
+		return 1;
+	}
+	if (rec[1] == 0)
+		return 1;
+	put_user_frame(s, code_addr(rec[1]));
+	w->lo = fp + sizeof(rec);
+	w->fp = rec[0];
+	return w->flags & SAMPLE_USER_TRUNCATED;
+}
+
+/* Frame 0 is pc; then the leaf's return address when the frame-pointer
+ * register does not name the leaf's record (see leaf_return); then the
+ * frame-pointer chain from fp. */
+static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 sp, __u64 fp, __u64 lr)
+{
+	struct walk_ctx c = {.s = s};
+	struct fp_walk *w = &s->walk;
+	__u64 ret;
+
+	put_user_frame(s, pc);
+	ret = leaf_return(pc, sp, code_addr(lr));
+	if (ret) {
+		put_user_frame(s, ret);
+		w->flags |= SAMPLE_LEAF_RETURN;
+	}
+	w->end = stack_end(sp);
+	w->lo = sp;
+	w->fp = fp;
+	bpf_loop(MAX_USER_FRAMES, fp_step, &c, 0);
+}
+
+SEC("perf_event")
+int sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	__u32 zero = 0;
+	struct scratch_value *s;
+	struct sample_header *h;
+	struct task_struct *task;
+	__u64 size;
+	long n;
+
+	if (!wanted(tgid))
+		return 0;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	h = &s->rec.hdr;
+	s->walk.at = 0;
+	s->walk.n = 0;
+	s->walk.flags = 0;
+
+	h->version = RECORD_VERSION;
+	h->pid = tgid;
+	h->tid = (__u32)id;
+	h->cpu = bpf_get_smp_processor_id();
+	h->_pad = 0;
+	h->time = bpf_ktime_get_ns();
+	h->pc = 0;
+	h->sp = 0;
+	h->fp = 0;
+	h->lr = 0;
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
+
+	if (capture_kernel) {
+		n = bpf_get_stack(ctx, s->rec.frames, MAX_KERNEL_FRAMES * sizeof(__u64), 0);
+		if (n > 0)
+			s->walk.at = n / sizeof(__u64);
+	}
+	h->kernel_frames = s->walk.at;
+
+	task = bpf_get_current_task_btf();
+	if (!(task->flags & PF_KTHREAD)) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+
+		h->pc = PT_REGS_IP_CORE(regs);
+		h->sp = PT_REGS_SP_CORE(regs);
+		h->fp = PT_REGS_FP_CORE(regs);
+#if defined(__TARGET_ARCH_arm64)
+		h->lr = PT_REGS_RET_CORE(regs);
+#endif
+		if (capture_user && h->pc)
+			walk_user(s, h->pc, h->sp, h->fp, h->lr);
+	}
+	h->user_frames = s->walk.n;
+	h->flags = s->walk.flags;
+
+	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64);
+	if (size > sizeof(s->rec))
+		size = sizeof(s->rec);
+	if (bpf_ringbuf_output(&samples, &s->rec, size, BPF_RB_NO_WAKEUP)) {
+		__u64 *count = bpf_map_lookup_elem(&lost, &zero);
+		if (count)
+			*count += 1;
+	}
+	return 0;
+}
+
+/* With Config.FollowForks: a process forked by a followed process is
+ * followed too. Threads share their parent's tgid and need nothing. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid;
+	__u32 ctgid = child->tgid;
+	__u8 one = 1;
+
+	if (ptgid == ctgid || !bpf_map_lookup_elem(&pids, &ptgid))
+		return 0;
+	bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+/* With a pid filter: a process leaves the set when its last thread exits,
+ * so a reused pid is not sampled and followed forks do not fill the map.
+ * do_exit decrements signal->live before this tracepoint fires. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(forget_exit, struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+
+	if (task->signal->live.counter == 0)
+		bpf_map_delete_elem(&pids, &tgid);
+	return 0;
+}

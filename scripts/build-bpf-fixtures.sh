@@ -1,0 +1,7 @@
+#!/bin/sh
+# Rebuilds the fixtures of bpf/'s tests (testdata/bpf/). Needs gcc for
+# x86-64 (Debian 12's gcc 12). The binaries are committed so the tests need
+# no compiler; rerun this after editing testdata/bpf/fpwalk.c.
+set -eu
+cd "$(dirname "$0")/../testdata/bpf"
+gcc -O2 -fno-omit-frame-pointer -no-pie -o fpwalk fpwalk.c

@@ -1,0 +1,90 @@
+/*
+ * Fixture for sprof's BPF frame-pointer walker (x86-64). Built -O2
+ * -fno-omit-frame-pointer -no-pie by scripts/build-bpf-fixtures.sh.
+ * Each mode spins forever in a known state; the test samples it and
+ * compares the walked stack with addresses read from this binary.
+ *
+ *   chain       main -> a -> b -> c, spinning in c
+ *   prologue    main -> leafloop, which calls leaf in a loop; samples land
+ *               on leaf's push %rbp, mov %rsp,%rbp, pop %rbp and ret
+ *   below-sp    rbp points below the stack pointer
+ *   misaligned  rbp is not 8-byte aligned
+ *   self-loop   rbp points at a frame record whose saved rbp is itself
+ *   deep N      main -> recurse x N -> c
+ *   fork        reads a line from stdin, then forks a child running chain
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+volatile unsigned long sink;
+volatile int stop;
+
+#define NOINLINE __attribute__((noinline, noclone))
+/* Code after each call keeps -O2 from turning it into a tail jump. */
+#define KEEP() __asm__ volatile("" ::: "memory")
+
+NOINLINE void c(void) { while (!stop) sink++; }
+NOINLINE void b(void) { c(); KEEP(); }
+NOINLINE void a(void) { b(); KEEP(); }
+
+NOINLINE void recurse(int n)
+{
+	if (n > 0)
+		recurse(n - 1);
+	else
+		c();
+	KEEP();
+}
+
+void leafloop(void);
+__asm__(".text\n"
+	".globl leaf\n.type leaf,@function\nleaf:\n"
+	"\tpush %rbp\n\tmov %rsp,%rbp\n\tpop %rbp\n\tret\n"
+	".size leaf, .-leaf\n"
+	".globl leafloop\n.type leafloop,@function\nleafloop:\n"
+	"\tpush %rbp\n\tmov %rsp,%rbp\n"
+	"1:\tcall leaf\n\tjmp 1b\n"
+	".size leafloop, .-leafloop\n");
+
+NOINLINE void spin_below_sp(void) { __asm__ volatile("lea -64(%rsp),%rbp\n1: jmp 1b"); }
+NOINLINE void spin_misaligned(void) { __asm__ volatile("lea 3(%rsp),%rbp\n1: jmp 1b"); }
+/* A frame record {saved rbp = itself, return address = 0x1234}. */
+NOINLINE void spin_self_loop(void)
+{
+	__asm__ volatile("sub $16,%rsp\n\tmov %rsp,(%rsp)\n\tmovq $0x1234,8(%rsp)\n"
+			 "\tmov %rsp,%rbp\n1: jmp 1b");
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "chain";
+
+	if (!strcmp(mode, "chain"))
+		a();
+	else if (!strcmp(mode, "prologue"))
+		leafloop();
+	else if (!strcmp(mode, "below-sp"))
+		spin_below_sp();
+	else if (!strcmp(mode, "misaligned"))
+		spin_misaligned();
+	else if (!strcmp(mode, "self-loop"))
+		spin_self_loop();
+	else if (!strcmp(mode, "deep") && argc > 2)
+		recurse(atoi(argv[2]));
+	else if (!strcmp(mode, "fork")) {
+		char line[8];
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+		if (fork() == 0)
+			a();
+		wait(NULL);
+	} else {
+		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|deep N|fork\n");
+		return 2;
+	}
+	KEEP();
+	return 0;
+}
