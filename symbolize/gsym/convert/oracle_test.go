@@ -1,0 +1,187 @@
+package convert
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sprof/sprof/symbolize/gsym"
+)
+
+const fixtures = "../../../testdata/gsym"
+
+// oracleFixtures are the binaries scripts/gsym-fixtures.sh builds, each
+// with the GSYM file llvm-gsymutil-22 made of it.
+var oracleFixtures = []struct{ name, binary, llvm string }{
+	{"C -O2 inlining", "cinline", "cinline.llvm.gsym"},
+	{"C++ templates and namespaces", "cxx", "cxx.llvm.gsym"},
+	{"Go", "gofix", "gofix.llvm.gsym"},
+	{"separate debug file", "debuglink", "debuglink.llvm.gsym"},
+}
+
+// llvmGsymutil returns the oracle's path, skipping the test when it is
+// missing except under CI, where `make test` installs it.
+func llvmGsymutil(t testing.TB) string {
+	p, err := exec.LookPath("llvm-gsymutil-22")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("llvm-gsymutil-22 is required under CI: %v", err)
+		}
+		t.Skip("llvm-gsymutil-22 not installed (apt-get install llvm-22)")
+	}
+	return p
+}
+
+// probeAddresses returns the addresses the oracle tests look up in r:
+// every byte of small functions; start, interior and last bytes of larger
+// ones; one past every end; and addresses before the first and after the
+// last function.
+func probeAddresses(t testing.TB, r *gsym.Reader) []uint64 {
+	var addrs []uint64
+	n := r.NumFunctions()
+	if n == 0 {
+		return nil
+	}
+	addrs = append(addrs, 0, r.Address(0)-1)
+	for i := 0; i < n; i++ {
+		f, err := r.FunctionInfo(i)
+		if err != nil {
+			t.Fatalf("function %d: %v", i, err)
+		}
+		s, e := f.Range.Start, f.Range.End
+		if e-s <= 96 {
+			for a := s; a < e; a++ {
+				addrs = append(addrs, a)
+			}
+		} else {
+			addrs = append(addrs, s, s+1, s+(e-s)/3, s+(e-s)/2, e-2, e-1)
+			for _, row := range f.Lines {
+				addrs = append(addrs, row.Addr)
+			}
+		}
+		addrs = append(addrs, e, e+1)
+	}
+	slices.Sort(addrs)
+	return slices.Compact(addrs)
+}
+
+// llvmLookups runs llvm-gsymutil --addresses-from-stdin on file.
+func llvmLookups(t testing.TB, tool, file string, addrs []uint64) []string {
+	var in bytes.Buffer
+	for _, a := range addrs {
+		in.WriteString("0x" + strconv.FormatUint(a, 16) + " " + file + "\n")
+	}
+	cmd := exec.Command(tool, "--addresses-from-stdin")
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("llvm-gsymutil on %s: %v", file, err)
+	}
+	res := strings.Split(strings.TrimSuffix(string(out), "\n\n"), "\n\n")
+	if len(res) != len(addrs) {
+		t.Fatalf("llvm-gsymutil gave %d results for %d addresses", len(res), len(addrs))
+	}
+	return res
+}
+
+// ourLookups formats sprof's reader's answers like llvm-gsymutil's.
+func ourLookups(r *gsym.Reader, addrs []uint64) []string {
+	out := make([]string, len(addrs))
+	var res gsym.LookupResult
+	for i, a := range addrs {
+		var b []byte
+		if err := r.LookupInto(&res, a); err != nil {
+			b = gsym.AppendLookupError(nil, a, err)
+		} else {
+			b = res.AppendText(nil)
+		}
+		out[i] = strings.TrimSuffix(string(b), "\n")
+	}
+	return out
+}
+
+func compareLookups(t *testing.T, what string, addrs []uint64, got, want []string) {
+	t.Helper()
+	bad := 0
+	for i := range addrs {
+		if got[i] != want[i] {
+			if bad < 10 {
+				t.Errorf("%s: 0x%x:\n got: %s\nwant: %s", what, addrs[i], got[i], want[i])
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d of %d lookups differ", what, bad, len(addrs))
+	}
+}
+
+func openFixture(t testing.TB, name string) *gsym.Reader {
+	r, err := gsym.Open(filepath.Join(fixtures, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestReaderMatchesLLVM: LLVM's GSYM read by sprof answers as
+// llvm-gsymutil does, for every function start, interior and end.
+func TestReaderMatchesLLVM(t *testing.T) {
+	tool := llvmGsymutil(t)
+	total := 0
+	for _, fx := range oracleFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			r := openFixture(t, fx.llvm)
+			addrs := probeAddresses(t, r)
+			total += len(addrs)
+			want := llvmLookups(t, tool, filepath.Join(fixtures, fx.llvm), addrs)
+			compareLookups(t, fx.llvm, addrs, ourLookups(r, addrs), want)
+		})
+	}
+	t.Logf("%d addresses compared", total)
+}
+
+// TestConverterMatchesLLVM: the GSYM sprof writes from each binary, read
+// by llvm-gsymutil and by sprof, answers as LLVM's own GSYM of it does.
+func TestConverterMatchesLLVM(t *testing.T) {
+	tool := llvmGsymutil(t)
+	for _, fx := range oracleFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			c, st, err := ELF(filepath.Join(fixtures, fx.binary), Options{DebugDirs: []string{t.TempDir()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fx.binary == "debuglink" && st.DebugFile == "" {
+				t.Fatal("separate debug file not found")
+			}
+			ours := filepath.Join(t.TempDir(), fx.binary+".gsym")
+			if err := c.WriteFile(ours, gsym.EncodeOptions{ByteOrder: st.ByteOrder}); err != nil {
+				t.Fatal(err)
+			}
+			llvm := openFixture(t, fx.llvm)
+			r, err := gsym.Open(ours)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.NumFunctions() != llvm.NumFunctions() {
+				t.Errorf("%d functions, LLVM has %d", r.NumFunctions(), llvm.NumFunctions())
+			}
+			if !bytes.Equal(r.Header().UUID, llvm.Header().UUID) || r.Header().BaseAddress != llvm.Header().BaseAddress {
+				t.Errorf("UUID %x base %#x, LLVM has %x %#x", r.Header().UUID, r.Header().BaseAddress, llvm.Header().UUID, llvm.Header().BaseAddress)
+			}
+			addrs := append(probeAddresses(t, llvm), probeAddresses(t, r)...)
+			slices.Sort(addrs)
+			addrs = slices.Compact(addrs)
+			want := llvmLookups(t, tool, filepath.Join(fixtures, fx.llvm), addrs)
+			compareLookups(t, "llvm-gsymutil on sprof's file", addrs, llvmLookups(t, tool, ours, addrs), want)
+			compareLookups(t, "sprof on sprof's file", addrs, ourLookups(r, addrs), want)
+		})
+	}
+}
