@@ -244,4 +244,3 @@ func (p *progressBar) done() {
 		fmt.Fprintln(p.w)
 	}
 }
-

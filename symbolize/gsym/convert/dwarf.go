@@ -533,4 +533,3 @@ func (u *unitConverter) inline(i int32, depth int, parent *gsym.InlineInfo) {
 		}
 	}
 }
-
