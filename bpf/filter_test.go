@@ -1,0 +1,126 @@
+package bpf
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cgroup2Mount finds where the cgroup v2 hierarchy is mounted (also on
+// hybrid hosts, where it sits at /sys/fs/cgroup/unified).
+func cgroup2Mount(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 2 && fields[2] == "cgroup2" {
+			return fields[1]
+		}
+	}
+	t.Skip("no cgroup v2 hierarchy mounted")
+	return ""
+}
+
+// The cgroup filter passes a cgroup and its descendants and nothing else.
+func TestCgroupFilter(t *testing.T) {
+	requireFixture(t)
+	parent := filepath.Join(cgroup2Mount(t), fmt.Sprintf("sprof-bpf-test-%d", os.Getpid()))
+	child := filepath.Join(parent, "child")
+	if err := os.MkdirAll(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // runs after the fixtures are killed and reaped
+		os.Remove(child)
+		os.Remove(parent)
+	})
+	inside, _ := startFixture(t, "chain")
+	outside, _ := startFixture(t, "chain")
+	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte(strconv.Itoa(inside.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fi.Sys().(*syscall.Stat_t).Ino // a cgroup v2 id is its directory's inode number
+	s := openSampler(t, Config{Frequency: 499, CgroupID: id, User: true})
+	byPid := map[uint32]int{}
+	collect(t, s, time.Second, func(x *Sample) bool { byPid[x.Pid]++; return false })
+	if byPid[uint32(inside.Process.Pid)] == 0 || len(byPid) != 1 {
+		t.Fatalf("samples by pid %v; want only pid %d (in a child of cgroup %d), not %d",
+			byPid, inside.Process.Pid, id, outside.Process.Pid)
+	}
+}
+
+// Without IncludeIdle no idle sample arrives, and sprof never samples itself.
+func TestIdleAndSelfExcluded(t *testing.T) {
+	requireBPF(t)
+	s := openSampler(t, Config{Frequency: 999, User: true, Kernel: true})
+	stop := make(chan struct{})
+	go func() { // keep this process busy: without the self filter it would be sampled
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	bad := collect(t, s, 500*time.Millisecond, func(x *Sample) bool {
+		return x.Pid == 0 || x.Pid == uint32(os.Getpid())
+	})
+	close(stop)
+	if len(bad) > 0 {
+		t.Fatalf("%d samples of pid 0 or of sprof itself (pid %d), first: pid %d", len(bad), os.Getpid(), bad[0].Pid)
+	}
+}
+
+// Without root or CAP_BPF+CAP_PERFMON, Open says so in one line. As root,
+// the test reruns itself as nobody with no capabilities.
+func TestOpenWithoutPrivileges(t *testing.T) {
+	if os.Geteuid() != 0 {
+		_, err := Open(Config{Frequency: 99, User: true})
+		if !errors.Is(err, ErrPermission) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("Open as uid %d: %v; want a one-line ErrPermission", os.Geteuid(), err)
+		}
+		t.Log(err)
+		return
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) not installed; cannot drop root")
+	}
+	dir, err := os.MkdirTemp("", "sprof-bpf-unpriv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bpf.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		bin, "-test.run=^TestOpenWithoutPrivileges$", "-test.v").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "missing privileges: sprof needs root") {
+		t.Fatalf("unprivileged rerun: %v\n%s", err, out)
+	}
+}

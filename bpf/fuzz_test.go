@@ -1,0 +1,49 @@
+package bpf
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzDecode feeds arbitrary bytes to the record decoder: it must return a
+// *RecordError or a Sample whose stacks lie within the record, never panic.
+func FuzzDecode(f *testing.F) {
+	f.Add(makeRecord(0, 0))
+	f.Add(makeRecord(3, 5))
+	f.Add(makeRecord(128, 1024))
+	f.Add(makeRecord(2, 2)[:headerSize+8])
+	f.Add([]byte{1, 0})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var s Sample
+		err := s.decode(raw)
+		if err != nil {
+			var re *RecordError
+			if !errors.As(err, &re) || re.Off < 0 || re.Off > len(raw) {
+				t.Fatalf("error %v is not a RecordError within the record", err)
+			}
+			return
+		}
+		if headerSize+8*(len(s.User)+len(s.Kernel)) > len(raw) {
+			t.Fatalf("%d + %d frames decoded from %d bytes", len(s.Kernel), len(s.User), len(raw))
+		}
+	})
+}
+
+// FuzzParseCPUList: the parser of /sys/devices/system/cpu/online returns
+// increasing CPU numbers below maxCPUs or an error.
+func FuzzParseCPUList(f *testing.F) {
+	for _, s := range []string{"0", "0-1", "0-3,6,8-9", "", "3-1", "1,1", "-", "0-65536", "0,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cpus, err := parseCPUList(s)
+		if err != nil {
+			return
+		}
+		for i, c := range cpus {
+			if c < 0 || c >= maxCPUs || (i > 0 && c <= cpus[i-1]) {
+				t.Fatalf("parseCPUList(%q) = %v", s, cpus)
+			}
+		}
+	})
+}
