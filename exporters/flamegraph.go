@@ -16,7 +16,7 @@ func WriteFlameGraph(w io.Writer, p *stacks.Profile, opt Options) error {
 	t := flamegraph.NewTree()
 	var frames []frame
 	var stack []flamegraph.Frame
-	for _, ws := range aggregate(p, opt.ProcessRoot) {
+	for _, ws := range aggregate(p.Samples, opt.ProcessRoot) {
 		frames = rootFirst(frames[:0], ws.sample, opt.ProcessRoot)
 		stack = stack[:0]
 		for _, f := range frames {

@@ -20,7 +20,7 @@ func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
 	counts := map[string]int64{}
 	var frames []frame
 	var line []byte
-	for _, ws := range aggregate(p, opt.ProcessRoot) {
+	for _, ws := range aggregate(p.Samples, opt.ProcessRoot) {
 		frames = rootFirst(frames[:0], ws.sample, opt.ProcessRoot)
 		line = line[:0]
 		for i, f := range frames {

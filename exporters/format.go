@@ -19,6 +19,8 @@ const (
 	Folded Format = "folded"
 	// SVG is an interactive flame graph.
 	SVG Format = "svg"
+	// Speedscope is speedscope's JSON file format.
+	Speedscope Format = "speedscope"
 )
 
 // formatSpec ties a Format to the file-name endings that select it and to
@@ -36,6 +38,7 @@ func specs() []formatSpec {
 		{Pprof, []string{".pb.gz", ".pprof", ".pb"}, WritePprof},
 		{Folded, []string{".folded", ".txt"}, WriteFolded},
 		{SVG, []string{".svg"}, WriteFlameGraph},
+		{Speedscope, []string{".speedscope.json", ".speedscope"}, WriteSpeedscope},
 	}
 }
 

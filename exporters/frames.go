@@ -23,8 +23,9 @@ const EmptyStackFrame = "[unknown]"
 type frame struct {
 	name string
 	kind flamegraph.Kind
-	// src is the symbol the frame came from; nil for placeholders and
-	// synthetic frames.
+	// loc is the location the frame belongs to and src the inline level
+	// of it; loc is nil for synthetic frames, src also for placeholders.
+	loc *stacks.Location
 	src *stacks.Frame
 }
 
@@ -48,7 +49,7 @@ func rootFirst(dst []frame, s *stacks.Sample, root ProcessRoot) []frame {
 			if kernel {
 				kind = flamegraph.Kernel
 			}
-			dst = append(dst, frame{name: loc.Placeholder(), kind: kind})
+			dst = append(dst, frame{name: loc.Placeholder(), kind: kind, loc: loc})
 			continue
 		}
 		for j := len(loc.Frames) - 1; j >= 0; j-- {
@@ -59,7 +60,7 @@ func rootFirst(dst []frame, s *stacks.Sample, root ProcessRoot) []frame {
 			case j < len(loc.Frames)-1:
 				kind = flamegraph.Inlined
 			}
-			dst = append(dst, frame{name: functionName(loc, j), kind: kind, src: &loc.Frames[j]})
+			dst = append(dst, frame{name: functionName(loc, j), kind: kind, loc: loc, src: &loc.Frames[j]})
 		}
 	}
 	return dst
@@ -98,18 +99,18 @@ type weightedStack struct {
 	count  int64
 }
 
-// aggregate merges the samples of p that display the same — same
+// aggregate merges the samples that display the same — same
 // Locations, same truncation, same process root — keeping first-seen
 // order, and drops samples with a count below one. Comparing Location
 // pointers instead of rendered names keeps the cost per sample at one map
 // lookup per frame; stacks that differ only by pointer merge later, when
 // their names are compared.
-func aggregate(p *stacks.Profile, root ProcessRoot) []weightedStack {
+func aggregate(samples []*stacks.Sample, root ProcessRoot) []weightedStack {
 	ids := map[*stacks.Location]uint64{}
 	index := map[string]int{}
 	var out []weightedStack
 	var key []byte
-	for _, s := range p.Samples {
+	for _, s := range samples {
 		if s.Count <= 0 {
 			continue
 		}
