@@ -29,5 +29,5 @@ done
 # LLVM converts the debug file itself; sprof finds it from the binary.
 llvm-gsymutil-22 --quiet --num-threads=1 --convert $out/debuglink.debug -o $out/debuglink.llvm.gsym >/dev/null
 
-# (the Breakpad generator runs below once the tests exist)
+go test ./symbolize/gsym/convert -run TestWriteBreakpadFixture -write-breakpad-fixture >/dev/null
 ls -l $out

@@ -1,0 +1,65 @@
+package convert
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sprof/sprof/symbolize/gsym"
+)
+
+// FuzzBreakpad converts arbitrary text as a Breakpad file and encodes the
+// result: errors are fine, panics and runaway allocations are not.
+func FuzzBreakpad(f *testing.F) {
+	for _, name := range []string{"hand.sym", "cinline.sym"} {
+		b, err := os.ReadFile(filepath.Join(fixtures, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, _, err := Breakpad(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		if b, err := c.Encode(gsym.EncodeOptions{}); err == nil {
+			if _, err := gsym.NewReader(b); err != nil {
+				t.Fatalf("sprof cannot read its own output: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzLineProgram parses arbitrary bytes as a .debug_line unit and asks
+// for the rows of a range and every file's path.
+func FuzzLineProgram(f *testing.F) {
+	for _, name := range []string{"cinline", "debuglink.debug"} {
+		ef, err := elf.Open(filepath.Join(fixtures, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := debugSection(ef, "line", 1<<20)
+		ef.Close()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint64(0x1150), uint64(0x40))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, start, size uint64) {
+		secs := &lineSections{line: data, str: data, lineStr: data, order: binary.LittleEndian}
+		lt, err := parseLineTable(secs, 0, 8)
+		if err != nil {
+			return
+		}
+		for _, i := range lt.rowsForRange(start, start+size%4096+1, nil) {
+			_ = lt.rows[i]
+		}
+		for i := range min(len(lt.files)+1, 64) {
+			lt.filePath(uint64(i), "/comp")
+		}
+	})
+}
