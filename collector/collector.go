@@ -73,8 +73,9 @@ type Stats struct {
 	// and exit records the kernel dropped, which can leave processes
 	// unattributed.
 	Lost, SidebandLost uint64
-	// Processes is the number of process images (a pid between two
-	// execs) that had samples; Stacks the number of distinct stacks.
+	// Processes is the number of processes that had samples (a pid
+	// reused by a new process counts again, an exec does not); Stacks is
+	// the number of distinct stacks.
 	Processes, Stacks int
 	Duration          time.Duration
 	// Busy is the CPU time the collector spent draining, ordering and
@@ -111,6 +112,8 @@ type Collector struct {
 	copySampleFn func(*Sample)
 	copyRecordFn func(*perfring.Record)
 
+	// sampled holds the processes (image.process) that had samples.
+	sampled    map[uint32]struct{}
 	start, end time.Time
 	stats      Stats
 }
@@ -154,6 +157,7 @@ func New(opts Options) (*Collector, error) {
 	c := &Collector{
 		opts:     opts,
 		agg:      newAggregator(),
+		sampled:  map[uint32]struct{}{},
 		self:     uint32(os.Getpid()),
 		interval: opts.Interval,
 		start:    time.Now(),
@@ -362,7 +366,7 @@ func (c *Collector) add(p *pending) {
 	img := c.table.forSample(p.key.pid, p.time)
 	p.key.set = c.table.none
 	if img != nil {
-		p.key.set = img.maps
+		p.key.set = img.setFor(user, kernel)
 	}
 	h := c.agg.hash(&p.key, user, kernel)
 	if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
@@ -370,7 +374,7 @@ func (c *Collector) add(p *pending) {
 		return
 	}
 	// A new stack: make sure its addresses are known before keeping it.
-	if img != nil && !covers(img.maps, user) && !c.changesLater(p.key.pid) {
+	if img != nil && p.key.set == img.maps && !covers(p.key.set, user) && !c.changesLater(p.key.pid) {
 		img = c.table.refresh(img, p.time)
 		if p.key.set != img.maps {
 			p.key.set = img.maps
@@ -382,12 +386,9 @@ func (c *Collector) add(p *pending) {
 		}
 	}
 	if img != nil {
-		if !img.sampled {
-			img.sampled = true
-			c.stats.Processes++
-		}
+		c.sampled[img.process] = struct{}{}
 		for _, addr := range user {
-			if m := img.maps.find(addr); m != nil {
+			if m := p.key.set.find(addr); m != nil {
 				c.table.files.pin(p.key.pid, m)
 			}
 		}
@@ -409,6 +410,7 @@ func covers(s *mapSet, addrs []uint64) bool {
 func (c *Collector) Stats() Stats {
 	s := c.stats
 	s.Stacks = len(c.agg.entries)
+	s.Processes = len(c.sampled)
 	s.Duration = c.end.Sub(c.start)
 	if s.Samples > 0 {
 		s.NsPerSample = float64(s.Busy.Nanoseconds()) / float64(s.Samples)

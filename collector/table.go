@@ -12,9 +12,11 @@ import (
 // sprof first saw it) to its next exec or its exit. A pid reused by another
 // process, or exec'ing another program, gets a new image.
 type image struct {
-	id   uint32
-	pid  uint32
-	maps *mapSet
+	pid uint32
+	// process numbers processes: images of one process (before and
+	// after exec) share it, a reused pid gets a new one.
+	process uint32
+	maps    *mapSet
 	// startTime is field 22 of /proc/PID/stat when the image was read
 	// from /proc (0 when it came from the side band); a different value
 	// later means the pid was reused.
@@ -22,7 +24,10 @@ type image struct {
 	// refreshed is the sample time of the last /proc read, for the rate
 	// limit.
 	refreshed uint64
-	sampled   bool
+	// beforeExec is the mappings of the program that exec'd into this
+	// one. Until exec returns to user space, a sample in the kernel still
+	// carries the old program's user registers.
+	beforeExec *mapSet
 }
 
 // table is the process table: every live process's current image.
@@ -38,12 +43,11 @@ type table struct {
 	// whose samples fall outside its known mappings.
 	refreshEvery uint64
 	// failed holds the sample time of the last failed /proc read per pid.
-	failed map[uint32]uint64
-	nextID uint32
+	failed      map[uint32]uint64
+	nextProcess uint32
 	// none is the empty mapSet of processes sprof could not read.
 	none    *mapSet
 	nextSet uint32
-	images  int // images that had samples
 }
 
 func newTable(procRoot string, pids []uint32, followForks bool, refreshEvery uint64) *table {
@@ -68,8 +72,8 @@ func newTable(procRoot string, pids []uint32, followForks bool, refreshEvery uin
 func (t *table) tracked(pid uint32) bool { return t.follow == nil || t.follow[pid] }
 
 func (t *table) newImage(pid uint32, set *mapSet) *image {
-	t.nextID++
-	img := &image{id: t.nextID, pid: pid, maps: set}
+	t.nextProcess++
+	img := &image{process: t.nextProcess, pid: pid, maps: set}
 	t.byPid[pid] = img
 	return img
 }
@@ -234,7 +238,12 @@ func (t *table) exec(pid uint32) {
 	if !t.tracked(pid) {
 		return
 	}
-	t.newImage(pid, t.newSet(nil))
+	prev := t.byPid[pid]
+	img := t.newImage(pid, t.newSet(nil))
+	if prev != nil {
+		prev.maps.frozen = true
+		img.beforeExec, img.process = prev.maps, prev.process
+	}
 }
 
 // mmap adds an executable mapping to pid's current image.
@@ -260,4 +269,15 @@ func (t *table) exit(pid, tid uint32) {
 	if t.follow != nil {
 		delete(t.follow, pid)
 	}
+}
+
+// setFor returns the mappings a sample's user stack refers to: the
+// current ones, except for a sample taken in the kernel during exec, whose
+// user registers still point into the program that called exec.
+func (img *image) setFor(user, kernel []uint64) *mapSet {
+	if img.beforeExec != nil && len(kernel) > 0 && len(user) > 0 &&
+		img.maps.find(user[0]) == nil && img.beforeExec.find(user[0]) != nil {
+		return img.beforeExec
+	}
+	return img.maps
 }

@@ -219,3 +219,32 @@ func TestPidReuseFromSideband(t *testing.T) {
 		t.Fatalf("samples attributed to %q, want %q", got, want)
 	}
 }
+
+// TestSampleDuringExec: a sample taken in the kernel during exec, after
+// the side band announced the new program, carries the user registers of
+// the program that called exec and is resolved with its mappings.
+func TestSampleDuringExec(t *testing.T) {
+	c := newTestCollector(t, t.TempDir())
+	a := c.table.files.fromMMap(1, 0, 0, "/old", []byte{0xa})
+	b := c.table.files.fromMMap(1, 0, 0, "/new", []byte{0xb})
+	c.events = []event{
+		{time: 1, kind: eventMmap, pid: 500, m: mapping{0x1000, 0x2000, 0, a}},
+		{time: 2, kind: eventExec, pid: 500},
+		{time: 4, kind: eventMmap, pid: 500, m: mapping{0x1000, 0x2000, 0, b}},
+	}
+	src := &fakeSource{}
+	src.add(500, 3, 0x1100)
+	src.add(500, 5, 0x1100)
+	src.samples[0].Kernel = []uint64{0xffffffff81000000}
+	src.samples[1].Kernel = []uint64{0xffffffff81000000}
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range c.Profile().Samples {
+		got = append(got, s.Stack[1].Mapping.File)
+	}
+	if want := []string{"/old", "/new"}; !equalSlices(got, want) {
+		t.Fatalf("user leaves in %q, want %q", got, want)
+	}
+}

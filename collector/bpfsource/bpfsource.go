@@ -1,0 +1,46 @@
+// Package bpfsource hands the BPF sampler's samples to the collector.
+//
+// It is the only place where package collector meets package bpf: the
+// collector is tested with recorded or made-up samples and never needs a
+// kernel, while this adapter, a field-by-field copy of each sample header
+// (the stacks are not copied), is tested end to end against the real
+// sampler.
+package bpfsource
+
+import (
+	"github.com/sprof/sprof/bpf"
+	"github.com/sprof/sprof/collector"
+)
+
+// Source is a collector.Source reading from a *bpf.Sampler.
+type Source struct {
+	sampler *bpf.Sampler
+	fn      func(*collector.Sample)
+	convert func(*bpf.Sample)
+	out     collector.Sample
+}
+
+// New returns a Source over s; closing s stays the caller's job.
+func New(s *bpf.Sampler) *Source {
+	src := &Source{sampler: s}
+	src.convert = src.deliver
+	return src
+}
+
+func (src *Source) deliver(s *bpf.Sample) {
+	src.out = collector.Sample{
+		Time: s.Time, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Comm: s.Comm,
+		PC: s.PC, SP: s.SP, FP: s.FP, LR: s.LR,
+		User: s.User, Kernel: s.Kernel, UserTruncated: s.UserTruncated,
+	}
+	src.fn(&src.out)
+}
+
+// Read drains the sampler's ring without blocking.
+func (src *Source) Read(fn func(*collector.Sample)) (int, error) {
+	src.fn = fn
+	return src.sampler.Read(src.convert)
+}
+
+// Lost is the number of samples the BPF program could not hand over.
+func (src *Source) Lost() (uint64, error) { return src.sampler.Lost() }
