@@ -31,6 +31,10 @@ type env struct {
 func commands() []command {
 	return []command{
 		{"record", "sample CPU stacks of every process, some processes, or one command", runRecord},
+		{"gsym", "convert binaries to GSYM, look up addresses, dump GSYM files", runGsym},
+		{"cbf", "decode Compact Backtrace Format stacks (hex, base64, Swift JSON)", runCBF},
+		{"info", "describe a .sprof recording: duration, samples, size, damage", runInfo},
+		{"sframe", "dump a binary's SFrame unwind table, look up the rule for an address", runSFrame},
 		{"version", "print sprof's version", runVersion},
 	}
 }
@@ -46,6 +50,9 @@ func usagef(format string, args ...any) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == launcherArg {
+		os.Exit(runLauncher(os.Args[2:]))
+	}
 	os.Exit(run(&env{os.Stdin, os.Stdout, os.Stderr}, os.Args[1:]))
 }
 

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/exporters"
+)
+
+const recordUsage = `Usage: sprof record [flags] [-- COMMAND [ARGS...]]
+
+Samples the CPU stacks (user and kernel) of every process on every CPU, of
+the processes given with -p, of a cgroup, or of one command and its children,
+and writes a profile when the duration is over, the command exits, or on
+Ctrl-C. One summary line goes to stderr.
+
+Examples:
+  sudo sprof record -F 99 -d 10s -o cpu.pb.gz        # whole host for 10 s
+  go tool pprof -http :8080 cpu.pb.gz                 # then look at it
+  sudo sprof record -o app.folded -- ./myapp --flag   # one command until it exits
+  sudo sprof record -p 1234,5678 -d 30 -o cpu.pb.gz   # two processes for 30 s
+  sudo sprof record --cgroup /sys/fs/cgroup/system.slice/nginx.service -o nginx.pb.gz
+  sudo sprof record -U -F 49 -d 1m -o user.folded      # user stacks only, 49 Hz
+
+The output format follows the file's extension (.pb.gz, .pprof, .pb: pprof;
+.folded, .txt: folded stacks) unless --format says otherwise.
+`
+
+// recordOptions is the parsed command line of `sprof record`.
+type recordOptions struct {
+	frequency   int
+	duration    time.Duration
+	pids        []uint32
+	cgroup      string
+	output      string
+	format      exporters.Format
+	userOnly    bool
+	kernelOnly  bool
+	includeIdle bool
+	stats       bool
+	ringBuffer  int
+	command     []string
+}
+
+// parseRecord parses and checks the command line of `sprof record`.
+func parseRecord(e *env, args []string) (*recordOptions, error) {
+	o := &recordOptions{}
+	fs := newFlagSet(e, "record", recordUsage)
+	fs.IntVarP(&o.frequency, "frequency", "F", 99, "samples per second on each CPU (19 for always-on profiling, up to kernel.perf_event_max_sample_rate)")
+	fs.VarP((*durationValue)(&o.duration), "duration", "d", "how long to record (10, 10s, 1m30s); 0 = until Ctrl-C or the command exits")
+	pidList := fs.StringP("pid", "p", "", "only these processes: comma-separated pids (filtered in the kernel)")
+	fs.StringVar(&o.cgroup, "cgroup", "", "only processes in this cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/foo.service)")
+	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file; its extension picks the format")
+	format := fs.String("format", "", "output format, overriding the extension: "+formatNames())
+	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
+	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
+	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
+	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and sprof's userspace ns per sample")
+	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = sized from the rate and CPU count")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if dash := fs.ArgsLenAtDash(); dash >= 0 {
+		if dash > 0 {
+			return nil, usagef("unexpected argument %q before --; the command goes after --", fs.Args()[0])
+		}
+		o.command = fs.Args()
+		if len(o.command) == 0 {
+			return nil, usagef("no command after --")
+		}
+	} else if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q; put a command to profile after --, as in: sprof record -- %s", fs.Arg(0), strings.Join(fs.Args(), " "))
+	}
+	if o.frequency < 1 {
+		return nil, usagef("--frequency %d: must be at least 1 (Hz)", o.frequency)
+	}
+	if max, err := maxSampleRate(); err == nil && o.frequency > max {
+		return nil, usagef("--frequency %d is above the kernel's limit of %d Hz (kernel.perf_event_max_sample_rate); lower -F or raise the sysctl", o.frequency, max)
+	}
+	if o.userOnly && o.kernelOnly {
+		return nil, usagef("--user-only and --kernel-only exclude each other; give at most one")
+	}
+	if o.ringBuffer != 0 && (o.ringBuffer < 4096 || o.ringBuffer&(o.ringBuffer-1) != 0) {
+		return nil, usagef("--ring-buffer %d: must be a power of two of at least 4K", o.ringBuffer)
+	}
+	if *pidList != "" {
+		pids, err := parsePids(*pidList)
+		if err != nil {
+			return nil, usagef("--pid: %v", err)
+		}
+		o.pids = pids
+	}
+	if len(o.pids) > 0 && len(o.command) > 0 {
+		return nil, usagef("--pid and a command after -- exclude each other; give one")
+	}
+	if o.output == "" {
+		return nil, usagef("--output must name a file")
+	}
+	var err error
+	if *format != "" {
+		o.format, err = exporters.ParseFormat(*format)
+	} else {
+		o.format, err = exporters.FormatFromPath(o.output)
+	}
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	return o, nil
+}
+
+// parsePids parses "1234,5678" and checks that each process exists now, so a
+// typo is reported at once instead of as an empty profile.
+func parsePids(list string) ([]uint32, error) {
+	var pids []uint32
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		pid, err := strconv.ParseUint(f, 10, 32)
+		if err != nil || pid == 0 {
+			return nil, fmt.Errorf("%q is not a process id (expected a comma-separated list like 1234,5678)", f)
+		}
+		if err := unix.Kill(int(pid), 0); err == unix.ESRCH {
+			return nil, fmt.Errorf("no process with pid %d", pid)
+		}
+		pids = append(pids, uint32(pid))
+	}
+	return pids, nil
+}
+
+// maxSampleRate reads kernel.perf_event_max_sample_rate, the highest
+// frequency the kernel accepts for a sampling event.
+func maxSampleRate() (int, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+func formatNames() string {
+	var names []string
+	for _, f := range exporters.Formats() {
+		names = append(names, string(f))
+	}
+	return strings.Join(names, ", ")
+}

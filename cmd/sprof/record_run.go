@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/bpf"
+	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/collector/bpfsource"
+	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/symbolize"
+)
+
+func runRecord(e *env, args []string) error {
+	o, err := parseRecord(e, args)
+	if err != nil {
+		return err
+	}
+	var cgroupID uint64
+	if o.cgroup != "" {
+		if cgroupID, err = cgroupIDOf(o.cgroup); err != nil {
+			return usagef("--cgroup: %v", err)
+		}
+	}
+	// Open the output first: a path that cannot be written is better
+	// reported before the recording than after it.
+	out, err := createAtomic(o.output)
+	if err != nil {
+		return err
+	}
+	defer out.abort()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	pids, follow := o.pids, false
+	var cmd *launched
+	if len(o.command) > 0 {
+		if cmd, err = startPaused(o.command); err != nil {
+			return err
+		}
+		defer func() {
+			if cmd != nil {
+				cmd.Abort()
+			}
+		}()
+		pids, follow = []uint32{uint32(cmd.Pid())}, true
+	}
+
+	kernel, err := symbolize.LoadKernel()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sprof record: kernel frames stay unnamed: %v\n", err)
+	}
+	opts := collector.Options{
+		Frequency:   o.frequency,
+		Pids:        pids,
+		FollowForks: follow,
+		Symbolizer:  symbolize.NewELF(symbolize.Options{}),
+	}
+	if kernel != nil {
+		opts.Kernel = kernel
+	}
+	col, err := collector.New(opts)
+	if err != nil {
+		return err
+	}
+	sampler, err := bpf.Open(bpf.Config{
+		Frequency:      o.frequency,
+		Pids:           pids,
+		FollowForks:    follow,
+		CgroupID:       cgroupID,
+		IncludeIdle:    o.includeIdle,
+		User:           !o.kernelOnly,
+		Kernel:         !o.userOnly,
+		RingBufferSize: o.ringBuffer,
+	})
+	if err != nil {
+		col.Close()
+		return err
+	}
+	defer sampler.Close()
+	fmt.Fprintf(e.stderr, "sprof: sampling %s at %d Hz%s; Ctrl-C to stop\n", target(o, cmd), o.frequency, untilText(o))
+	if o.duration > 0 { // counted from the first sample, not from start-up
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+
+	var exited chan struct{}
+	var cmdErr error
+	if cmd != nil {
+		if err := cmd.Release(); err != nil {
+			return fmt.Errorf("start %s: %w", o.command[0], err)
+		}
+		exited = make(chan struct{})
+		c := cmd
+		cmd = nil // released: from now on it runs its course
+		go func() {
+			cmdErr = c.cmd.Wait()
+			close(exited)
+		}()
+	}
+
+	prof, stats, err := col.Run(ctx, bpfsource.New(sampler), exited)
+	if err != nil {
+		return err
+	}
+	bpfStats, bpfErr := sampler.Stats()
+	sampler.Close()
+
+	if err := exporters.Write(out, prof, o.format, exporters.Options{}); err != nil {
+		return fmt.Errorf("write %s: %w", o.output, err)
+	}
+	if err := out.commit(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "sprof: recorded %.1fs, %d samples, %d lost, %d processes; wrote %s (%s)\n",
+		stats.Duration.Seconds(), stats.Samples, stats.Lost, stats.Processes, o.output, o.format)
+	if stats.Sideband != nil {
+		fmt.Fprintf(e.stderr, "sprof: processes that exited between reads may be unattributed: %v\n", stats.Sideband)
+	}
+	if o.stats {
+		printStats(e, stats, bpfStats, bpfErr)
+	}
+	if exited != nil {
+		<-exited
+		var ee *exec.ExitError
+		if errors.As(cmdErr, &ee) {
+			fmt.Fprintf(e.stderr, "sprof: %s exited with %v\n", o.command[0], ee.ProcessState)
+		}
+	}
+	return nil
+}
+
+// target says in words what is being sampled.
+func target(o *recordOptions, cmd *launched) string {
+	what := "all processes"
+	switch {
+	case cmd != nil:
+		what = fmt.Sprintf("%s (pid %d) and its children", o.command[0], cmd.Pid())
+	case len(o.pids) == 1:
+		what = fmt.Sprintf("pid %d", o.pids[0])
+	case len(o.pids) > 1:
+		what = fmt.Sprintf("%d processes", len(o.pids))
+	}
+	if o.cgroup != "" {
+		what += " in cgroup " + o.cgroup
+	}
+	switch {
+	case o.userOnly:
+		what += ", user stacks"
+	case o.kernelOnly:
+		what += ", kernel stacks"
+	}
+	return what
+}
+
+func untilText(o *recordOptions) string {
+	if o.duration > 0 {
+		return " for " + o.duration.String()
+	}
+	return ""
+}
+
+func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
+	if bpfErr != nil {
+		fmt.Fprintf(e.stderr, "sprof: BPF run-time statistics unavailable: %v\n", bpfErr)
+	} else if b.RunCount > 0 {
+		fmt.Fprintf(e.stderr, "sprof: BPF program: %d runs, %.0f ns/run\n", b.RunCount, float64(b.RunTimeNs)/float64(b.RunCount))
+	}
+	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
+		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)
+}
+
+// cgroupIDOf returns the id of a cgroup v2 directory — its inode number,
+// which is what bpf_get_current_cgroup_id reports. A relative path is taken
+// below /sys/fs/cgroup.
+func cgroupIDOf(path string) (uint64, error) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join("/sys/fs/cgroup", path)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err != nil {
+		return 0, err
+	}
+	if fs.Type != unix.CGROUP2_SUPER_MAGIC {
+		return 0, fmt.Errorf("%s is not in a cgroup v2 hierarchy (is cgroup v2 mounted at /sys/fs/cgroup?)", path)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return 0, fmt.Errorf("%s is not a cgroup directory", path)
+	}
+	return st.Ino, nil
+}
+
+// atomicFile is an output file written under a temporary name and renamed
+// into place when complete, so a reader never sees half a profile and an
+// interrupted run leaves no broken file behind.
+type atomicFile struct {
+	*os.File
+	path string
+}
+
+func createAtomic(path string) (*atomicFile, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, fmt.Errorf("create output: %w", err)
+	}
+	return &atomicFile{f, path}, nil
+}
+
+func (f *atomicFile) commit() error {
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", f.path, err)
+	}
+	if err := os.Rename(f.Name(), f.path); err != nil {
+		return fmt.Errorf("write %s: %w", f.path, err)
+	}
+	f.File = nil
+	return nil
+}
+
+// abort removes the temporary file unless commit has run.
+func (f *atomicFile) abort() {
+	if f.File != nil {
+		f.Close()
+		os.Remove(f.Name())
+	}
+}
