@@ -15,6 +15,12 @@ type Options struct {
 	// stacks and label values agree are merged, so dropping tid shrinks
 	// the profile.
 	Labels []Label
+	// MaxDepth caps the locations of a pprof sample; 0 means no cap.
+	// Pyroscope cuts stacks deeper than 1,000 itself, keeping the frames
+	// nearest the root; a capped stack does the same but ends in a
+	// `[truncated]` leaf, so the cut frames' time is not shown as the self
+	// time of the deepest frame kept.
+	MaxDepth int
 	// ProcessRoot adds a root frame naming the process to folded stacks,
 	// the way stackcollapse-perf.pl does, so one graph separates programs.
 	ProcessRoot ProcessRoot

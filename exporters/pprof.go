@@ -99,10 +99,11 @@ type pprofBuilder struct {
 	out      *profile.Profile
 	period   int64
 	labels   []Label
+	maxDepth int
 	mappings map[mappingKey]*pprofMapping
-	// byMapping and byLocation remember the value-keyed lookups above per
-	// pointer: inputs share Mappings and Locations, and a pointer hashes
-	// far faster than a file name.
+	// byMapping and byLocation remember the value-keyed lookups of
+	// mappings and locations per pointer: inputs share Mappings and
+	// Locations, and a pointer hashes far faster than a file name.
 	byMapping  map[*stacks.Mapping]*pprofMapping
 	byLocation map[*stacks.Location]*profile.Location
 	order      []*pprofMapping
@@ -141,6 +142,7 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 		out:        out,
 		period:     period,
 		labels:     labels,
+		maxDepth:   max(opt.MaxDepth, 0),
 		mappings:   map[mappingKey]*pprofMapping{},
 		byMapping:  map[*stacks.Mapping]*pprofMapping{},
 		byLocation: map[*stacks.Location]*profile.Location{},
@@ -160,6 +162,11 @@ func (b *pprofBuilder) addSample(s *stacks.Sample) {
 	}
 	if s.Truncated {
 		locs = append(locs, b.truncatedLocation())
+	}
+	if b.maxDepth > 0 && len(locs) > b.maxDepth {
+		kept := len(locs) - (b.maxDepth - 1)
+		locs[kept-1] = b.truncatedLocation()
+		locs = append(locs[:0], locs[kept-1:]...)
 	}
 	b.locs = locs
 

@@ -227,3 +227,27 @@ func TestCheckPprofRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestPprofMaxDepth(t *testing.T) {
+	m := &stacks.Mapping{Kind: stacks.User, Start: 0x1000, Limit: 0x9000, File: "/bin/deep"}
+	var stack []*stacks.Location // leaf first: f0 is the leaf, f9 the root
+	for i := range 10 {
+		stack = append(stack, &stacks.Location{Mapping: m, Address: 0x1000 + uint64(i),
+			Frames: []stacks.Frame{{Function: "f" + string(rune('0'+i))}}})
+	}
+	p := &stacks.Profile{Period: 1e7, Samples: []*stacks.Sample{{Stack: stack, Count: 1}, {Stack: stack[6:], Count: 1}}}
+	pp, err := BuildPprof(p, Options{MaxDepth: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range pp.Sample[0].Location {
+		got = append(got, l.Line[0].Function.Name)
+	}
+	if strings.Join(got, " ") != "[truncated] f7 f8 f9" {
+		t.Errorf("capped stack %q, want the root-most frames under a [truncated] leaf", got)
+	}
+	if n := len(pp.Sample[1].Location); n != 4 {
+		t.Errorf("a stack of exactly 4 got %d locations", n)
+	}
+}
