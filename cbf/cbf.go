@@ -131,9 +131,7 @@ func formatErr(off int, field, format string, args ...any) *FormatError {
 // signedLen is the smallest n ≥ 1 such that the low n bytes of v,
 // sign-extended, give v back.
 func signedLen(v uint64) int {
-	if int64(v) < 0 {
-		v = ^v
-	}
+	v ^= uint64(int64(v) >> 63) // the bits that differ from the sign
 	return 8 - (bits.LeadingZeros64(v)-1)>>3
 }
 

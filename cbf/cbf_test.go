@@ -254,11 +254,10 @@ func TestRepeatLimit(t *testing.T) {
 		t.Error("rep count 1048578 accepted")
 	}
 	// The encoder splits longer runs into several reps.
-	frames := repeat(ra(0x7f), 3<<20)
+	frames := repeat(ra(0x7f), MaxRepeat+10)
 	buf, _ := AppendFrames(nil, Word64, frames)
-	got, _, err = Decoder{MaxFrames: 4 << 20}.Decode(got[:0], buf)
-	if err != nil || !slices.Equal(got, frames) {
-		t.Errorf("long run: %d frames, %v", len(got), err)
+	if want := unhex(t, "02 20 7f 8a 10 00 00 88 09 00"); !slices.Equal(buf, want) {
+		t.Errorf("long run encoded as % x; want % x", buf, want)
 	}
 }
 
@@ -333,5 +332,48 @@ func TestLimit(t *testing.T) {
 	}
 	if got := AppendLimited(nil, frames, 100, 16); !slices.Equal(got, frames) {
 		t.Errorf("under the limit: %v", got)
+	}
+}
+
+func TestBacktraceJSON(t *testing.T) {
+	m, err := NewImageMap("Linux (Debian GNU/Linux 12 (bookworm))", Word64, wholeMapImages())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := &Backtrace{Architecture: "x86_64", WordSize: Word64, Frames: golden[0].frames, Images: m}
+	data, err := bt.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMap := base64.RawStdEncoding.EncodeToString(unhex(t, wholeMap))
+	want := `{"architecture":"x86_64","backtrace":"AhEQACAQIf8ANX//AAAQ8ERhA+gpICCAERAQiAkB","imageMap":"` + wantMap + `"}`
+	if string(data) != want {
+		t.Errorf("JSON\n%s\nwant\n%s", data, want)
+	}
+	var back Backtrace
+	if err := back.UnmarshalJSON(data); err != nil || !slices.Equal(back.Frames, bt.Frames) || !back.Images.Equal(m) {
+		t.Errorf("round trip: %v %v", back, err)
+	}
+	// Swift 6.2 writes no end byte: the frames come back with a Truncated
+	// frame, as Swift shows them.
+	if err := back.UnmarshalJSON([]byte(`{"architecture":"x86_64","backtrace":"AhIAmZk"}`)); err != nil ||
+		!slices.Equal(back.Frames, []Frame{pc(0x9999), trunc}) || back.Images != nil {
+		t.Errorf("Swift 6.2 record: %v %v", back.Frames, err)
+	}
+}
+
+func TestDecodeBase64(t *testing.T) {
+	for in, want := range map[string]string{
+		"AhIAmZkA":     "02 12 00 99 99 00",
+		"AhIAmZkA==":   "02 12 00 99 99 00",
+		"AhIAmZk=AAAA": "02 12 00 99 99",
+		"-_-_":         "fb ff bf",
+		"AhIA!mZk":     "02 12 00",
+		"AhIAm":        "02 12 00",
+	} {
+		got, err := DecodeBase64(in)
+		if err != nil || !slices.Equal(got, unhex(t, want)) {
+			t.Errorf("DecodeBase64(%q) = % x, %v; want %s", in, got, err, want)
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package cbf
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+)
 
 // DefaultMaxFrames is the number of frames a record may decode to when
 // Decoder.MaxFrames is zero. A rep instruction of a few bytes stands for up
@@ -70,13 +74,7 @@ func (d Decoder) Decode(dst []Frame, src []byte) ([]Frame, int, error) {
 		op, at := src[i], i
 		i++
 		switch {
-		case op == opEnd:
-			return dst, i, nil
-		case op == opTrunc:
-			return append(dst, Frame{Kind: Truncated}), i, nil
-		case op < opPC || op >= opRep+0x10:
-			return d.fail(dst, at, "opcode", "0x%02x is reserved", op)
-		case op < opOmit:
+		case op-opPC < opOmit-opPC: // pc, ra, async: by far the most common
 			n := int(op&7) + 1
 			if i+n > len(src) {
 				return d.fail(dst, at, addrField(op), "%d address bytes run past the input", n)
@@ -84,7 +82,7 @@ func (d Decoder) Decode(dst []Frame, src []byte) ([]Frame, int, error) {
 			if n > wordBytes && !d.Swift {
 				return d.fail(dst, at, addrField(op), "%d address bytes exceed the %d-bit word", n, ws.Bits())
 			}
-			v := signExtend(readBE(src[i:i+n]), 8*n)
+			v := signExtend(loadBE(src, i, n), 8*n)
 			i += n
 			if op&opAbs == 0 {
 				v += last
@@ -95,6 +93,12 @@ func (d Decoder) Decode(dst []Frame, src []byte) ([]Frame, int, error) {
 			}
 			// The opcode's high nibble (1, 2, 3) is the Kind (PC, RA, Async).
 			dst = append(dst, Frame{Kind: Kind(op >> 4), Addr: last})
+		case op == opEnd:
+			return dst, i, nil
+		case op == opTrunc:
+			return append(dst, Frame{Kind: Truncated}), i, nil
+		case op < opPC || op >= opRep+0x10:
+			return d.fail(dst, at, "opcode", "0x%02x is reserved", op)
 		case op < opRep:
 			n := uint64(op&0x1f) + 1
 			if op&opOmitExt != 0 {
@@ -144,11 +148,21 @@ func (d Decoder) Decode(dst []Frame, src []byte) ([]Frame, int, error) {
 				return d.fail(dst, at, "record", "decodes to more than %d frames", maxFrames)
 			}
 			f := dst[len(dst)-1]
+			dst = slices.Grow(dst, int(n))
 			for ; n > 0; n-- {
 				dst = append(dst, f)
 			}
 		}
 	}
+}
+
+// loadBE reads the n ≤ 8 big-endian bytes at src[i:], which must be there,
+// with one load when the input has 8 bytes to spare.
+func loadBE(src []byte, i, n int) uint64 {
+	if i+8 <= len(src) {
+		return binary.BigEndian.Uint64(src[i:]) >> (64 - 8*uint(n))
+	}
+	return readBE(src[i : i+n])
 }
 
 func addrField(op byte) string {

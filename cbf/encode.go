@@ -1,8 +1,10 @@
 package cbf
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Instruction bytes of CBF (cbf.md §2.1).
@@ -46,12 +48,22 @@ func (e *encoder) addr(op byte, a uint64) {
 	dn := signedLen(signExtend(d, e.bits))
 	an := signedLen(signExtend(a, e.bits))
 	if an < dn {
-		e.buf = append(e.buf, op|opAbs|byte(an-1))
-		e.buf = appendBE(e.buf, a, an)
+		e.put(op|opAbs|byte(an-1), a, an)
 		return
 	}
-	e.buf = append(e.buf, op|byte(dn-1))
-	e.buf = appendBE(e.buf, d, dn)
+	e.put(op|byte(dn-1), d, dn)
+}
+
+// put writes an opcode and the low n bytes of v, big-endian.
+func (e *encoder) put(op byte, v uint64, n int) {
+	l := len(e.buf)
+	if cap(e.buf)-l < 9 {
+		e.buf = slices.Grow(e.buf, 9)
+	}
+	e.buf = e.buf[:l+9] // write all 8 bytes, keep n
+	e.buf[l] = op
+	binary.BigEndian.PutUint64(e.buf[l+1:], v<<(64-8*uint(n)))
+	e.buf = e.buf[:l+1+n]
 }
 
 // rep writes n more copies of the previous frame.
@@ -64,8 +76,7 @@ func (e *encoder) rep(n uint64) {
 			continue
 		}
 		nb := unsignedLen(k)
-		e.buf = append(e.buf, opRep|opRepExt|byte(nb-1))
-		e.buf = appendBE(e.buf, k, nb)
+		e.put(opRep|opRepExt|byte(nb-1), k, nb)
 	}
 }
 
@@ -75,8 +86,7 @@ func (e *encoder) omit(n uint64) {
 		return
 	}
 	nb := unsignedLen(n)
-	e.buf = append(e.buf, opOmit|opOmitExt|byte(nb-1))
-	e.buf = appendBE(e.buf, n, nb)
+	e.put(opOmit|opOmitExt|byte(nb-1), n, nb)
 }
 
 // AppendStack appends the CBF record of a stack as a stack walker returns
@@ -84,7 +94,7 @@ func (e *encoder) omit(n uint64) {
 // return address. truncated says the walk stopped before the outermost frame.
 // Addresses are taken modulo the word size.
 func AppendStack(dst []byte, ws WordSize, pcs []uint64, truncated bool) []byte {
-	e := newEncoder(dst, ws)
+	e := newEncoder(slices.Grow(dst, 2+9*len(pcs)), ws)
 	for i := 0; i < len(pcs); {
 		a := pcs[i] & e.mask
 		j := i + 1
@@ -95,7 +105,9 @@ func AppendStack(dst []byte, ws WordSize, pcs []uint64, truncated bool) []byte {
 			for j < len(pcs) && pcs[j]&e.mask == a {
 				j++
 			}
-			e.rep(uint64(j - i - 1))
+			if j > i+1 {
+				e.rep(uint64(j - i - 1))
+			}
 		}
 		i = j
 	}

@@ -178,6 +178,21 @@ func (p *payload) uint32(field string) (uint32, error) {
 	return uint32(v), err
 }
 
+// delta32 reads a signed difference from base whose sum must fit in 32
+// bits unsigned.
+func (p *payload) delta32(field string, base int64) (uint32, error) {
+	off := p.off
+	d, err := p.varint(field)
+	if err != nil {
+		return 0, err
+	}
+	v := base + d
+	if d < -math.MaxUint32 || d > math.MaxUint32 || v < 0 || v > math.MaxUint32 {
+		return 0, p.errorf(off, field, "%d%+d does not fit in 32 bits", base, d)
+	}
+	return uint32(v), nil
+}
+
 // count reads the number of entries that follow, each at least min bytes
 // long, so a lying count cannot make the reader allocate.
 func (p *payload) count(field string, min int) (int, error) {

@@ -204,20 +204,25 @@ func parseBatch(p payload) (*Batch, error) {
 		return nil, err
 	}
 	b.Groups = make([]Group, n)
+	prevPID, prevFirst := int64(0), base
 	for i := range b.Groups {
-		if err := parseGroup(&p, &b.Groups[i], comms, len(b.Stacks), base); err != nil {
+		g := &b.Groups[i]
+		if err := parseGroup(&p, g, comms, len(b.Stacks), prevPID, prevFirst); err != nil {
 			return nil, err
 		}
+		prevPID, prevFirst = int64(g.PID), int64(g.Times[0])
 	}
 	return b, nil
 }
 
-func parseGroup(p *payload, g *Group, comms []string, stacks int, base int64) error {
+// parseGroup reads a group whose pid is stored relative to prevPID, tid
+// relative to its pid and first time relative to prevFirst.
+func parseGroup(p *payload, g *Group, comms []string, stacks int, prevPID, prevFirst int64) error {
 	var err error
-	if g.PID, err = p.uint32("pid"); err != nil {
+	if g.PID, err = p.delta32("pid", prevPID); err != nil {
 		return err
 	}
-	if g.TID, err = p.uint32("tid"); err != nil {
+	if g.TID, err = p.delta32("tid", int64(g.PID)); err != nil {
 		return err
 	}
 	if g.CPU, err = p.uint32("cpu"); err != nil {
@@ -255,7 +260,7 @@ func parseGroup(p *payload, g *Group, comms []string, stacks int, base int64) er
 		return p.errorf(off, "sample count", "a group without samples")
 	}
 	g.Times = make([]time.Duration, n)
-	t := base
+	t := prevFirst
 	for i := range g.Times {
 		d, err := p.varint("sample time")
 		if err != nil {

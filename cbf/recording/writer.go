@@ -318,13 +318,21 @@ func (b *batch) appendPayload(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(b.nstacks))
 	dst = append(dst, b.stacks...)
 	dst = binary.AppendUvarint(dst, uint64(len(b.groups)))
+	// Groups come in the order of their first samples, mostly from few
+	// threads: pids, tids and first times are stored as differences.
+	prevPID, prevFirst := int64(0), b.base
 	for i := range b.groups {
 		g := &b.groups[i]
-		for _, v := range [...]uint64{uint64(g.key.pid), uint64(g.key.tid), uint64(g.key.cpu), uint64(g.key.comm),
-			uint64(g.key.user), uint64(g.key.kernel), uint64(g.key.flags), g.key.weight, uint64(len(g.times))} {
+		pid := int64(g.key.pid)
+		dst = binary.AppendVarint(dst, pid-prevPID)
+		dst = binary.AppendVarint(dst, int64(g.key.tid)-pid)
+		prevPID = pid
+		for _, v := range [...]uint64{uint64(g.key.cpu), uint64(g.key.comm), uint64(g.key.user), uint64(g.key.kernel),
+			uint64(g.key.flags), g.key.weight, uint64(len(g.times))} {
 			dst = binary.AppendUvarint(dst, v)
 		}
-		prev := b.base
+		prev := prevFirst
+		prevFirst = g.times[0]
 		for _, t := range g.times {
 			dst = binary.AppendVarint(dst, t-prev)
 			prev = t

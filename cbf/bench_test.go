@@ -1,0 +1,205 @@
+package cbf_test
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/cbf"
+	"github.com/sprof/sprof/cbf/recording"
+)
+
+// fixtureStacks returns the stacks of every sample of the recording of real
+// samples in testdata (perf record -g of the Go compiler at work), user and
+// kernel stacks apart, one entry per sample.
+func fixtureStacks(b *testing.B) [][]uint64 {
+	f, err := os.Open("../testdata/cbf/gobuild.sprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	r, err := recording.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var stacks [][]uint64
+	var frames []cbf.Frame
+	for {
+		c, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return stacks
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c.Type != recording.ChunkSamples {
+			continue
+		}
+		batch, err := c.Batch()
+		if err != nil {
+			b.Fatal(err)
+		}
+		decoded := make([][]uint64, len(batch.Stacks))
+		for i := range batch.Stacks {
+			if frames, err = batch.Stack(frames[:0], i); err != nil {
+				b.Fatal(err)
+			}
+			for _, f := range frames {
+				if f.Kind != cbf.Truncated {
+					decoded[i] = append(decoded[i], f.Addr)
+				}
+			}
+		}
+		for _, g := range batch.Groups {
+			for range g.Times {
+				for _, s := range []int{g.User, g.Kernel} {
+					if s >= 0 {
+						stacks = append(stacks, decoded[s])
+					}
+				}
+			}
+		}
+	}
+}
+
+// syntheticStacks models a service written in C++: 30 to 60 frames from
+// the start routine through a request loop and handlers in a large main
+// binary, down through libstdc++ into libc, along a few hot paths that
+// recur, with recursion here and there.
+func syntheticStacks(n int) [][]uint64 {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const (
+		mainBin  = 0x555555554000 // 12 MiB of text
+		libstdcx = 0x7ffff7a00000
+		libc     = 0x7ffff7600000
+		libssl   = 0x7ffff7e00000
+	)
+	fn := func(base uint64, span int) uint64 { return base + uint64(rng.IntN(span)) }
+	// The root: _start, __libc_start_main, main, the server's loops.
+	root := []uint64{fn(mainBin, 1<<12), fn(libc, 1<<16), fn(mainBin, 1<<20)}
+	for range 5 {
+		root = append(root, fn(mainBin, 12<<20))
+	}
+	// Hot paths: handler chains where callees sit near their callers.
+	var paths [][]uint64
+	for range 24 {
+		p := []uint64{}
+		at := fn(mainBin, 12<<20)
+		for range 20 + rng.IntN(30) {
+			if rng.IntN(4) == 0 {
+				at = fn(mainBin, 12<<20) // a call into another module
+			} else {
+				at = uint64(int64(at) + int64(rng.IntN(1<<15)) - 1<<14)
+			}
+			p = append(p, at)
+			if rng.IntN(10) == 0 { // recursion
+				for range 1 + rng.IntN(4) {
+					p = append(p, at)
+				}
+			}
+		}
+		paths = append(paths, p)
+	}
+	stacks := make([][]uint64, n)
+	for i := range stacks {
+		p := paths[min(rng.IntN(len(paths)), rng.IntN(len(paths)))] // some paths hotter
+		var leaf []uint64
+		switch rng.IntN(3) {
+		case 0:
+			leaf = []uint64{fn(libc, 1<<20), fn(libstdcx, 1<<20), fn(libstdcx, 1<<20)}
+		case 1:
+			leaf = []uint64{fn(libc, 1<<20), fn(libssl, 1<<19)}
+		default:
+			leaf = []uint64{fn(mainBin, 12<<20)}
+		}
+		s := append(leaf, p[:len(p)-rng.IntN(3)]...)
+		for j := len(root) - 1; j >= 0; j-- {
+			s = append(s, root[j])
+		}
+		stacks[i] = s[:min(len(s), 60)]
+	}
+	return stacks
+}
+
+func benchStacks(b *testing.B, name string, stacks [][]uint64) {
+	frames := 0
+	for _, s := range stacks {
+		frames += len(s)
+	}
+	recs := make([][]byte, len(stacks))
+	size := 0
+	for i, s := range stacks {
+		recs[i] = cbf.AppendStack(nil, cbf.Word64, s, false)
+		size += len(recs[i])
+	}
+	perFrame := func(b *testing.B, cpu time.Duration) {
+		// Wall time per frame, and CPU time: the machines that run these
+		// benchmarks are shared, and wall time counts others' turns.
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)*float64(len(stacks))/float64(frames), "ns/frame")
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)*float64(len(stacks))/float64(frames), "cpu-ns/frame")
+	}
+	b.Run(name+"/encode", func(b *testing.B) {
+		var buf []byte
+		cpu := cpuTime()
+		for i := 0; b.Loop(); i++ {
+			buf = cbf.AppendStack(buf[:0], cbf.Word64, stacks[i%len(stacks)], false)
+		}
+		perFrame(b, cpuTime()-cpu)
+		b.ReportMetric(float64(size)/float64(frames), "bytes/frame")
+		b.ReportMetric(float64(size)/float64(len(stacks)), "bytes/stack")
+	})
+	b.Run(name+"/decode", func(b *testing.B) {
+		out := make([]cbf.Frame, 0, 256)
+		b.ReportAllocs()
+		cpu := cpuTime()
+		for i := 0; b.Loop(); i++ {
+			var err error
+			if out, _, err = cbf.Decode(out[:0], recs[i%len(recs)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perFrame(b, cpuTime()-cpu)
+	})
+}
+
+// BenchmarkCBF measures CBF on real stacks (the perf fixture: the Go
+// compiler, a 20 MB binary, plus kernel stacks) and on synthetic ones
+// shaped like a C++ service.
+func BenchmarkCBF(b *testing.B) {
+	benchStacks(b, "fixture", fixtureStacks(b))
+	benchStacks(b, "synthetic", syntheticStacks(4096))
+}
+
+// cpuTime returns the CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func BenchmarkLookup(b *testing.B) {
+	var images []cbf.Image
+	for i := range 300 {
+		base := 0x7f0000000000 + uint64(i)<<24
+		images = append(images, cbf.Image{Path: "/usr/lib/x", Base: base, EndOfText: base + 1<<20})
+	}
+	m, err := cbf.NewImageMap("", cbf.Word64, images)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	addrs := make([]uint64, 4096)
+	for i := range addrs {
+		addrs[i] = 0x7f0000000000 + rng.Uint64N(300<<24)
+	}
+	for i := 0; b.Loop(); i++ {
+		m.Lookup(addrs[i%len(addrs)])
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/lookup")
+}

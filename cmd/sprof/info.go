@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/sprof/sprof/cbf/recording"
+)
+
+const infoUsage = `Usage:
+  sprof info FILE.sprof
+
+Describes a recording: where and when it was made, how long it covers,
+how many samples, processes and images it holds, and how many bytes each
+sample took. A recording whose writer was killed or ran out of disk ends
+in a damaged tail; info says where it starts. Everything before it is
+intact and usable.
+`
+
+func runInfo(e *env, args []string) error {
+	fs := newFlagSet(e, "info", infoUsage)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want one FILE.sprof, got %d arguments", fs.NArg())
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	s, err := recording.Summarize(f)
+	if err != nil {
+		return err
+	}
+	printSummary(e.stdout, fs.Arg(0), st.Size(), s)
+	return nil
+}
+
+func printSummary(w io.Writer, name string, size int64, s *recording.Summary) {
+	h := &s.Header
+	fmt.Fprintf(w, "file          %s, %d bytes, format version %d\n", name, size, h.Version)
+	fmt.Fprintf(w, "host          %s (%s, kernel %s)\n", h.Host, h.Arch, h.Kernel)
+	fmt.Fprintf(w, "started       %s\n", h.Start.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "duration      %v\n", s.Duration().Round(time.Millisecond))
+	fmt.Fprintf(w, "frequency     %d Hz\n", h.Frequency)
+	fmt.Fprintf(w, "samples       %d (%d lost)\n", s.Samples, s.Lost)
+	fmt.Fprintf(w, "processes     %d\n", s.Processes)
+	fmt.Fprintf(w, "images        %d\n", s.Images)
+	fmt.Fprintf(w, "stacks        %d stored\n", s.Stacks)
+	if s.Samples > 0 {
+		fmt.Fprintf(w, "bytes/sample  %.1f\n", float64(size)/float64(s.Samples))
+	}
+	if s.Unknown > 0 {
+		fmt.Fprintf(w, "skipped       %d chunks of types this sprof does not know\n", s.Unknown)
+	}
+	switch {
+	case s.Damaged != nil:
+		fmt.Fprintf(w, "damaged tail  from offset %d (%d bytes lost): %s\n", s.Damaged.Offset, size-s.Damaged.Offset, s.Damaged.Reason)
+	case s.End == nil:
+		fmt.Fprintf(w, "end           none: the writer stopped without closing the file (its chunks are intact)\n")
+	default:
+		fmt.Fprintf(w, "end           closed cleanly\n")
+	}
+}
