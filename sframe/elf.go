@@ -60,7 +60,7 @@ func FromELF(f *elf.File) (t *Table, err error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err = Parse(data, addr)
+	t, err = parse(data, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +68,7 @@ func FromELF(f *elf.File) (t *Table, err error) {
 		return nil, fmt.Errorf("sframe: %v section in an ELF file for %v", t.Header.ABI, f.Machine)
 	}
 	t.keepExecutable(f.Progs)
+	t.index()
 	return t, nil
 }
 

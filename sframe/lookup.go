@@ -1,5 +1,7 @@
 package sframe
 
+import "fmt"
+
 // Rule is what Lookup finds for a PC: the function's FDE and the row that
 // covers the PC.
 type Rule struct {
@@ -21,7 +23,7 @@ func (t *Table) Lookup(pc uint64) (Rule, bool) {
 		if !t.outermostFDE(f) {
 			return Rule{}, false
 		}
-		return Rule{FDE: *f, Row: Row{RA: Loc{Kind: LocUndefined}}}, true
+		return Rule{FDE: *f, Row: outermostRow()}, true
 	}
 	return Rule{FDE: *f, Row: *r}, true
 }
@@ -35,20 +37,14 @@ func (t *Table) outermostFDE(f *FDE) bool {
 // find returns the FDE covering pc and the row for it. The row is nil when
 // the FDE has no row for pc; the FDE is nil when no function covers pc.
 func (t *Table) find(pc uint64) (*FDE, *Row) {
-	// The last FDE starting at or before pc.
-	lo, hi := 0, len(t.fdes)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if t.fdes[m].Start <= pc {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo == 0 {
+	// The last FDE starting at or before pc: first its block, then in it.
+	blk := lastAtOrBefore(t.coarse, pc)
+	if blk < 0 {
 		return nil, nil
 	}
-	f := &t.fdes[lo-1]
+	lo := blk * coarseStep
+	i := lastAtOrBefore(t.starts[lo:min(lo+coarseStep, len(t.starts))], pc)
+	f := &t.fdes[lo+i]
 	off := pc - f.Start
 	if off >= uint64(f.Size) {
 		return nil, nil
@@ -58,7 +54,7 @@ func (t *Table) find(pc uint64) (*FDE, *Row) {
 	}
 	// The last row starting at or before off.
 	rows := t.rows[f.rows : f.rows+f.nrows]
-	lo, hi = 0, len(rows)
+	lo, hi := 0, len(rows)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if uint64(rows[m].Start) <= off {
@@ -71,4 +67,59 @@ func (t *Table) find(pc uint64) (*FDE, *Row) {
 		return f, nil
 	}
 	return f, &rows[lo-1]
+}
+
+// lastAtOrBefore returns the index of the last element of the sorted s
+// that is at most v, or -1.
+func lastAtOrBefore(s []uint64, v uint64) int {
+	lo, hi := 0, len(s)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s[m] <= v {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
+}
+
+// Describe prints a rule for people: the function, the row's offset in
+// it, then how to recover CFA, RA and FP, e.g.
+//
+//	func 0x401000 size 8, row +1: cfa=sp+16 ra=*(cfa-8) fp=*(cfa-16)
+//
+// "*(...)" reads memory, "same" is an unchanged value (for RA: still in
+// the link register), "signed" marks a PAC-signed return address.
+func (t *Table) Describe(r Rule) string {
+	return fmt.Sprintf("func %#x size %d, row %s", r.FDE.Start, r.FDE.Size, t.formatRow(&r.Row))
+}
+
+func (t *Table) formatRow(r *Row) string {
+	if r.Outermost() {
+		return fmt.Sprintf("+%d outermost (RA undefined)", r.Start)
+	}
+	s := fmt.Sprintf("+%d cfa=%s ra=%s fp=%s", r.Start, t.formatLoc(r.CFA), t.formatLoc(r.RA), t.formatLoc(r.FP))
+	if r.Mangled() {
+		s += " signed"
+	}
+	return s
+}
+
+func (t *Table) formatLoc(l Loc) string {
+	var s string
+	switch l.Kind {
+	case LocSame:
+		return "same"
+	case LocUndefined:
+		return "undefined"
+	case LocCFA:
+		s = fmt.Sprintf("cfa%+d", l.Off)
+	default:
+		s = fmt.Sprintf("%s%+d", t.arch.RegName(l.Reg), l.Off)
+	}
+	if l.Deref {
+		return "*(" + s + ")"
+	}
+	return s
 }

@@ -24,7 +24,16 @@ type Table struct {
 	arch Arch
 	fdes []FDE
 	rows []Row
+	// starts holds fdes[i].Start, so that a lookup's binary search
+	// touches 8 bytes per step instead of a whole FDE; coarse holds
+	// every coarseStep-th of them, small enough to stay in cache, so
+	// that the search in starts is over one block of cache lines.
+	starts []uint64
+	coarse []uint64
 }
+
+// coarseStep is the block size of the two-level lookup index.
+const coarseStep = 32
 
 // Arch returns the architecture of the section's ABI.
 func (t *Table) Arch() Arch { return t.arch }
@@ -52,6 +61,27 @@ type parser struct {
 // address of its first byte (sh_addr or the PT_GNU_SFRAME p_vaddr), which
 // the FDE start addresses are relative to.
 func Parse(data []byte, addr uint64) (*Table, error) {
+	t, err := parse(data, addr)
+	if err != nil {
+		return nil, err
+	}
+	t.index()
+	return t, nil
+}
+
+// index builds the lookup index once the set of FDEs is final.
+func (t *Table) index() {
+	t.starts = make([]uint64, len(t.fdes))
+	t.coarse = make([]uint64, 0, (len(t.fdes)+coarseStep-1)/coarseStep)
+	for i := range t.fdes {
+		t.starts[i] = t.fdes[i].Start
+		if i%coarseStep == 0 {
+			t.coarse = append(t.coarse, t.fdes[i].Start)
+		}
+	}
+}
+
+func parse(data []byte, addr uint64) (*Table, error) {
 	h, order, err := parseHeader(data)
 	if err != nil {
 		return nil, err
@@ -314,12 +344,18 @@ func (p *parser) decodeRows(i int, f *FDE, off uint64) error {
 	return nil
 }
 
-// defaultRows applies the generic accessors of the SFrame spec: the
+// outermostRow is the rule of a row without data words: nothing can be
+// recovered, RA is undefined.
+func outermostRow() Row {
+	return Row{CFA: Loc{Kind: LocUndefined}, RA: Loc{Kind: LocUndefined}}
+}
+
+// defaultRow applies the generic accessors of the SFrame spec: the
 // header's fixed offsets, when non-zero, replace the corresponding data
 // words; a word that is absent means "not saved".
 func (p *parser) defaultRow(info uint8, w []uint32) (Row, error) {
 	if len(w) == 0 {
-		return Row{RA: Loc{Kind: LocUndefined}}, nil
+		return outermostRow(), nil
 	}
 	a := p.t.arch
 	base := a.regFP()

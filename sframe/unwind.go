@@ -212,8 +212,13 @@ func (u *Unwinder) eval(fr *frame, l Loc, cfa uint64, mem Memory) (uint64, StopR
 }
 
 func (u *Unwinder) apply(fr *frame, r *Row, mem Memory) StopReason {
-	if r.RA.Kind == LocUndefined {
+	switch {
+	case r.RA.Kind == LocUndefined:
 		return StopOutermost
+	case r.RA.Kind == LocSame && (u.Arch != ArchARM64 || !fr.top):
+		// Still in the link register, which only the topmost frame
+		// has: deeper, x30 was overwritten by the call.
+		return StopLinkRegister
 	}
 	cfa, stop := u.eval(fr, r.CFA, 0, mem)
 	if stop != 0 {
@@ -228,11 +233,6 @@ func (u *Unwinder) apply(fr *frame, r *Row, mem Memory) StopReason {
 	var ra uint64
 	switch r.RA.Kind {
 	case LocSame:
-		// Still in the link register, which only the topmost frame
-		// has: deeper, x30 was overwritten by the call.
-		if u.Arch != ArchARM64 || !fr.top {
-			return StopLinkRegister
-		}
 		ra = fr.lr
 	default:
 		if ra, stop = u.eval(fr, r.RA, cfa, mem); stop != 0 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
 	"path/filepath"
 	"slices"
@@ -155,5 +156,113 @@ func TestUnwindAllocs(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per unwind, want 0", filepath.Base(bin), allocs)
 		}
+	}
+}
+
+// TestUnwindNeedsPACStripping shows the aarch64 dumps hold PAC-signed
+// return addresses: without stripping, the unwind goes wrong.
+func TestUnwindNeedsPACStripping(t *testing.T) {
+	for _, bin := range stackDumps(t) {
+		u, d := loadFixture(t, bin)
+		if d.arch != ArchARM64 {
+			continue
+		}
+		u.PACMask = 1 // strips nothing that matters
+		out := make([]uint64, 64)
+		n, _ := u.Unwind(d.regs, &d.stack, out)
+		if slices.Equal(out[:n], d.frames) {
+			t.Errorf("%s: unwound correctly without stripping PACs; the dump has no signed return addresses", filepath.Base(bin))
+		}
+	}
+}
+
+// mapAll resolves every PC to one mapping.
+type mapAll Mapping
+
+func (m mapAll) Resolve(uint64) (Mapping, bool) { return Mapping(m), true }
+
+// stackOf builds a little-endian snapshot at base from (address, word) pairs.
+func stackOf(base uint64, size int, words map[uint64]uint64) *Snapshot {
+	s := &Snapshot{Base: base, Data: make([]byte, size)}
+	for a, v := range words {
+		binary.LittleEndian.PutUint64(s.Data[a-base:], v)
+	}
+	return s
+}
+
+func TestUnwindStops(t *testing.T) {
+	arm := func(name string) *Table {
+		tab, err := Open("../testdata/sframe/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tab
+	}
+	// asm-arm64-vN: _start (0x4000b0) calls f1 (0x4000bc), which calls
+	// leaf (0x4000d8); f1 saved FP at CFA-16 and its signed RA at CFA-8.
+	const pac = 0x0012_0000_0000_0000
+	armStack := func() *Snapshot {
+		return stackOf(0x7000, 64, map[uint64]uint64{0x7000: 0, 0x7008: 0x4000b8 | pac})
+	}
+	armRegs := Regs{PC: 0x4000d8, SP: 0x7000, FP: 0x7000, LR: 0x4000cc}
+
+	// One amd64 function at 0x1000 whose only row is CFA=sp+0, RA at
+	// CFA-8: a CFA that never moves.
+	loop, err := Parse(section(1, testFDE{start: 0x1000, size: 16, rows: []byte{0, 0x03, 0}, numRows: 1}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopStack := stackOf(0x7ff0, 64, map[uint64]uint64{0x7ff8: 0x1008})
+
+	cases := []struct {
+		name   string
+		u      Unwinder
+		regs   Regs
+		mem    Memory
+		outLen int
+		want   []uint64
+		stop   StopReason
+	}{
+		{"V3 outermost marker", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v3")}}, armRegs, armStack(), 8,
+			[]uint64{0x4000d8, 0x4000cc, 0x4000b8}, StopOutermost},
+		{"V3 big-endian outermost marker", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64be-v3")}}, armRegs,
+			&Snapshot{Base: 0x7000, Data: binary.BigEndian.AppendUint64(make([]byte, 8), 0x4000b8|pac), BigEndian: true}, 8,
+			[]uint64{0x4000d8, 0x4000cc, 0x4000b8}, StopOutermost},
+		{"V1 RA in LR below the top", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v1")}}, armRegs, armStack(), 8,
+			[]uint64{0x4000d8, 0x4000cc, 0x4000b8}, StopLinkRegister},
+		{"output full", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v3")}}, armRegs, armStack(), 2,
+			[]uint64{0x4000d8, 0x4000cc}, StopFull},
+		{"read outside the snapshot", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v3")}}, armRegs,
+			&Snapshot{Base: 0x7000, Data: make([]byte, 8)}, 8, []uint64{0x4000d8, 0x4000cc}, StopReadFault},
+		{"PC in no function", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v3")}}, Regs{PC: 0x500000, SP: 0x7000}, armStack(), 8,
+			[]uint64{0x500000}, StopNoRule},
+		{"CFA loop", Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: loop}}, Regs{PC: 0x1004, SP: 0x8000}, loopStack, 8,
+			[]uint64{0x1004, 0x1008}, StopCFANotIncreasing},
+		{"frame pointers without a table", Unwinder{Arch: ArchAMD64, Resolver: mapAll{FramePointers: true}}, Regs{PC: 0x1004, SP: 0x8000, FP: 0x8010},
+			stackOf(0x8000, 64, map[uint64]uint64{0x8010: 0x8020, 0x8018: 0x2000, 0x8020: 0x8010, 0x8028: 0x3000}), 8,
+			[]uint64{0x1004, 0x2000, 0x3000}, StopBadCFA},
+		{"frame pointers to the outermost", Unwinder{Arch: ArchAMD64, Resolver: mapAll{FramePointers: true}}, Regs{PC: 0x1004, SP: 0x8000, FP: 0x8010},
+			stackOf(0x8000, 64, map[uint64]uint64{0x8010: 0x8020, 0x8018: 0x2000, 0x8020: 0, 0x8028: 0}), 8,
+			[]uint64{0x1004, 0x2000}, StopOutermost},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := make([]uint64, c.outLen)
+			n, stop := c.u.Unwind(c.regs, c.mem, out)
+			if !slices.Equal(out[:n], c.want) || stop != c.stop {
+				t.Errorf("got %#x (%v), want %#x (%v)", out[:n], stop, c.want, c.stop)
+			}
+		})
+	}
+}
+
+func TestStopReasonString(t *testing.T) {
+	for r := StopOutermost; r <= StopFull; r++ {
+		if strings.HasPrefix(r.String(), "StopReason(") {
+			t.Errorf("%d has no name", r)
+		}
+	}
+	if got := StopReason(200).String(); got != "StopReason(200)" {
+		t.Errorf("StopReason(200).String() = %q", got)
 	}
 }

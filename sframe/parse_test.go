@@ -1,0 +1,287 @@
+package sframe
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestRefVectors parses the reference's hand-checked sections: the same
+// two functions and seven rows in V1, V2, V2 with PCREL and V3.
+func TestRefVectors(t *testing.T) {
+	want := []struct {
+		start uint64
+		size  uint32
+		rows  []string
+	}{
+		{0x401000, 8, []string{"+0 cfa=sp+8 ra=*(cfa-8) fp=same", "+1 cfa=sp+16 ra=*(cfa-8) fp=*(cfa-16)", "+4 cfa=fp+16 ra=*(cfa-8) fp=*(cfa-16)", "+7 cfa=sp+8 ra=*(cfa-8) fp=*(cfa-16)"}},
+		{0x401008, 9, []string{"+0 cfa=sp+8 ra=*(cfa-8) fp=same", "+4 cfa=sp+32 ra=*(cfa-8) fp=same", "+8 cfa=sp+8 ra=*(cfa-8) fp=same"}},
+	}
+	for _, v := range refVectors {
+		tab, err := Parse(mustHex(v.hex), v.addr)
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		if len(tab.Errors) != 0 || len(tab.FDEs()) != len(want) {
+			t.Fatalf("%s: %d FDEs, errors %v", v.name, len(tab.FDEs()), tab.Errors)
+		}
+		for i, w := range want {
+			f := &tab.FDEs()[i]
+			if f.Start != w.start || f.Size != w.size {
+				t.Errorf("%s: FDE %d is %#x+%d, want %#x+%d", v.name, i, f.Start, f.Size, w.start, w.size)
+			}
+			var got []string
+			for _, r := range tab.Rows(f) {
+				got = append(got, tab.formatRow(&r))
+			}
+			if strings.Join(got, "; ") != strings.Join(w.rows, "; ") {
+				t.Errorf("%s: FDE %d rows\n %q\nwant\n %q", v.name, i, got, w.rows)
+			}
+		}
+	}
+}
+
+// TestLookupFixtures looks up every row's first and last PC in every
+// fixture and wants that row back, and wants nothing between functions.
+func TestLookupFixtures(t *testing.T) {
+	for _, bin := range fixtures(t) {
+		tab, err := Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range tab.FDEs() {
+			f := &tab.FDEs()[i]
+			rows := tab.Rows(f)
+			for j := range rows {
+				if f.PCMask() {
+					continue // covered by TestLookupPLT
+				}
+				last := f.End() - 1
+				if j+1 < len(rows) {
+					last = f.Start + uint64(rows[j+1].Start) - 1
+				}
+				for _, pc := range []uint64{f.Start + uint64(rows[j].Start), last} {
+					if pc >= f.End() {
+						continue // a row at func_size (binutils PR 33131) never matches
+					}
+					r, ok := tab.Lookup(pc)
+					if !ok || r.Row != rows[j] || r.FDE.Start != f.Start {
+						t.Errorf("%s: Lookup(%#x) = %v, %v; want FDE %#x row %d", bin, pc, r, ok, f.Start, j)
+					}
+				}
+			}
+		}
+		fdes := tab.FDEs()
+		if _, ok := tab.Lookup(fdes[0].Start - 1); ok {
+			t.Errorf("%s: a rule below the first function", bin)
+		}
+		if _, ok := tab.Lookup(fdes[len(fdes)-1].End()); ok {
+			t.Errorf("%s: a rule past the last function", bin)
+		}
+	}
+}
+
+// TestLookupPLT checks the PCMASK rule of ld's PLT FDE (pltN: 16-byte
+// entries, rows +0 sp+8 and +0xb sp+16) in V1 (implicit 16-byte blocks),
+// V2 and V3.
+func TestLookupPLT(t *testing.T) {
+	for _, v := range []string{"v1", "v2", "v3"} {
+		tab, err := Open("../testdata/sframe/chain-amd64-" + v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plt *FDE
+		for i := range tab.FDEs() {
+			if f := &tab.FDEs()[i]; f.PCMask() && f.Size > 16 {
+				plt = f
+				break
+			}
+		}
+		if plt == nil {
+			t.Fatalf("%s: no PCMASK FDE", v)
+		}
+		for _, c := range []struct {
+			off  uint64
+			want int32
+		}{{0x10, 8}, {0x15, 8}, {0x1a, 8}, {0x1b, 16}, {0x1f, 16}, {0x20, 8}, {0x2c, 16}} {
+			r, ok := tab.Lookup(plt.Start + c.off)
+			if !ok || r.Row.CFA.Off != c.want || r.Row.CFA.Reg != amd64RegSP {
+				t.Errorf("%s: PLT+%#x: got %v %v, want sp+%d", v, c.off, tab.formatRow(&r.Row), ok, c.want)
+			}
+		}
+	}
+}
+
+// TestLookupOutermostAndPAC checks the aarch64 vector: _start is the
+// outermost frame in V3 (RA undefined), f1's rows are PAC-signed.
+func TestLookupOutermostAndPAC(t *testing.T) {
+	for _, name := range []string{"asm-arm64-v3", "asm-arm64be-v3"} {
+		tab, err := Open("../testdata/sframe/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := tab.Lookup(0x4000b4)
+		if !ok || !r.Row.Outermost() {
+			t.Errorf("%s: _start rule %v %v, want outermost", name, tab.formatRow(&r.Row), ok)
+		}
+		r, ok = tab.Lookup(0x4000c8)
+		if got := tab.formatRow(&r.Row); !ok || got != "+8 cfa=sp+16 ra=*(cfa-8) fp=*(cfa-16) signed" {
+			t.Errorf("%s: f1+8 rule %q", name, got)
+		}
+		if tab.BigEndian != strings.Contains(name, "be") {
+			t.Errorf("%s: BigEndian = %v", name, tab.BigEndian)
+		}
+	}
+}
+
+// TestFlexRules checks the V3 FLEX vector (DRAP realignment).
+func TestFlexRules(t *testing.T) {
+	tab, err := Open("../testdata/sframe/flex-amd64-v3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"+0 cfa=sp+8 ra=*(cfa-8) fp=same",
+		"+5 cfa=r10+0 ra=*(cfa-8) fp=same",
+		"+14 cfa=r10+0 ra=*(cfa-8) fp=*(fp+0)",
+		"+17 cfa=*(fp-8) ra=*(cfa-8) fp=*(fp+0)",
+	}
+	f := &tab.FDEs()[0]
+	if f.Type() != FDETypeFlex {
+		t.Fatalf("FDE type %d, want FLEX", f.Type())
+	}
+	for i, r := range tab.Rows(f) {
+		if got := tab.formatRow(&r); got != want[i] {
+			t.Errorf("row %d: %q, want %q", i, got, want[i])
+		}
+	}
+}
+
+// section builds a little-endian amd64 V2 section from FDEs given as
+// (start relative to the section, size, info, rep_size, raw rows).
+type testFDE struct {
+	start   int32
+	size    uint32
+	info    uint8
+	rep     uint8
+	rows    []byte
+	numRows uint32
+}
+
+func section(flags uint8, fdes ...testFDE) []byte {
+	var fres []byte
+	var nfres uint32
+	b := []byte{0xe2, 0xde, 2, flags, 3, 0, 0xf8, 0}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(fdes)))
+	for _, f := range fdes {
+		nfres += f.numRows
+	}
+	var fdeBytes []byte
+	for _, f := range fdes {
+		fdeBytes = binary.LittleEndian.AppendUint32(fdeBytes, uint32(f.start))
+		fdeBytes = binary.LittleEndian.AppendUint32(fdeBytes, f.size)
+		fdeBytes = binary.LittleEndian.AppendUint32(fdeBytes, uint32(len(fres)))
+		fdeBytes = binary.LittleEndian.AppendUint32(fdeBytes, f.numRows)
+		fdeBytes = append(fdeBytes, f.info, f.rep, 0, 0)
+		fres = append(fres, f.rows...)
+	}
+	b = binary.LittleEndian.AppendUint32(b, nfres)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(fres)))
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(fdeBytes)))
+	return append(append(b, fdeBytes...), fres...)
+}
+
+// Two good functions: f at 0x1000 (CFA sp+8, then sp+16 with FP saved)
+// and g at 0x1010.
+var (
+	goodF = testFDE{start: 0x1000, size: 16, rows: []byte{0, 0x03, 8, 4, 0x05, 16, 0xf0}, numRows: 2}
+	goodG = testFDE{start: 0x1010, size: 8, rows: []byte{0, 0x03, 8}, numRows: 1}
+)
+
+func put32(b []byte, off int, v uint32) []byte {
+	binary.LittleEndian.PutUint32(b[off:], v)
+	return b
+}
+
+// TestMalformedSections checks that each kind of damage gives its error,
+// naming the right field, for a section (Parse fails) or for one FDE (the
+// FDE is left out).
+func TestMalformedSections(t *testing.T) {
+	good := section(1, goodF, goodG)
+	mod := func(f func(b []byte) []byte) []byte {
+		return f(append([]byte(nil), good...))
+	}
+	cases := []struct {
+		name        string
+		data        []byte
+		field       string // of the section error, or of the FDE error
+		unsupported bool
+		fdesLeft    int // for FDE errors
+	}{
+		{"truncated header", good[:20], "header", false, 0},
+		{"bad magic", mod(func(b []byte) []byte { b[0] = 0; return b }), "header.magic", false, 0},
+		{"version 4", mod(func(b []byte) []byte { b[2] = 4; return b }), "header.version", true, 0},
+		{"undefined flag", mod(func(b []byte) []byte { b[3] = 0x9; return b }), "header.flags", false, 0},
+		{"s390x", mod(func(b []byte) []byte { b[4] = 4; return b }), "header.abi_arch", true, 0},
+		{"aarch64 BE in LE section", mod(func(b []byte) []byte { b[4] = 1; return b }), "header.abi_arch", false, 0},
+		{"aux header", mod(func(b []byte) []byte { b[7] = 4; return b }), "header.auxhdr_len", true, 0},
+		{"huge num_fdes", mod(func(b []byte) []byte { return put32(b, 8, 0xffffffff) }), "header.num_fdes", false, 0},
+		{"huge num_fres", mod(func(b []byte) []byte { return put32(b, 12, 0x7fffffff) }), "header.num_fres", false, 0},
+		{"fre_len past the end", mod(func(b []byte) []byte { return put32(b, 16, 1000) }), "header.fre_len", false, 0},
+		{"FREs overlap FDEs", mod(func(b []byte) []byte { return put32(b, 24, 10) }), "header.freoff", false, 0},
+		{"concatenated", append(append([]byte(nil), good...), good...), "section", false, 0},
+		{"unsorted but flagged sorted", section(1, goodG, goodF), "header.flags", false, 0},
+		{"rows offset out of range", mod(func(b []byte) []byte { return put32(b, 28+20+8, 500) }), "fde[1].fres_off", false, 1},
+		{"FRE past the end", mod(func(b []byte) []byte { b[len(b)-2] = 0x05; return b }), "fde[1].fre[0]", false, 1},
+		{"too many rows for the section", mod(func(b []byte) []byte { return put32(b, 28+12, 40) }), "fde[0].num_fres", false, 1},
+		{"rows not increasing", section(1, testFDE{start: 0x1000, size: 16, rows: []byte{4, 0x03, 8, 4, 0x03, 16}, numRows: 2}, goodG), "fde[0].fre[1].start_addr", false, 1},
+		{"row past the function", section(1, testFDE{start: 0x1000, size: 16, rows: []byte{0, 0x03, 8, 17, 0x03, 16}, numRows: 2}, goodG), "fde[0].fre[1].start_addr", false, 1},
+		{"word size code 3", section(1, goodF, testFDE{start: 0x1010, size: 8, rows: []byte{0, 0x63, 8}, numRows: 1}), "fde[1].fre[0].info", false, 1},
+		{"three words on amd64", section(1, goodF, testFDE{start: 0x1010, size: 8, rows: []byte{0, 0x07, 8, 0xf0, 0xe8}, numRows: 1}), "fde[1].fre[0].info", false, 1},
+		{"empty function", section(1, goodF, testFDE{start: 0x1010, rows: []byte{0, 0x03, 8}, numRows: 1}), "fde[1].func_size", false, 1},
+		{"PCMASK without rep_size", section(1, goodF, testFDE{start: 0x1010, size: 8, info: 0x10, rows: []byte{0, 0x03, 8}, numRows: 1}), "fde[1].rep_size", false, 1},
+		{"FRE type 3", section(1, goodF, testFDE{start: 0x1010, size: 8, info: 3, rows: []byte{0, 0x03, 8}, numRows: 1}), "fde[1].info", false, 1},
+		{"overlapping functions", section(1, goodF, testFDE{start: 0x1008, size: 16, rows: []byte{0, 0x03, 8}, numRows: 1}), "fde.func_start", false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tab, err := Parse(c.data, 0)
+			if c.fdesLeft == 0 && !strings.HasPrefix(c.field, "fde") {
+				var fe *FormatError
+				if !errors.As(err, &fe) || fe.Field != c.field || errors.Is(err, ErrUnsupported) != c.unsupported {
+					t.Fatalf("err = %v, want a FormatError on %s (unsupported: %v)", err, c.field, c.unsupported)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if len(tab.FDEs()) != c.fdesLeft || len(tab.Errors) == 0 {
+				t.Fatalf("%d FDEs left, errors %v; want %d left", len(tab.FDEs()), tab.Errors, c.fdesLeft)
+			}
+			var fe *FormatError
+			if !errors.As(tab.Errors[0], &fe) || fe.Field != c.field {
+				t.Fatalf("FDE error %v, want one on %s", tab.Errors[0], c.field)
+			}
+		})
+	}
+}
+
+// TestUnsortedIsSorted checks the policy for sections without
+// SFRAME_F_FDE_SORTED: they are sorted, not rejected.
+func TestUnsortedIsSorted(t *testing.T) {
+	tab, err := Parse(section(0, goodG, goodF), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdes := tab.FDEs()
+	if len(fdes) != 2 || fdes[0].Start != 0x1000 || fdes[1].Start != 0x1010 {
+		t.Fatalf("FDEs %+v", fdes)
+	}
+	r, ok := tab.Lookup(0x1005)
+	if !ok || r.Row.CFA.Off != 16 {
+		t.Fatalf("Lookup: %v %v", r, ok)
+	}
+}
