@@ -2,10 +2,14 @@ package sframe
 
 import (
 	"bytes"
+	"flag"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
+
+var update = flag.Bool("update", false, "rewrite the JSON golden files in testdata/sframe")
 
 // fixtures returns the committed fixture binaries: every file in
 // testdata/sframe with a readelf golden output next to it.
@@ -47,6 +51,35 @@ func TestWriteTextMatchesReadelf(t *testing.T) {
 				t.Errorf("dump differs from readelf:\n%s", lineDiff(string(want), got.String()))
 			}
 		})
+	}
+}
+
+// TestWriteJSONGolden keeps the JSON dump of the assembler fixtures (every
+// rule kind: FP-based CFA, PAC, outermost, FLEX, big-endian) stable.
+func TestWriteJSONGolden(t *testing.T) {
+	bins, err := filepath.Glob("../testdata/sframe/[af][sl]*-v[123]")
+	if err != nil || len(bins) < 8 {
+		t.Fatalf("%d fixtures, %v", len(bins), err)
+	}
+	for _, bin := range bins {
+		tab, err := Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := tab.WriteJSON(&got); err != nil {
+			t.Fatal(err)
+		}
+		golden := bin + ".json"
+		if *update {
+			if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if want := readFile(t, golden); !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("%s: JSON differs from %s (run with -update if intended):\n%s", bin, golden, lineDiff(string(want), got.String()))
+		}
 	}
 }
 

@@ -100,10 +100,25 @@ func sframeBytes(f *elf.File) ([]byte, uint64, error) {
 			if err != nil {
 				return nil, 0, fmt.Errorf("sframe: reading PT_GNU_SFRAME: %w", err)
 			}
-			return data, p.Vaddr, nil
+			return trimToSection(data), p.Vaddr, nil
 		}
 	}
 	return nil, 0, fmt.Errorf("sframe: %w", ErrNoSFrame)
+}
+
+// trimToSection cuts the bytes of a PT_GNU_SFRAME segment to the section
+// its header describes: GNU ld can make the segment cover the sections that
+// follow (.note.gnu.property, .note.ABI-tag), which are not SFrame padding.
+func trimToSection(data []byte) []byte {
+	h, _, err := parseHeader(data)
+	if err != nil {
+		return data // Parse reports the error
+	}
+	end := uint64(headerSize) + uint64(h.AuxHeaderLen) + uint64(h.FREOff) + uint64(h.FRELen)
+	if end < uint64(len(data)) {
+		return data[:end]
+	}
+	return data
 }
 
 func findSection(f *elf.File) *elf.Section {

@@ -191,7 +191,7 @@ func stackOf(base uint64, size int, words map[uint64]uint64) *Snapshot {
 }
 
 func TestUnwindStops(t *testing.T) {
-	arm := func(name string) *Table {
+	open := func(name string) *Table {
 		tab, err := Open("../testdata/sframe/" + name)
 		if err != nil {
 			t.Fatal(err)
@@ -223,21 +223,26 @@ func TestUnwindStops(t *testing.T) {
 		want   []uint64
 		stop   StopReason
 	}{
-		{"V3 outermost marker", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v3")}}, armRegs, armStack(), 8,
+		{"V3 outermost marker", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: open("asm-arm64-v3")}}, armRegs, armStack(), 8,
 			[]uint64{0x4000d8, 0x4000cc, 0x4000b8}, StopOutermost},
-		{"V3 big-endian outermost marker", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64be-v3")}}, armRegs,
+		{"V3 big-endian outermost marker", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: open("asm-arm64be-v3")}}, armRegs,
 			&Snapshot{Base: 0x7000, Data: binary.BigEndian.AppendUint64(make([]byte, 8), 0x4000b8|pac), BigEndian: true}, 8,
 			[]uint64{0x4000d8, 0x4000cc, 0x4000b8}, StopOutermost},
-		{"V1 RA in LR below the top", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v1")}}, armRegs, armStack(), 8,
+		{"V1 RA in LR below the top", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: open("asm-arm64-v1")}}, armRegs, armStack(), 8,
 			[]uint64{0x4000d8, 0x4000cc, 0x4000b8}, StopLinkRegister},
-		{"output full", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v3")}}, armRegs, armStack(), 2,
+		{"output full", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: open("asm-arm64-v3")}}, armRegs, armStack(), 2,
 			[]uint64{0x4000d8, 0x4000cc}, StopFull},
-		{"read outside the snapshot", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v3")}}, armRegs,
+		{"read outside the snapshot", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: open("asm-arm64-v3")}}, armRegs,
 			&Snapshot{Base: 0x7000, Data: make([]byte, 8)}, 8, []uint64{0x4000d8, 0x4000cc}, StopReadFault},
-		{"PC in no function", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: arm("asm-arm64-v3")}}, Regs{PC: 0x500000, SP: 0x7000}, armStack(), 8,
+		{"PC in no function", Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: open("asm-arm64-v3")}}, Regs{PC: 0x500000, SP: 0x7000}, armStack(), 8,
 			[]uint64{0x500000}, StopNoRule},
 		{"CFA loop", Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: loop}}, Regs{PC: 0x1004, SP: 0x8000}, loopStack, 8,
 			[]uint64{0x1004, 0x1008}, StopCFANotIncreasing},
+		{"FLEX: CFA read through FP", Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: open("flex-amd64-v3")}}, Regs{PC: 0x401011, SP: 0x7f00, FP: 0x7f40},
+			stackOf(0x7f00, 0x100, map[uint64]uint64{0x7f38: 0x7f80, 0x7f78: 0x500000, 0x7f40: 0x7fc0}), 8,
+			[]uint64{0x401011, 0x500000}, StopNoRule},
+		{"FLEX: CFA in r10, not captured", Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: open("flex-amd64-v3")}}, Regs{PC: 0x401005, SP: 0x7f00},
+			stackOf(0x7f00, 0x100, nil), 8, []uint64{0x401005}, StopLinkRegister},
 		{"frame pointers without a table", Unwinder{Arch: ArchAMD64, Resolver: mapAll{FramePointers: true}}, Regs{PC: 0x1004, SP: 0x8000, FP: 0x8010},
 			stackOf(0x8000, 64, map[uint64]uint64{0x8010: 0x8020, 0x8018: 0x2000, 0x8020: 0x8010, 0x8028: 0x3000}), 8,
 			[]uint64{0x1004, 0x2000, 0x3000}, StopBadCFA},
