@@ -1,9 +1,88 @@
 package gsym
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
+
+// record is a FunctionInfo decoded into the Reader's internal form, with
+// names left as string-table offsets. Lookups keep recent ones in a cache.
+type record struct {
+	start, size uint64
+	name        uint64
+	lines       []LineEntry // nil when the function has no line table
+	linesSorted bool
+	inline      []inlineNode
+	callSites   []CallSite
+	hasCalls    bool
+	merged      []byte // the MergedFunctionsInfo chunk, decoded on demand
+	mergedOff   uint64
+	// unknownType is the first chunk type this reader does not know and
+	// unknownAt its offset: lookups skip such chunks, full decodes fail.
+	unknownType InfoType
+	unknownAt   uint64
+}
+
+// decodeRecord decodes the record in x for a function starting at start.
+func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
+	rec := &record{start: start}
+	rec.size = uint64(x.u32("FunctionInfo Size"))
+	nameAt := x.base + uint64(x.off)
+	rec.name = x.uint(r.strp, "FunctionInfo Name")
+	if x.err != nil {
+		return nil, x.err
+	}
+	if rec.name == 0 {
+		return nil, formatErr(nameAt, "FunctionInfo Name", "invalid FunctionInfo Name value 0")
+	}
+	for {
+		typAt := x.base + uint64(x.off)
+		typ := InfoType(x.u32("FunctionInfo InfoType"))
+		n := x.u32("FunctionInfo InfoLength")
+		chunkAt := x.off
+		chunk := x.take(int(n), "FunctionInfo InfoData")
+		if x.err != nil {
+			return nil, x.err
+		}
+		cx := extractor{b: chunk, order: x.order, base: x.base + uint64(chunkAt)}
+		var err error
+		switch typ {
+		case InfoEndOfList:
+			return rec, nil
+		case InfoLineTable:
+			if rec.lines, err = decodeLines(cx, start); err == nil {
+				rec.linesSorted = slices.IsSortedFunc(rec.lines, func(a, b LineEntry) int { return compareU64(a.Addr, b.Addr) })
+			}
+		case InfoInline:
+			rec.inline, err = r.decodeInline(&cx, start)
+		case InfoMergedFunctions:
+			rec.merged, rec.mergedOff = chunk, cx.base
+		case InfoCallSites:
+			rec.callSites, err = r.decodeCallSites(cx)
+			rec.hasCalls = true
+		default:
+			if rec.unknownAt == 0 {
+				rec.unknownType, rec.unknownAt = typ, typAt
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func compareU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
 
 // FunctionInfo decodes function i fully, for dumps and re-encoding. Unlike
-// a lookup, it rejects unknown chunk types.
+// a lookup, it rejects unknown chunk types. Its strings are copies.
 func (r *Reader) FunctionInfo(i int) (FunctionInfo, error) {
 	if i < 0 || i >= int(r.hdr.NumAddresses) {
 		return FunctionInfo{}, formatErr(0, "AddrOffsets", "invalid address index %d", i)
@@ -15,57 +94,35 @@ func (r *Reader) FunctionInfo(i int) (FunctionInfo, error) {
 	return r.decodeFunction(&x, start, 0)
 }
 
+// maxMergedDepth bounds MergedFunctionsInfo records nested in each other.
 const maxMergedDepth = 8
 
 func (r *Reader) decodeFunction(x *extractor, start uint64, depth int) (FunctionInfo, error) {
-	var f FunctionInfo
-	size := uint64(x.u32("FunctionInfo Size"))
-	f.Range = Range{start, start + size}
-	nameOff := x.uint(r.strp, "FunctionInfo Name")
-	if x.err != nil {
-		return f, x.err
+	rec, err := r.decodeRecord(x, start)
+	if err != nil {
+		return FunctionInfo{}, err
 	}
-	if nameOff == 0 {
-		return f, formatErr(x.base+4, "FunctionInfo Name", "invalid FunctionInfo Name value 0")
+	if rec.unknownAt != 0 {
+		return FunctionInfo{}, formatErr(rec.unknownAt, "FunctionInfo InfoType", "unsupported InfoType %d", uint32(rec.unknownType))
 	}
-	f.Name = strings.Clone(r.String(nameOff))
-	for {
-		typOff := x.base + uint64(x.off)
-		typ := InfoType(x.u32("FunctionInfo InfoType"))
-		n := x.u32("FunctionInfo InfoLength")
-		chunkOff := x.off
-		chunk := x.take(int(n), "FunctionInfo InfoData")
-		if x.err != nil {
-			return f, x.err
-		}
-		cx := extractor{b: chunk, order: x.order, base: x.base + uint64(chunkOff)}
-		var err error
-		switch typ {
-		case InfoEndOfList:
-			return f, nil
-		case InfoLineTable:
-			f.Lines, err = decodeLines(cx, start)
-		case InfoInline:
-			n, ok := inlineCodec{r}.decode(&cx, start, 0)
-			if cx.err != nil {
-				err = cx.err
-			} else if !ok {
-				err = formatErr(cx.base, "InlineInfo", "no address ranges")
-			} else {
-				f.Inline = &n
-			}
-		case InfoMergedFunctions:
-			f.Merged, err = r.decodeMerged(cx, start, depth)
-		case InfoCallSites:
-			f.CallSites, err = r.decodeCallSites(cx)
-			f.hasCalls = true
-		default:
-			err = formatErr(typOff, "FunctionInfo InfoType", "unsupported InfoType %d", uint32(typ))
-		}
-		if err != nil {
-			return f, err
+	f := FunctionInfo{
+		Range:     Range{start, start + rec.size},
+		Name:      strings.Clone(r.String(rec.name)),
+		Lines:     rec.lines,
+		CallSites: rec.callSites,
+		hasCalls:  rec.hasCalls,
+	}
+	if rec.inline != nil {
+		t := r.inlineTree(rec.inline, 0)
+		f.Inline = &t
+	}
+	if rec.merged != nil {
+		mx := extractor{b: rec.merged, order: x.order, base: rec.mergedOff}
+		if f.Merged, err = r.decodeMerged(mx, start, depth); err != nil {
+			return FunctionInfo{}, err
 		}
 	}
+	return f, nil
 }
 
 func (r *Reader) decodeMerged(x extractor, start uint64, depth int) ([]FunctionInfo, error) {

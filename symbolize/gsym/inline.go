@@ -2,16 +2,41 @@ package gsym
 
 import "strings"
 
-// maxInlineDepth bounds the recursion over an inline tree so a crafted file
+// maxInlineDepth bounds the nesting of an inline tree so a crafted file
 // cannot exhaust the stack.
 const maxInlineDepth = 512
 
-// inlineCodec decodes inline trees; strings resolves name offsets.
-type inlineCodec struct {
-	r *Reader
+// inlineNode is a node of a decoded inline tree, stored in preorder: the
+// node's subtree is nodes[i+1 : end].
+type inlineNode struct {
+	ranges   []Range // sorted and merged, as LLVM's AddressRanges
+	first    uint64  // start of the first range: base of the children
+	last     uint64  // end of the last range, so most misses cost one compare
+	name     uint64  // string table offset
+	callFile uint32
+	callLine uint32
+	end      int32
 }
 
-func (c inlineCodec) ranges(x *extractor, base uint64) []Range {
+// decodeInline decodes an InlineInfo chunk into preorder nodes.
+func (r *Reader) decodeInline(x *extractor, base uint64) ([]inlineNode, error) {
+	var nodes []inlineNode
+	if !r.decodeInlineNode(x, base, 0, &nodes) && x.err == nil {
+		return nil, formatErr(x.base, "InlineInfo", "no address ranges")
+	}
+	if x.err != nil {
+		return nil, x.err
+	}
+	return nodes, nil
+}
+
+// decodeInlineNode appends one node and its subtree; it returns false for
+// the node without ranges that ends a sibling list.
+func (r *Reader) decodeInlineNode(x *extractor, base uint64, depth int, nodes *[]inlineNode) bool {
+	if depth > maxInlineDepth {
+		x.fail("InlineInfo", "nested too deep")
+		return false
+	}
 	n := x.uleb("InlineInfo NumRanges")
 	var rs []Range
 	for i := uint64(0); i < n && x.err == nil; i++ {
@@ -21,126 +46,69 @@ func (c inlineCodec) ranges(x *extractor, base uint64) []Range {
 			rs = AddRange(rs, Range{start, start + size})
 		}
 	}
-	return rs
-}
-
-// decode reads one node and its subtree; ok is false for the zero that ends
-// a sibling list.
-func (c inlineCodec) decode(x *extractor, base uint64, depth int) (n InlineInfo, ok bool) {
-	if depth > maxInlineDepth {
-		x.fail("InlineInfo", "nested too deep")
-		return n, false
-	}
-	n.Ranges = c.ranges(x, base)
-	if len(n.Ranges) == 0 || x.err != nil {
-		return n, false
+	if len(rs) == 0 || x.err != nil {
+		return false
 	}
 	hasChildren := x.u8("InlineInfo HasChildren") != 0
-	n.Name = strings.Clone(c.r.String(x.uint(c.r.strp, "InlineInfo Name")))
-	n.CallFile = uint32(x.uleb("InlineInfo CallFile"))
-	n.CallLine = uint32(x.uleb("InlineInfo CallLine"))
+	i := len(*nodes)
+	*nodes = append(*nodes, inlineNode{
+		ranges:   rs,
+		first:    rs[0].Start,
+		last:     rs[len(rs)-1].End,
+		name:     x.uint(r.strp, "InlineInfo Name"),
+		callFile: uint32(x.uleb("InlineInfo CallFile")),
+		callLine: uint32(x.uleb("InlineInfo CallLine")),
+	})
 	if hasChildren {
-		for x.err == nil {
-			child, ok := c.decode(x, n.Ranges[0].Start, depth+1)
-			if !ok {
-				break
-			}
-			n.Children = append(n.Children, child)
+		for x.err == nil && r.decodeInlineNode(x, rs[0].Start, depth+1, nodes) {
 		}
 	}
-	return n, x.err == nil
+	(*nodes)[i].end = int32(len(*nodes))
+	return x.err == nil
 }
 
-// skip passes over a node whose ranges were already read, and its subtree.
-func (c inlineCodec) skip(x *extractor, depth int) {
-	if depth > maxInlineDepth {
-		x.fail("InlineInfo", "nested too deep")
-		return
+// lookupInline walks the subtree at nodes[i] as LLVM's InlineInfo::lookup
+// does: a node that covers addr is entered, its deepest covering
+// descendant is handled first (only the first covering child is
+// followed), and each node with a call site turns the last location into
+// the inlined function and appends its caller. entered reports whether
+// the node covered addr.
+func (r *Reader) lookupInline(nodes []inlineNode, i int, addr uint64, locs []SourceLocation) (_ []SourceLocation, entered bool, err error) {
+	n := &nodes[i]
+	if addr < n.first || addr >= n.last || !rangesContain(n.ranges, addr) {
+		return locs, false, nil
 	}
-	hasChildren := x.u8("InlineInfo HasChildren") != 0
-	x.take(c.r.strp, "InlineInfo Name")
-	x.uleb("InlineInfo CallFile")
-	x.uleb("InlineInfo CallLine")
-	if !hasChildren {
-		return
-	}
-	for x.err == nil {
-		n := x.uleb("InlineInfo NumRanges")
-		if n == 0 {
-			return
-		}
-		for i := uint64(0); i < n && x.err == nil; i++ {
-			x.uleb("InlineInfo range start")
-			x.uleb("InlineInfo range size")
-		}
-		c.skip(x, depth+1)
-	}
-}
-
-// lookup walks the tree as LLVM's InlineInfo::lookup does: a node that
-// covers addr is entered, its deepest covering descendant is handled first,
-// and each node with a call site turns the last location into the inlined
-// function and appends its caller. It reports whether the node was entered
-// (or ended the list), which stops the sibling scan.
-func (c inlineCodec) lookup(x *extractor, base, addr uint64, locs []SourceLocation, depth int) ([]SourceLocation, bool) {
-	if depth > maxInlineDepth {
-		x.fail("InlineInfo", "nested too deep")
-		return locs, true
-	}
-	// Ranges are read without allocating: only containment and the
-	// lowest start matter here.
-	n := x.uleb("InlineInfo NumRanges")
-	contains, first, any := false, uint64(0), false
-	for i := uint64(0); i < n && x.err == nil; i++ {
-		start := base + x.uleb("InlineInfo range start")
-		size := x.uleb("InlineInfo range size")
-		if size == 0 || start+size < start {
-			continue
-		}
-		if !any || start < first {
-			first = start
-		}
-		any = true
-		if start <= addr && addr-start < size {
-			contains = true
+	for c := i + 1; c < int(n.end); c = int(nodes[c].end) {
+		if locs, entered, err = r.lookupInline(nodes, c, addr, locs); err != nil || entered {
+			break
 		}
 	}
-	if !any || x.err != nil {
-		return locs, true
+	if err != nil {
+		return locs, true, err
 	}
-	if !contains {
-		c.skip(x, depth)
-		return locs, false
-	}
-	hasChildren := x.u8("InlineInfo HasChildren") != 0
-	name := x.uint(c.r.strp, "InlineInfo Name")
-	callFile := uint32(x.uleb("InlineInfo CallFile"))
-	callLine := uint32(x.uleb("InlineInfo CallLine"))
-	if hasChildren {
-		for x.err == nil {
-			var done bool
-			if locs, done = c.lookup(x, first, addr, locs, depth+1); done {
-				break
-			}
-		}
-	}
-	if x.err != nil {
-		return locs, true
-	}
-	dir, fileBase, ok := c.r.file(callFile)
+	dir, base, ok := r.file(n.callFile)
 	if !ok {
-		x.err = formatErr(x.base, "InlineInfo CallFile", "failed to extract file[%d]", callFile)
-		return locs, true
+		return locs, true, formatErr(0, "InlineInfo CallFile", "failed to extract file[%d]", n.callFile)
 	}
-	if dir != 0 || fileBase != 0 {
+	if dir != 0 || base != 0 {
 		last := &locs[len(locs)-1]
 		caller := SourceLocation{Name: last.Name, Offset: last.Offset,
-			Dir: c.r.String(dir), Base: c.r.String(fileBase), Line: callLine}
-		last.Name = c.r.String(name)
-		last.Offset = addr - first
+			Dir: r.String(dir), Base: r.String(base), Line: n.callLine}
+		last.Name = r.String(n.name)
+		last.Offset = addr - n.first
 		locs = append(locs, caller)
 	}
-	return locs, true
+	return locs, true, nil
+}
+
+// inlineTree builds the public tree form of decoded nodes[i:].
+func (r *Reader) inlineTree(nodes []inlineNode, i int) InlineInfo {
+	n := &nodes[i]
+	t := InlineInfo{Ranges: n.ranges, Name: strings.Clone(r.String(n.name)), CallFile: n.callFile, CallLine: n.callLine}
+	for c := i + 1; c < int(n.end); c = int(nodes[c].end) {
+		t.Children = append(t.Children, r.inlineTree(nodes, c))
+	}
+	return t
 }
 
 // appendInline encodes node n; base is the parent's first range start (the

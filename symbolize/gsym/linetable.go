@@ -82,26 +82,6 @@ func decodeLines(x extractor, start uint64) ([]LineEntry, error) {
 	return rows, nil
 }
 
-// lookupLine returns the row that covers addr: the last row at or below it.
-// A row with file 0 is not valid, as in LLVM.
-func lookupLine(x extractor, start, addr uint64) (LineEntry, error) {
-	it := newLineIter(x, start)
-	var found LineEntry
-	for it.next() {
-		if addr < it.row.Addr {
-			break
-		}
-		found = it.row
-	}
-	if it.x.err != nil {
-		return LineEntry{}, it.x.err
-	}
-	if found.File == 0 {
-		return LineEntry{}, &AddressError{Addr: addr, InLineTable: true}
-	}
-	return found, nil
-}
-
 var errEmptyLineTable = errors.New("gsym: attempted to encode invalid LineTable object")
 
 // lineDeltaWindow picks the range of line deltas that special opcodes

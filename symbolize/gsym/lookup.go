@@ -1,5 +1,7 @@
 package gsym
 
+import "sync/atomic"
+
 // SourceLocation is one level of an address's inline stack.
 type SourceLocation struct {
 	// Name is the function's name as stored (usually the mangled name).
@@ -26,6 +28,23 @@ type LookupResult struct {
 	CallSiteRegexes []string
 }
 
+// cacheSlots is the number of decoded functions a Reader keeps: profiles
+// hit a few thousand hot functions again and again, and a decoded
+// function answers a lookup with two binary searches instead of a walk
+// over its encoded line table and inline tree.
+const cacheSlots = 4096
+
+// recordCache is a direct-mapped cache of decoded records, safe for
+// concurrent lookups without locks.
+type recordCache struct {
+	slots [cacheSlots]atomic.Pointer[cachedRecord]
+}
+
+type cachedRecord struct {
+	index int
+	rec   *record
+}
+
 // Lookup resolves a file virtual address (a runtime address minus the load
 // bias). An address no function covers gives an error matching ErrNotFound.
 func (r *Reader) Lookup(addr uint64) (LookupResult, error) {
@@ -35,7 +54,7 @@ func (r *Reader) Lookup(addr uint64) (LookupResult, error) {
 }
 
 // LookupInto is Lookup reusing res's Locations storage, so a caller doing
-// many lookups allocates nothing.
+// many lookups allocates nothing once the functions it hits are cached.
 func (r *Reader) LookupInto(res *LookupResult, addr uint64) error {
 	*res = LookupResult{Addr: addr, Locations: res.Locations[:0]}
 	i, ok := r.findIndex(addr)
@@ -44,93 +63,97 @@ func (r *Reader) LookupInto(res *LookupResult, addr uint64) error {
 	}
 	start := r.Address(i)
 	for ; i < int(r.hdr.NumAddresses) && r.Address(i) == start; i++ {
-		x, _, err := r.functionData(i)
-		if err != nil {
-			return err
+		off := r.infoOffset(i)
+		if off >= r.infoEnd || off < r.infoBase || r.infoEnd-off < 4 {
+			return formatErr(off, "AddrInfoOffsets", "invalid address info offset 0x%x for function %d", off, i)
 		}
-		size := uint64(x.u32("FunctionInfo Size"))
-		if x.err != nil {
-			return x.err
-		}
+		size := uint64(r.u32(r.data[off:]))
 		if size == 0 || (addr >= start && addr-start < size) {
-			return r.lookupFunction(res, x, start, size, addr)
+			rec, err := r.record(i)
+			if err != nil {
+				return err
+			}
+			return r.lookupRecord(res, rec, addr)
 		}
 	}
 	return &AddressError{Addr: addr}
 }
 
-// lookupFunction finishes a lookup in the record x, positioned after Size.
-func (r *Reader) lookupFunction(res *LookupResult, x extractor, start, size, addr uint64) error {
-	res.FuncRange = Range{start, start + size}
-	nameOff := x.uint(r.strp, "FunctionInfo Name")
-	if x.err != nil {
-		return x.err
+// record returns function i decoded, from the cache when it is there.
+func (r *Reader) record(i int) (*record, error) {
+	slot := &r.cache.slots[i%cacheSlots]
+	if c := slot.Load(); c != nil && c.index == i {
+		return c.rec, nil
 	}
-	if nameOff == 0 {
-		return formatErr(x.base+4, "FunctionInfo Name", "invalid FunctionInfo Name value 0")
+	x, start, err := r.functionData(i)
+	if err != nil {
+		return nil, err
 	}
-	res.FuncName = r.String(nameOff)
-	var line LineEntry
-	haveLine := false
-	var inline extractor
-	haveInline := false
-	for {
-		typ := InfoType(x.u32("FunctionInfo InfoType"))
-		n := x.u32("FunctionInfo InfoLength")
-		chunkOff := x.off
-		chunk := x.take(int(n), "FunctionInfo InfoData")
-		if x.err != nil {
-			return x.err
-		}
-		cx := extractor{b: chunk, order: x.order, base: x.base + uint64(chunkOff)}
-		switch typ {
-		case InfoEndOfList:
-			goto done
-		case InfoLineTable:
-			var err error
-			if line, err = lookupLine(cx, start, addr); err != nil {
-				return err
-			}
-			haveLine = true
-		case InfoInline:
-			inline, haveInline = cx, true
-		case InfoCallSites:
-			if err := r.lookupCallSite(res, cx, addr-start); err != nil {
-				return err
-			}
+	rec, err := r.decodeRecord(&x, start)
+	if err != nil {
+		return nil, err
+	}
+	slot.Store(&cachedRecord{index: i, rec: rec})
+	return rec, nil
+}
+
+// lookupRecord answers a lookup from a decoded record, following LLVM's
+// FunctionInfo::lookup.
+func (r *Reader) lookupRecord(res *LookupResult, rec *record, addr uint64) error {
+	res.FuncRange = Range{rec.start, rec.start + rec.size}
+	res.FuncName = r.String(rec.name)
+	for _, cs := range rec.callSites {
+		if cs.ReturnOffset == addr-rec.start {
+			res.CallSiteRegexes = cs.MatchRegex
+			break
 		}
 	}
-done:
-	loc := SourceLocation{Name: res.FuncName, Offset: addr - start}
-	if !haveLine {
+	loc := SourceLocation{Name: res.FuncName, Offset: addr - rec.start}
+	if rec.lines == nil {
 		res.Locations = append(res.Locations, loc)
 		return nil
 	}
-	dir, base, ok := r.file(line.File)
+	row, ok := rec.lineFor(addr)
 	if !ok {
-		return formatErr(0, "LineTable file", "failed to extract file[%d]", line.File)
+		return &AddressError{Addr: addr, InLineTable: true}
 	}
-	loc.Dir, loc.Base, loc.Line = r.String(dir), r.String(base), line.Line
+	dir, base, ok := r.file(row.File)
+	if !ok {
+		return formatErr(0, "LineTable file", "failed to extract file[%d]", row.File)
+	}
+	loc.Dir, loc.Base, loc.Line = r.String(dir), r.String(base), row.Line
 	res.Locations = append(res.Locations, loc)
-	if haveInline {
-		res.Locations, _ = inlineCodec{r}.lookup(&inline, start, addr, res.Locations, 0)
-		if inline.err != nil {
-			return inline.err
+	if rec.inline != nil {
+		var err error
+		if res.Locations, _, err = r.lookupInline(rec.inline, 0, addr, res.Locations); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (r *Reader) lookupCallSite(res *LookupResult, x extractor, retOff uint64) error {
-	sites, err := r.decodeCallSites(x)
-	if err != nil {
-		return err
-	}
-	for _, cs := range sites {
-		if cs.ReturnOffset == retOff {
-			res.CallSiteRegexes = cs.MatchRegex
-			break
+// lineFor returns the row LLVM's line-table walk picks for addr: the last
+// row before the first one above addr. Rows with file 0 are not valid.
+func (rec *record) lineFor(addr uint64) (LineEntry, bool) {
+	var k int // index of the first row above addr
+	if rec.linesSorted {
+		lo, hi := 0, len(rec.lines)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if rec.lines[m].Addr > addr {
+				hi = m
+			} else {
+				lo = m + 1
+			}
+		}
+		k = lo
+	} else {
+		for k < len(rec.lines) && rec.lines[k].Addr <= addr {
+			k++
 		}
 	}
-	return nil
+	if k == 0 || rec.lines[k-1].File == 0 {
+		return LineEntry{}, false
+	}
+	return rec.lines[k-1], true
 }

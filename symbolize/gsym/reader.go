@@ -1,6 +1,7 @@
 package gsym
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -65,6 +66,7 @@ type Reader struct {
 	numFiles uint32
 	strtab   []byte
 	strp     int // width of string offsets: 4 (V1) or 8 (V2)
+	cache    *recordCache
 }
 
 // Open maps the GSYM file at path into memory and returns a Reader for it.
@@ -114,7 +116,7 @@ func NewReader(data []byte) (*Reader, error) {
 	if len(data) < 6 {
 		return nil, formatErr(0, "Magic", "file too short")
 	}
-	r := &Reader{data: data}
+	r := &Reader{data: data, cache: new(recordCache)}
 	switch binary.LittleEndian.Uint32(data) {
 	case Magic:
 		r.le = true
@@ -291,11 +293,8 @@ func (r *Reader) String(off uint64) string {
 		return ""
 	}
 	s := r.strtab[off:]
-	for i, c := range s {
-		if c == 0 {
-			s = s[:i]
-			break
-		}
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
 	}
 	if len(s) == 0 {
 		return ""
