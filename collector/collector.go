@@ -89,6 +89,10 @@ type Stats struct {
 	Sideband error
 	// SymbolizeErrors counts binaries the Symbolizer could not read.
 	SymbolizeErrors int
+	// Errors counts drains that met a malformed record or a read error
+	// (Run goes on); Err is the first of them.
+	Errors int
+	Err    error
 }
 
 // Collector turns raw samples into a profile. It is not safe for
@@ -193,7 +197,8 @@ func (c *Collector) Close() error {
 
 // Run drains src every Interval until ctx is done or exited is closed
 // (for a profiled command; nil if none), drains once more, and returns the
-// profile and the recording's statistics. It closes the Collector.
+// profile and the recording's statistics. Errors while draining are
+// counted in Stats and do not stop the recording. It closes the Collector.
 func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{}) (*stacks.Profile, Stats, error) {
 	defer c.Close()
 	c.start = time.Now()
@@ -207,14 +212,10 @@ loop:
 		case <-exited:
 			break loop
 		case <-tick.C:
-			if err := c.Drain(src); err != nil {
-				return nil, c.Stats(), err
-			}
+			c.note(c.Drain(src))
 		}
 	}
-	if err := c.drain(src, true); err != nil {
-		return nil, c.Stats(), err
-	}
+	c.note(c.drain(src, true))
 	lost, err := src.Lost()
 	if err != nil {
 		return nil, c.Stats(), fmt.Errorf("read lost sample count: %w", err)
@@ -222,6 +223,16 @@ loop:
 	c.stats.Lost = lost
 	p := c.Profile()
 	return p, c.Stats(), nil
+}
+
+// note counts a drain's error: a bad record must not cost the recording.
+func (c *Collector) note(err error) {
+	if err != nil {
+		c.stats.Errors++
+		if c.stats.Err == nil {
+			c.stats.Err = err
+		}
+	}
 }
 
 // Drain reads the samples and side-band records waiting now and aggregates
@@ -242,16 +253,19 @@ func (c *Collector) drain(src Source, final bool) error {
 	c.pend, c.arena = c.pend[:0], c.arena[:0]
 	// Samples first, then the side band: every record older than a
 	// sample just read is then in the side band's rings too.
+	// The samples copied before an error are still aggregated.
+	var errs []error
 	if _, err := src.Read(c.copySampleFn); err != nil {
-		return fmt.Errorf("read samples: %w", err)
+		errs = append(errs, fmt.Errorf("read samples: %w", err))
 	}
 	cut := monotonicNow()
 	if final {
 		cut = ^uint64(0)
 	}
-	var sideErr error
 	if c.tracker != nil {
-		_, sideErr = c.tracker.Read(c.copyRecordFn)
+		if _, err := c.tracker.Read(c.copyRecordFn); err != nil {
+			errs = append(errs, fmt.Errorf("read side band: %w", err))
+		}
 		c.stats.SidebandLost = c.tracker.Lost()
 	}
 	slices.SortStableFunc(c.events, func(a, b event) int { return cmpTime(a.time, b.time) })
@@ -264,10 +278,7 @@ func (c *Collector) drain(src Source, final bool) error {
 	}
 	c.applyUntil(cut)
 	c.events = append(c.events[:0], c.events[c.next:]...)
-	if sideErr != nil {
-		return fmt.Errorf("read side band: %w", sideErr)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func cmpTime(a, b uint64) int {

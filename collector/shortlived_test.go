@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -167,4 +168,31 @@ func (s *slowSource) Read(fn func(*Sample)) (int, error) {
 	s.reads++
 	s.onRead(s.reads)
 	return s.fakeSource.Read(fn)
+}
+
+// failingSource returns one sample and then an error, as the sampler does
+// on a malformed record.
+type failingSource struct{ fakeSource }
+
+func (s *failingSource) Read(fn func(*Sample)) (int, error) {
+	n, _ := s.fakeSource.Read(fn)
+	return n, errors.New("malformed record")
+}
+
+// TestRunSurvivesReadErrors: a bad record is counted, the samples read
+// before it are kept, and the recording goes on.
+func TestRunSurvivesReadErrors(t *testing.T) {
+	c, err := New(Options{Frequency: 99, ProcRoot: t.TempDir(), NoSideband: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &failingSource{}
+	src.add(42, 1, 0x1234)
+	prof, st, err := c.Run(closedContext(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prof.Samples) != 1 || st.Errors != 1 || st.Err == nil {
+		t.Fatalf("%d samples, stats %+v; want the sample and 1 error", len(prof.Samples), st)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sprof/sprof/collector/bpfsource"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize"
 	"github.com/sprof/sprof/symbolize/buildid"
 )
 
@@ -77,7 +78,12 @@ func TestShortLivedEndToEnd(t *testing.T) {
 	pid := uint32(target.Process.Pid)
 
 	const hz = 997
-	c, err := collector.New(collector.Options{Frequency: hz, Pids: []uint32{pid}, FollowForks: true})
+	kernel, err := symbolize.LoadKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := collector.New(collector.Options{Frequency: hz, Pids: []uint32{pid}, FollowForks: true,
+		Symbolizer: symbolize.NewELF(symbolize.Options{}), Kernel: kernel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +127,7 @@ func TestShortLivedEndToEnd(t *testing.T) {
 		}
 		total += smp.Count
 		m := leaf.Mapping
-		t.Logf("%d × %s %s", smp.Count, smp.Comm, leaf.Placeholder())
+		t.Logf("%d × %s %s %v", smp.Count, smp.Comm, leaf.Placeholder(), leaf.Frames)
 		switch {
 		case m.Kind == stacks.Unknown:
 			unknown += smp.Count
@@ -132,6 +138,9 @@ func TestShortLivedEndToEnd(t *testing.T) {
 			fixture += smp.Count
 			if off := leaf.Address - m.Start + m.Offset; off >= lo && off < hi {
 				inWork += smp.Count
+				if n := len(leaf.Frames); n == 0 || leaf.Frames[n-1].Function != "work" {
+					t.Errorf("leaf %s in work symbolized as %+v", leaf.Placeholder(), leaf.Frames)
+				}
 			}
 		}
 	}
@@ -144,4 +153,43 @@ func TestShortLivedEndToEnd(t *testing.T) {
 	if unknown > 0 || inWork*2 < total {
 		t.Fatalf("of %d samples %d unattributed (want 0), %d in work (want ≥ half)", total, unknown, inWork)
 	}
+}
+
+// BenchmarkRecordSystemWide records the whole host for one second per
+// iteration at 99 Hz, as `sprof record` does, and reports the collector's
+// CPU time per sample and the BPF program's time per run.
+func BenchmarkRecordSystemWide(b *testing.B) {
+	testenv.RequireRoot(b)
+	var samples uint64
+	var busy, scan time.Duration
+	var runs, runNs uint64
+	for range b.N {
+		began := time.Now()
+		c, err := collector.New(collector.Options{Frequency: 99})
+		if err != nil {
+			b.Fatal(err)
+		}
+		scan += time.Since(began)
+		s, err := bpf.Open(bpf.Config{Frequency: 99, User: true, Kernel: true})
+		if err != nil {
+			c.Close()
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, st, err := c.Run(ctx, bpfsource.New(s), nil)
+		cancel()
+		bs, _ := s.Stats()
+		s.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		samples += st.Samples
+		busy += st.Busy
+		runs += bs.RunCount
+		runNs += bs.RunTimeNs
+	}
+	b.ReportMetric(float64(busy.Nanoseconds())/float64(max(samples, 1)), "ns/sample")
+	b.ReportMetric(float64(samples)/float64(b.N), "samples/op")
+	b.ReportMetric(float64(runNs)/float64(max(runs, 1)), "bpf-ns/run")
+	b.ReportMetric(float64(scan.Milliseconds())/float64(b.N), "ms-scan/op")
 }
