@@ -52,7 +52,7 @@ func (t *Table) WriteText(w io.Writer) error {
 				fmt.Fprintf(bw, "    %016x  RA undefined\n", pc)
 				continue
 			}
-			fmt.Fprintf(bw, "    %016x  %-10s%-10s%-13s\n", pc, t.textCFA(r.CFA), t.textFP(&r), t.textRA(&r))
+			fmt.Fprintf(bw, "    %016x  %-10s%-10s%-13s\n", pc, t.textSaved(r.CFA), t.textFP(&r), t.textRA(&r))
 		}
 	}
 	for _, err := range t.Errors {
@@ -74,16 +74,9 @@ func (t *Table) attrs(f *FDE) string {
 	return s
 }
 
-func (t *Table) textCFA(l Loc) string {
-	s := fmt.Sprintf("%s%+d", t.arch.RegName(l.Reg), l.Off)
-	if l.Deref {
-		return "(" + s + ")"
-	}
-	return s
-}
-
-// textSaved prints a saved-value rule: "u" when unchanged, "c-16" at an
-// offset from the CFA, "(fp+0)" read through a register.
+// textSaved prints a rule as readelf does: "u" when unchanged, "c-16" at
+// an offset from the CFA, "sp+16" register-relative, "(fp-8)" read
+// through a register.
 func (t *Table) textSaved(l Loc) string {
 	switch l.Kind {
 	case LocCFA:

@@ -13,20 +13,23 @@ var update = flag.Bool("update", false, "rewrite the JSON golden files in testda
 
 // fixtures returns the committed fixture binaries: every file in
 // testdata/sframe with a readelf golden output next to it.
-func fixtures(t testing.TB) []string {
+func fixtures(t testing.TB) []string { return fixtureFiles(t, ".readelf", 10) }
+
+// fixtureFiles returns the paths of the files in testdata/sframe named
+// NAME+ext, without ext, and fails if there are fewer than least.
+func fixtureFiles(t testing.TB, ext string, least int) []string {
 	t.Helper()
-	goldens, err := filepath.Glob("../testdata/sframe/*.readelf")
+	files, err := filepath.Glob("../testdata/sframe/*" + ext)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(goldens) < 10 {
-		t.Fatalf("found %d fixtures in testdata/sframe, want at least 10", len(goldens))
+	if len(files) < least {
+		t.Fatalf("found %d files *%s in testdata/sframe, want at least %d", len(files), ext, least)
 	}
-	var bins []string
-	for _, g := range goldens {
-		bins = append(bins, strings.TrimSuffix(g, ".readelf"))
+	for i := range files {
+		files[i] = strings.TrimSuffix(files[i], ext)
 	}
-	return bins
+	return files
 }
 
 // TestWriteTextMatchesReadelf compares our dump of every fixture with the

@@ -29,15 +29,26 @@ func Open(path string) (*Table, error) {
 		return nil, err
 	}
 	defer f.Close()
-	ef, err := elf.NewFile(f)
-	if err != nil {
-		return nil, fmt.Errorf("sframe: %s: %w", path, err)
-	}
-	t, err := FromELF(ef)
+	t, err := Read(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// Read parses the SFrame data of the linked ELF file that r holds.
+func Read(r io.ReaderAt) (t *Table, err error) {
+	// debug/elf is not hardened against hostile files; contain it here.
+	defer func() {
+		if p := recover(); p != nil {
+			t, err = nil, fmt.Errorf("sframe: reading ELF: %v", p)
+		}
+	}()
+	ef, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("sframe: %w", err)
+	}
+	return FromELF(ef)
 }
 
 // FromELF parses the SFrame data of a linked ELF file (ET_EXEC or ET_DYN;

@@ -1,6 +1,7 @@
 package sframe
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/hex"
 	"io"
@@ -119,6 +120,22 @@ func FuzzUnwind(f *testing.F) {
 		}
 		if out[0] != pc {
 			t.Fatalf("first frame %#x, want the PC %#x", out[0], pc)
+		}
+	})
+}
+
+// FuzzRead feeds arbitrary files to Read, the boundary where debug/elf,
+// which is not hardened, meets hostile binaries.
+func FuzzRead(f *testing.F) {
+	for _, bin := range fixtures(f) {
+		if data := readFile(f, bin); len(data) < 16<<10 {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tab, err := Read(bytes.NewReader(data))
+		if err == nil {
+			tab.WriteText(io.Discard)
 		}
 	})
 }

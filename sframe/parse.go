@@ -2,6 +2,7 @@ package sframe
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -41,6 +42,18 @@ func (t *Table) Arch() Arch { return t.arch }
 // FDEs returns the valid FDEs sorted by start address. The slice belongs
 // to the table and must not be modified.
 func (t *Table) FDEs() []FDE { return t.fdes }
+
+// Unsupported counts the FDEs left out because they use constructs this
+// package does not model (errors wrapping ErrUnsupported).
+func (t *Table) Unsupported() int {
+	n := 0
+	for _, err := range t.Errors {
+		if errors.Is(err, ErrUnsupported) {
+			n++
+		}
+	}
+	return n
+}
 
 // Rows returns the rows of f, which must come from t.FDEs. The slice
 // belongs to the table and must not be modified.

@@ -116,20 +116,9 @@ func loadFixture(t testing.TB, bin string) (*Unwinder, *stackDump) {
 	return &Unwinder{Arch: d.arch, Resolver: res}, d
 }
 
-func stackDumps(t testing.TB) []string {
-	t.Helper()
-	dumps, err := filepath.Glob("../testdata/sframe/*.stack")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dumps) < 6 {
-		t.Fatalf("found %d stack dumps, want 6 (v1, v2, v3 on amd64 and arm64)", len(dumps))
-	}
-	for i := range dumps {
-		dumps[i] = strings.TrimSuffix(dumps[i], ".stack")
-	}
-	return dumps
-}
+// stackDumps returns the fixtures with a stack dump: v1, v2 and v3 on
+// amd64 and arm64.
+func stackDumps(t testing.TB) []string { return fixtureFiles(t, ".stack", 6) }
 
 // TestUnwindStackDumps unwinds the stacks the fixtures captured and wants
 // exactly the return addresses the compiler reported, ending at main's
