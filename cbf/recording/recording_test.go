@@ -2,10 +2,13 @@ package recording
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -441,5 +444,45 @@ func TestNotARecording(t *testing.T) {
 		if _, err := NewReader(bytes.NewReader(data)); err == nil {
 			t.Errorf("NewReader(%q) succeeded", data)
 		}
+	}
+}
+
+// TestFormatExample checks the example of cbf/FORMAT.md §7 byte for byte,
+// so the specification and the code cannot drift apart.
+func TestFormatExample(t *testing.T) {
+	doc, err := os.ReadFile("../FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, _ := strings.Cut(string(doc), "## 7. Example")
+	_, example, _ = strings.Cut(example, "```\n")
+	example, _, _ = strings.Cut(example, "```")
+	var want []byte
+	for _, line := range strings.Split(example, "\n") {
+		for _, tok := range strings.Fields(line) {
+			b, err := hex.DecodeString(tok)
+			if err != nil || len(b) != 1 {
+				break // the comment
+			}
+			want = append(want, b[0])
+		}
+	}
+	start := time.Unix(1_700_000_000, 0)
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Options{Host: "h1", Kernel: "6.18.0", Arch: "x86_64", Frequency: 99, Start: start,
+		Clock: func() time.Time { return start }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Sample(start.Add(10*time.Millisecond), 42, 42, 0, "ap", []uint64{0x401234, 0x401100}, nil, 0, 1)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("writer:\n% x\nFORMAT.md:\n% x", buf.Bytes(), want)
+	}
+	_, samples, _, _, err := readAll(t, want)
+	if err != io.EOF || len(samples) != 1 || samples[0].String() != "10ms 42/42 cpu0 ap u[401234 401100] k[] f0 w1" {
+		t.Errorf("read %v, %v", samples, err)
 	}
 }
