@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,7 @@ func TestParseMaps(t *testing.T) {
 		{0x7f2000000000, 0x7f2000001000, 0x1000, "00:2a", 77, "/tmp/my app", true},
 		{0x7ffd5c7f0000, 0x7ffd5c7f2000, 0, "00:00", 0, "[vdso]", false},
 	}
-	if !equalSlices(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("parseMaps:\n got %+v\nwant %+v", got, want)
 	}
 }
@@ -72,7 +73,7 @@ func TestMapSetInsert(t *testing.T) {
 		{0x3000, 0x5000, 0x2000, a},
 		{0x8000, 0x9000, 0, a},
 	}
-	if !equalSlices(s.maps, want) {
+	if !slices.Equal(s.maps, want) {
 		t.Fatalf("maps = %+v, want %+v", s.maps, want)
 	}
 	for _, tt := range []struct {
@@ -84,16 +85,4 @@ func TestMapSetInsert(t *testing.T) {
 			t.Errorf("find(%#x) = %+v, want file %v", tt.addr, m, tt.want)
 		}
 	}
-}
-
-func equalSlices[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

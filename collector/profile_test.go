@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sprof/sprof/stacks"
@@ -74,10 +75,10 @@ func TestProfileBuilding(t *testing.T) {
 	}
 	// The leaf is looked up at its address, return addresses one byte
 	// earlier; locations keep the real address.
-	if got, want := names(p.Samples[0]), []string{"/app+0x4000", "/app+0x4fff", "[unknown] 0x9999999"}; !equalSlices(got, want) {
+	if got, want := names(p.Samples[0]), []string{"/app+0x4000", "/app+0x4fff", "[unknown] 0x9999999"}; !slices.Equal(got, want) {
 		t.Errorf("sample 0 = %q, want %q", got, want)
 	}
-	if got, want := names(p.Samples[1]), []string{"k0xffffffff81000000", "k0xffffffff810000ff", "/app+0x5000", "bad+0x10"}; !equalSlices(got, want) {
+	if got, want := names(p.Samples[1]), []string{"k0xffffffff81000000", "k0xffffffff810000ff", "/app+0x5000", "bad+0x10"}; !slices.Equal(got, want) {
 		t.Errorf("sample 1 = %q, want %q", got, want)
 	}
 	if a := p.Samples[0].Stack[1].Address; a != 0x2000 {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,7 +176,7 @@ func TestPidReuseFromProc(t *testing.T) {
 	}
 	got := leafFiles(c.Profile())
 	want := []string{trueBin + " " + fileBuildID(t, trueBin), sleepBin + " " + fileBuildID(t, sleepBin)}
-	if !equalSlices(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("samples attributed to %q, want %q", got, want)
 	}
 	if st := c.Stats(); st.Processes != 2 || st.Samples != 2 {
@@ -215,7 +216,7 @@ func TestPidReuseFromSideband(t *testing.T) {
 	}
 	got := leafFiles(c.Profile())
 	want := []string{trueBin + " " + fileBuildID(t, trueBin), sleepBin + " b00b"}
-	if !equalSlices(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("samples attributed to %q, want %q", got, want)
 	}
 }
@@ -244,7 +245,7 @@ func TestSampleDuringExec(t *testing.T) {
 	for _, s := range c.Profile().Samples {
 		got = append(got, s.Stack[1].Mapping.File)
 	}
-	if want := []string{"/old", "/new"}; !equalSlices(got, want) {
+	if want := []string{"/old", "/new"}; !slices.Equal(got, want) {
 		t.Fatalf("user leaves in %q, want %q", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -94,7 +95,7 @@ func TestRingWrapAround(t *testing.T) {
 		}
 	}
 	read()
-	if want := names; !equal(got, want) {
+	if want := names; !slices.Equal(got, want) {
 		t.Fatalf("read %q, want %q", got, want)
 	}
 	if f.meta.Data_tail != f.head {
@@ -142,22 +143,10 @@ func TestParseCPUList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := ParseCPUList(tt.in)
-		if (err != nil) != tt.bad || !equal(got, tt.want) {
+		if (err != nil) != tt.bad || !slices.Equal(got, tt.want) {
 			t.Errorf("ParseCPUList(%q) = %v, %v", tt.in, got, err)
 		}
 	}
-}
-
-func equal[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // BenchmarkDrain measures draining and parsing MMAP2 records, the largest

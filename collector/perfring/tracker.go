@@ -92,15 +92,18 @@ func (t *Tracker) open(cpu, pages int) error {
 // Read drains every CPU's ring and calls fn for each record; rec and the
 // slices it holds are valid only during fn. LOST records are counted (see
 // Lost) and also passed to fn. Records are in time order within one CPU,
-// not across CPUs. A record that fails to parse is skipped and reported in
-// the returned error once the rings are drained.
+// not across CPUs. A record that fails to parse is skipped; the first
+// such error, with a count of the others, is returned once the rings are
+// drained.
 func (t *Tracker) Read(fn func(rec *Record)) (int, error) {
-	var errs []error
-	total := 0
+	var first error
+	bad, total := 0, 0
 	for _, r := range t.rings {
 		n, err := r.Read(func(b []byte) {
 			if err := Parse(b, &t.rec); err != nil {
-				errs = append(errs, err)
+				if bad++; first == nil {
+					first = err
+				}
 				return
 			}
 			if t.rec.Type == RecordLost {
@@ -110,10 +113,15 @@ func (t *Tracker) Read(fn func(rec *Record)) (int, error) {
 		})
 		total += n
 		if err != nil {
-			errs = append(errs, err)
+			if bad++; first == nil {
+				first = err
+			}
 		}
 	}
-	return total, errors.Join(errs...)
+	if bad > 1 {
+		return total, fmt.Errorf("%w (and %d more errors)", first, bad-1)
+	}
+	return total, first
 }
 
 // Lost is the number of records the kernel dropped so far because a ring
