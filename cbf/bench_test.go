@@ -5,9 +5,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sprof/sprof/cbf/internal/cputime"
 
 	"github.com/sprof/sprof/cbf"
 	"github.com/sprof/sprof/cbf/recording"
@@ -144,25 +145,25 @@ func benchStacks(b *testing.B, name string, stacks [][]uint64) {
 	}
 	b.Run(name+"/encode", func(b *testing.B) {
 		var buf []byte
-		cpu := cpuTime()
+		cpu := cputime.Start()
 		for i := 0; b.Loop(); i++ {
 			buf = cbf.AppendStack(buf[:0], cbf.Word64, stacks[i%len(stacks)], false)
 		}
-		perFrame(b, cpuTime()-cpu)
+		perFrame(b, cpu.Stop())
 		b.ReportMetric(float64(size)/float64(frames), "bytes/frame")
 		b.ReportMetric(float64(size)/float64(len(stacks)), "bytes/stack")
 	})
 	b.Run(name+"/decode", func(b *testing.B) {
 		out := make([]cbf.Frame, 0, 256)
 		b.ReportAllocs()
-		cpu := cpuTime()
+		cpu := cputime.Start()
 		for i := 0; b.Loop(); i++ {
 			var err error
 			if out, _, err = cbf.Decode(out[:0], recs[i%len(recs)]); err != nil {
 				b.Fatal(err)
 			}
 		}
-		perFrame(b, cpuTime()-cpu)
+		perFrame(b, cpu.Stop())
 	})
 }
 
@@ -172,15 +173,6 @@ func benchStacks(b *testing.B, name string, stacks [][]uint64) {
 func BenchmarkCBF(b *testing.B) {
 	benchStacks(b, "fixture", fixtureStacks(b))
 	benchStacks(b, "synthetic", syntheticStacks(4096))
-}
-
-// cpuTime returns the CPU time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkLookup(b *testing.B) {
@@ -198,8 +190,10 @@ func BenchmarkLookup(b *testing.B) {
 	for i := range addrs {
 		addrs[i] = 0x7f0000000000 + rng.Uint64N(300<<24)
 	}
+	cpu := cputime.Start()
 	for i := 0; b.Loop(); i++ {
 		m.Lookup(addrs[i%len(addrs)])
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/lookup")
+	b.ReportMetric(float64(cpu.Stop().Nanoseconds())/float64(b.N), "cpu-ns/lookup")
 }

@@ -1,0 +1,62 @@
+package recording
+
+import (
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/cbf/internal/cputime"
+)
+
+// countingWriter counts the bytes written to it.
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// BenchmarkWriter replays the samples of the real fixture (perf record -g
+// of the Go compiler, testdata/cbf/gobuild.sprof) through a Writer, with a
+// chunk a second of recorded time, and reports the cost and size of a
+// sample.
+func BenchmarkWriter(b *testing.B) {
+	data, err := os.ReadFile(fixture)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, samples, procs, _, err := readAll(b, data)
+	if err != io.EOF {
+		b.Fatal(err)
+	}
+	sortSamples(samples)
+	var out countingWriter
+	var cpu time.Duration
+	for b.Loop() {
+		out.n = 0
+		meter := cputime.Start()
+		clock := newFakeClock()
+		w, err := NewWriter(&out, Options{Clock: clock.now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := 0
+		for _, s := range samples {
+			clock.t = clock.at(s.t)
+			for next < len(procs) && procs[next].Time <= s.t {
+				w.addProcess(procs[next])
+				next++
+			}
+			w.Sample(clock.t, s.pid, s.tid, s.cpu, s.comm, s.user, s.kernel, s.flags, s.weight)
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		cpu += meter.Stop()
+	}
+	n := float64(b.N) * float64(len(samples))
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/sample")
+	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/sample")
+	b.ReportMetric(float64(out.n)/float64(len(samples)), "bytes/sample")
+}
