@@ -40,8 +40,13 @@
 //
 // Identical samples — same thread, name, mappings, user and kernel stacks,
 // truncation — become one count. A repeated stack costs a hash of its
-// words, one map lookup and one comparison, with no allocation
-// (BenchmarkAggregate reports ns/sample). Addresses are resolved and
+// words, one map lookup and one comparison, with no allocation: about
+// 200 ns of CPU per sample with 64-frame stacks (BenchmarkAggregate).
+// Stats.NsPerSample reports the same measure for a real recording, thread
+// CPU time rather than wall time so that a loaded host does not inflate
+// it; it includes the side band and the first sight of every stack, so a
+// short system-wide recording at 99 Hz shows several µs per sample while
+// costing under 0.2% of one CPU (BenchmarkRecordSystemWide). Addresses are resolved and
 // symbolized only when the profile is built, once per distinct location,
 // and return addresses are looked up one byte earlier, inside their call.
 package collector

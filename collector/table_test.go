@@ -249,3 +249,50 @@ func TestSampleDuringExec(t *testing.T) {
 		t.Fatalf("user leaves in %q, want %q", got, want)
 	}
 }
+
+// TestForkInheritsMappings: a forked child runs its parent's program
+// without exec; mappings the parent adds later are not the child's.
+func TestForkInheritsMappings(t *testing.T) {
+	c := newTestCollector(t, t.TempDir())
+	a := c.table.files.fromMMap(1, 0, 0, "/server", []byte{0xa})
+	b := c.table.files.fromMMap(1, 0, 0, "/plugin.so", []byte{0xb})
+	c.events = []event{
+		{time: 1, kind: eventMmap, pid: 600, m: mapping{0x1000, 0x2000, 0, a}},
+		{time: 2, kind: eventFork, pid: 601, ppid: 600},
+		{time: 4, kind: eventMmap, pid: 600, m: mapping{0x3000, 0x4000, 0, b}},
+	}
+	src := &fakeSource{}
+	src.add(601, 3, 0x1100)
+	src.add(601, 5, 0x3100)
+	src.add(600, 5, 0x3100)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	got := leafFiles(c.Profile())
+	want := []string{"/server 0a", "[unknown] ", "/plugin.so 0b"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("leaves in %q, want %q", got, want)
+	}
+}
+
+// TestNoRefreshBeforeLaterExec: /proc shows the program a process runs
+// now; a sample taken before a pending exec must not be resolved with it.
+func TestNoRefreshBeforeLaterExec(t *testing.T) {
+	proc := newFakeProc(t)
+	c := newTestCollector(t, proc.root)
+	old := c.table.files.fromMMap(1, 0, 0, "/old", []byte{0xa})
+	c.events = []event{
+		{time: 1, kind: eventMmap, pid: 700, m: mapping{0x1000, 0x2000, 0, old}},
+		{time: 10, kind: eventExec, pid: 700},
+	}
+	// After the exec, /proc shows the new program covering the address.
+	proc.set(700, 5, 0x5000, 0x6000, realPath(t, "/bin/true"))
+	src := &fakeSource{}
+	src.add(700, 5, 0x5100)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if got := leafFiles(c.Profile()); !slices.Equal(got, []string{"[unknown] "}) {
+		t.Fatalf("a sample before the exec resolved to %q from the later /proc", got)
+	}
+}
