@@ -252,7 +252,7 @@ func (d *cifDecoder) image(im *Image, ws WordSize, last *uint64) error {
 	if err != nil {
 		return err
 	}
-	if int64(eot) <= 0 || eot-1 > ws.Mask()-im.Base {
+	if int64(eot) <= 0 || eot > ws.Mask()-im.Base {
 		return formatErr(eotOff, "end of text", "offset %d from base 0x%x is not positive or passes the %d-bit word",
 			int64(eot), im.Base, ws.Bits())
 	}

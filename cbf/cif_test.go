@@ -268,6 +268,7 @@ func TestNewImageMapRejects(t *testing.T) {
 		{{Base: 0x1000, EndOfText: 0x2000, BuildID: make([]byte, 1025)}},
 		{{Base: 0x1000, EndOfText: 0x2000, Path: "\xff"}},
 		{{Base: 0xff00, EndOfText: 0x10001}},
+		{{Base: 0xff00, EndOfText: 0x10000}},
 	} {
 		if _, err := NewImageMap("", Word16, images); err == nil {
 			t.Errorf("NewImageMap(%v) succeeded", images)

@@ -35,7 +35,8 @@ type Image struct {
 	// what a symbolizer on another host needs.
 	BuildID []byte
 	// Base and EndOfText bound the text: addresses in [Base, EndOfText)
-	// belong to the image.
+	// belong to the image. EndOfText is at most the word's largest
+	// address, so the last byte of the address space is never text.
 	Base, EndOfText uint64
 	// TextOffset is the offset in the file that is mapped at Base, so an
 	// address becomes a file offset for symbolization. CIF does not carry
@@ -105,7 +106,7 @@ func checkImage(im *Image, ws WordSize) error {
 	switch {
 	case im.EndOfText <= im.Base:
 		return fmt.Errorf("end of text 0x%x not above base 0x%x", im.EndOfText, im.Base)
-	case im.EndOfText-1 > ws.Mask():
+	case im.EndOfText > ws.Mask():
 		return fmt.Errorf("end of text 0x%x beyond the %d-bit word", im.EndOfText, ws.Bits())
 	case len(im.BuildID) > MaxBuildIDLen:
 		return fmt.Errorf("build ID of %d bytes, more than %d", len(im.BuildID), MaxBuildIDLen)
