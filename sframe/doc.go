@@ -28,10 +28,22 @@
 // (only relocatable objects are written that way) is sorted on parse: the
 // table keeps its own sorted index and the section bytes are not touched.
 //
+// V1 has no rep_size field: its PCMASK (PLT) FDEs repeat every 16 bytes,
+// as readelf 2.40 assumes. A row whose start equals the function size
+// (binutils PR 33131) is kept and never matches.
+//
 // The unwinder (Unwinder.Unwind) takes the registers of the topmost frame,
 // a Memory to read the stack from (a Snapshot of stack bytes, or process
 // memory) and a Resolver that maps a PC to the Table of its binary and the
 // load bias, and writes PCs into a slice the caller provides. It does not
-// allocate, and says with a StopReason why it stopped. Package sframe
-// depends on nothing but the standard library.
+// allocate, and says with a StopReason why it stopped. It looks up return
+// addresses minus one (the call, not the instruction after it), strips
+// aarch64 pointer authentication codes from signed return addresses, uses
+// the link register only in the topmost frame, evaluates V3 FLEX rules on
+// SP, FP (and LR in the topmost frame) and stops on rules needing other
+// registers, and stops at V3 signal trampolines, whose registers SFrame
+// cannot describe. Where a mapping has no rule for a PC but keeps frame
+// pointers (Mapping.FramePointers, or SFRAME_F_FRAME_POINTER), it follows
+// the frame-pointer chain for that frame. Package sframe depends on
+// nothing but the standard library.
 package sframe

@@ -253,7 +253,9 @@ func (u *Unwinder) apply(fr *frame, r *Row, mem Memory) StopReason {
 
 // stepFP unwinds a frame that keeps the frame pointer: on amd64 and
 // aarch64 alike, FP points at the saved FP with the return address above
-// it, and the CFA is FP+16.
+// it. The CFA is taken as FP+16, exact on amd64; an aarch64 frame record
+// can sit below locals, so there the caller's SP is a lower bound and an
+// SP-based rule in the caller may then stop the unwind.
 func (u *Unwinder) stepFP(fr *frame, mem Memory) StopReason {
 	if fr.fp < fr.sp || fr.fp%8 != 0 {
 		return StopBadCFA
