@@ -47,7 +47,27 @@ type Sample struct {
 	// rather than from a frame record.
 	LeafReturn bool
 
-	frames []uint64 // backing store for User and Kernel, reused
+	frames []uint64 // backing store for User and Kernel when the record is misaligned
+}
+
+// frameView returns the first n u64s of b: b itself reinterpreted when it is
+// 8-byte aligned, as ring records copied by the ringbuf reader are (the
+// frames sit at an 8-byte multiple in a heap buffer), else a copy in *buf.
+func frameView(b []byte, n int, buf *[]uint64) []uint64 {
+	if n == 0 {
+		return nil
+	}
+	if uintptr(unsafe.Pointer(&b[0]))%8 == 0 {
+		return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), n)
+	}
+	if cap(*buf) < n {
+		*buf = make([]uint64, maxFrames)
+	}
+	frames := (*buf)[:n]
+	for i := range frames {
+		frames[i] = binary.NativeEndian.Uint64(b[8*i:])
+	}
+	return frames
 }
 
 // RecordError reports a malformed ring-buffer record: where and what.
@@ -81,13 +101,7 @@ func (s *Sample) decode(raw []byte) error {
 	if need := headerSize + 8*(nk+nu); len(raw) < need {
 		return &RecordError{Off: len(raw), Field: "frames", Msg: fmt.Sprintf("record has %d bytes, %d frames need %d", len(raw), nk+nu, need)}
 	}
-	if cap(s.frames) < maxFrames {
-		s.frames = make([]uint64, maxFrames)
-	}
-	frames := s.frames[:nk+nu]
-	for i := range frames {
-		frames[i] = binary.NativeEndian.Uint64(raw[headerSize+8*i:])
-	}
+	frames := frameView(raw[headerSize:], nk+nu, &s.frames)
 	s.Time = h.Time
 	s.Pid, s.Tid, s.CPU = h.Pid, h.Tid, h.Cpu
 	for i, c := range h.Comm {

@@ -94,3 +94,16 @@ func TestRingBufferSize(t *testing.T) {
 		}
 	}
 }
+
+// A record that is not 8-byte aligned in memory decodes the same, by copy.
+func TestDecodeMisaligned(t *testing.T) {
+	raw := makeRecord(2, 3)
+	shifted := append(make([]byte, 1, len(raw)+1), raw...)[1:]
+	var s Sample
+	if err := s.decode(shifted); err != nil {
+		t.Fatal(err)
+	}
+	if !equal(s.Kernel, []uint64{1, 2}) || !equal(s.User, []uint64{3, 4, 5}) {
+		t.Fatalf("kernel %v user %v", s.Kernel, s.User)
+	}
+}

@@ -34,8 +34,8 @@ func TestSamplesBusyChild(t *testing.T) {
 
 	// The child is busy for the whole second; even on a loaded host it gets
 	// a good share of a CPU.
-	if len(got) < 50 {
-		t.Fatalf("%d samples of a busy child in 1 s at 499 Hz, want ≥ 50", len(got))
+	if len(got) < 20 {
+		t.Fatalf("%d samples of a busy child in 1 s at 499 Hz, want ≥ 20", len(got))
 	}
 	for _, x := range got {
 		if x.Tid != x.Pid || !bytes.HasPrefix(x.Comm[:], []byte("fpwalk\x00")) {
@@ -100,7 +100,7 @@ func TestWalkPrologueEpilogue(t *testing.T) {
 	inMain := fx.returnAfterCall(t, "main", "leafloop")
 	cmd, _ := startFixture(t, "prologue")
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
+	got := collect(t, s, 2*time.Second, ofPid(cmd.Process.Pid))
 	pcs := map[uint64]int{}
 	for _, x := range got {
 		var want []uint64
@@ -239,15 +239,22 @@ func TestFollowForks(t *testing.T) {
 // kept still decodes.
 func TestLostSamples(t *testing.T) {
 	requireFixture(t)
-	cmd, _ := startFixture(t, "chain")
+	cmd, _ := startFixture(t, "deep", "100") // records of ~900 bytes: four fill the ring
 	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
 		RingBufferSize: os.Getpagesize()})
-	time.Sleep(500 * time.Millisecond)
-	n, err := s.Read(func(*Sample) {})
-	if err != nil {
-		t.Fatal(err)
+	var lost uint64
+	for deadline := time.Now().Add(5 * time.Second); lost == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		var err error
+		if lost, err = s.Lost(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	lost, err := s.Lost()
+	n, err := s.Read(func(x *Sample) {
+		if len(x.User) < 100 {
+			t.Errorf("a kept sample has %d user frames, want the fixture's 100+", len(x.User))
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

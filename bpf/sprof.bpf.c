@@ -195,6 +195,7 @@ static __always_inline __u64 stack_end(__u64 sp)
  * than LEAF_MAX_SIZE, otherwise the caller stays missing (never guessed).
  */
 #define LEAF_MAX_SIZE (8 << 10)
+#define MIN_USER_ADDR (64 << 10)
 
 /* arm64 return addresses may carry a pointer authentication code in their
  * top bits; user addresses fit in 48 bits (Linux's default user VA size). */
@@ -210,25 +211,31 @@ static __always_inline __s32 rel32(const __u8 *p)
 	return (__s32)((__u32)p[0] | (__u32)p[1] << 8 | (__u32)p[2] << 16 | (__u32)p[3] << 24);
 }
 
-/* Where the call that returns to ret jumped: direct, through a PLT stub
- * (jmp *GOT(%rip), optionally after endbr64 and bnd), or -fno-plt style
- * call *GOT(%rip). 0 when unknown. */
-static __always_inline __u64 call_target(__u64 ret)
+/* Whether the call that returns to ret entered the function holding pc:
+ * its target is at most LEAF_MAX_SIZE below pc. The call is call rel32,
+ * maybe to a PLT stub (jmp *GOT(%rip), optionally after endbr64 and bnd)
+ * that is followed to the GOT entry, or -fno-plt style call *GOT(%rip).
+ * Candidates below mmap_min_addr's default (64 KiB) are small integers, not
+ * code addresses; skipping them avoids most faulting reads, each of which
+ * costs microseconds. */
+static __always_inline bool entered_from(__u64 ret, __u64 pc)
 {
 	__u8 site[6], stub[11];
 	__u64 target, got = 0;
 
-	if (ret < sizeof(site) || bpf_probe_read_user(site, sizeof(site), (void *)(ret - sizeof(site))))
-		return 0;
+	if (ret < MIN_USER_ADDR || bpf_probe_read_user(site, sizeof(site), (void *)(ret - sizeof(site))))
+		return false;
 	if (site[0] == 0xff && site[1] == 0x15) { /* call *rel32(%rip) */
 		bpf_probe_read_user(&got, sizeof(got), (void *)(ret + rel32(&site[2])));
-		return got;
+		return got <= pc && pc - got < LEAF_MAX_SIZE;
 	}
 	if (site[1] != 0xe8) /* call rel32 */
-		return 0;
+		return false;
 	target = ret + rel32(&site[2]);
-	if (bpf_probe_read_user(stub, sizeof(stub), (void *)target))
-		return target;
+	if (target <= pc && pc - target < LEAF_MAX_SIZE)
+		return true;
+	if (target < MIN_USER_ADDR || bpf_probe_read_user(stub, sizeof(stub), (void *)target))
+		return false;
 	if (stub[0] == 0xff && stub[1] == 0x25) /* jmp *rel32(%rip) */
 		bpf_probe_read_user(&got, sizeof(got), (void *)(target + 6 + rel32(&stub[2])));
 	else if (stub[0] == 0xf3 && stub[1] == 0x0f && stub[2] == 0x1e && stub[3] == 0xfa) {
@@ -237,13 +244,13 @@ static __always_inline __u64 call_target(__u64 ret)
 		else if (stub[4] == 0xff && stub[5] == 0x25) /* endbr64; jmp */
 			bpf_probe_read_user(&got, sizeof(got), (void *)(target + 10 + rel32(&stub[6])));
 	}
-	return got ? got : target;
+	return got <= pc && pc - got < LEAF_MAX_SIZE;
 }
 
 static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 {
 	__u8 insn[8];
-	__u64 ret = 0, target;
+	__u64 ret = 0;
 	int slot = -1;
 
 	if (bpf_probe_read_user(insn, sizeof(insn), (void *)pc))
@@ -258,10 +265,7 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 		return 0;
 	if (slot >= 0)
 		return ret;
-	target = call_target(ret);
-	if (target && target <= pc && pc - target < LEAF_MAX_SIZE)
-		return ret;
-	return 0;
+	return entered_from(ret, pc) ? ret : 0;
 }
 #elif defined(__TARGET_ARCH_arm64)
 static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
@@ -277,7 +281,8 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 	    insn == 0x910003fd ||                         /* mov x29, sp */
 	    insn == 0xd65f03c0 || insn == 0xd65f0bff || insn == 0xd65f0fff) /* ret, retaa, retab */
 		return lr;
-	if (lr < 4 || bpf_probe_read_user(&bl, sizeof(bl), (void *)(lr - 4)) || (bl & 0xfc000000) != 0x94000000)
+	if (lr < MIN_USER_ADDR || bpf_probe_read_user(&bl, sizeof(bl), (void *)(lr - 4)) ||
+	    (bl & 0xfc000000) != 0x94000000)
 		return 0;
 	target = lr - 4 + ((__s64)((__s32)(bl << 6) >> 6) << 2);
 	if (target <= pc && pc - target < LEAF_MAX_SIZE && !(target <= lr && lr - target < LEAF_MAX_SIZE))

@@ -92,12 +92,7 @@ struct user_pt_regs {
 	__u64 pc;
 	__u64 pstate;
 };
-struct pt_regs {
-	__u64 regs[31];
-	__u64 sp;
-	__u64 pc;
-	__u64 pstate;
-};
+struct pt_regs;
 #else
 #error "sprof's BPF program supports x86-64 and arm64 only"
 #endif
