@@ -246,9 +246,6 @@ func (f *FDE) Signal() bool { return f.Info&0x80 != 0 }
 // Type returns the V3 FDE type (FDETypeDefault or FDETypeFlex).
 func (f *FDE) Type() uint8 { return f.Info2 & 0x1f }
 
-// NumRows returns the number of rows of the function.
-func (f *FDE) NumRows() int { return int(f.nrows) }
-
 // LocKind says how a value (CFA, RA, FP) is recovered.
 type LocKind uint8
 

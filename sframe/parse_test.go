@@ -300,3 +300,40 @@ func TestUnsupportedFDEType(t *testing.T) {
 		t.Fatalf("%d FDEs, %d unsupported, errors %v", len(tab.FDEs()), tab.Unsupported(), tab.Errors)
 	}
 }
+
+// TestV3OutermostFDE gives the first function of the V3 vector no rows:
+// in V3 a DEFAULT FDE without rows marks the outermost frame.
+func TestV3OutermostFDE(t *testing.T) {
+	data := mustHex(refVectors[3].hex)
+	data[28+2*16] = 0 // FDE 0's attribute record, num_fres
+	tab, err := Parse(data, refVectors[3].addr)
+	if err != nil || len(tab.Errors) != 0 {
+		t.Fatal(err, tab.Errors)
+	}
+	r, ok := tab.Lookup(0x401004)
+	if !ok || !r.Row.Outermost() {
+		t.Fatalf("Lookup = %v, %v; want the outermost rule", tab.Describe(r), ok)
+	}
+	u := Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: tab}}
+	out := make([]uint64, 4)
+	if n, stop := u.Unwind(Regs{PC: 0x401004, SP: 0x7000}, &Snapshot{}, out); n != 1 || stop != StopOutermost {
+		t.Fatalf("Unwind: %d frames, %v", n, stop)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{(FlagFDESorted | FlagFDEFuncStartPCRel).String(), "SFRAME_F_FDE_SORTED|SFRAME_F_FDE_FUNC_START_PCREL"},
+		{Flags(0).String(), "NONE"},
+		{Flags(0x9).String(), "SFRAME_F_FDE_SORTED|0x8"},
+		{Version3.String(), "SFRAME_VERSION_3"},
+		{Version(9).String(), "SFrame version 9"},
+		{ABIAArch64BE.String(), "SFRAME_ABI_AARCH64_ENDIAN_BIG"},
+		{ArchARM64.String(), "arm64"},
+		{LocReg.String(), "reg"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
