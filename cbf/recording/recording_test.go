@@ -486,3 +486,36 @@ func TestFormatExample(t *testing.T) {
 		t.Errorf("read %v, %v", samples, err)
 	}
 }
+
+func TestProcessTable(t *testing.T) {
+	_, _, procs, _, _ := readAll(t, writeRecording(t))
+	table := NewProcessTable()
+	table.Add(procs)
+	m := testMap(t, 0x400000)
+	for _, c := range []struct {
+		pid  uint32
+		at   time.Duration
+		want *cbf.ImageMap
+	}{
+		{100, 0, m},
+		{100, time.Hour, m},
+		{102, time.Second, m},
+		{102, 1500 * time.Millisecond, nil}, // exited
+		{999, 0, nil},
+	} {
+		got := table.Map(c.pid, c.at)
+		if (got == nil) != (c.want == nil) || got != nil && !got.Equal(c.want) {
+			t.Errorf("Map(%d, %v) = %v; want %v", c.pid, c.at, got, c.want)
+		}
+	}
+	if k := table.Kernel(time.Second); k == nil || !k.Equal(kernelMap(t)) {
+		t.Errorf("Kernel = %v", k)
+	}
+	// Records apply by time, whatever order they arrive in.
+	late := NewProcessTable()
+	late.Add([]Process{{PID: 7, Time: 2 * time.Second, Comm: "new"}})
+	late.Add([]Process{{PID: 7, Time: time.Second, Comm: "old"}})
+	if got := late.Comm(7, 1500*time.Millisecond) + late.Comm(7, 0) + late.Comm(7, 3*time.Second); got != "oldoldnew" {
+		t.Errorf("Comm by time: %q", got)
+	}
+}
