@@ -63,6 +63,7 @@ type unitConverter struct {
 	lt       *lineTable
 	out      unitResult
 	pathIdx  map[string]uint32
+	fileIdx  map[uint64]int64 // DWARF file number → path index, -1 invalid
 	rowBuf   []int
 }
 
@@ -177,7 +178,7 @@ func (u *unitConverter) convert(off dwarf.Offset) (res unitResult) {
 	if stmt, ok := cu.Val(dwarf.AttrStmtList).(int64); ok && u.secs.line != nil {
 		u.lt, _ = parseLineTable(u.secs, uint64(stmt), u.addrSize)
 	}
-	u.pathIdx = map[string]uint32{}
+	u.pathIdx, u.fileIdx = map[string]uint32{}, map[uint64]int64{}
 	for i := range u.nodes {
 		if u.nodes[i].e.Tag == dwarf.TagSubprogram {
 			u.subprogram(int32(i))
@@ -368,9 +369,27 @@ func (u *unitConverter) isTombstone(a uint64) bool {
 
 // ranges returns the non-empty ranges of d, sorted and merged.
 func (u *unitConverter) ranges(e *dwarf.Entry) ([][2]uint64, []gsym.Range) {
-	rs, err := u.d.Ranges(e)
-	if err != nil {
-		return nil, nil
+	var rs [][2]uint64
+	if low, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && e.Val(dwarf.AttrRanges) == nil {
+		// The common case, without debug/dwarf's Ranges, which re-reads
+		// the unit's DIE on every call.
+		switch f := e.AttrField(dwarf.AttrHighpc); {
+		case f == nil:
+			return nil, nil
+		case f.Class == dwarf.ClassConstant:
+			v, _ := f.Val.(int64)
+			rs = [][2]uint64{{low, low + uint64(v)}}
+		case f.Class == dwarf.ClassAddress:
+			v, _ := f.Val.(uint64)
+			rs = [][2]uint64{{low, v}}
+		default:
+			return nil, nil
+		}
+	} else {
+		var err error
+		if rs, err = u.d.Ranges(e); err != nil {
+			return nil, nil
+		}
 	}
 	var merged []gsym.Range
 	for _, r := range rs {
@@ -414,16 +433,21 @@ func (u *unitConverter) subprogram(i int32) {
 // fileIndex maps a DWARF file number to the unit's path list; false for an
 // invalid number.
 func (u *unitConverter) fileIndex(dwarfFile uint64) (uint32, bool) {
+	if i, ok := u.fileIdx[dwarfFile]; ok {
+		return uint32(i), i >= 0
+	}
 	p, ok := u.lt.filePath(dwarfFile, u.compDir)
 	if !ok {
+		u.fileIdx[dwarfFile] = -1
 		return 0, false
 	}
-	if i, ok := u.pathIdx[p]; ok {
-		return i, true
+	i, ok := u.pathIdx[p]
+	if !ok {
+		u.out.paths = append(u.out.paths, p)
+		i = uint32(len(u.out.paths))
+		u.pathIdx[p] = i
 	}
-	u.out.paths = append(u.out.paths, p)
-	i := uint32(len(u.out.paths))
-	u.pathIdx[p] = i
+	u.fileIdx[dwarfFile] = int64(i)
 	return i, true
 }
 

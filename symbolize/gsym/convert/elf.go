@@ -12,7 +12,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sprof/sprof/symbolize/gsym"
 )
@@ -248,33 +250,60 @@ func fileCRC(p string) (uint32, error) {
 	return h.Sum32(), err
 }
 
-// loadDWARF opens f's DWARF and the sections the line-program parser
-// reads, decompressing SHF_COMPRESSED and .zdebug sections.
+// dwarfSections are the sections the converter reads; locations, frames
+// and types are never decompressed.
+var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", "line_str", "rnglists", "str_offsets"}
+
+// loadDWARF opens f's DWARF, decompressing (SHF_COMPRESSED or .zdebug)
+// the sections it needs once each, in parallel.
 func loadDWARF(f *elf.File, maxSize uint64) (*dwarf.Data, *lineSections, error) {
 	if maxSize == 0 {
 		maxSize = 4 << 30
 	}
-	for _, s := range f.Sections {
-		if strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
-			if s.Size > maxSize {
-				return nil, nil, fmt.Errorf("section %s is %d bytes, over the %d-byte cap", s.Name, s.Size, maxSize)
+	if f.Type == elf.ET_REL {
+		// Object files need relocations applied, which debug/elf does.
+		d, err := f.DWARF()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read DWARF: %w", err)
+		}
+		secs := &lineSections{order: f.ByteOrder}
+		for _, x := range []struct {
+			name string
+			dst  *[]byte
+		}{{"line", &secs.line}, {"str", &secs.str}, {"line_str", &secs.lineStr}} {
+			if *x.dst, err = debugSection(f, x.name, maxSize); err != nil {
+				return nil, nil, err
 			}
 		}
+		return d, secs, nil
 	}
-	d, err := f.DWARF()
+	data := make([][]byte, len(dwarfSections))
+	errs := make([]error, len(dwarfSections))
+	var wg sync.WaitGroup
+	for i, name := range dwarfSections {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data[i], errs[i] = debugSection(f, name, maxSize)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	sect := func(name string) []byte { return data[slices.Index(dwarfSections, name)] }
+	d, err := dwarf.New(sect("abbrev"), nil, nil, sect("info"), sect("line"), nil, sect("ranges"), sect("str"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("read DWARF: %w", err)
 	}
-	secs := &lineSections{order: f.ByteOrder}
-	for _, x := range []struct {
-		name string
-		dst  *[]byte
-	}{{"line", &secs.line}, {"str", &secs.str}, {"line_str", &secs.lineStr}} {
-		if *x.dst, err = debugSection(f, x.name, maxSize); err != nil {
-			return nil, nil, err
+	for _, name := range []string{"addr", "line_str", "rnglists", "str_offsets"} {
+		if b := sect(name); b != nil {
+			if err := d.AddSection(".debug_"+name, b); err != nil {
+				return nil, nil, fmt.Errorf("read DWARF: %w", err)
+			}
 		}
 	}
-	return d, secs, nil
+	return d, &lineSections{line: sect("line"), str: sect("str"), lineStr: sect("line_str"), order: f.ByteOrder}, nil
 }
 
 // debugSection returns the contents of .debug_NAME or .zdebug_NAME.

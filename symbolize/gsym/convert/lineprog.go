@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -148,7 +149,7 @@ func (b *lineBuf) cstr() string {
 	if b.err != nil {
 		return ""
 	}
-	i := strings.IndexByte(string(b.b[b.off:]), 0)
+	i := bytes.IndexByte(b.b[b.off:], 0)
 	if i < 0 {
 		b.fail("unterminated string")
 		return ""
@@ -163,10 +164,8 @@ func strAt(sect []byte, off uint64) (string, bool) {
 		return "", false
 	}
 	s := sect[off:]
-	for i, c := range s {
-		if c == 0 {
-			return string(s[:i]), true
-		}
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
 	}
 	return string(s), true
 }

@@ -149,11 +149,27 @@ func TestReaderMatchesLLVM(t *testing.T) {
 
 // TestConverterMatchesLLVM: the GSYM sprof writes from each binary, read
 // by llvm-gsymutil and by sprof, answers as LLVM's own GSYM of it does.
+//
+// GSYM_ORACLE_BINARY=/path/to/binary adds a binary of your choice, which
+// LLVM converts first (for checking large real programs by hand).
 func TestConverterMatchesLLVM(t *testing.T) {
 	tool := llvmGsymutil(t)
-	for _, fx := range oracleFixtures {
+	fxs := slices.Clone(oracleFixtures)
+	dir := fixtures
+	if p := os.Getenv("GSYM_ORACLE_BINARY"); p != "" {
+		dir = t.TempDir()
+		if err := os.Symlink(p, filepath.Join(dir, "extra")); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(tool, "--quiet", "--num-threads=1", "--convert", p, "-o", filepath.Join(dir, "extra.llvm.gsym")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("llvm-gsymutil --convert: %v\n%s", err, out)
+		}
+		fxs = []struct{ name, binary, llvm string }{{"extra", "extra", "extra.llvm.gsym"}}
+	}
+	for _, fx := range fxs {
 		t.Run(fx.name, func(t *testing.T) {
-			c, st, err := ELF(filepath.Join(fixtures, fx.binary), Options{DebugDirs: []string{t.TempDir()}})
+			c, st, err := ELF(filepath.Join(dir, fx.binary), Options{DebugDirs: []string{t.TempDir()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +180,11 @@ func TestConverterMatchesLLVM(t *testing.T) {
 			if err := c.WriteFile(ours, gsym.EncodeOptions{ByteOrder: st.ByteOrder}); err != nil {
 				t.Fatal(err)
 			}
-			llvm := openFixture(t, fx.llvm)
+			llvm, err := gsym.Open(filepath.Join(dir, fx.llvm))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer llvm.Close()
 			r, err := gsym.Open(ours)
 			if err != nil {
 				t.Fatal(err)
@@ -179,7 +199,8 @@ func TestConverterMatchesLLVM(t *testing.T) {
 			addrs := append(probeAddresses(t, llvm), probeAddresses(t, r)...)
 			slices.Sort(addrs)
 			addrs = slices.Compact(addrs)
-			want := llvmLookups(t, tool, filepath.Join(fixtures, fx.llvm), addrs)
+			t.Logf("%d addresses", len(addrs))
+			want := llvmLookups(t, tool, filepath.Join(dir, fx.llvm), addrs)
 			compareLookups(t, "llvm-gsymutil on sprof's file", addrs, llvmLookups(t, tool, ours, addrs), want)
 			compareLookups(t, "sprof on sprof's file", addrs, ourLookups(r, addrs), want)
 		})
