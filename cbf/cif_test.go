@@ -261,12 +261,25 @@ func TestImageMapLookup(t *testing.T) {
 	}
 }
 
+func TestNewImageMapCleansPaths(t *testing.T) {
+	m, err := NewImageMap("", Word64, []Image{{Base: 0x1000, EndOfText: 0x2000, Path: "/tmp/\xffx.so"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im := m.Image(0); im.Path != "/tmp/\uFFFDx.so" || im.Name != "\uFFFDx.so" {
+		t.Errorf("path %q, name %q", im.Path, im.Name)
+	}
+	if got, _, err := DecodeImageMap(m.AppendCIF(nil)); err != nil || !got.Equal(m) {
+		t.Errorf("round trip: %v %v", got, err)
+	}
+}
+
 func TestNewImageMapRejects(t *testing.T) {
 	for _, images := range [][]Image{
 		{{Base: 0x2000, EndOfText: 0x2000}},
 		{{Base: 0x1000, EndOfText: 0x3000}, {Base: 0x2000, EndOfText: 0x4000}},
 		{{Base: 0x1000, EndOfText: 0x2000, BuildID: make([]byte, 1025)}},
-		{{Base: 0x1000, EndOfText: 0x2000, Path: "\xff"}},
+		{{Base: 0x1000, EndOfText: 0x2000, Path: strings.Repeat("\xffa", 1500)}}, // 6000 bytes as UTF-8
 		{{Base: 0xff00, EndOfText: 0x10001}},
 		{{Base: 0xff00, EndOfText: 0x10000}},
 	} {

@@ -66,8 +66,9 @@ type ImageMap struct {
 }
 
 // NewImageMap checks images, sorts a copy of them by base address and
-// indexes them. An empty BuildID is stored as nil and an empty Name is
-// taken from Path. It fails when an image's text is empty or reaches past
+// indexes them. An empty BuildID is stored as nil, bytes of Path that are
+// not UTF-8 become U+FFFD (as Swift 6.2 does), and an empty Name is taken
+// from Path. It fails when an image's text is empty or reaches past
 // the word size, when images overlap, or when a limit is exceeded.
 // platform describes the system, as "Linux (Debian GNU/Linux 12 (bookworm))";
 // sprof recordings leave it empty, since their header says it once.
@@ -85,12 +86,14 @@ func NewImageMap(platform string, ws WordSize, images []Image) (*ImageMap, error
 	slices.SortStableFunc(sorted, func(a, b Image) int { return cmp.Compare(a.Base, b.Base) })
 	for i := range sorted {
 		im := &sorted[i]
+		im.Path = strings.ToValidUTF8(im.Path, "\uFFFD") // Linux paths are bytes; CIF's are UTF-8
 		if err := checkImage(im, ws); err != nil {
 			return nil, fmt.Errorf("image map: image %q: %w", im.Path, err)
 		}
 		if len(im.BuildID) == 0 {
 			im.BuildID = nil
 		}
+
 		if im.Name == "" {
 			im.Name = baseName(im.Path)
 		}
@@ -110,8 +113,8 @@ func checkImage(im *Image, ws WordSize) error {
 		return fmt.Errorf("end of text 0x%x beyond the %d-bit word", im.EndOfText, ws.Bits())
 	case len(im.BuildID) > MaxBuildIDLen:
 		return fmt.Errorf("build ID of %d bytes, more than %d", len(im.BuildID), MaxBuildIDLen)
-	case len(im.Path) > MaxPathLen || !utf8.ValidString(im.Path):
-		return fmt.Errorf("path is not UTF-8 of at most %d bytes", MaxPathLen)
+	case len(im.Path) > MaxPathLen:
+		return fmt.Errorf("path longer than %d bytes", MaxPathLen)
 	}
 	return nil
 }

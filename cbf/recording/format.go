@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -133,7 +134,14 @@ func parseHeader(p payload) (Header, error) {
 	return h, err
 }
 
+// appendString writes s as a string field. Names from the system (a
+// thread's comm is any 16 bytes) need not be UTF-8: invalid bytes become
+// U+FFFD and overlong strings are cut, so the reader's rules always hold.
 func appendString(dst []byte, s string) []byte {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > maxString {
+		s = strings.ToValidUTF8(s[:maxString], "")
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
 }

@@ -519,3 +519,16 @@ func TestProcessTable(t *testing.T) {
 		t.Errorf("Comm by time: %q", got)
 	}
 }
+
+func TestNamesNotUTF8(t *testing.T) {
+	clock := newFakeClock()
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, Options{Clock: clock.now, Host: "h\xff"})
+	w.Sample(clock.now(), 1, 1, 0, "bad\xfe\xffcomm", []uint64{1}, nil, 0, 1)
+	w.Sample(clock.now(), 2, 2, 0, strings.Repeat("x", 5000), []uint64{1}, nil, 0, 1)
+	w.Close()
+	h, samples, _, _, err := readAll(t, buf.Bytes())
+	if err != io.EOF || len(samples) != 2 || h.Host != "h\uFFFD" || samples[0].comm != "bad\uFFFDcomm" || len(samples[1].comm) != maxString {
+		t.Errorf("host %q, samples %v, %v", h.Host, samples, err)
+	}
+}
