@@ -18,12 +18,12 @@ type cache[V any] struct {
 }
 
 type entry[V any] struct {
-	key   string
-	done  chan struct{}
-	val   V
-	err   error
-	size  int64
-	elem  *list.Element
+	key  string
+	done chan struct{}
+	val  V
+	err  error
+	size int64
+	elem *list.Element
 }
 
 // CacheStats counts the work of a symbolizer's table cache.

@@ -70,7 +70,7 @@ func (s *ELF) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fram
 	if !ok {
 		return dst, nil
 	}
-	return img.frames(dst, addr, s.opts.Demangle, b.Path)
+	return img.frames(dst, addr, b.Path)
 }
 
 // CacheStats reports the work of the table cache so far.
@@ -79,7 +79,8 @@ func (s *ELF) CacheStats() CacheStats { return s.cache.statistics() }
 // image returns the cached tables of b, loading them on first use.
 func (s *ELF) image(b Binary) (*image, error) {
 	if b.BuildID != "" {
-		return s.cache.get("id:"+b.BuildID, func() (*image, int64, error) {
+		// Hex never collides with the "file:" keys below.
+		return s.cache.get(b.BuildID, func() (*image, int64, error) {
 			return s.open(b, b.BuildID)
 		})
 	}
@@ -105,7 +106,7 @@ func (s *ELF) open(b Binary, id string) (*image, int64, error) {
 	if !st.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("%s: not a regular file", b.Path)
 	}
-	img, err := loadImage(f, st.Size(), b.Path, s.debugLocator(b, id))
+	img, err := loadImage(f, st.Size(), b.Path, s.opts.Demangle, s.debugLocator(b, id))
 	if err != nil {
 		return nil, 0, err
 	}

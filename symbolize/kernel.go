@@ -77,7 +77,7 @@ func ReadKallsyms(r io.Reader) (*Kernel, error) {
 	if !nonzero {
 		return nil, ErrKernelAddressesHidden
 	}
-	return &Kernel{syms: newSymtab(syms)}, nil
+	return &Kernel{syms: newSymtab(syms, DemangleFull)}, nil
 }
 
 // regionEnd reports text symbols that mark where a code region ends, not
@@ -132,5 +132,5 @@ func (k *Kernel) Symbolize(dst []stacks.Frame, addr uint64) []stacks.Frame {
 	if i < 0 {
 		return dst
 	}
-	return append(dst, k.syms.frame(i, DemangleFull))
+	return append(dst, k.syms.frame(i))
 }

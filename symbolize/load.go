@@ -62,7 +62,7 @@ func (img *image) vaddr(off uint64) (uint64, bool) {
 
 // frames appends the frames of the instruction at addr: from Go's pclntab
 // for Go functions, else from the symbol table with DWARF's file and line.
-func (img *image) frames(dst []stacks.Frame, addr uint64, d Demangling, name string) ([]stacks.Frame, error) {
+func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks.Frame, error) {
 	if img.gotab != nil {
 		var f stacks.Frame
 		var ok bool
@@ -84,7 +84,7 @@ func (img *image) frames(dst []stacks.Frame, addr uint64, d Demangling, name str
 	if i < 0 {
 		return dst, nil
 	}
-	f := img.syms.frame(i, d)
+	f := img.syms.frame(i)
 	if img.lines != nil {
 		if file, line, ok := img.lines.lookup(addr); ok {
 			f.File, f.Line = file, line
@@ -107,8 +107,9 @@ func contain(name string, fn func() error) (err error) {
 }
 
 // loadImage reads the tables of the binary r (of size bytes, named name in
-// errors). findDebug returns the path of its separate debug file, or "".
-func loadImage(r io.ReaderAt, size int64, name string, findDebug func(buildID string, link debugfile.Link) string) (*image, error) {
+// errors), to show names demangled as d says. findDebug returns the path
+// of its separate debug file, or "".
+func loadImage(r io.ReaderAt, size int64, name string, d Demangling, findDebug func(buildID string, link debugfile.Link) string) (*image, error) {
 	img := &image{}
 	var syms []symbol
 	var ef *elf.File
@@ -175,7 +176,7 @@ func loadImage(r io.ReaderAt, size int64, name string, findDebug func(buildID st
 		syms = appendMiniDebugInfo(syms, ef, size, name)
 	}
 
-	img.syms = newSymtab(syms)
+	img.syms = newSymtab(syms, d)
 	img.bytes = img.syms.bytes + int64(len(img.loads))*32
 	if img.lines != nil {
 		img.bytes += img.lines.size()
@@ -423,4 +424,3 @@ func goTableSize(t *gosym.Table) int64 {
 	}
 	return n
 }
-

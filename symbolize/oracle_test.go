@@ -127,7 +127,7 @@ func nmCode(t testing.TB, path string) []nmSym {
 // a2lFrame is one frame of `addr2line -f -i -C` output.
 type a2lFrame struct {
 	function, file string
-	line             int
+	line           int
 }
 
 var discriminator = regexp.MustCompile(` \(discriminator \d+\)$`)

@@ -49,8 +49,9 @@ type symtab struct {
 	module []string // nil unless some symbol has a module
 	// pretty holds demangled names, filled on first use so a table of a
 	// large C++ binary costs nothing until its symbols are looked up.
-	pretty []atomic.Pointer[string]
-	bytes  int64
+	pretty   []atomic.Pointer[string]
+	demangle Demangling
+	bytes    int64
 }
 
 // better reports whether a should name an address rather than b.
@@ -79,8 +80,9 @@ func leadingUnderscores(s string) int {
 	return len(s) - len(strings.TrimLeft(s, "_"))
 }
 
-// newSymtab builds the table from syms, which it reorders.
-func newSymtab(syms []symbol) *symtab {
+// newSymtab builds the table from syms, which it reorders; names are
+// shown demangled as d says.
+func newSymtab(syms []symbol, d Demangling) *symtab {
 	slices.SortFunc(syms, func(a, b symbol) int {
 		if a.addr != b.addr {
 			if a.addr < b.addr {
@@ -112,6 +114,8 @@ func newSymtab(syms []symbol) *symtab {
 		end:    make([]uint64, 0, len(syms)),
 		parent: make([]int32, 0, len(syms)),
 		name:   make([]string, 0, len(syms)),
+
+		demangle: d,
 	}
 	var open []int32 // sized symbols that may still enclose the next one
 	for i := range syms {
@@ -186,19 +190,19 @@ func (t *symtab) lookup(addr uint64) int {
 	return i
 }
 
-// frame returns the frame of symbol i, its name demangled with d.
-func (t *symtab) frame(i int, d Demangling) stacks.Frame {
+// frame returns the frame of symbol i.
+func (t *symtab) frame(i int) stacks.Frame {
 	raw := t.name[i]
 	f := stacks.Frame{Function: raw}
 	if t.module != nil && t.module[i] != "" {
 		f.File = "[" + t.module[i] + "]"
 	}
-	if !mangled(raw) || d == DemangleNone {
+	if !mangled(raw) || t.demangle == DemangleNone {
 		return f
 	}
 	p := t.pretty[i].Load()
 	if p == nil {
-		s := demangled(raw, d)
+		s := demangled(raw, t.demangle)
 		p = &s
 		t.pretty[i].Store(p)
 	}

@@ -1,0 +1,100 @@
+package symbolize
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sprof/sprof/stacks"
+)
+
+// benchOffsets returns file offsets one byte into every function of the
+// binary, as a profile's addresses would land.
+func benchOffsets(b *testing.B, s *ELF, bin Binary) []uint64 {
+	if _, err := os.Stat(bin.Path); err != nil {
+		b.Skip(err)
+	}
+	img, err := s.image(bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var offs []uint64
+	for _, seg := range img.loads {
+		if !seg.exec {
+			continue
+		}
+		for _, a := range img.syms.start {
+			if a >= seg.vaddr && a-seg.vaddr < seg.filesz {
+				offs = append(offs, a-seg.vaddr+seg.off+1)
+			}
+		}
+		if img.gotab != nil {
+			for _, fn := range img.gotab.Funcs {
+				if fn.Entry >= seg.vaddr && fn.Entry-seg.vaddr < seg.filesz {
+					offs = append(offs, fn.Entry-seg.vaddr+seg.off+1)
+				}
+			}
+		}
+	}
+	if len(offs) == 0 {
+		b.Fatal("no functions")
+	}
+	return offs
+}
+
+// BenchmarkSymbolizeWarm measures a lookup with the binary's tables
+// cached: libc with its debug file (names, files and lines), a C++ binary
+// (demangled names) and this Go test binary (pclntab), each named by build
+// ID as the collector names them; and libc without its build ID, which
+// costs a stat(2) per lookup to key the cache by file identity.
+func BenchmarkSymbolizeWarm(b *testing.B) {
+	for _, c := range []struct {
+		name, path string
+		byID       bool
+	}{
+		{"libc", libc, true},
+		{"cpp", fixture("cpp-O2"), true},
+		{"go", os.Args[0], true},
+		{"libc-by-stat", libc, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := NewELF(Options{})
+			bin := Binary{Path: c.path}
+			if c.byID {
+				id, err := buildIDOf(c.path)
+				if err != nil {
+					// Go's toolchain writes no GNU build ID; any
+					// stable key serves the cache.
+					id = "00000000"
+				}
+				bin.BuildID = id
+			}
+			offs := benchOffsets(b, s, bin)
+			var frames []stacks.Frame
+			n := 0
+			for b.Loop() {
+				var err error
+				frames, err = s.Symbolize(frames[:0], bin, offs[n%len(offs)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
+		})
+	}
+}
+
+// BenchmarkLoad measures building a binary's tables from scratch: libc
+// with its debug file, the one-time cost per binary.
+func BenchmarkLoad(b *testing.B) {
+	if _, err := os.Stat(libc); err != nil {
+		b.Skip(err)
+	}
+	for b.Loop() {
+		s := NewELF(Options{})
+		if _, err := s.image(Binary{Path: libc}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/binary")
+}
