@@ -125,6 +125,9 @@ func runRecord(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "sprof: recorded %.1fs, %d samples, %d lost, %d processes; wrote %s (%s)\n",
 		stats.Duration.Seconds(), stats.Samples, stats.Lost, stats.Processes, o.output, o.format)
+	if stats.Errors > 0 {
+		fmt.Fprintf(e.stderr, "sprof: %d records could not be read and were skipped; first: %v\n", stats.Errors, stats.Err)
+	}
 	if stats.Sideband != nil {
 		fmt.Fprintf(e.stderr, "sprof: processes that exited between reads may be unattributed: %v\n", stats.Sideband)
 	}
