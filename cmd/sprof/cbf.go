@@ -25,7 +25,7 @@ end are decoded one after another. A Swift backtrace in JSON
 are shown with the image and file offset each belongs to.
 
 Examples:
-  sprof cbf decode 02120099990 0
+  sprof cbf decode 021200999900
   sprof cbf decode AhEQACAQIf8ANX//AAAQ8ERhA+gpICCAERAQiAkB
   sprof cbf decode --swift crash.json
 `
