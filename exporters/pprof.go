@@ -38,8 +38,8 @@ func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
 // Pyroscope never symbolize such a mapping again and would otherwise lump
 // or drop them. A mapping with no symbol at all keeps bare addresses, so
 // pprof (with the binary at hand) or Pyroscope (by build ID) can still
-// symbolize it. Label maps are shared between samples with equal values:
-// treat them as read-only.
+// symbolize it. Location slices and label maps are shared between
+// samples with equal stacks or label values: treat them as read-only.
 func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
 	if p.Period <= 0 {
 		return nil, errors.New("pprof: the profile has no sampling period")
@@ -95,6 +95,12 @@ type labelKey struct {
 	pid, tid uint32
 }
 
+// sampleKey identifies a pprof sample: a stack and its label values.
+type sampleKey struct {
+	stack  int
+	labels labelKey
+}
+
 type pprofBuilder struct {
 	out      *profile.Profile
 	period   int64
@@ -109,9 +115,13 @@ type pprofBuilder struct {
 	order      []*pprofMapping
 	locations  map[locationKey]*profile.Location
 	functions  map[functionKey]*profile.Function
-	samples    map[string]*profile.Sample
-	labelMaps  map[labelKey]map[string][]string
-	truncated  *profile.Location
+	// stackIDs numbers the distinct location sequences, keyed by their
+	// location IDs; samples that differ only in labels share the slice.
+	stackIDs  map[string]int
+	stacks    [][]*profile.Location
+	samples   map[sampleKey]*profile.Sample
+	labelMaps map[labelKey]map[string][]string
+	truncated *profile.Location
 	// key and locs are scratch space reused for every sample.
 	key  []byte
 	locs []*profile.Location
@@ -148,7 +158,8 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 		byLocation: map[*stacks.Location]*profile.Location{},
 		locations:  map[locationKey]*profile.Location{},
 		functions:  map[functionKey]*profile.Function{},
-		samples:    map[string]*profile.Sample{},
+		stackIDs:   map[string]int{},
+		samples:    map[sampleKey]*profile.Sample{},
 		labelMaps:  map[labelKey]map[string][]string{},
 	}
 }
@@ -170,27 +181,30 @@ func (b *pprofBuilder) addSample(s *stacks.Sample) {
 	}
 	b.locs = locs
 
-	lk := b.labelKey(s)
-	key := binary.AppendUvarint(b.key[:0], uint64(len(locs)))
+	key := b.key[:0]
 	for _, l := range locs {
 		key = binary.AppendUvarint(key, l.ID)
 	}
-	key = binary.AppendUvarint(key, uint64(lk.pid))
-	key = binary.AppendUvarint(key, uint64(lk.tid))
-	key = append(key, lk.comm...)
 	b.key = key
+	stack, ok := b.stackIDs[string(key)]
+	if !ok {
+		stack = len(b.stacks)
+		b.stackIDs[string(key)] = stack
+		b.stacks = append(b.stacks, slices.Clone(locs))
+	}
 
-	if smp, ok := b.samples[string(key)]; ok {
+	sk := sampleKey{stack, b.labelKey(s)}
+	if smp, ok := b.samples[sk]; ok {
 		smp.Value[0] += s.Count
 		smp.Value[1] += s.Count * b.period
 		return
 	}
 	smp := &profile.Sample{
-		Location: slices.Clone(locs),
+		Location: b.stacks[stack],
 		Value:    []int64{s.Count, s.Count * b.period},
-		Label:    b.labelMap(lk),
+		Label:    b.labelMap(sk.labels),
 	}
-	b.samples[string(key)] = smp
+	b.samples[sk] = smp
 	b.out.Sample = append(b.out.Sample, smp)
 }
 
