@@ -69,7 +69,7 @@ func rootFirst(dst []frame, s *stacks.Sample, root ProcessRoot) []frame {
 // processRootName is the root frame naming s's process, with spaces turned
 // into underscores as stackcollapse-perf.pl does; "" for NoProcessRoot.
 func processRootName(s *stacks.Sample, root ProcessRoot) string {
-	comm := strings.ReplaceAll(s.Comm, " ", "_")
+	comm := strings.ReplaceAll(cleanName(s.Comm), " ", "_")
 	if comm == "" {
 		comm = "[unknown]"
 	}
