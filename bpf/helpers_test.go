@@ -126,6 +126,14 @@ func loadFixtureELF(t testing.TB) *fixtureELF {
 	return fx
 }
 
+// inFixture selects the fixture's samples taken in its own code, not in
+// ld.so or libc while it starts.
+func (fx *fixtureELF) inFixture(pid int) func(*Sample) bool {
+	return func(x *Sample) bool {
+		return x.Pid == uint32(pid) && x.PC >= fx.text.Addr && x.PC < fx.text.Addr+fx.text.Size
+	}
+}
+
 func (fx *fixtureELF) contains(fn string, pc uint64) bool {
 	s := fx.syms[fn]
 	return pc >= s.Value && pc < s.Value+s.Size

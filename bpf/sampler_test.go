@@ -74,7 +74,7 @@ func TestWalkChain(t *testing.T) {
 	}
 	cmd, _ := startFixture(t, "chain")
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
+	got := collect(t, s, time.Second, fx.inFixture(cmd.Process.Pid))
 	exact := 0
 	for _, x := range got {
 		if !fx.contains("c", x.PC) {
@@ -100,7 +100,7 @@ func TestWalkPrologueEpilogue(t *testing.T) {
 	inMain := fx.returnAfterCall(t, "main", "leafloop")
 	cmd, _ := startFixture(t, "prologue")
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collect(t, s, 2*time.Second, ofPid(cmd.Process.Pid))
+	got := collect(t, s, 2*time.Second, fx.inFixture(cmd.Process.Pid))
 	pcs := map[uint64]int{}
 	for _, x := range got {
 		var want []uint64
@@ -138,7 +138,7 @@ func TestWalkBadFrames(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			cmd, _ := startFixture(t, tc.mode)
 			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-			got := collect(t, s, 500*time.Millisecond, ofPid(cmd.Process.Pid))
+			got := collect(t, s, 500*time.Millisecond, fx.inFixture(cmd.Process.Pid))
 			if len(got) == 0 {
 				t.Fatal("no samples")
 			}
@@ -159,7 +159,7 @@ func TestWalkDepthLimit(t *testing.T) {
 	inRecurse := fx.returnAfterCall(t, "recurse", "recurse")
 	cmd, _ := startFixture(t, "deep", "1500")
 	s := openSampler(t, Config{Frequency: 199, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collect(t, s, 500*time.Millisecond, ofPid(cmd.Process.Pid))
+	got := collect(t, s, 500*time.Millisecond, fx.inFixture(cmd.Process.Pid))
 	if len(got) == 0 {
 		t.Fatal("no samples")
 	}

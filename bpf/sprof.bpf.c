@@ -29,9 +29,10 @@ enum sample_flag {
 	 * (outside the stack, misaligned, not above the previous one,
 	 * unreadable) or at the depth limit: frames are missing at the root. */
 	SAMPLE_USER_TRUNCATED = 1 << 0,
-	/* The sample hit a prologue or epilogue, where the leaf has no frame
-	 * record; the leaf's return address came from the stack slot (x86-64)
-	 * or the link register (arm64) instead. */
+	/* The frame-pointer register did not name the leaf's frame record (a
+	 * prologue, an epilogue or a frameless leaf): frame 1, the leaf's
+	 * return address, came from the top of the stack (x86-64) or the link
+	 * register (arm64). See leaf_return. */
 	SAMPLE_LEAF_RETURN = 1 << 1,
 };
 
@@ -39,9 +40,10 @@ enum record_limits {
 	MAX_KERNEL_FRAMES = 128,
 	MAX_USER_FRAMES = 1024,
 	MAX_FRAMES = MAX_KERNEL_FRAMES + MAX_USER_FRAMES,
-	/* Ancestor levels searched by the cgroup filter. */
-	MAX_CGROUP_LEVELS = 32,
 };
+
+/* Ancestor levels searched by the cgroup filter. */
+#define MAX_CGROUP_LEVELS 32
 
 struct sample_header {
 	__u16 version;
@@ -91,7 +93,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
-
 
 static __always_inline bool in_cgroup(void)
 {
@@ -180,7 +181,8 @@ static __always_inline __u64 stack_end(__u64 sp)
  *
  *  1. The instruction at pc is a prologue or epilogue instruction:
  *     x86-64: push %rbp (optionally after endbr64) or ret: at (%rsp);
- *             mov %rsp,%rbp: at 8(%rsp), above the pushed %rbp.
+ *             mov %rsp,%rbp: at 8(%rsp), above the pushed %rbp; for push
+ *             and mov only if the word there follows a call instruction.
  *     arm64:  paciasp, bti c, stp x29, x30, [sp, ...], mov x29, sp or ret:
  *             in the link register.
  *  2. Otherwise the candidate (x86-64: the word at (%rsp); arm64: lr) is
@@ -247,23 +249,46 @@ static __always_inline bool entered_from(__u64 ret, __u64 pc)
 	return got <= pc && pc - got < LEAF_MAX_SIZE;
 }
 
+/* Whether ret follows a call instruction: call rel32 (5 bytes) or an
+ * indirect call, ff /2, of 2 (call *%reg, also after a REX prefix), 3
+ * (disp8), 6 (disp32, rip-relative) or 7 (SIB + disp32) bytes. */
+static __always_inline bool after_call(__u64 ret)
+{
+	__u8 b[7]; /* b[7 - k] is the byte at ret - k */
+
+	if (ret < MIN_USER_ADDR || bpf_probe_read_user(b, sizeof(b), (void *)(ret - sizeof(b))))
+		return false;
+	return b[2] == 0xe8 ||
+	       (b[5] == 0xff && (b[6] & 0xf8) == 0xd0) ||
+	       (b[4] == 0xff && (b[5] & 0x38) == 0x10) ||
+	       (b[1] == 0xff && (b[2] & 0x38) == 0x10) ||
+	       (b[0] == 0xff && (b[1] & 0x38) == 0x10);
+}
+
 static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 {
 	__u8 insn[8];
 	__u64 ret = 0;
 	int slot = -1;
+	bool prologue = false;
 
 	if (bpf_probe_read_user(insn, sizeof(insn), (void *)pc))
 		return 0;
 	if (insn[0] == 0xf3 && insn[1] == 0x0f && insn[2] == 0x1e && insn[3] == 0xfa && insn[4] == 0x55)
-		slot = 0; /* endbr64; push %rbp */
-	else if (insn[0] == 0x55 || insn[0] == 0xc3 || (insn[0] == 0xf3 && insn[1] == 0xc3))
-		slot = 0; /* push %rbp, ret, rep ret */
+		slot = 0, prologue = true; /* endbr64; push %rbp */
+	else if (insn[0] == 0x55)
+		slot = 0, prologue = true; /* push %rbp */
 	else if (insn[0] == 0x48 && insn[1] == 0x89 && insn[2] == 0xe5)
-		slot = 8; /* mov %rsp,%rbp */
+		slot = 8, prologue = true; /* mov %rsp,%rbp */
+	else if (insn[0] == 0xc3 || (insn[0] == 0xf3 && insn[1] == 0xc3))
+		slot = 0; /* ret, rep ret */
 	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)(sp + (slot > 0 ? slot : 0))))
 		return 0;
-	if (slot >= 0)
+	/* Code without frame pointers pushes %rbp as a callee-saved register,
+	 * not always first: there the slot need not hold a return address. */
+	if (prologue)
+		return after_call(ret) ? ret : 0;
+	if (slot == 0)
 		return ret;
 	return entered_from(ret, pc) ? ret : 0;
 }
