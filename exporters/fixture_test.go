@@ -2,18 +2,15 @@ package exporters
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/exporters/internal/golden"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/stacks"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/exporters")
 
 // fixture is a small profile with every kind of frame: a symbolized
 // executable with inline levels and a name containing `;` and a newline,
@@ -58,27 +55,10 @@ func fixture() *stacks.Profile {
 	}
 }
 
-// golden compares got with testdata/exporters/name, or rewrites the file
-// with -update.
-func golden(t *testing.T, name string, got []byte) {
+// checkGolden compares got with testdata/exporters/name (-update rewrites it).
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("..", "testdata", "exporters", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("..", "testdata", "exporters", name), got)
 }
 
 // goTool runs `go tool ARGS` (the pprof from the Go distribution is the

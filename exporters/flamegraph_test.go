@@ -32,5 +32,5 @@ func TestFlameGraphGolden(t *testing.T) {
 	if start < 0 || end < start {
 		t.Fatal("no frames group before the script")
 	}
-	golden(t, "fixture.svg-frames", []byte(svg[start:end]))
+	checkGolden(t, "fixture.svg-frames", []byte(svg[start:end]))
 }

@@ -23,7 +23,7 @@ func TestFoldedGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkFoldedSyntax(t, buf.String())
-			golden(t, tc.golden, buf.Bytes())
+			checkGolden(t, tc.golden, buf.Bytes())
 		})
 	}
 }

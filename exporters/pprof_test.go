@@ -43,7 +43,7 @@ func writeFixturePprof(t *testing.T, opt Options) (string, *profile.Profile) {
 func TestPprofRaw(t *testing.T) {
 	path, _ := writeFixturePprof(t, Options{})
 	raw := goTool(t, "pprof", "-raw", "-symbolize=none", path)
-	golden(t, "fixture.pprof.raw", raw)
+	checkGolden(t, "fixture.pprof.raw", raw)
 }
 
 func TestPprofTop(t *testing.T) {

@@ -82,7 +82,7 @@ func TestSpeedscopeGolden(t *testing.T) {
 	if got := len(names); got != 4 || names[0] != "main" || names[3] != "hash" {
 		t.Errorf("first stack %q, want main, work(int), mix;step next, hash (root first, inline levels expanded)", names)
 	}
-	golden(t, "fixture.speedscope.json", buf.Bytes())
+	checkGolden(t, "fixture.speedscope.json", buf.Bytes())
 }
 
 func TestSpeedscopeEdgeCases(t *testing.T) {

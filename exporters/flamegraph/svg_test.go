@@ -3,16 +3,14 @@ package flamegraph
 import (
 	"bytes"
 	"encoding/xml"
-	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/exporters")
+	"github.com/sprof/sprof/exporters/internal/golden"
+)
 
 // sampleTree is a small profile: main calls work (which inlines hash) and
 // a libc write that enters the kernel; a sliver of rare frames is too
@@ -97,27 +95,14 @@ func (d svgDoc) text(id string) string {
 
 func TestSVGGolden(t *testing.T) {
 	out, _ := render(t, sampleTree(), Options{Subtitle: "test"})
-	golden(t, "flamegraph.svg", out)
+	checkGolden(t, "flamegraph.svg", out)
 	out, _ = render(t, sampleTree(), Options{Icicle: true, MinWidth: 1})
-	golden(t, "icicle.svg", out)
+	checkGolden(t, "icicle.svg", out)
 }
 
-func golden(t *testing.T, name string, got []byte) {
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("..", "..", "testdata", "exporters", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it)", name)
-	}
+	golden.Check(t, filepath.Join("..", "..", "testdata", "exporters", name), got)
 }
 
 // TestSVGLayout checks the geometry a flame graph promises: the root spans
