@@ -2,6 +2,8 @@ package recording
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"testing"
 
 	"github.com/sprof/sprof/cbf"
@@ -9,7 +11,9 @@ import (
 
 // FuzzReader reads arbitrary bytes as a recording: the reader must stop
 // with an error or a damaged tail, never panic, and parsing every chunk and
-// decoding every stack must stay within bounds.
+// decoding every stack must stay within bounds. Each input is read twice:
+// as it is, and with its checksums made right, so that mutations reach the
+// payload parsers instead of all failing the CRC.
 func FuzzReader(f *testing.F) {
 	data := writeRecording(f)
 	f.Add(data)
@@ -21,39 +25,60 @@ func FuzzReader(f *testing.F) {
 		f.Add(appendChunk(bad, ChunkSamples, []byte(payload)))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := NewReader(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
-		var frames []cbf.Frame
-		for {
-			c, err := r.Next()
-			if err != nil {
-				break
-			}
-			if r.Offset() > int64(len(data)) {
-				t.Fatalf("offset %d past %d bytes", r.Offset(), len(data))
-			}
-			switch c.Type {
-			case ChunkProcesses:
-				c.Processes()
-			case ChunkEnd:
-				c.End()
-			case ChunkSamples:
-				b, err := c.Batch()
-				if err != nil {
-					continue
-				}
-				for i := range b.Stacks {
-					frames, _ = b.Stack(frames[:0], i)
-				}
-				for _, g := range b.Groups {
-					if g.User >= len(b.Stacks) || g.Kernel >= len(b.Stacks) || len(g.Times) == 0 {
-						t.Fatalf("group %+v with %d stacks", g, len(b.Stacks))
-					}
-				}
-			}
-		}
-		Summarize(bytes.NewReader(data))
+		readFuzzed(t, data)
+		readFuzzed(t, fixChecksums(data))
 	})
+}
+
+// fixChecksums returns data with the CRC of every chunk that fits
+// recomputed.
+func fixChecksums(data []byte) []byte {
+	data = bytes.Clone(data)
+	for off := len(Magic); off+chunkHead <= len(data); {
+		n := int(binary.LittleEndian.Uint32(data[off+1:]))
+		end := off + chunkHead + n
+		if n > MaxChunk || end+chunkTail > len(data) {
+			break
+		}
+		binary.LittleEndian.PutUint32(data[end:], crc32.Checksum(data[off:end], castagnoli))
+		off = end + chunkTail
+	}
+	return data
+}
+
+func readFuzzed(t *testing.T, data []byte) {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		return
+	}
+	var frames []cbf.Frame
+	for {
+		c, err := r.Next()
+		if err != nil {
+			break
+		}
+		if r.Offset() > int64(len(data)) {
+			t.Fatalf("offset %d past %d bytes", r.Offset(), len(data))
+		}
+		switch c.Type {
+		case ChunkProcesses:
+			c.Processes()
+		case ChunkEnd:
+			c.End()
+		case ChunkSamples:
+			b, err := c.Batch()
+			if err != nil {
+				continue
+			}
+			for i := range b.Stacks {
+				frames, _ = b.Stack(frames[:0], i)
+			}
+			for _, g := range b.Groups {
+				if g.User >= len(b.Stacks) || g.Kernel >= len(b.Stacks) || len(g.Times) == 0 {
+					t.Fatalf("group %+v with %d stacks", g, len(b.Stacks))
+				}
+			}
+		}
+	}
+	Summarize(bytes.NewReader(data))
 }
