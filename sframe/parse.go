@@ -297,9 +297,10 @@ func (p *parser) decodeRows(i int, f *FDE, off uint64) error {
 	startSize := uint64(1) << f.FREType()
 	flex := p.t.Header.Version == Version3 && f.Type() == FDETypeFlex
 	for j := uint32(0); j < f.nrows; j++ {
-		field := fmt.Sprintf("fde[%d].fre[%d]", i, j)
+		// Named only on error: a Sprintf per row would dominate parsing.
+		field := func(suffix string) string { return fmt.Sprintf("fde[%d].fre[%d]%s", i, j, suffix) }
 		if off+startSize+1 > p.freEnd {
-			return formatErr(off, field, "row past the FRE sub-section end %#x", p.freEnd)
+			return formatErr(off, field(""), "row past the FRE sub-section end %#x", p.freEnd)
 		}
 		var start uint32
 		switch startSize {
@@ -314,12 +315,12 @@ func (p *parser) decodeRows(i int, f *FDE, off uint64) error {
 		n := uint64(info>>1) & 0xf
 		sizeCode := info >> 5 & 3
 		if sizeCode == 3 {
-			return formatErr(off+startSize, field+".info", "data word size code 3")
+			return formatErr(off+startSize, field(".info"), "data word size code 3")
 		}
 		wsize := uint64(1) << sizeCode
 		end := off + startSize + 1 + n*wsize
 		if end > p.freEnd {
-			return formatErr(off, field, "%d data words of %d bytes run past the FRE sub-section end %#x", n, wsize, p.freEnd)
+			return formatErr(off, field(""), "%d data words of %d bytes run past the FRE sub-section end %#x", n, wsize, p.freEnd)
 		}
 		words := p.words[:n]
 		for k := range words {
@@ -334,10 +335,10 @@ func (p *parser) decodeRows(i int, f *FDE, off uint64) error {
 			}
 		}
 		if j > 0 && start <= p.t.rows[len(p.t.rows)-1].Start {
-			return formatErr(off, field+".start_addr", "row start %#x does not increase", start)
+			return formatErr(off, field(".start_addr"), "row start %#x does not increase", start)
 		}
 		if start > f.Size {
-			return formatErr(off, field+".start_addr", "row start %#x past the function size %#x", start, f.Size)
+			return formatErr(off, field(".start_addr"), "row start %#x past the function size %#x", start, f.Size)
 		}
 		var r Row
 		var err error
@@ -347,7 +348,7 @@ func (p *parser) decodeRows(i int, f *FDE, off uint64) error {
 			r, err = p.defaultRow(info, words)
 		}
 		if err != nil {
-			return formatErr(off+startSize, field+".info", "%v", err)
+			return formatErr(off+startSize, field(".info"), "%v", err)
 		}
 		r.Start = start
 		r.Info = info
