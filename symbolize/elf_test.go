@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sprof/sprof/stacks"
@@ -17,14 +18,18 @@ type probe struct {
 }
 
 // probes picks the first, middle and last byte of every sized code symbol
-// and the first byte of every zero-size one.
-func probes(syms []nmSym) []probe {
+// — and every step-th byte, if step is not 0 — and the first byte of every
+// zero-size one.
+func probes(syms []nmSym, step uint64) []probe {
 	var ps []probe
 	seen := map[uint64]bool{}
 	for _, s := range syms {
 		addrs := []uint64{s.addr}
 		if s.size > 1 {
 			addrs = append(addrs, s.addr+s.size/2, s.addr+s.size-1)
+		}
+		for a := s.addr; step > 0 && a < s.addr+s.size; a += step {
+			addrs = append(addrs, a)
 		}
 		for _, a := range addrs {
 			if !seen[a] {
@@ -43,6 +48,8 @@ type oracleCase struct {
 	debugDirs         []string
 	// lines is whether DWARF lines must be found.
 	lines bool
+	// step, if not 0, adds a probe every step bytes.
+	step uint64
 }
 
 // TestAgainstBinutils symbolizes every code symbol's first, middle and
@@ -55,14 +62,14 @@ func TestAgainstBinutils(t *testing.T) {
 	}
 	none := []string{t.TempDir()}
 	cases := []oracleCase{
-		{"symbols and DWARF", fixture("c-O2"), fixture("c-O2"), none, true},
-		{"debug file by build ID", fixture("c-stripped"), fixture("c-O2"), []string{fixture("debug")}, true},
-		{"debug file by debuglink", fixture("c-debuglink"), fixture(".debug/c-debuglink.debug"), none, true},
-		{"MiniDebugInfo", fixture("c-minidebug"), fixture("c-minidebug.full"), none, false},
-		{"C++", fixture("cpp-O2"), fixture("cpp-O2"), none, true},
+		{"symbols and DWARF", fixture("c-O2"), fixture("c-O2"), none, true, 3},
+		{"debug file by build ID", fixture("c-stripped"), fixture("c-O2"), []string{fixture("debug")}, true, 3},
+		{"debug file by debuglink", fixture("c-debuglink"), fixture(".debug/c-debuglink.debug"), none, true, 3},
+		{"MiniDebugInfo", fixture("c-minidebug"), fixture("c-minidebug.full"), none, false, 3},
+		{"C++", fixture("cpp-O2"), fixture("cpp-O2"), none, true, 3},
 	}
 	if id := libcDebug(); id != "" {
-		cases = append(cases, oracleCase{"libc with libc6-dbg", libc, id, nil, true})
+		cases = append(cases, oracleCase{"libc with libc6-dbg", libc, id, nil, true, 0})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkAgainstBinutils(t, c) })
@@ -93,7 +100,7 @@ func checkAgainstBinutils(t *testing.T, c oracleCase) {
 	for _, s := range syms {
 		aliases[s.addr] = append(aliases[s.addr], s.name)
 	}
-	ps := probes(syms)
+	ps := probes(syms, c.step)
 	loads := readelfLoads(t, c.bin)
 	var addrs []uint64
 	for _, p := range ps {
@@ -105,7 +112,7 @@ func checkAgainstBinutils(t *testing.T, c oracleCase) {
 	llvm := addr2line(t, llvmAddr2line, c.oracle, addrs)
 
 	s := NewELF(Options{DebugDirs: c.debugDirs})
-	var names, a2lNames, a2lChecked, lines, lineChecked, demangled int
+	var names, a2lNames, a2lChecked, lines, lineChecked, demangled, inlined int
 	var frames []stacks.Frame
 	for _, p := range ps {
 		off, ok := fileOffset(loads, p.addr)
@@ -145,33 +152,68 @@ func checkAgainstBinutils(t *testing.T, c oracleCase) {
 		} else {
 			t.Logf("%#x: function %q, addr2line says %q", p.addr, got.Function, want[len(want)-1].function)
 		}
-		want = llvm[p.addr]
-		if !c.lines || len(want) == 0 || want[0].line == 0 {
+		pos := llvm[p.addr]
+		if !c.lines || len(pos) == 0 || pos[0].line == 0 {
 			continue
 		}
 		lineChecked++
-		inner := frames[0]
-		// Paths are compared cleaned: tools join relative directories
-		// differently (./stdlib/x.c, stdlib/x.c).
-		if filepath.Clean(inner.File) == filepath.Clean(want[0].file) && inner.Line == want[0].line {
+		if sameInlineStack(frames, want, pos) {
 			lines++
 		} else {
-			t.Logf("%#x: %s:%d, llvm-addr2line says %s:%d", p.addr, inner.File, inner.Line, want[0].file, want[0].line)
+			t.Logf("%#x: %s, addr2line says %s, llvm-addr2line %s", p.addr, fmtFrames(frames), fmtA2L(want), fmtA2L(pos))
+		}
+		if len(pos) > 1 {
+			inlined++
 		}
 	}
-	t.Logf("%d probes: %d names match nm, %d/%d match addr2line, lines %d/%d match llvm-addr2line, %d demangled",
-		len(ps), names, a2lNames, a2lChecked, lines, lineChecked, demangled)
+	t.Logf("%d probes: %d names match nm, %d/%d match addr2line, inline stacks %d/%d match llvm-addr2line (%d with inlined calls), %d demangled",
+		len(ps), names, a2lNames, a2lChecked, lines, lineChecked, inlined, demangled)
 	if names == 0 || names < len(ps)*99/100 {
 		t.Errorf("only %d of %d probes named", names, len(ps))
 	}
 	if a2lNames < a2lChecked {
 		t.Errorf("%d of %d names differ from addr2line", a2lChecked-a2lNames, a2lChecked)
 	}
-	if c.lines && (lineChecked == 0 || lines < lineChecked*99/100) {
-		t.Errorf("only %d of %d lines match llvm-addr2line", lines, lineChecked)
+	if c.lines && (lineChecked == 0 || lines < lineChecked) {
+		t.Errorf("only %d of %d inline stacks match llvm-addr2line", lines, lineChecked)
 	}
 	if st := s.CacheStats(); st.Misses != 1 {
 		t.Errorf("the binary was loaded %d times, want once", st.Misses)
 	}
-	_ = fmt.Sprint
+}
+
+// sameInlineStack compares our frames with the oracles' level by level:
+// inlined names with binutils' (whose demangler spells names as ours
+// does; the outermost, a symbol, is checked against its aliases apart),
+// files and lines with LLVM's (files cleaned: tools join relative
+// directories differently, ./stdlib/x.c and stdlib/x.c).
+func sameInlineStack(got []stacks.Frame, names, pos []a2lFrame) bool {
+	if len(got) != len(names) || len(got) != len(pos) {
+		return false
+	}
+	for i, g := range got {
+		if i < len(got)-1 && g.Function != names[i].function {
+			return false
+		}
+		if filepath.Clean(g.File) != filepath.Clean(pos[i].file) || g.Line != pos[i].line {
+			return false
+		}
+	}
+	return true
+}
+
+func fmtFrames(fs []stacks.Frame) string {
+	var s []string
+	for _, f := range fs {
+		s = append(s, fmt.Sprintf("%s@%s:%d", f.Function, f.File, f.Line))
+	}
+	return strings.Join(s, " < ")
+}
+
+func fmtA2L(fs []a2lFrame) string {
+	var s []string
+	for _, f := range fs {
+		s = append(s, fmt.Sprintf("%s@%s:%d", f.function, f.file, f.line))
+	}
+	return strings.Join(s, " < ")
 }

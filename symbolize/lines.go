@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"debug/dwarf"
+	"errors"
 	"io"
 	"path"
 	"slices"
@@ -12,6 +13,8 @@ import (
 // maxLineRows bounds the rows kept for one binary (16 bytes each); a binary
 // with more gets function names without lines rather than a huge table.
 const maxLineRows = 8 << 20
+
+var errTooManyRows = errors.New("too many line rows")
 
 // lineTable is the DWARF line tables of one binary merged into one sorted
 // array, so a lookup is a binary search without touching DWARF again.
@@ -29,15 +32,34 @@ type lineRow struct {
 // endSequence marks the first address after a sequence of rows.
 const endSequence = ^uint32(0)
 
-// newLineTable reads every compilation unit's line program. Sequences that
-// do not start in code (functions the linker discarded, left at address 0)
-// are dropped. It returns nil when d has no line rows or more than
-// maxLineRows.
-func newLineTable(d *dwarf.Data, inCode func(addr uint64) bool) *lineTable {
-	t := &lineTable{}
-	fileIndex := make(map[string]uint32)
+// fileTable interns source file names across compilation units.
+type fileTable struct {
+	names []string
+	index map[string]uint32
+}
+
+func (f *fileTable) intern(name string) uint32 {
+	if i, ok := f.index[name]; ok {
+		return i
+	}
+	if f.index == nil {
+		f.index = make(map[string]uint32)
+	}
+	i := uint32(len(f.names))
+	f.names = append(f.names, name)
+	f.index[name] = i
+	return i
+}
+
+// readDWARF reads the line programs and inline trees of every compilation
+// unit in one pass. Rows and inlined ranges outside code (functions the
+// linker discarded, left at address 0) are dropped. Either table is nil
+// when d has none of it; both are nil beyond maxLineRows.
+func readDWARF(d *dwarf.Data, inCode func(addr uint64) bool, style Demangling) (*lineTable, *inlineTable) {
+	lt := &lineTable{}
+	var files fileTable
+	ib := newInlineBuilder(d, inCode, style)
 	r := d.Reader()
-	var seq []lineRow
 	for {
 		cu, err := r.Next()
 		if err != nil || cu == nil {
@@ -48,53 +70,78 @@ func newLineTable(d *dwarf.Data, inCode func(addr uint64) bool) *lineTable {
 			continue
 		}
 		lr, err := d.LineReader(cu)
-		r.SkipChildren()
-		if err != nil || lr == nil {
+		var fileOf []uint32
+		if err == nil && lr != nil {
+			compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
+			if fileOf, err = lt.addUnit(lr, compDir, &files, inCode); errors.Is(err, errTooManyRows) {
+				return nil, nil
+			}
+		}
+		if !cu.Children {
 			continue
 		}
-		compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
-		cuFiles := make(map[*dwarf.LineFile]uint32)
-		seq = seq[:0]
-		var le dwarf.LineEntry
-		for {
-			if err := lr.Next(&le); err != nil {
-				if err != io.EOF {
-					seq = seq[:0] // a broken program: keep the sequences before it
-				}
-				break
-			}
-			if le.EndSequence {
-				if len(seq) > 0 && inCode(seq[0].addr) {
-					t.rows = append(t.rows, seq...)
-					t.rows = append(t.rows, lineRow{addr: le.Address, file: endSequence})
-				}
-				seq = seq[:0]
-				if len(t.rows) > maxLineRows {
-					return nil
-				}
-				continue
-			}
-			fi, ok := cuFiles[le.File]
-			if !ok {
-				name := ""
-				if le.File != nil {
-					name = sourcePath(compDir, le.File.Name)
-				}
-				if fi, ok = fileIndex[name]; !ok {
-					fi = uint32(len(t.files))
-					t.files = append(t.files, name)
-					fileIndex[name] = fi
-				}
-				cuFiles[le.File] = fi
-			}
-			seq = append(seq, lineRow{addr: le.Address, file: fi, line: uint32(max(le.Line, 0))})
+		if err := ib.walkUnit(r, fileOf); err != nil {
+			break
 		}
 	}
-	if len(t.rows) == 0 {
-		return nil
+	lt.files = files.names
+	lt.finish()
+	if len(lt.rows) == 0 {
+		lt = nil
 	}
-	// Rows at one address: the end of a sequence first, so a sequence that
-	// starts where another ends wins; then the order of the line program.
+	inl := ib.finish(files.names)
+	return lt, inl
+}
+
+// addUnit appends the rows of one line program and returns, for each of
+// its file numbers, the index in files (for DW_AT_call_file).
+func (t *lineTable) addUnit(lr *dwarf.LineReader, compDir string, files *fileTable, inCode func(uint64) bool) ([]uint32, error) {
+	fileIndex := func(f *dwarf.LineFile) uint32 {
+		if f == nil {
+			return files.intern("")
+		}
+		return files.intern(sourcePath(compDir, f.Name))
+	}
+	cuFiles := make(map[*dwarf.LineFile]uint32)
+	var seq []lineRow
+	var le dwarf.LineEntry
+	for {
+		if err := lr.Next(&le); err != nil {
+			if err != io.EOF {
+				seq = seq[:0] // a broken program: keep the sequences before it
+			}
+			break
+		}
+		if le.EndSequence {
+			if len(seq) > 0 && inCode(seq[0].addr) {
+				t.rows = append(t.rows, seq...)
+				t.rows = append(t.rows, lineRow{addr: le.Address, file: endSequence})
+			}
+			seq = seq[:0]
+			if len(t.rows) > maxLineRows {
+				return nil, errTooManyRows
+			}
+			continue
+		}
+		fi, ok := cuFiles[le.File]
+		if !ok {
+			fi = fileIndex(le.File)
+			cuFiles[le.File] = fi
+		}
+		seq = append(seq, lineRow{addr: le.Address, file: fi, line: uint32(max(le.Line, 0))})
+	}
+	lf := lr.Files()
+	fileOf := make([]uint32, len(lf))
+	for i, f := range lf {
+		fileOf[i] = fileIndex(f)
+	}
+	return fileOf, nil
+}
+
+// finish sorts the rows. At one address the end of a sequence comes first,
+// so a sequence that starts where another ends wins; then the order of the
+// line program, of which the last row is the one a lookup finds.
+func (t *lineTable) finish() {
 	slices.SortStableFunc(t.rows, func(a, b lineRow) int {
 		switch {
 		case a.addr < b.addr:
@@ -108,7 +155,6 @@ func newLineTable(d *dwarf.Data, inCode func(addr uint64) bool) *lineTable {
 		}
 		return 0
 	})
-	// The last row at an address is the one a lookup finds; drop the rest.
 	out := t.rows[:0]
 	for i, row := range t.rows {
 		if i+1 < len(t.rows) && t.rows[i+1].addr == row.addr {
@@ -117,7 +163,6 @@ func newLineTable(d *dwarf.Data, inCode func(addr uint64) bool) *lineTable {
 		out = append(out, row)
 	}
 	t.rows = slices.Clip(out)
-	return t
 }
 
 // sourcePath resolves a line table's file name against the compilation
@@ -125,7 +170,7 @@ func newLineTable(d *dwarf.Data, inCode func(addr uint64) bool) *lineTable {
 // names in directory 0 of DWARF 5, but leaves the other relative
 // directories of DWARF 5 (../include) relative to nothing.
 func sourcePath(compDir, name string) string {
-	if path.IsAbs(name) || compDir == "" {
+	if name == "" || path.IsAbs(name) || compDir == "" {
 		return name
 	}
 	dir := path.Clean(compDir)

@@ -31,6 +31,7 @@ type image struct {
 	loads []segment
 	syms  *symtab
 	lines *lineTable   // nil without DWARF line rows
+	inl   *inlineTable // nil without DWARF inlined calls
 	gotab *gosym.Table // nil unless a Go program
 	bytes int64
 }
@@ -61,7 +62,10 @@ func (img *image) vaddr(off uint64) (uint64, bool) {
 }
 
 // frames appends the frames of the instruction at addr: from Go's pclntab
-// for Go functions, else from the symbol table with DWARF's file and line.
+// for Go functions, else the functions DWARF says were inlined there,
+// innermost first, and the symbol table's function around them. The
+// innermost frame's position is the line table's; each outer one's is the
+// call site of the frame inside it.
 func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks.Frame, error) {
 	if img.gotab != nil {
 		var f stacks.Frame
@@ -84,12 +88,25 @@ func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks
 	if i < 0 {
 		return dst, nil
 	}
-	f := img.syms.frame(i)
+	var file string
+	var line int
 	if img.lines != nil {
-		if file, line, ok := img.lines.lookup(addr); ok {
-			f.File, f.Line = file, line
+		file, line, _ = img.lines.lookup(addr)
+	}
+	if img.inl != nil {
+		for j := img.inl.innermost(addr); j >= 0; j = int(img.inl.ranges[j].parent) {
+			r := &img.inl.ranges[j]
+			f := stacks.Frame{File: file, Line: line}
+			f.Function, f.SystemName = img.inl.names.show(int(r.name))
+			dst = append(dst, f)
+			file, line = "", int(r.callLine)
+			if r.callFile != noFile {
+				file = img.inl.files[r.callFile]
+			}
 		}
 	}
+	f := img.syms.frame(i)
+	f.File, f.Line = file, line
 	return append(dst, f), nil
 }
 
@@ -109,7 +126,7 @@ func contain(name string, fn func() error) (err error) {
 // loadImage reads the tables of the binary r (of size bytes, named name in
 // errors), to show names demangled as d says. findDebug returns the path
 // of its separate debug file, or "".
-func loadImage(r io.ReaderAt, size int64, name string, d Demangling, findDebug func(buildID string, link debugfile.Link) string) (*image, error) {
+func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug func(buildID string, link debugfile.Link) string) (*image, error) {
 	img := &image{}
 	var syms []symbol
 	var ef *elf.File
@@ -160,15 +177,15 @@ func loadImage(r io.ReaderAt, size int64, name string, d Demangling, findDebug f
 				}
 				syms, dbg = more, d
 				if img.gotab == nil {
-					img.lines = loadLines(d, st.Size(), syms)
+					img.lines, img.inl = loadDWARF(d, st.Size(), dm)
 				}
 				return nil
 			})
 		}
 	}
-	if img.gotab == nil && img.lines == nil {
+	if img.gotab == nil && img.lines == nil && img.inl == nil {
 		contain(name, func() error {
-			img.lines = loadLines(ef, size, syms)
+			img.lines, img.inl = loadDWARF(ef, size, dm)
 			return nil
 		})
 	}
@@ -176,10 +193,13 @@ func loadImage(r io.ReaderAt, size int64, name string, d Demangling, findDebug f
 		syms = appendMiniDebugInfo(syms, ef, size, name)
 	}
 
-	img.syms = newSymtab(syms, d)
+	img.syms = newSymtab(syms, dm)
 	img.bytes = img.syms.bytes + int64(len(img.loads))*32
 	if img.lines != nil {
 		img.bytes += img.lines.size()
+	}
+	if img.inl != nil {
+		img.bytes += img.inl.size()
 	}
 	if img.gotab != nil {
 		img.bytes += goTableSize(img.gotab)
@@ -292,8 +312,9 @@ func readDebuglink(f *elf.File, fileSize int64) debugfile.Link {
 	return link
 }
 
-// loadLines reads f's DWARF line tables, nil when it has none or too much.
-func loadLines(f *elf.File, fileSize int64, syms []symbol) *lineTable {
+// loadDWARF reads f's DWARF line tables and inlined calls, nil when it has
+// none or too much.
+func loadDWARF(f *elf.File, fileSize int64, dm Demangling) (*lineTable, *inlineTable) {
 	var total uint64
 	found := false
 	for _, s := range f.Sections {
@@ -302,20 +323,20 @@ func loadLines(f *elf.File, fileSize int64, syms []symbol) *lineTable {
 				continue
 			}
 			if checkSection(s, fileSize, maxDWARFBytes) != nil {
-				return nil
+				return nil, nil
 			}
 			total += s.Size
 			found = found || s.Name == ".debug_line" || s.Name == ".zdebug_line"
 		}
 	}
 	if !found || total > maxDWARFBytes {
-		return nil
+		return nil, nil
 	}
 	d, err := f.DWARF()
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return newLineTable(d, codeRanges(f))
+	return readDWARF(d, codeRanges(f), dm)
 }
 
 // codeRanges returns a test for addresses inside f's executable sections.

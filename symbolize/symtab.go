@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync/atomic"
 
 	"github.com/sprof/sprof/stacks"
 )
@@ -45,13 +44,9 @@ type symtab struct {
 	start  []uint64
 	end    []uint64
 	parent []int32 // index of the enclosing sized symbol, -1 for none
-	name   []string
+	names  names
 	module []string // nil unless some symbol has a module
-	// pretty holds demangled names, filled on first use so a table of a
-	// large C++ binary costs nothing until its symbols are looked up.
-	pretty   []atomic.Pointer[string]
-	demangle Demangling
-	bytes    int64
+	bytes  int64
 }
 
 // better reports whether a should name an address rather than b.
@@ -113,9 +108,7 @@ func newSymtab(syms []symbol, d Demangling) *symtab {
 		start:  make([]uint64, 0, len(syms)),
 		end:    make([]uint64, 0, len(syms)),
 		parent: make([]int32, 0, len(syms)),
-		name:   make([]string, 0, len(syms)),
-
-		demangle: d,
+		names:  names{raw: make([]string, 0, len(syms)), style: d},
 	}
 	var open []int32 // sized symbols that may still enclose the next one
 	for i := range syms {
@@ -156,7 +149,7 @@ func newSymtab(syms []symbol, d Demangling) *symtab {
 		t.start = append(t.start, s.addr)
 		t.end = append(t.end, end)
 		t.parent = append(t.parent, parent)
-		t.name = append(t.name, name)
+		t.names.raw = append(t.names.raw, name)
 		if s.module != "" {
 			if t.module == nil {
 				t.module = make([]string, idx, cap(t.start))
@@ -168,10 +161,10 @@ func newSymtab(syms []symbol, d Demangling) *symtab {
 		if s.size > 0 && !s.boundary {
 			open = append(open, idx)
 		}
-		t.bytes += int64(len(name)) + int64(len(s.module))
+		t.bytes += int64(len(s.module))
 	}
-	t.pretty = make([]atomic.Pointer[string], len(t.start))
-	t.bytes += int64(len(t.start)) * (8 + 8 + 4 + 16 + 8)
+	t.names.finish()
+	t.bytes += int64(len(t.start))*(8+8+4) + t.names.size()
 	if t.module != nil {
 		t.bytes += int64(len(t.module)) * 16
 	}
@@ -184,7 +177,7 @@ func (t *symtab) lookup(addr uint64) int {
 	for i >= 0 && addr >= t.end[i] {
 		i = int(t.parent[i])
 	}
-	if i >= 0 && t.name[i] == "" {
+	if i >= 0 && t.names.raw[i] == "" {
 		return -1
 	}
 	return i
@@ -192,22 +185,10 @@ func (t *symtab) lookup(addr uint64) int {
 
 // frame returns the frame of symbol i.
 func (t *symtab) frame(i int) stacks.Frame {
-	raw := t.name[i]
-	f := stacks.Frame{Function: raw}
+	var f stacks.Frame
+	f.Function, f.SystemName = t.names.show(i)
 	if t.module != nil && t.module[i] != "" {
 		f.File = "[" + t.module[i] + "]"
-	}
-	if !mangled(raw) || t.demangle == DemangleNone {
-		return f
-	}
-	p := t.pretty[i].Load()
-	if p == nil {
-		s := demangled(raw, t.demangle)
-		p = &s
-		t.pretty[i].Store(p)
-	}
-	if *p != raw {
-		f.Function, f.SystemName = *p, raw
 	}
 	return f
 }

@@ -59,7 +59,7 @@ func TestSymtabLookup(t *testing.T) {
 	for _, tt := range tests {
 		got := ""
 		if i := tab.lookup(tt.addr); i >= 0 {
-			got = tab.name[i]
+			got = tab.names.raw[i]
 		}
 		if got != tt.want {
 			t.Errorf("lookup(%#x) = %q, want %q", tt.addr, got, tt.want)
@@ -94,7 +94,7 @@ func TestDemangling(t *testing.T) {
 		if f.Function != tt.want {
 			t.Errorf("%#x %v: %q, want %q", tt.addr, tt.d, f.Function, tt.want)
 		}
-		if raw := tab.name[tab.lookup(tt.addr)]; (f.SystemName != "") != (raw != tt.want) {
+		if raw := tab.names.raw[tab.lookup(tt.addr)]; (f.SystemName != "") != (raw != tt.want) {
 			t.Errorf("%#x %v: SystemName %q for %q", tt.addr, tt.d, f.SystemName, f.Function)
 		}
 	}
