@@ -309,7 +309,7 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 	if (lr < MIN_USER_ADDR || bpf_probe_read_user(&bl, sizeof(bl), (void *)(lr - 4)) ||
 	    (bl & 0xfc000000) != 0x94000000)
 		return 0;
-	target = lr - 4 + ((__s64)((__s32)(bl << 6) >> 6) << 2);
+	target = lr - 4 + (__s64)((__s32)(bl << 6) >> 6) * 4;
 	if (target <= pc && pc - target < LEAF_MAX_SIZE && !(target <= lr && lr - target < LEAF_MAX_SIZE))
 		return lr;
 	return 0;
