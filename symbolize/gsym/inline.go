@@ -1,6 +1,9 @@
 package gsym
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // maxInlineDepth bounds the nesting of an inline tree so a crafted file
 // cannot exhaust the stack.
@@ -39,12 +42,22 @@ func (r *Reader) decodeInlineNode(x *extractor, base uint64, depth int, nodes *[
 	}
 	n := x.uleb("InlineInfo NumRanges")
 	var rs []Range
+	normal := true // sorted, disjoint, non-empty: as LLVM writes them
 	for i := uint64(0); i < n && x.err == nil; i++ {
 		start := base + x.uleb("InlineInfo range start")
 		size := x.uleb("InlineInfo range size")
-		if x.err == nil {
-			rs = AddRange(rs, Range{start, start + size})
+		if x.err != nil {
+			break
 		}
+		r := Range{start, start + size}
+		if normal && r.Start < r.End && (len(rs) == 0 || rs[len(rs)-1].End < r.Start) {
+			rs = append(rs, r)
+			continue
+		}
+		if normal {
+			normal, rs = false, slices.Clone(rs)
+		}
+		rs = AddRange(rs, r)
 	}
 	if len(rs) == 0 || x.err != nil {
 		return false

@@ -69,7 +69,8 @@ func (it *lineIter) next() bool {
 // decodeLines decodes a whole line table.
 func decodeLines(x extractor, start uint64) ([]LineEntry, error) {
 	it := newLineIter(x, start)
-	rows := []LineEntry{}
+	// Most rows take one or two bytes, so this rarely grows much.
+	rows := make([]LineEntry, 0, (len(it.x.b)-it.x.off)/2+4)
 	for it.next() {
 		if len(rows) >= len(x.b) { // every row costs at least one byte
 			break

@@ -28,16 +28,26 @@ type LookupResult struct {
 	CallSiteRegexes []string
 }
 
-// cacheSlots is the number of decoded functions a Reader keeps: profiles
-// hit a few thousand hot functions again and again, and a decoded
+// maxCacheSlots bounds the decoded functions a Reader keeps. A decoded
 // function answers a lookup with two binary searches instead of a walk
-// over its encoded line table and inline tree.
-const cacheSlots = 4096
+// over its encoded line table and inline tree; a profile hits its hot
+// functions again and again. Decoded records take a few times the bytes of
+// their encoding, so even a cache holding every function of a large
+// binary stays within tens of megabytes.
+const maxCacheSlots = 1 << 16
 
 // recordCache is a direct-mapped cache of decoded records, safe for
 // concurrent lookups without locks.
 type recordCache struct {
-	slots [cacheSlots]atomic.Pointer[cachedRecord]
+	slots []atomic.Pointer[cachedRecord]
+}
+
+func newRecordCache(functions int) *recordCache {
+	n := 64
+	for n < functions && n < maxCacheSlots {
+		n *= 2
+	}
+	return &recordCache{slots: make([]atomic.Pointer[cachedRecord], n)}
 }
 
 type cachedRecord struct {
@@ -81,7 +91,7 @@ func (r *Reader) LookupInto(res *LookupResult, addr uint64) error {
 
 // record returns function i decoded, from the cache when it is there.
 func (r *Reader) record(i int) (*record, error) {
-	slot := &r.cache.slots[i%cacheSlots]
+	slot := &r.cache.slots[i&(len(r.cache.slots)-1)]
 	if c := slot.Load(); c != nil && c.index == i {
 		return c.rec, nil
 	}

@@ -116,7 +116,7 @@ func NewReader(data []byte) (*Reader, error) {
 	if len(data) < 6 {
 		return nil, formatErr(0, "Magic", "file too short")
 	}
-	r := &Reader{data: data, cache: new(recordCache)}
+	r := &Reader{data: data}
 	switch binary.LittleEndian.Uint32(data) {
 	case Magic:
 		r.le = true
@@ -141,6 +141,7 @@ func NewReader(data []byte) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.cache = newRecordCache(int(r.hdr.NumAddresses))
 	return r, nil
 }
 

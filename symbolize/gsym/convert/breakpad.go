@@ -94,6 +94,19 @@ func splitN(s string, n int) []string {
 	return f
 }
 
+// numbered parses "NUMBER TEXT", the body of FILE and INLINE_ORIGIN.
+func numbered(kw, rest string) (uint64, string, error) {
+	f := splitN(rest, 2)
+	if f == nil {
+		return 0, "", fmt.Errorf("malformed %s record", kw)
+	}
+	n, err := strconv.ParseUint(f[0], 10, 32)
+	if err != nil {
+		return 0, "", fmt.Errorf("%s number: %w", kw, err)
+	}
+	return n, f[1], nil
+}
+
 func (p *bpParser) record(s string) error {
 	kw, rest, _ := strings.Cut(s, " ")
 	switch kw {
@@ -113,25 +126,17 @@ func (p *bpParser) record(s string) error {
 			}
 		}
 	case "FILE":
-		f := splitN(rest, 2)
-		if f == nil {
-			return fmt.Errorf("malformed FILE record")
-		}
-		n, err := strconv.ParseUint(f[0], 10, 32)
+		n, path, err := numbered(kw, rest)
 		if err != nil {
-			return fmt.Errorf("FILE number: %w", err)
+			return err
 		}
-		p.files[n] = p.c.InsertFile(f[1])
+		p.files[n] = p.c.InsertFile(path)
 	case "INLINE_ORIGIN":
-		f := splitN(rest, 2)
-		if f == nil {
-			return fmt.Errorf("malformed INLINE_ORIGIN record")
-		}
-		n, err := strconv.ParseUint(f[0], 10, 32)
+		n, name, err := numbered(kw, rest)
 		if err != nil {
-			return fmt.Errorf("INLINE_ORIGIN number: %w", err)
+			return err
 		}
-		p.origins[n] = f[1]
+		p.origins[n] = name
 	case "FUNC":
 		p.flush()
 		rest = strings.TrimPrefix(rest, "m ")

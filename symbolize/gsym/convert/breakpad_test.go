@@ -23,14 +23,7 @@ func TestBreakpadHandWritten(t *testing.T) {
 	if st != (BreakpadStats{Functions: 2, Publics: 2, Inlines: 2}) {
 		t.Errorf("stats %+v", st)
 	}
-	b, err := c.Encode(gsym.EncodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := gsym.NewReader(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := encodeAndRead(t, c)
 	if got := fmt.Sprintf("%x", r.Header().UUID); got != "1a2b3c4d5e6f70819293a4b5c6d7e8f9" {
 		t.Errorf("UUID %s", got)
 	}
@@ -69,6 +62,20 @@ func TestBreakpadErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.msg)
 		}
 	}
+}
+
+// encodeAndRead encodes c as version 1 and opens the result.
+func encodeAndRead(t *testing.T, c *gsym.Creator) *gsym.Reader {
+	t.Helper()
+	b, err := c.Encode(gsym.EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := gsym.NewReader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 var writeBreakpadFixture = flag.Bool("write-breakpad-fixture", false, "rewrite testdata/gsym/cinline.sym from cinline's DWARF")
@@ -146,15 +153,7 @@ func TestWriteBreakpadFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Encode(gsym.EncodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := gsym.NewReader(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sym, err := writeBreakpad(r, "cinline")
+	sym, err := writeBreakpad(encodeAndRead(t, c), "cinline")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +170,7 @@ func TestBreakpadFromBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Encode(gsym.EncodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := gsym.NewReader(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := encodeAndRead(t, c)
 	llvm := openFixture(t, "cinline.llvm.gsym")
 	var addrs []uint64
 	for _, a := range probeAddresses(t, llvm) {

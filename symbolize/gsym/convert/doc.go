@@ -1,0 +1,20 @@
+// Package convert builds GSYM files (see package gsym) from what binaries
+// and symbol servers offer: DWARF 4 and 5 (compressed sections too, and
+// separate debug files found by build ID or .gnu_debuglink), the ELF
+// symbol table, and Breakpad .sym files.
+//
+// A symbolizer is only as good as its agreement with the tools users
+// trust, so the DWARF and symbol-table conversion follows llvm-gsymutil
+// --convert rule for rule: which DIEs become functions (one per address
+// range, stopping at dead-stripped ranges: low ≥ high, an all-ones
+// tombstone, or a start outside every executable section), how C and C++
+// names are qualified, which line rows a function keeps, how inline trees
+// are cut to their parents' ranges, and how symbol-table entries are
+// merged with debug info. sprof's tests compare the result with
+// llvm-gsymutil's, address by address.
+//
+// Conversion reads one compilation unit at a time on every core and adds
+// the units' functions in unit order, so the output does not depend on
+// scheduling and memory holds the decompressed sections plus the units in
+// flight, not a tree of the whole DWARF.
+package convert
