@@ -277,3 +277,32 @@ func TestRecordForcedLoss(t *testing.T) {
 		t.Errorf("profile after loss is invalid: %v", err)
 	}
 }
+
+// TestRecordPidFilter records one of two identical busy processes with -p:
+// every sample must be of that process. (bpf's tests show the filter works
+// in the kernel, before the ring buffer.)
+func TestRecordPidFilter(t *testing.T) {
+	testenv.RequireRoot(t)
+	var spins []*exec.Cmd
+	for range 2 {
+		c := exec.Command("../../testdata/e2e/spin", "3")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Wait()
+		spins = append(spins, c)
+	}
+	want := strconv.Itoa(spins[0].Process.Pid)
+	p, errs := recordProfile(t, "-p", want, "-d", "1s", "-F", "499")
+	t.Log(errs)
+	var n int64
+	for _, s := range p.Sample {
+		if got := s.Label["pid"]; len(got) != 1 || got[0] != want {
+			t.Fatalf("sample of pid %v in a profile of pid %s", got, want)
+		}
+		n += s.Value[0]
+	}
+	if n == 0 {
+		t.Fatalf("no samples of pid %s", want)
+	}
+}
