@@ -2,6 +2,8 @@ package symbolize
 
 import (
 	"container/list"
+	"errors"
+	"io/fs"
 	"sync"
 )
 
@@ -43,8 +45,10 @@ func newCache[V any](budget int64) *cache[V] {
 }
 
 // get returns the value for key, calling load to make it on a miss. load
-// reports the value's approximate size in bytes. Errors are cached like
-// values: they come from the content of a file named by the key.
+// reports the value's approximate size in bytes. Errors about a file's
+// content are cached like values, since the key names that content;
+// errors opening or reading it (*fs.PathError: a process that exited, a
+// file not yet readable) are not, so the next caller tries again.
 func (c *cache[V]) get(key string, load func() (V, int64, error)) (V, error) {
 	c.mu.Lock()
 	if e, ok := c.entries[key]; ok {
@@ -66,6 +70,10 @@ func (c *cache[V]) get(key string, load func() (V, int64, error)) (V, error) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := errors.AsType[*fs.PathError](e.err); ok {
+		delete(c.entries, key)
+		return e.val, e.err
+	}
 	e.elem = c.lru.PushFront(e)
 	c.used += e.size
 	for c.used > c.budget && c.lru.Len() > 1 {

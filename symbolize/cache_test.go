@@ -89,6 +89,18 @@ func TestSymbolizeErrors(t *testing.T) {
 	if _, err := s.Symbolize(nil, Binary{Path: filepath.Join(dir, "missing")}, 0); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: err = %v, want ErrNotExist", err)
 	}
+	// A file that could not be opened under a build ID is tried again
+	// when it can: the failure is not cached.
+	id, err := buildIDOf(fixture("c-O2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Symbolize(nil, Binary{Path: filepath.Join(dir, "gone"), BuildID: id}, 0x1080); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("exited process: err = %v, want ErrNotExist", err)
+	}
+	if got, err := s.Symbolize(nil, Binary{Path: fixture("c-O2"), BuildID: id}, 0x1080); err != nil || len(got) != 1 {
+		t.Errorf("after a failed open: %+v, %v", got, err)
+	}
 	if _, err := s.Symbolize(nil, Binary{Path: dir}, 0); err == nil {
 		t.Errorf("directory: no error")
 	}

@@ -8,4 +8,22 @@
 // /proc/kallsyms for the kernel. Backends sit behind one interface,
 // Symbolizer, so a faster or richer one (GSYM, see symbolize/gsym) replaces
 // another without touching the collector or the exporters.
+//
+// ELF, made by NewELF, is the first backend. For each binary it merges the
+// symbols of `.symtab`, `.dynsym`, MiniDebugInfo (`.gnu_debugdata`) and the
+// separate debug file (see symbolize/debugfile) into one sorted table, and
+// reads DWARF line tables and inlined calls from whichever file has them,
+// so an address yields its whole inline stack with files and lines. Go
+// programs are named by their `.gopclntab`, which survives stripping.
+// Addresses that no symbol covers give no frames: the caller shows them as
+// `binary+0xoffset`, never as the nearest name hundreds of bytes away.
+//
+// Kernel, made by LoadKernel or ReadKallsyms, names kernel addresses from
+// /proc/kallsyms, modules included.
+//
+// The standard library's debug/elf, debug/dwarf and debug/gosym trust their
+// input; sprof reads binaries of every process on a host, so every section
+// is size-checked before it is read and every call into those packages runs
+// inside one recover boundary that turns a panic into an error naming the
+// file (see FuzzLoadImage).
 package symbolize

@@ -55,9 +55,9 @@ func ExampleELF() {
 
 func ExampleReadKallsyms() {
 	k, err := symbolize.ReadKallsyms(strings.NewReader(
-		"ffffffff81000000 T do_sys_openat2\n" +
-			"ffffffff81000200 T __x64_sys_getpid\n" +
-			"ffffffffc0001000 t ext4_file_read_iter\t[ext4]\n"))
+		"ffffffff81000000 T do_sys_openat2\n"+
+			"ffffffff81000200 T __x64_sys_getpid\n"+
+			"ffffffffc0001000 t ext4_file_read_iter\t[ext4]\n"), nil)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -40,11 +40,11 @@ func FuzzLoadImage(f *testing.F) {
 }
 
 func FuzzReadKallsyms(f *testing.F) {
-	f.Add("ffffffff81000000 T _stext\nffffffff81000010 t f\t[mod]\n")
-	f.Add("0000000000000000 T x\n")
-	f.Add("ffff D d\nffff T t\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		k, err := ReadKallsyms(strings.NewReader(s))
+	f.Add("ffffffff81000000 T _stext\nffffffff81000010 t f\t[mod]\n", "mod 4096 0 - Live 0xffffffff81000000\n")
+	f.Add("0000000000000000 T x\n", "")
+	f.Add("ffff D d\nffff T t\n", "m 1 0 - Live 0x0 (OE)\n")
+	f.Fuzz(func(t *testing.T, s, modules string) {
+		k, err := ReadKallsyms(strings.NewReader(s), strings.NewReader(modules))
 		if err != nil {
 			return
 		}

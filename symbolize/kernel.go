@@ -35,15 +35,21 @@ type Kernel struct {
 	syms *symtab
 }
 
-// LoadKernel reads /proc/kallsyms. It returns an error wrapping
-// ErrKernelAddressesHidden when the kernel hides its addresses.
+// LoadKernel reads /proc/kallsyms, and /proc/modules for where each
+// module ends. It returns an error wrapping ErrKernelAddressesHidden when
+// the kernel hides its addresses.
 func LoadKernel() (*Kernel, error) {
 	f, err := os.Open("/proc/kallsyms")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	k, err := ReadKallsyms(f)
+	var modules io.Reader
+	if m, err := os.Open("/proc/modules"); err == nil {
+		defer m.Close()
+		modules = m
+	}
+	k, err := ReadKallsyms(f, modules)
 	if err != nil {
 		return nil, fmt.Errorf("/proc/kallsyms: %w", err)
 	}
@@ -52,11 +58,22 @@ func LoadKernel() (*Kernel, error) {
 
 // ReadKallsyms parses the kallsyms format: "ADDRESS TYPE NAME[\t[MODULE]]"
 // per line. Only text symbols (types t, T, w, W) name code; the others
-// end the function before them.
-func ReadKallsyms(r io.Reader) (*Kernel, error) {
+// end the function before them. modules, if not nil, is in the format of
+// /proc/modules ("NAME SIZE REFS DEPS STATE ADDRESS ..."): kallsyms has no
+// sizes, and without the end of each module its last function would run
+// on to the next module's first.
+func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 	var syms []symbol
+	if modules != nil {
+		ends, err := moduleEnds(modules)
+		if err != nil {
+			return nil, fmt.Errorf("modules: %w", err)
+		}
+		syms = ends
+	}
 	sc := bufio.NewScanner(r)
 	nonzero := false
+	n := 0
 	for line := 1; sc.Scan(); line++ {
 		if line > maxKallsymsLines {
 			return nil, fmt.Errorf("more than %d lines", maxKallsymsLines)
@@ -67,11 +84,12 @@ func ReadKallsyms(r io.Reader) (*Kernel, error) {
 		}
 		nonzero = nonzero || s.addr != 0
 		syms = append(syms, s)
+		n++
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	if len(syms) == 0 {
+	if n == 0 {
 		return nil, errors.New("no symbols")
 	}
 	if !nonzero {
@@ -89,6 +107,33 @@ func regionEnd(name string) bool {
 		return true
 	}
 	return false
+}
+
+// moduleEnds returns a boundary at the end of each module's memory.
+func moduleEnds(r io.Reader) ([]symbol, error) {
+	var ends []symbol
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		if line > maxKallsymsLines {
+			return nil, fmt.Errorf("more than %d lines", maxKallsymsLines)
+		}
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 {
+			return nil, fmt.Errorf("line %d: %q is not NAME SIZE REFS DEPS STATE ADDRESS", line, sc.Text())
+		}
+		size, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: size %q: %w", line, f[1], err)
+		}
+		base, err := strconv.ParseUint(strings.TrimPrefix(f[5], "0x"), 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: address %q: %w", line, f[5], err)
+		}
+		if base != 0 && base+size > base {
+			ends = append(ends, symbol{addr: base + size, limit: math.MaxUint64, boundary: true})
+		}
+	}
+	return ends, sc.Err()
 }
 
 func parseKallsymsLine(line string) (symbol, error) {

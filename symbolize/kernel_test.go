@@ -95,7 +95,8 @@ ffffffff81000400 D some_data
 ffffffffc0001000 t ext4_read	[ext4]
 ffffffffc0001080 T ext4_write	[ext4]
 `
-	k, err := ReadKallsyms(strings.NewReader(text))
+	const modules = "ext4 512 1 - Live 0xffffffffc0001000 (E)\n"
+	k, err := ReadKallsyms(strings.NewReader(text), strings.NewReader(modules))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +113,8 @@ ffffffffc0001080 T ext4_write	[ext4]
 		{0xffffffff80000000, "", ""}, // before everything
 		{0xffffffffc0001010, "ext4_read", "[ext4]"},
 		{0xffffffffc0001090, "ext4_write", "[ext4]"},
+		{0xffffffffc00011ff, "ext4_write", "[ext4]"},
+		{0xffffffffc0001200, "", ""}, // past the module's end
 	}
 	for _, tt := range tests {
 		got := k.Symbolize(nil, tt.addr)
@@ -132,16 +135,19 @@ func TestReadKallsymsErrors(t *testing.T) {
 		name, text string
 		want       error
 		wantMsg    string
+		modules    string
 	}{
-		{"kptr_restrict", "0000000000000000 T startup_64\n0000000000000000 t helper\n", ErrKernelAddressesHidden, ""},
-		{"empty", "", nil, "no symbols"},
-		{"bad address", "zz T f\n", nil, "line 1: address"},
-		{"bad type", "ffff TT f\n", nil, "line 1:"},
-		{"bad module", "ffff t f ext4\n", nil, "not in brackets"},
+		{"kptr_restrict", "0000000000000000 T startup_64\n0000000000000000 t helper\n", ErrKernelAddressesHidden, "", ""},
+		{"empty", "", nil, "no symbols", ""},
+		{"bad address", "zz T f\n", nil, "line 1: address", ""},
+		{"bad type", "ffff TT f\n", nil, "line 1:", ""},
+		{"bad module", "ffff t f ext4\n", nil, "not in brackets", ""},
+		{"bad modules line", "ffff t f\n", nil, "modules: line 1", "ext4 x\n"},
+		{"bad module size", "ffff t f\n", nil, "modules: line 1: size", "ext4 x 0 - Live 0xffff\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k, err := ReadKallsyms(strings.NewReader(tt.text))
+			k, err := ReadKallsyms(strings.NewReader(tt.text), strings.NewReader(tt.modules))
 			if err == nil || k != nil {
 				t.Fatalf("ReadKallsyms = %v, %v; want an error", k, err)
 			}
