@@ -33,13 +33,13 @@ func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
 //
 // Mappings come user first (pprof calls the first one the main binary),
 // then [kernel.kallsyms], then [unknown]. A mapping is marked HasFunctions
-// when at least one of its addresses is symbolized; its other addresses
-// then carry their placeholder as function name, because pprof and
-// Pyroscope never symbolize such a mapping again and would otherwise lump
-// or drop them. A mapping with no symbol at all keeps bare addresses, so
-// pprof (with the binary at hand) or Pyroscope (by build ID) can still
-// symbolize it. Location slices and label maps are shared between
-// samples with equal stacks or label values: treat them as read-only.
+// (and the other Has* flags) only when its symbols really are there: at
+// least one of its addresses symbolized. An address no symbol covers keeps
+// its address and gets its placeholder (`libc.so.6+0x1a2b`) as function
+// name: pprof's flame graph drops frames without a name, and pprof still
+// replaces the placeholder when it finds the binary of a mapping that is
+// not marked. Location slices and label maps are shared between samples
+// with equal stacks or label values: treat them as read-only.
 func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
 	if p.Period <= 0 {
 		return nil, errors.New("pprof: the profile has no sampling period")
@@ -63,16 +63,8 @@ type pprofMapping struct {
 	kind stacks.MappingKind
 	// symbolized is set once one of the mapping's addresses has a symbol.
 	symbolized bool
-	// unsymbolized are the locations no symbol covers; finish names them
-	// by placeholder if the mapping turns out to be symbolized.
-	unsymbolized []pendingLocation
 	// lo and hi bound the addresses seen, to size the synthetic mappings.
 	lo, hi uint64
-}
-
-type pendingLocation struct {
-	out *profile.Location
-	in  *stacks.Location
 }
 
 // mappingKey identifies a pprof mapping: user mappings by what the maps
@@ -307,7 +299,7 @@ func (b *pprofBuilder) locationByValue(loc *stacks.Location) *profile.Location {
 	pm.lo, pm.hi = min(pm.lo, loc.Address), max(pm.hi, loc.Address)
 
 	if !loc.Symbolized() {
-		pm.unsymbolized = append(pm.unsymbolized, pendingLocation{l, loc})
+		l.Line = []profile.Line{{Function: b.function(loc.Placeholder(), "", "")}}
 		return l
 	}
 	pm.symbolized = true
@@ -352,16 +344,11 @@ func (b *pprofBuilder) function(name, systemName, file string) *profile.Function
 	return f
 }
 
-// finish settles what depends on all samples: the Has* flags, placeholder
-// names, the bounds of the synthetic mappings, and the mapping order.
+// finish settles what depends on all samples: HasFunctions, the bounds of
+// the synthetic mappings, and the mapping order.
 func (b *pprofBuilder) finish() {
 	for _, pm := range b.order {
 		pm.m.HasFunctions = pm.symbolized
-		for _, u := range pm.unsymbolized {
-			if pm.symbolized || u.out.Address == 0 {
-				u.out.Line = []profile.Line{{Function: b.function(u.in.Placeholder(), "", "")}}
-			}
-		}
 		if pm.kind != stacks.User && pm.lo <= pm.hi {
 			pm.m.Start = pm.lo
 			pm.m.Limit = pm.hi + 1

@@ -57,8 +57,8 @@ func TestPprofTop(t *testing.T) {
 		`(?m)^\s+404\.04ms\s+83\.33%\s+83\.33%\s+404\.04ms\s+83\.33%\s+hash \(inline\)$`,
 		`(?m)\s+mix;step next \(inline\)$`,
 		`(?m)\s+work\(int\)$`,
-		// a mapping without symbols is left for pprof to symbolize
-		`(?m)\s+70\.71ms\s+14\.58%\s+\[libc\.so\.6\]$`,
+		// an address without a symbol keeps its own frame
+		`(?m)\s+70\.71ms\s+14\.58%\s+libc\.so\.6\+0x3a345$`,
 		`(?m)\s+\[kernel\] 0xffffffffc0001234$`,
 		`(?m)\s+\[truncated\]$`,
 		`(?m)\s+ksys_write$`,
@@ -117,8 +117,9 @@ func TestPprofShape(t *testing.T) {
 				t.Errorf("system name %q", l.Line[2].Function.SystemName)
 			}
 		}
-		if l.Mapping.File == "/usr/lib/x86_64-linux-gnu/libc.so.6" && (len(l.Line) != 0 || l.Address != 0x7f0000012345) {
-			t.Errorf("unsymbolized libc location %+v: want a bare address for later symbolization", l)
+		if l.Mapping.File == "/usr/lib/x86_64-linux-gnu/libc.so.6" &&
+			(len(l.Line) != 1 || l.Line[0].Function.Name != "libc.so.6+0x3a345" || l.Address != 0x7f0000012345) {
+			t.Errorf("unsymbolized libc location %+v: want its address and its placeholder", l)
 		}
 	}
 	for _, s := range p.Sample {
@@ -201,9 +202,9 @@ func TestCheckPprofRejects(t *testing.T) {
 		spoil func(p *profile.Profile)
 		want  string
 	}{
-		{"sparse mapping IDs", func(p *profile.Profile) { p.Mapping[0].ID = 9 }, "dense"},
-		{"sparse function IDs", func(p *profile.Profile) { p.Function[0].ID = 9 }, "dense"},
-		{"sparse location IDs", func(p *profile.Profile) { p.Location[0].ID = 9 }, "dense"},
+		{"sparse mapping IDs", func(p *profile.Profile) { p.Mapping[0].ID = 99 }, "dense"},
+		{"sparse function IDs", func(p *profile.Profile) { p.Function[0].ID = 99 }, "dense"},
+		{"sparse location IDs", func(p *profile.Profile) { p.Location[0].ID = 99 }, "dense"},
 		{"zero value", func(p *profile.Profile) { p.Sample[0].Value[1] = 0 }, "positive"},
 		{"bad UTF-8", func(p *profile.Profile) { p.Function[0].Name = "\xff" }, "UTF-8"},
 		{"two label values", func(p *profile.Profile) { p.Sample[0].Label = map[string][]string{"a": {"1", "2"}} }, "values"},
