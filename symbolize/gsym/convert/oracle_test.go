@@ -206,3 +206,30 @@ func TestConverterMatchesLLVM(t *testing.T) {
 		})
 	}
 }
+
+// TestDumpMatchesLLVM: sprof's dump of LLVM's files is llvm-gsymutil's
+// dump, line for line.
+func TestDumpMatchesLLVM(t *testing.T) {
+	tool := llvmGsymutil(t)
+	for _, fx := range oracleFixtures {
+		path := filepath.Join(fixtures, fx.llvm)
+		want, err := exec.Command(tool, path).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := openFixture(t, fx.llvm).Dump(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			g, w := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
+			for i := range min(len(g), len(w)) {
+				if g[i] != w[i] {
+					t.Errorf("%s: line %d:\n got: %s\nwant: %s", fx.llvm, i+1, g[i], w[i])
+					break
+				}
+			}
+			t.Errorf("%s: dump differs (%d lines, llvm-gsymutil %d)", fx.llvm, len(g), len(w))
+		}
+	}
+}
