@@ -41,6 +41,8 @@ const (
 )
 
 // Sampler owns the loaded program, its maps and the perf events that run it.
+// One goroutine reads; AddPid, Lost and Stats may be called from others
+// meanwhile.
 type Sampler struct {
 	objs       sprofObjects
 	hooks      []link.Link // fork and exit hooks of the pid filter
