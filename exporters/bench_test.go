@@ -75,18 +75,23 @@ func benchmarkFormat(b *testing.B, f Format, nSamples int) {
 	var out countingWriter
 	b.ReportAllocs()
 	b.ResetTimer()
+	before := cpuTime()
 	for b.Loop() {
 		out = 0
 		if err := Write(&out, p, f, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	cpu := cpuTime() - before
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(nSamples), "ns/sample")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(nSamples), "cpu-ns/sample")
 	b.ReportMetric(float64(out)/float64(nSamples), "bytes/sample")
 }
 
-func BenchmarkPprof(b *testing.B)  { benchmarkFormat(b, Pprof, 100_000) }
-func BenchmarkFolded(b *testing.B) { benchmarkFormat(b, Folded, 100_000) }
+func BenchmarkPprof(b *testing.B)      { benchmarkFormat(b, Pprof, 100_000) }
+func BenchmarkFolded(b *testing.B)     { benchmarkFormat(b, Folded, 100_000) }
+func BenchmarkSVG(b *testing.B)        { benchmarkFormat(b, SVG, 100_000) }
+func BenchmarkSpeedscope(b *testing.B) { benchmarkFormat(b, Speedscope, 100_000) }
 
 // BenchmarkPprofMillion exports a 1,000,000-sample profile and reports the
 // peak heap the export itself needed on top of the input.
