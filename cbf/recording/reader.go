@@ -61,7 +61,7 @@ type Reader struct {
 // NewReader reads the magic and the header. A recording without an intact
 // header is an error; the rest is read by Next.
 func NewReader(r io.Reader) (*Reader, error) {
-	rd := &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+	rd := &Reader{r: bufio.NewReader(r)}
 	var magic [len(Magic)]byte
 	if _, err := io.ReadFull(rd.r, magic[:]); err != nil || string(magic[:]) != Magic {
 		return nil, fmt.Errorf("recording: not an sprof recording (bad magic)")
