@@ -143,20 +143,35 @@ func (fx *fixtureELF) contains(fn string, pc uint64) bool {
 // returns the address after it: the return address a walk must report.
 func (fx *fixtureELF) returnAfterCall(t testing.TB, caller, callee string) uint64 {
 	t.Helper()
-	from, to := fx.syms[caller], fx.syms[callee]
-	code := make([]byte, from.Size)
-	if _, err := fx.text.ReadAt(code, int64(from.Value-fx.text.Addr)); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+5 <= len(code); i++ {
-		rel := int32(binary.LittleEndian.Uint32(code[i+1:]))
-		next := from.Value + uint64(i) + 5
-		if code[i] == 0xe8 && next+uint64(int64(rel)) == to.Value {
-			return next
+	for _, c := range fx.calls(t, caller) {
+		if c.target == fx.syms[callee].Value {
+			return c.ret
 		}
 	}
 	t.Fatalf("no call from %s to %s in the fixture", caller, callee)
 	return 0
+}
+
+type call struct{ target, ret uint64 }
+
+// calls lists the `call rel32` instructions in fn (found by their target
+// landing inside .text, which rules out e8 bytes inside other instructions).
+func (fx *fixtureELF) calls(t testing.TB, fn string) []call {
+	t.Helper()
+	from := fx.syms[fn]
+	code := make([]byte, from.Size)
+	if _, err := fx.text.ReadAt(code, int64(from.Value-fx.text.Addr)); err != nil {
+		t.Fatal(err)
+	}
+	var out []call
+	for i := 0; i+5 <= len(code); i++ {
+		next := from.Value + uint64(i) + 5
+		target := next + uint64(int64(int32(binary.LittleEndian.Uint32(code[i+1:]))))
+		if code[i] == 0xe8 && target >= fx.text.Addr-0x1000 && target < fx.text.Addr+fx.text.Size {
+			out = append(out, call{target, next})
+		}
+	}
+	return out
 }
 
 func hexFrames(fr []uint64) string {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -314,4 +316,86 @@ func equal(a, b []uint64) bool {
 		}
 	}
 	return true
+}
+
+// kernelSymbol returns the address range of a kernel function from
+// /proc/kallsyms (root sees real addresses).
+func kernelSymbol(t *testing.T, name string) (start, end uint64) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		a, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		addrs = append(addrs, a)
+		if f[2] == name && start == 0 {
+			start = a
+		}
+	}
+	if start == 0 {
+		t.Fatalf("%s not in /proc/kallsyms", name)
+	}
+	end = ^uint64(0)
+	for _, a := range addrs {
+		if a > start && a < end {
+			end = a
+		}
+	}
+	return start, end
+}
+
+// A syscall-heavy process gets kernel stacks through the syscall entry, and
+// its user stack keeps the caller of the frameless libc wrapper, found
+// through the PLT, in every sample.
+func TestKernelStacksAndPLTLeaf(t *testing.T) {
+	requireFixture(t)
+	fx := loadFixtureELF(t)
+	loop := fx.calls(t, "sys_loop")
+	if len(loop) != 1 {
+		t.Fatalf("sys_loop has %d calls, want 1 (getppid@plt)", len(loop))
+	}
+	want := []uint64{loop[0].ret, fx.returnAfterCall(t, "main", "sys_loop")}
+	sysStart, sysEnd := kernelSymbol(t, "do_syscall_64")
+	cmd, _ := startFixture(t, "syscalls")
+	time.Sleep(200 * time.Millisecond) // past ld.so
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true})
+	got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
+	var inKernel, viaEntry, exact int
+	for _, x := range got {
+		if fx.contains("sys_loop", x.PC) {
+			exact++ // the frame-record case, covered by TestWalkChain
+			continue
+		}
+		if len(x.user) >= 3 && equal(x.user[1:3], want) {
+			exact++
+		} else {
+			t.Errorf("pc %#x: stack %s, want [pc %s ...]", x.PC, hexFrames(x.user), hexFrames(want))
+		}
+		if len(x.kernel) == 0 {
+			continue
+		}
+		inKernel++
+		for _, a := range x.kernel {
+			if a < 0xffff800000000000 {
+				t.Fatalf("kernel frame %#x is a user address", a)
+			}
+			if a >= sysStart && a < sysEnd {
+				viaEntry++
+				break
+			}
+		}
+	}
+	if inKernel == 0 || viaEntry*10 < inKernel*9 {
+		t.Fatalf("%d samples in the kernel, %d through do_syscall_64; want some, ≥ 90%% of them", inKernel, viaEntry)
+	}
+	t.Logf("%d samples, %d in the kernel (%d through do_syscall_64), %d with the exact user chain", len(got), inKernel, viaEntry, exact)
 }

@@ -12,6 +12,7 @@
  *   self-loop   rbp points at a frame record whose saved rbp is itself
  *   deep N      main -> recurse x N -> c
  *   fork        reads a line from stdin, then forks a child running chain
+ *   syscalls    sys_loop calls getppid (frameless, through the PLT) forever
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,14 @@ NOINLINE void recurse(int n)
 	else
 		c();
 	KEEP();
+}
+
+NOINLINE void sys_loop(void)
+{
+	for (;;) {
+		getppid();
+		KEEP();
+	}
 }
 
 void leafloop(void);
@@ -72,6 +81,8 @@ int main(int argc, char **argv)
 		spin_misaligned();
 	else if (!strcmp(mode, "self-loop"))
 		spin_self_loop();
+	else if (!strcmp(mode, "syscalls"))
+		sys_loop();
 	else if (!strcmp(mode, "deep") && argc > 2)
 		recurse(atoi(argv[2]));
 	else if (!strcmp(mode, "fork")) {
@@ -82,7 +93,7 @@ int main(int argc, char **argv)
 			a();
 		wait(NULL);
 	} else {
-		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|deep N|fork\n");
+		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|deep N|fork|syscalls\n");
 		return 2;
 	}
 	KEEP();
