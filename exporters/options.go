@@ -21,11 +21,12 @@ type Options struct {
 	// `[truncated]` leaf, so the cut frames' time is not shown as the self
 	// time of the deepest frame kept.
 	MaxDepth int
-	// ProcessRoot adds a root frame naming the process to folded stacks,
-	// the way stackcollapse-perf.pl does, so one graph separates programs.
+	// ProcessRoot adds a root frame naming the process to every format,
+	// the way stackcollapse-perf.pl does, so one graph separates programs
+	// — also in Pyroscope, where a per-process label would multiply series.
 	ProcessRoot ProcessRoot
 	// FlameGraph shapes SVG output. An empty Subtitle is filled in with
-	// what the profile covers; ProcessRoot applies to flame graphs too.
+	// what the profile covers.
 	FlameGraph flamegraph.Options
 }
 

@@ -113,7 +113,8 @@ type pprofBuilder struct {
 	stacks    [][]*profile.Location
 	samples   map[sampleKey]*profile.Sample
 	labelMaps map[labelKey]map[string][]string
-	truncated *profile.Location
+	synthetic map[string]*profile.Location
+	root      ProcessRoot
 	// key and locs are scratch space reused for every sample.
 	key  []byte
 	locs []*profile.Location
@@ -153,6 +154,8 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 		stackIDs:   map[string]int{},
 		samples:    map[sampleKey]*profile.Sample{},
 		labelMaps:  map[labelKey]map[string][]string{},
+		synthetic:  map[string]*profile.Location{},
+		root:       opt.ProcessRoot,
 	}
 }
 
@@ -164,11 +167,14 @@ func (b *pprofBuilder) addSample(s *stacks.Sample) {
 		locs = append(locs, b.location(loc))
 	}
 	if s.Truncated {
-		locs = append(locs, b.truncatedLocation())
+		locs = append(locs, b.syntheticLocation(TruncatedFrame))
+	}
+	if name := processRootName(s, b.root); name != "" {
+		locs = append(locs, b.syntheticLocation(name))
 	}
 	if b.maxDepth > 0 && len(locs) > b.maxDepth {
 		kept := len(locs) - (b.maxDepth - 1)
-		locs[kept-1] = b.truncatedLocation()
+		locs[kept-1] = b.syntheticLocation(TruncatedFrame)
 		locs = append(locs[:0], locs[kept-1:]...)
 	}
 	b.locs = locs
@@ -314,19 +320,21 @@ func (b *pprofBuilder) locationByValue(loc *stacks.Location) *profile.Location {
 	return l
 }
 
-// truncatedLocation is the root location that marks an incomplete stack. It
-// lives on the [unknown] mapping with no address.
-func (b *pprofBuilder) truncatedLocation() *profile.Location {
-	if b.truncated == nil {
-		pm := b.mapping(nil)
-		b.truncated = &profile.Location{
+// syntheticLocation is the location of a frame sprof adds — the
+// `[truncated]` marker, a process root — one per name, on the [unknown]
+// mapping with no address.
+func (b *pprofBuilder) syntheticLocation(name string) *profile.Location {
+	l, ok := b.synthetic[name]
+	if !ok {
+		l = &profile.Location{
 			ID:      uint64(len(b.out.Location) + 1),
-			Mapping: pm.m,
-			Line:    []profile.Line{{Function: b.function(TruncatedFrame, "", "")}},
+			Mapping: b.mapping(nil).m,
+			Line:    []profile.Line{{Function: b.function(name, "", "")}},
 		}
-		b.out.Location = append(b.out.Location, b.truncated)
+		b.out.Location = append(b.out.Location, l)
+		b.synthetic[name] = l
 	}
-	return b.truncated
+	return l
 }
 
 func (b *pprofBuilder) function(name, systemName, file string) *profile.Function {

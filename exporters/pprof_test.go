@@ -252,3 +252,18 @@ func TestPprofMaxDepth(t *testing.T) {
 		t.Errorf("a stack of exactly 4 got %d locations", n)
 	}
 }
+
+func TestPprofProcessRoot(t *testing.T) {
+	_, p := writeFixturePprof(t, Options{ProcessRoot: CommPidRoot, Labels: []Label{}})
+	roots := map[string]int64{}
+	for _, s := range p.Sample {
+		root := s.Location[len(s.Location)-1]
+		roots[root.Line[0].Function.Name] += s.Value[0]
+		if s.Location[len(s.Location)-2].Line[0].Function.Name == TruncatedFrame && s.Value[0] != 2 {
+			t.Errorf("[truncated] is not right under the process root")
+		}
+	}
+	if len(roots) != 2 || roots["app-42"] != 47 || roots["kworker/0:1_x-7"] != 1 {
+		t.Errorf("process roots %v, want app-42: 47 and kworker/0:1_x-7: 1", roots)
+	}
+}

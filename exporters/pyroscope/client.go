@@ -165,7 +165,8 @@ func (c *Client) labels(service string) []*typesv1.LabelPair {
 // the sample and size limits. Per-sample labels are left out: Pyroscope
 // would make a series of every distinct pid/tid.
 func (c *Client) encode(p *stacks.Profile) ([][]byte, error) {
-	pp, err := exporters.BuildPprof(p, exporters.Options{Labels: []exporters.Label{}, MaxDepth: c.limits.MaxDepth})
+	pp, err := exporters.BuildPprof(p, exporters.Options{
+		Labels: []exporters.Label{}, MaxDepth: c.limits.MaxDepth, ProcessRoot: c.cfg.ProcessRoot})
 	if err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ func TestPushLabelsAndProfiles(t *testing.T) {
 
 func TestPushServiceName(t *testing.T) {
 	fake := &fakePyroscope{}
-	c, err := New(Config{URL: fake.start(t), ServiceName: "checkout"})
+	c, err := New(Config{URL: fake.start(t), ServiceName: "checkout", ProcessRoot: exporters.CommRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +175,16 @@ func TestPushServiceName(t *testing.T) {
 	if len(fake.requests) != 1 || labelString(fake.requests[0].Series[0]) != "__name__=process_cpu,service_name=checkout" {
 		t.Fatalf("requests %v", fake.requests)
 	}
-	if got := totalCount(decode(t, fake.requests[0].Series[0].Samples[0].RawProfile)); got != 12 {
+	p := decode(t, fake.requests[0].Series[0].Samples[0].RawProfile)
+	if got := totalCount(p); got != 12 {
 		t.Errorf("%d samples, want all 12", got)
+	}
+	roots := map[string]int64{}
+	for _, s := range p.Sample {
+		roots[s.Location[len(s.Location)-1].Line[0].Function.Name] += s.Value[0]
+	}
+	if len(roots) != 2 || roots["web"] != 8 || roots["db"] != 4 {
+		t.Errorf("root frames %v, want web: 8, db: 4", roots)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sprof/sprof/exporters"
 )
 
 // API selects how profiles reach the server.
@@ -37,6 +39,10 @@ type Config struct {
 	// ServiceName labels every profile. When empty each process gets its
 	// own series named after its command.
 	ServiceName string
+	// ProcessRoot adds a root frame naming each sample's process, Alloy's
+	// comm = "stackframe": with one ServiceName for a whole host it tells
+	// programs apart without a series per process.
+	ProcessRoot exporters.ProcessRoot
 	// Host is the value of the host label; no label when empty.
 	Host string
 	// Labels are further series labels, e.g. env=prod.
