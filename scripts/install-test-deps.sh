@@ -9,7 +9,7 @@
 #   chromium           renders flame-graph SVGs headless for the screenshot test
 set -eu
 
-want="clang-22 llvm-22 binutils linux-perf debuginfod chromium"
+want="clang-22 llvm-22 binutils linux-perf debuginfod chromium libbpf-dev"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
