@@ -170,6 +170,9 @@ func (c *Client) encode(p *stacks.Profile) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(pp.Sample) == 0 {
+		return nil, nil // nothing worth a request
+	}
 	return c.encodeWithin(pp, nil)
 }
 

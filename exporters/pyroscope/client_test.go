@@ -293,6 +293,20 @@ func TestPushServerDown(t *testing.T) {
 	}
 }
 
+func TestPushSkipsEmptySeries(t *testing.T) {
+	fake := &fakePyroscope{}
+	c, err := New(Config{URL: fake.start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testProfile(time.Now())
+	p.Samples[0].Count = 0
+	p.Samples = p.Samples[:1]
+	if err := c.Push(context.Background(), p); err != nil || len(fake.requests) != 0 {
+		t.Errorf("profile without counts: %v, %d requests; want nothing sent", err, len(fake.requests))
+	}
+}
+
 func TestPushRefusesOldProfiles(t *testing.T) {
 	fake := &fakePyroscope{}
 	c, err := New(Config{URL: fake.start(t)})
