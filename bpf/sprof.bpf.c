@@ -150,15 +150,25 @@ static long stack_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
 	return 0;
 }
 
-/* The end of the stack holding sp: the end of its mapping, which is right
- * for the main thread, pthread stacks and Go goroutine stacks alike. When the
- * mapping cannot be found (the mmap lock is contended), 8 MiB above sp: the
- * default RLIMIT_STACK and pthread stack size. */
+/* The end of the stack holding sp. On the main thread's stack it is
+ * mm->start_stack, the initial stack pointer, above which no frame record
+ * lies, read without any lock: sp within MAIN_STACK_SPAN below it is taken
+ * to be on the main stack. The mmap area starts at least RLIMIT_STACK plus
+ * the stack guard gap below the stack, usually gigabytes; a thread stack
+ * mapped closer only gets a looser bound, never a tighter one. Elsewhere (pthread stacks, Go goroutine stacks, alternate
+ * signal stacks) it is the end of the mapping holding sp, remembered per
+ * thread. When that mapping cannot be found (the mmap lock is contended),
+ * 8 MiB above sp: the default RLIMIT_STACK and pthread stack size. */
+#define MAIN_STACK_SPAN (64 << 20)
+
 static __always_inline __u64 stack_end(__u64 sp)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct stack_vma found = {}, *cached;
+	__u64 top = BPF_CORE_READ(task, mm, start_stack);
 
+	if (sp < top && top - sp < MAIN_STACK_SPAN)
+		return top;
 	cached = bpf_task_storage_get(&stack_vmas, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (cached && cached->start <= sp && sp < cached->end)
 		return cached->end;

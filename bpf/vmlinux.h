@@ -70,10 +70,15 @@ struct signal_struct {
 	atomic_t live; /* threads of the group that have not exited */
 };
 
+struct mm_struct {
+	unsigned long start_stack;
+};
+
 struct task_struct {
 	unsigned int flags;
 	int pid;
 	int tgid;
+	struct mm_struct *mm;
 	struct signal_struct *signal;
 };
 
