@@ -309,13 +309,13 @@ func loadDWARF(f *elf.File, maxSize uint64) (*dwarf.Data, *lineSections, error) 
 // debugSection returns the contents of .debug_NAME or .zdebug_NAME.
 func debugSection(f *elf.File, name string, maxSize uint64) ([]byte, error) {
 	if s := f.Section(".debug_" + name); s != nil && s.Type != elf.SHT_NOBITS {
-		r := io.LimitReader(s.Open(), int64(maxSize)+1)
-		b, err := io.ReadAll(r)
-		if err != nil {
-			return nil, fmt.Errorf("read .debug_%s: %w", name, err)
+		// Size is the decompressed size for SHF_COMPRESSED sections.
+		if s.Size > maxSize {
+			return nil, fmt.Errorf(".debug_%s is %d bytes, over the %d-byte cap", name, s.Size, maxSize)
 		}
-		if uint64(len(b)) > maxSize {
-			return nil, fmt.Errorf(".debug_%s decompresses to more than %d bytes", name, maxSize)
+		b := make([]byte, s.Size)
+		if _, err := io.ReadFull(s.Open(), b); err != nil {
+			return nil, fmt.Errorf("read .debug_%s: %w", name, err)
 		}
 		return b, nil
 	}

@@ -333,6 +333,8 @@ func parseLineTable(secs *lineSections, off uint64, addrSize int) (*lineTable, e
 		return nil, b.err
 	}
 	b.off = progStart
+	// A row costs a byte or two of program: size the matrix once.
+	t.rows = make([]lineRow, 0, (end-progStart)/2+16)
 	t.run(b, addrSize, minInst, lineBase, lineRange, opBase, stdLens)
 	if b.err != nil && len(t.rows) == 0 {
 		return nil, b.err
