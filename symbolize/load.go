@@ -124,12 +124,13 @@ func contain(name string, fn func() error) (err error) {
 }
 
 // loadImage reads the tables of the binary r (of size bytes, named name in
-// errors), to show names demangled as d says. findDebug returns the path
+// errors), to show names demangled as dm says. findDebug returns the path
 // of its separate debug file, or "".
 func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug func(buildID string, link debugfile.Link) string) (*image, error) {
 	img := &image{}
 	var syms []symbol
 	var ef *elf.File
+	var link debugfile.Link
 	hasSymtab := false
 	err := contain(name, func() error {
 		var err error
@@ -149,6 +150,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		if img.gotab, err = loadGo(ef, size, syms); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		link = readDebuglink(ef, size)
 		return nil
 	})
 	if err != nil {
@@ -157,7 +159,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 
 	id, _ := buildid.Read(r)
 	var dbg *elf.File
-	if p := findDebug(id, readDebuglink(ef, size)); p != "" {
+	if p := findDebug(id, link); p != "" {
 		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err == nil {
 			defer f.Close()
