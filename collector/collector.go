@@ -278,6 +278,7 @@ func (c *Collector) drain(src Source, final bool) error {
 	}
 	c.applyUntil(cut)
 	c.events = append(c.events[:0], c.events[c.next:]...)
+
 	return errors.Join(errs...)
 }
 
@@ -363,7 +364,7 @@ func (c *Collector) apply(e *event) {
 	case eventFork:
 		c.table.fork(e.pid, e.ppid)
 	case eventExit:
-		c.table.exit(e.pid, e.tid)
+		c.table.exit(e.pid, e.tid, e.time)
 	}
 }
 

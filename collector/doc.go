@@ -36,6 +36,16 @@
 // A pid that is reused, or execs, can therefore never lend one program's
 // mappings to another's samples.
 //
+// # Exits
+//
+// The kernel writes a process's exit record before the dying task unmaps
+// its memory and closes its files: on kernel 6.18, samples in exit_mmap and
+// __fput, with the user registers of _exit, arrive up to hundreds of µs
+// after it. So an exit only marks the process's image; it serves the pid's
+// samples until a fork record announces a new process with that pid, or
+// for 10 s after its last sample. Nor does an empty /proc/PID/maps — what
+// a process in exit or a zombie shows — ever replace known mappings.
+//
 // # Aggregation
 //
 // Identical samples — same thread, name, mappings, user and kernel stacks,

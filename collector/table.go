@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // image is one program run by one process: from its exec (or from when
@@ -28,7 +29,22 @@ type image struct {
 	// one. Until exec returns to user space, a sample in the kernel still
 	// carries the old program's user registers.
 	beforeExec *mapSet
+	// exited is the time of the exit record of the process's main
+	// thread, 0 while it runs. The record comes before the dying task
+	// unmaps its memory and closes its files (kernel 6.18 samples show
+	// exit_mmap and __fput after it), and other threads may outlive the
+	// main one, so the image keeps serving the pid's samples until the
+	// pid is reused — a fork record, which precedes any sample of the
+	// new process — or until no sample has used it for exitedGrace.
+	exited uint64
+	// lastSample is the time of the newest sample that used the image.
+	lastSample uint64
 }
+
+// exitedGrace is how long an exited process's image is kept after its exit
+// or its last sample: unmapping a process of many gigabytes can take
+// seconds.
+const exitedGrace = 10 * uint64(time.Second)
 
 // table is the process table: every live process's current image.
 type table struct {
@@ -48,6 +64,8 @@ type table struct {
 	// none is the empty mapSet of processes sprof could not read.
 	none    *mapSet
 	nextSet uint32
+	// exitedPids are the pids whose image has exited, for prune.
+	exitedPids []uint32
 }
 
 func newTable(procRoot string, pids []uint32, followForks bool, refreshEvery uint64) *table {
@@ -171,6 +189,7 @@ func parseStartTime(stat []byte) (uint64, error) {
 // side band never told about (rate-limited, since it may be gone).
 func (t *table) forSample(pid uint32, now uint64) *image {
 	if img := t.byPid[pid]; img != nil {
+		img.lastSample = now
 		return img
 	}
 	if last, ok := t.failed[pid]; ok && now-last < t.refreshEvery {
@@ -184,8 +203,14 @@ func (t *table) forSample(pid uint32, now uint64) *image {
 // address in none of them, at most once per refreshEvery. It returns the
 // image to use: img with a new mapSet, a new image if the pid now runs
 // another process, or img unchanged.
+//
+// A process whose memory is gone — exiting, or a zombie, or a process
+// whose main thread exited before the others — shows no mappings at all in
+// /proc. That says nothing of the mappings its samples were taken under, so
+// it never replaces them: the sample that asked is most likely one of its
+// last, and the mappings sprof has are right for it.
 func (t *table) refresh(img *image, now uint64) *image {
-	if img.refreshed != 0 && now-img.refreshed < t.refreshEvery {
+	if img.exited != 0 || img.refreshed != 0 && now-img.refreshed < t.refreshEvery {
 		return img
 	}
 	img.refreshed = now
@@ -199,7 +224,9 @@ func (t *table) refresh(img *image, now uint64) *image {
 		return n
 	}
 	img.startTime = start
-	img.maps = t.newSet(maps)
+	if len(maps) > 0 {
+		img.maps = t.newSet(maps)
+	}
 	return img
 }
 
@@ -258,17 +285,38 @@ func (t *table) mmap(pid uint32, m mapping) {
 	t.writable(img).insert(m)
 }
 
-// exit forgets a process whose main thread exited. Its images live on in
-// the stacks that refer to them.
-func (t *table) exit(pid, tid uint32) {
+// exit marks the image of a process whose main thread exited at time
+// now; prune forgets it later.
+func (t *table) exit(pid, tid uint32, now uint64) {
 	if pid != tid {
 		return
 	}
-	delete(t.byPid, pid)
 	delete(t.failed, pid)
-	if t.follow != nil {
-		delete(t.follow, pid)
+	if img := t.byPid[pid]; img != nil && img.exited == 0 {
+		img.exited = now
+		t.exitedPids = append(t.exitedPids, pid)
 	}
+}
+
+// prune forgets the exited processes that no sample used for exitedGrace
+// before time now. Their images live on in the stacks that refer to them.
+func (t *table) prune(now uint64) {
+	keep := t.exitedPids[:0]
+	for _, pid := range t.exitedPids {
+		img := t.byPid[pid]
+		switch {
+		case img == nil || img.exited == 0:
+			// The pid was reused: it has a running image now.
+		case max(img.exited, img.lastSample)+exitedGrace > now:
+			keep = append(keep, pid)
+		default:
+			delete(t.byPid, pid)
+			if t.follow != nil {
+				delete(t.follow, pid)
+			}
+		}
+	}
+	t.exitedPids = keep
 }
 
 // setFor returns the mappings a sample's user stack refers to: the

@@ -114,6 +114,22 @@ func (f *fakeProc) set(pid uint32, startTime uint64, lo, hi uint64, file string)
 	}
 }
 
+// zombie makes pid a process started at startTime whose memory is gone,
+// as the kernel shows a zombie or a process in exit: no mappings at all.
+func (f *fakeProc) zombie(pid uint32, startTime uint64) {
+	dir := filepath.Join(f.root, fmt.Sprint(pid))
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	stat := fmt.Sprintf("%d (dying) Z%s %d 0 0\n", pid, strings.Repeat(" 0", 18), startTime)
+	for name, body := range map[string]string{"stat": stat, "maps": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // fakeSource hands out the samples queued with add, once.
 type fakeSource struct {
 	samples []Sample
@@ -295,5 +311,76 @@ func TestNoRefreshBeforeLaterExec(t *testing.T) {
 	}
 	if got := leafFiles(c.Profile()); !slices.Equal(got, []string{"[unknown] "}) {
 		t.Fatalf("a sample before the exec resolved to %q from the later /proc", got)
+	}
+}
+
+// TestSamplesAfterExitRecord: the kernel writes a process's exit record
+// before the dying task unmaps its memory and closes its files, so its last
+// samples (in exit_mmap, in __fput, with the user registers of _exit) come
+// after the record. They belong to the exited program; a pid reused later
+// belongs to the new one.
+func TestSamplesAfterExitRecord(t *testing.T) {
+	c := newTestCollector(t, t.TempDir())
+	a := c.table.files.fromMMap(1, 0, 0, "/old", []byte{0xa})
+	b := c.table.files.fromMMap(1, 0, 0, "/new", []byte{0xb})
+	c.events = []event{
+		{time: 1, kind: eventMmap, pid: 800, m: mapping{0x1000, 0x2000, 0, a}},
+		{time: 10, kind: eventExit, pid: 800, tid: 800},
+		{time: 20, kind: eventFork, pid: 800, ppid: 1},
+		{time: 21, kind: eventExec, pid: 800},
+		{time: 22, kind: eventMmap, pid: 800, m: mapping{0x1000, 0x2000, 0, b}},
+	}
+	src := &fakeSource{}
+	src.add(800, 11, 0x1100) // the dying task, in exit_mmap
+	src.add(800, 25, 0x1100) // the new process
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := leafFiles(c.Profile()), []string{"/old 0a", "/new 0b"}; !slices.Equal(got, want) {
+		t.Fatalf("leaves in %q, want %q", got, want)
+	}
+}
+
+// TestExitedProcessForgotten: an exited process that no sample used for
+// exitedGrace leaves the process table; one still sampled, by a thread
+// that outlives the main one, stays.
+func TestExitedProcessForgotten(t *testing.T) {
+	tb := newTable(t.TempDir(), nil, false, 1)
+	for _, pid := range []uint32{1, 2} {
+		tb.newImage(pid, tb.newSet(nil))
+		tb.exit(pid, pid, 100)
+	}
+	tb.forSample(2, 100+exitedGrace/2)
+	tb.prune(100 + exitedGrace)
+	if tb.byPid[1] != nil || tb.byPid[2] == nil {
+		t.Fatalf("after the grace: pid 1 kept %v, pid 2 kept %v; want only pid 2", tb.byPid[1] != nil, tb.byPid[2] != nil)
+	}
+	tb.prune(100 + 2*exitedGrace)
+	if len(tb.byPid) != 0 || len(tb.exitedPids) != 0 {
+		t.Fatalf("%d processes, %d exited pids left", len(tb.byPid), len(tb.exitedPids))
+	}
+}
+
+// TestZombieMapsKeepMappings: a process in exit, or a zombie, shows no
+// mappings in /proc. A sample with an address outside the known mappings
+// rereads /proc; that empty read must not wipe the mappings the process's
+// samples resolve with.
+func TestZombieMapsKeepMappings(t *testing.T) {
+	proc := newFakeProc(t)
+	c := newTestCollector(t, proc.root)
+	bin := c.table.files.fromMMap(1, 0, 0, "/app", []byte{0xa})
+	c.events = []event{{time: 1, kind: eventMmap, pid: 900, m: mapping{0x1000, 0x2000, 0, bin}}}
+	proc.zombie(900, 5)
+	src := &fakeSource{}
+	src.add(900, 5, 0x1100, 0x7777) // 0x7777: a stale frame pointer's return address
+	src.add(900, 6, 0x1200)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := leafFiles(c.Profile()), []string{"/app 0a", "/app 0a"}; !slices.Equal(got, want) {
+		t.Fatalf("leaves in %q, want %q", got, want)
+	}
+	if c.table.byPid[900].refreshed != 5 {
+		t.Error("the uncovered address did not make the collector read /proc")
 	}
 }
