@@ -428,3 +428,37 @@ func TestIngestName(t *testing.T) {
 		t.Errorf("ingestName without labels = %q", got)
 	}
 }
+
+// TestPushIntervals pushes three consecutive intervals, as the agent does,
+// and checks each arrives as its own profile at its own time.
+func TestPushIntervals(t *testing.T) {
+	fake := &fakePyroscope{}
+	c, err := New(Config{URL: fake.start(t), ServiceName: "svc", Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-45 * time.Second).Truncate(time.Second)
+	for i := range 3 {
+		if err := c.Push(context.Background(), testProfile(start.Add(time.Duration(i)*15*time.Second))); err != nil {
+			t.Fatalf("interval %d: %v", i, err)
+		}
+	}
+	if len(fake.requests) != 3 {
+		t.Fatalf("%d requests, want 3", len(fake.requests))
+	}
+	ids := map[string]bool{}
+	for i, req := range fake.requests {
+		rs := req.Series[0]
+		if labelString(rs) != "__name__=process_cpu,host=h,service_name=svc" {
+			t.Errorf("interval %d labels %s", i, labelString(rs))
+		}
+		p := decode(t, rs.Samples[0].RawProfile)
+		if want := start.Add(time.Duration(i) * 15 * time.Second).UnixNano(); p.TimeNanos != want {
+			t.Errorf("interval %d at %d, want %d", i, p.TimeNanos, want)
+		}
+		ids[rs.Samples[0].ID] = true
+	}
+	if len(ids) != 3 {
+		t.Errorf("%d distinct profile IDs over 3 intervals", len(ids))
+	}
+}
