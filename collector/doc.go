@@ -46,6 +46,16 @@
 // for 10 s after its last sample. Nor does an empty /proc/PID/maps — what
 // a process in exit or a zombie shows — ever replace known mappings.
 //
+// # The vDSO
+//
+// The vDSO is no file, but every native process maps the same image as
+// sprof itself. sprof copies its own into a memory file at start and
+// symbolizes [vdso] frames of processes above 4 GiB with it, under the
+// image's build ID; 32-bit processes map another image and stay unnamed.
+// Functions the vDSO does not export (the clock read behind
+// clock_gettime, for one) are named only if the kernel's vDSO debug file
+// is installed under that build ID.
+//
 // # Aggregation
 //
 // Identical samples — same thread, name, mappings, user and kernel stacks,

@@ -42,10 +42,20 @@ type files struct {
 	// idByInode caches build IDs read from disk, "" when there is none.
 	idByInode map[fileKey]string
 	pinned    int
+	// vdso is sprof's own vDSO, which native processes share, and
+	// vdsoSize the size of its mapping; nil when it could not be read.
+	vdso     *binaryFile
+	vdsoSize uint64
 }
 
+// vdsoName is how the kernel names the vDSO's mapping.
+const vdsoName = "[vdso]"
+
 func newFiles(procRoot string) *files {
-	return &files{procRoot: procRoot, byKey: map[fileKey]*binaryFile{}, idByInode: map[fileKey]string{}}
+	fs := &files{procRoot: procRoot, byKey: map[fileKey]*binaryFile{}, idByInode: map[fileKey]string{}}
+	// Without it, [vdso] frames stay unnamed and nothing else changes.
+	fs.vdso, fs.vdsoSize, _ = openVDSO()
+	return fs
 }
 
 func (fs *files) intern(k fileKey) *binaryFile {
@@ -61,6 +71,9 @@ func (fs *files) intern(k fileKey) *binaryFile {
 // build ID when the kernel could read it; when it could not, the file is
 // read through the process if it is still there.
 func (fs *files) fromMMap(pid uint32, start, limit uint64, name string, buildID []byte) *binaryFile {
+	if name == vdsoName {
+		return fs.vdsoAt(start, limit)
+	}
 	id := hex.EncodeToString(buildID)
 	if id == "" && name[0] != '[' {
 		id = fs.readBuildID(pid, start, limit, name)
@@ -84,6 +97,9 @@ func (fs *files) readBuildID(pid uint32, start, limit uint64, name string) strin
 // fromMaps returns the file of a /proc/PID/maps entry, reading its build ID
 // through the process's own view of it.
 func (fs *files) fromMaps(pid uint32, e *mapsEntry) *binaryFile {
+	if e.path == vdsoName {
+		return fs.vdsoAt(e.start, e.limit)
+	}
 	ik := fileKey{name: e.path, dev: e.dev, inode: e.inode}
 	id, ok := fs.idByInode[ik]
 	if !ok && e.path[0] != '[' {
@@ -94,6 +110,16 @@ func (fs *files) fromMaps(pid uint32, e *mapsEntry) *binaryFile {
 		return fs.intern(fileKey{name: e.path, buildID: id})
 	}
 	return fs.intern(ik)
+}
+
+// vdsoAt returns the file of a [vdso] mapping at [start, limit): sprof's
+// own vDSO when the mapping is a native process's — above 4 GiB and of the
+// same size — else a file that stays unnamed.
+func (fs *files) vdsoAt(start, limit uint64) *binaryFile {
+	if fs.vdso != nil && start >= lowestNativeVDSO && limit-start == fs.vdsoSize {
+		return fs.vdso
+	}
+	return fs.intern(fileKey{name: vdsoName})
 }
 
 // candidates lists where sprof may open a file process pid maps at
@@ -135,6 +161,10 @@ func (fs *files) pin(pid uint32, m *mapping) {
 	}
 }
 
+// readable reports whether the Symbolizer can read f: a file, or a
+// pseudo-file like [vdso] that sprof holds a copy of.
+func (f *binaryFile) readable() bool { return f.name[0] != '[' || f.pinned != nil }
+
 // binary is what the Symbolizer needs to read f.
 func (f *binaryFile) binary() symbolize.Binary {
 	path := f.name
@@ -153,4 +183,8 @@ func (fs *files) close() {
 		}
 	}
 	fs.pinned = 0
+	if fs.vdso != nil && fs.vdso.pinned != nil {
+		fs.vdso.pinned.Close()
+		fs.vdso.pinned = nil
+	}
 }

@@ -174,5 +174,5 @@ func parseMapsLine(line string) (e mapsEntry, exec bool, err error) {
 // symbolizable reports whether a mapping's name stands for code sprof can
 // look up: a file or the vDSO, not anonymous memory.
 func symbolizable(name string) bool {
-	return name != "" && name != "//anon" && (name[0] != '[' || name == "[vdso]")
+	return name != "" && name != "//anon" && (name[0] != '[' || name == vdsoName)
 }

@@ -156,7 +156,7 @@ func (b *builder) userLocation(set *mapSet, addr uint64, isCall bool) *stacks.Lo
 	}
 	return b.location(locationKey{sm, addr, isCall}, func() []stacks.Frame {
 		sym := b.c.opts.Symbolizer
-		if sym == nil || b.failed[m.bin] || m.bin.name[0] == '[' {
+		if sym == nil || b.failed[m.bin] || !m.bin.readable() {
 			return nil
 		}
 		off := symbolAddr(addr, isCall) - m.start + m.offset
