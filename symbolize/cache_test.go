@@ -76,6 +76,20 @@ func TestKeyedByBuildID(t *testing.T) {
 	}
 }
 
+func TestContainerRoot(t *testing.T) {
+	for path, want := range map[string]string{
+		"/proc/42/root/usr/lib/libc.so.6": "/proc/42/root",
+		"/proc/42/map_files/1000-2000":    "",
+		"/proc/self/root/bin/ls":          "",
+		"/usr/lib/libc.so.6":              "",
+		"/proc/42/root":                   "",
+	} {
+		if got := containerRoot(path); got != want {
+			t.Errorf("containerRoot(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
 func TestSymbolizeErrors(t *testing.T) {
 	dir := t.TempDir()
 	notELF := filepath.Join(dir, "script")

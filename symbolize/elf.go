@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -129,8 +130,30 @@ func (s *ELF) debugLocator(b Binary, id string) func(fileID string, link debugfi
 			}
 			dirs = append(dirs, filepath.Dir(p))
 		}
-		return debugfile.Find(debugfile.Request{BuildID: id, Link: link, BinaryDirs: dirs, DebugDirs: s.opts.DebugDirs})
+		debugDirs := s.opts.DebugDirs
+		if root := containerRoot(b.Path); root != "" {
+			// A container's own debug packages come after the host's.
+			debugDirs = slices.Clone(debugDirs)
+			for _, d := range s.opts.DebugDirs {
+				debugDirs = append(debugDirs, filepath.Join(root, d))
+			}
+		}
+		return debugfile.Find(debugfile.Request{BuildID: id, Link: link, BinaryDirs: dirs, DebugDirs: debugDirs})
 	}
+}
+
+// containerRoot returns the /proc/PID/root prefix of a path opened
+// through a process's root directory, "" for other paths.
+func containerRoot(path string) string {
+	rest, ok := strings.CutPrefix(path, "/proc/")
+	if !ok {
+		return ""
+	}
+	pid, rest, ok := strings.Cut(rest, "/")
+	if !ok || pid == "" || strings.Trim(pid, "0123456789") != "" || !strings.HasPrefix(rest, "root/") {
+		return ""
+	}
+	return "/proc/" + pid + "/root"
 }
 
 // ErrMalformed is wrapped by the errors for files that the ELF, DWARF or Go
