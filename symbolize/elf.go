@@ -3,6 +3,7 @@ package symbolize
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,11 +86,14 @@ func (s *ELF) image(b Binary) (*image, error) {
 			return s.open(b, b.BuildID)
 		})
 	}
-	st, err := os.Stat(b.Path)
-	if err != nil {
-		return nil, err
+	// Without a build ID the file's identity keys the cache: the same
+	// file seen through different /proc paths shares one entry, and a
+	// file rewritten in place gets a new one.
+	var st syscall.Stat_t
+	if err := syscall.Stat(b.Path, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: b.Path, Err: err}
 	}
-	key := fmt.Sprintf("file:%d:%d:%d:%d", st.Sys().(*syscall.Stat_t).Dev, st.Sys().(*syscall.Stat_t).Ino, st.Size(), st.ModTime().UnixNano())
+	key := fmt.Sprintf("file:%d:%d:%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 	return s.cache.get(key, func() (*image, int64, error) { return s.open(b, "") })
 }
 
