@@ -27,8 +27,10 @@ Examples:
   sudo sprof record --cgroup /sys/fs/cgroup/system.slice/nginx.service -o nginx.pb.gz
   sudo sprof record -U -F 49 -d 1m -o user.folded      # user stacks only, 49 Hz
 
-The output format follows the file's extension (.pb.gz, .pprof, .pb: pprof;
-.folded, .txt: folded stacks) unless --format says otherwise.
+The output format follows the file's extension unless --format says
+otherwise: .pb.gz, .pprof, .pb (pprof, for go tool pprof and Pyroscope);
+.folded, .txt (folded stacks); .svg (interactive flame graph);
+.speedscope.json (speedscope).
 `
 
 // recordOptions is the parsed command line of `sprof record`.
