@@ -9,7 +9,7 @@ import (
 // names left as string-table offsets. Lookups keep recent ones in a cache.
 type record struct {
 	start, size uint64
-	name        uint64
+	name        string // points into the file
 	lines       []LineEntry // nil when the function has no line table
 	linesSorted bool
 	inline      []inlineNode
@@ -28,11 +28,12 @@ func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
 	rec := &record{start: start}
 	rec.size = uint64(x.u32("FunctionInfo Size"))
 	nameAt := x.base + uint64(x.off)
-	rec.name = x.uint(r.strp, "FunctionInfo Name")
+	nameOff := x.uint(r.strp, "FunctionInfo Name")
 	if x.err != nil {
 		return nil, x.err
 	}
-	if rec.name == 0 {
+	rec.name = r.String(nameOff)
+	if nameOff == 0 {
 		return nil, formatErr(nameAt, "FunctionInfo Name", "invalid FunctionInfo Name value 0")
 	}
 	for {
@@ -107,7 +108,7 @@ func (r *Reader) decodeFunction(x *extractor, start uint64, depth int) (Function
 	}
 	f := FunctionInfo{
 		Range:     Range{start, start + rec.size},
-		Name:      strings.Clone(r.String(rec.name)),
+		Name:      strings.Clone(rec.name),
 		Lines:     rec.lines,
 		CallSites: rec.callSites,
 		hasCalls:  rec.hasCalls,

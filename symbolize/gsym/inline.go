@@ -15,7 +15,7 @@ type inlineNode struct {
 	ranges   []Range // sorted and merged, as LLVM's AddressRanges
 	first    uint64  // start of the first range: base of the children
 	last     uint64  // end of the last range, so most misses cost one compare
-	name     uint64  // string table offset
+	name     string  // points into the file
 	callFile uint32
 	callLine uint32
 	end      int32
@@ -68,7 +68,7 @@ func (r *Reader) decodeInlineNode(x *extractor, base uint64, depth int, nodes *[
 		ranges:   rs,
 		first:    rs[0].Start,
 		last:     rs[len(rs)-1].End,
-		name:     x.uint(r.strp, "InlineInfo Name"),
+		name:     r.String(x.uint(r.strp, "InlineInfo Name")),
 		callFile: uint32(x.uleb("InlineInfo CallFile")),
 		callLine: uint32(x.uleb("InlineInfo CallLine")),
 	})
@@ -99,15 +99,15 @@ func (r *Reader) lookupInline(nodes []inlineNode, i int, addr uint64, locs []Sou
 	if err != nil {
 		return locs, true, err
 	}
-	dir, base, ok := r.file(n.callFile)
+	f, ok := r.fileStrings(n.callFile)
 	if !ok {
 		return locs, true, formatErr(0, "InlineInfo CallFile", "failed to extract file[%d]", n.callFile)
 	}
-	if dir != 0 || base != 0 {
+	if f.valid {
 		last := &locs[len(locs)-1]
 		caller := SourceLocation{Name: last.Name, Offset: last.Offset,
-			Dir: r.String(dir), Base: r.String(base), Line: n.callLine}
-		last.Name = r.String(n.name)
+			Dir: f.dir, Base: f.base, Line: n.callLine}
+		last.Name = n.name
 		last.Offset = addr - n.first
 		locs = append(locs, caller)
 	}
@@ -117,7 +117,7 @@ func (r *Reader) lookupInline(nodes []inlineNode, i int, addr uint64, locs []Sou
 // inlineTree builds the public tree form of decoded nodes[i:].
 func (r *Reader) inlineTree(nodes []inlineNode, i int) InlineInfo {
 	n := &nodes[i]
-	t := InlineInfo{Ranges: n.ranges, Name: strings.Clone(r.String(n.name)), CallFile: n.callFile, CallLine: n.callLine}
+	t := InlineInfo{Ranges: n.ranges, Name: strings.Clone(n.name), CallFile: n.callFile, CallLine: n.callLine}
 	for c := i + 1; c < int(n.end); c = int(nodes[c].end) {
 		t.Children = append(t.Children, r.inlineTree(nodes, c))
 	}

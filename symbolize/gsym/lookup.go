@@ -89,6 +89,28 @@ func (r *Reader) LookupInto(res *LookupResult, addr uint64) error {
 	return &AddressError{Addr: addr}
 }
 
+// fileStr is a file table entry with its strings resolved.
+type fileStr struct {
+	dir, base string
+	valid     bool // Dir or Base is set: entry 0 and {0, 0} are not
+}
+
+// fileStrings returns file table entry i, resolving the whole table on
+// first use so lookups never scan the string table for file names.
+func (r *Reader) fileStrings(i uint32) (fileStr, bool) {
+	r.filesOnce.Do(func() {
+		r.fileStrs = make([]fileStr, r.numFiles)
+		for j := range r.fileStrs {
+			d, b, _ := r.file(uint32(j))
+			r.fileStrs[j] = fileStr{r.String(d), r.String(b), d != 0 || b != 0}
+		}
+	})
+	if i >= uint32(len(r.fileStrs)) {
+		return fileStr{}, false
+	}
+	return r.fileStrs[i], true
+}
+
 // record returns function i decoded, from the cache when it is there.
 func (r *Reader) record(i int) (*record, error) {
 	slot := &r.cache.slots[i&(len(r.cache.slots)-1)]
@@ -111,7 +133,7 @@ func (r *Reader) record(i int) (*record, error) {
 // FunctionInfo::lookup.
 func (r *Reader) lookupRecord(res *LookupResult, rec *record, addr uint64) error {
 	res.FuncRange = Range{rec.start, rec.start + rec.size}
-	res.FuncName = r.String(rec.name)
+	res.FuncName = rec.name
 	for _, cs := range rec.callSites {
 		if cs.ReturnOffset == addr-rec.start {
 			res.CallSiteRegexes = cs.MatchRegex
@@ -127,11 +149,11 @@ func (r *Reader) lookupRecord(res *LookupResult, rec *record, addr uint64) error
 	if !ok {
 		return &AddressError{Addr: addr, InLineTable: true}
 	}
-	dir, base, ok := r.file(row.File)
+	f, ok := r.fileStrings(row.File)
 	if !ok {
 		return formatErr(0, "LineTable file", "failed to extract file[%d]", row.File)
 	}
-	loc.Dir, loc.Base, loc.Line = r.String(dir), r.String(base), row.Line
+	loc.Dir, loc.Base, loc.Line = f.dir, f.base, row.Line
 	res.Locations = append(res.Locations, loc)
 	if rec.inline != nil {
 		var err error

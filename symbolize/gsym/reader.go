@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -67,6 +68,9 @@ type Reader struct {
 	strtab   []byte
 	strp     int // width of string offsets: 4 (V1) or 8 (V2)
 	cache    *recordCache
+
+	filesOnce sync.Once
+	fileStrs  []fileStr
 }
 
 // Open maps the GSYM file at path into memory and returns a Reader for it.
@@ -356,6 +360,48 @@ func (r *Reader) addrOffset(i int) uint64 {
 	}
 }
 
+// lowerBound returns the index of the first address-table entry >= off.
+// The common layouts get their own loops so each search step is one load
+// and one compare.
+func (r *Reader) lowerBound(off uint64) int {
+	n := int(r.hdr.NumAddresses)
+	if r.le {
+		switch r.hdr.AddrOffSize {
+		case 2:
+			return searchTable(r.addrOffs, n, off, 2, func(b []byte) uint64 { return uint64(binary.LittleEndian.Uint16(b)) })
+		case 4:
+			return searchTable(r.addrOffs, n, off, 4, func(b []byte) uint64 { return uint64(binary.LittleEndian.Uint32(b)) })
+		case 8:
+			return searchTable(r.addrOffs, n, off, 8, binary.LittleEndian.Uint64)
+		}
+	}
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if r.addrOffset(m) < off {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// searchTable is a lower-bound search over n entries of width w; load is
+// inlined into each instantiation's loop.
+func searchTable(t []byte, n int, off uint64, w int, load func([]byte) uint64) int {
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if load(t[w*m:]) < off {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 // Address returns the start address of function i.
 func (r *Reader) Address(i int) uint64 { return r.hdr.BaseAddress + r.addrOffset(i) }
 
@@ -386,16 +432,7 @@ func (r *Reader) findIndex(addr uint64) (int, bool) {
 		return 0, false
 	}
 	off := addr - r.hdr.BaseAddress
-	lo, hi := 0, n // lower_bound: first entry >= off
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if r.addrOffset(m) < off {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	i := lo
+	i := r.lowerBound(off)
 	if i == 0 && off < r.addrOffset(0) {
 		return 0, false
 	}
