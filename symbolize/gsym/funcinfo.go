@@ -9,7 +9,7 @@ import (
 // names left as string-table offsets. Lookups keep recent ones in a cache.
 type record struct {
 	start, size uint64
-	name        string // points into the file
+	name        string      // points into the file
 	lines       []LineEntry // nil when the function has no line table
 	linesSorted bool
 	inline      []inlineNode
