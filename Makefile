@@ -10,7 +10,7 @@ all: build
 build:
 	$(GO) build -o sprof ./cmd/sprof
 
-test: deps vet unit
+test: deps vet check-generate unit
 
 deps:
 	./scripts/install-test-deps.sh
