@@ -3,13 +3,14 @@
 # only those that are missing, so a second `make test` costs nothing.
 #   clang-22, llvm-22  rebuild the BPF objects to check the committed ones;
 #                      llvm-gsymutil and llvm-dwarfdump are GSYM/DWARF oracles
-#   binutils           readelf --sframe, the SFrame oracle
+#   binutils           readelf --sframe, the SFrame oracle; nm and addr2line for symbolize
+#   binutils-aarch64-linux-gnu  addr2line for symbolize's aarch64 fixture
 #   linux-perf         perf, the oracle for stack-unwinding accuracy
 #   debuginfod         a real debuginfod server for the client tests
 #   chromium           renders flame-graph SVGs headless for the screenshot test
 set -eu
 
-want="clang-22 llvm-22 binutils linux-perf debuginfod chromium libbpf-dev"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu linux-perf debuginfod chromium libbpf-dev"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

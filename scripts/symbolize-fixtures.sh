@@ -8,6 +8,8 @@
 #   c-debuglink   stripped too, with a .gnu_debuglink to .debug/c-debuglink.debug
 #   c-minidebug   stripped, with Fedora-style MiniDebugInfo (.gnu_debugdata)
 #   cpp-O2        templates.cpp at -O2 with symbols and DWARF
+#   c-O2-arm64    chain.c for aarch64 (Debian's cross compiler), whose
+#                 symbol table has $x/$d mapping symbols
 # The Go fixture (testdata/symbolize/goprog) is built by the tests
 # themselves with the toolchain that runs them.
 set -eu
@@ -19,9 +21,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-flags="-O2 -g -fno-omit-frame-pointer"
+# Source paths relative to the repository and no trace of the scratch
+# directory, so a rebuild with the same toolchain gives the same bytes.
+flags="-O2 -g -fno-omit-frame-pointer -ffile-prefix-map=$root=. -ffile-prefix-map=$work=."
 gcc $flags -o c-O2 "$src/chain.c"
 g++ $flags -o cpp-O2 "$src/templates.cpp"
+aarch64-linux-gnu-gcc $flags -Wl,-z,max-page-size=4096 -o c-O2-arm64 "$src/chain.c"
 
 # Build ID lookup: the debug file lives only under debug/.build-id/.
 objcopy --only-keep-debug c-O2 c-O2.debug
@@ -33,7 +38,7 @@ cp c-O2.debug "$out/debug/.build-id/$(echo "$id" | cut -c1-2)/$(echo "$id" | cut
 
 # Debuglink lookup: a differently compiled program (-O1, so its build ID
 # differs and build-ID lookup cannot find it) with a CRC-checked link.
-gcc -O1 -g -fno-omit-frame-pointer -o c-debuglink.full "$src/chain.c"
+gcc -O1 -g -fno-omit-frame-pointer -ffile-prefix-map=$root=. -ffile-prefix-map=$work=. -o c-debuglink.full "$src/chain.c"
 objcopy --only-keep-debug c-debuglink.full c-debuglink.debug
 strip --strip-all -o c-debuglink c-debuglink.full
 objcopy --add-gnu-debuglink=c-debuglink.debug c-debuglink
@@ -41,7 +46,7 @@ cp c-debuglink.debug "$out/.debug/"
 
 # MiniDebugInfo, as Fedora's find-debuginfo makes it: the function symbols
 # that .dynsym lacks, in an xz-compressed ELF file inside the binary.
-gcc -O2 -fno-omit-frame-pointer -o c-minidebug.full "$src/chain.c"
+gcc -O2 -fno-omit-frame-pointer -ffile-prefix-map=$root=. -ffile-prefix-map=$work=. -o c-minidebug.full "$src/chain.c"
 nm -D c-minidebug.full --format=posix --defined-only | awk '{print $1}' | sort >dynsyms
 nm c-minidebug.full --format=posix --defined-only | awk '$2 == "T" || $2 == "t" {print $1}' | sort >funcsyms
 comm -13 dynsyms funcsyms >keep
@@ -53,5 +58,5 @@ objcopy --add-section .gnu_debugdata=mini.xz c-minidebug
 # and the unstripped program, for the oracle
 cp c-minidebug.full "$out/c-minidebug.full"
 
-cp c-O2 c-stripped c-debuglink c-minidebug cpp-O2 "$out/"
+cp c-O2 c-stripped c-debuglink c-minidebug cpp-O2 c-O2-arm64 "$out/"
 echo "symbolize-fixtures: wrote $(cd "$out" && find . -type f | wc -l) files to $out"

@@ -50,6 +50,10 @@ type oracleCase struct {
 	lines bool
 	// step, if not 0, adds a probe every step bytes.
 	step uint64
+	// binutils prefixes the name of the binutils tools for another
+	// architecture, "aarch64-linux-gnu-" (the host's generic ELF support
+	// calls functions by their $x mapping symbols).
+	binutils string
 }
 
 // TestAgainstBinutils symbolizes every code symbol's first, middle and
@@ -62,14 +66,15 @@ func TestAgainstBinutils(t *testing.T) {
 	}
 	none := []string{t.TempDir()}
 	cases := []oracleCase{
-		{"symbols and DWARF", fixture("c-O2"), fixture("c-O2"), none, true, 3},
-		{"debug file by build ID", fixture("c-stripped"), fixture("c-O2"), []string{fixture("debug")}, true, 3},
-		{"debug file by debuglink", fixture("c-debuglink"), fixture(".debug/c-debuglink.debug"), none, true, 3},
-		{"MiniDebugInfo", fixture("c-minidebug"), fixture("c-minidebug.full"), none, false, 3},
-		{"C++", fixture("cpp-O2"), fixture("cpp-O2"), none, true, 3},
+		{"symbols and DWARF", fixture("c-O2"), fixture("c-O2"), none, true, 3, ""},
+		{"debug file by build ID", fixture("c-stripped"), fixture("c-O2"), []string{fixture("debug")}, true, 3, ""},
+		{"debug file by debuglink", fixture("c-debuglink"), fixture(".debug/c-debuglink.debug"), none, true, 3, ""},
+		{"MiniDebugInfo", fixture("c-minidebug"), fixture("c-minidebug.full"), none, false, 3, ""},
+		{"C++", fixture("cpp-O2"), fixture("cpp-O2"), none, true, 3, ""},
+		{"aarch64", fixture("c-O2-arm64"), fixture("c-O2-arm64"), none, true, 4, "aarch64-linux-gnu-"},
 	}
 	if id := libcDebug(); id != "" {
-		cases = append(cases, oracleCase{"libc with libc6-dbg", libc, id, nil, true, 0})
+		cases = append(cases, oracleCase{"libc with libc6-dbg", libc, id, nil, true, 0, ""})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkAgainstBinutils(t, c) })
@@ -95,6 +100,7 @@ func libcDebug() string {
 }
 
 func checkAgainstBinutils(t *testing.T, c oracleCase) {
+	needTool(t, c.binutils+"addr2line")
 	syms := nmCode(t, c.oracle)
 	aliases := map[uint64][]string{}
 	for _, s := range syms {
@@ -108,7 +114,7 @@ func checkAgainstBinutils(t *testing.T, c oracleCase) {
 	}
 	// Names from binutils; lines from LLVM, whose DWARF 5 file tables
 	// binutils 2.40 sometimes misreads (strfromd.c for strfrom-skeleton.c).
-	a2l := addr2line(t, "addr2line", c.oracle, addrs)
+	a2l := addr2line(t, c.binutils+"addr2line", c.oracle, addrs)
 	llvm := addr2line(t, llvmAddr2line, c.oracle, addrs)
 
 	s := NewELF(Options{DebugDirs: c.debugDirs})
