@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// record is a FunctionInfo decoded into the Reader's internal form, with
-// names left as string-table offsets. Lookups keep recent ones in a cache.
+// record is a FunctionInfo decoded into the Reader's internal form, its
+// strings pointing into the file. Lookups keep recent ones in a cache.
 type record struct {
 	start, size uint64
 	name        string      // points into the file

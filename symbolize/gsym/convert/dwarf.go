@@ -145,7 +145,8 @@ func remapInline(n *gsym.InlineInfo, global []uint32) {
 func unitOffsets(d *dwarf.Data) ([]dwarf.Offset, error) {
 	var offs []dwarf.Offset
 	r := d.Reader()
-	for {
+	last := dwarf.Offset(0)
+	for i := 0; ; i++ {
 		e, err := r.Next()
 		if err != nil {
 			return offs, err
@@ -153,6 +154,12 @@ func unitOffsets(d *dwarf.Data) ([]dwarf.Offset, error) {
 		if e == nil {
 			return offs, nil
 		}
+		// debug/dwarf can loop on corrupt sibling links, returning the
+		// same entry again: insist on progress.
+		if i > 0 && e.Offset <= last {
+			return offs, fmt.Errorf("DWARF entry at %#x does not follow %#x", e.Offset, last)
+		}
+		last = e.Offset
 		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit {
 			offs = append(offs, e.Offset)
 		}
@@ -193,13 +200,16 @@ func (u *unitConverter) load(off dwarf.Offset) error {
 	r.Seek(off)
 	u.addrSize = r.AddressSize()
 	var stack, lastChild []int32
-	for {
+	for i := 0; ; i++ {
 		e, err := r.Next()
 		if err != nil {
 			return err
 		}
 		if e == nil {
 			return nil
+		}
+		if i > 0 && e.Tag != 0 && e.Offset <= u.nodes[len(u.nodes)-1].e.Offset {
+			return fmt.Errorf("DWARF entry at %#x does not follow %#x", e.Offset, u.nodes[len(u.nodes)-1].e.Offset)
 		}
 		if e.Tag == 0 {
 			if len(stack) == 0 {

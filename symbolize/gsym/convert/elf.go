@@ -309,9 +309,14 @@ func loadDWARF(f *elf.File, maxSize uint64) (*dwarf.Data, *lineSections, error) 
 // debugSection returns the contents of .debug_NAME or .zdebug_NAME.
 func debugSection(f *elf.File, name string, maxSize uint64) ([]byte, error) {
 	if s := f.Section(".debug_" + name); s != nil && s.Type != elf.SHT_NOBITS {
-		// Size is the decompressed size for SHF_COMPRESSED sections.
-		if s.Size > maxSize {
-			return nil, fmt.Errorf(".debug_%s is %d bytes, over the %d-byte cap", name, s.Size, maxSize)
+		// Size is the decompressed size for SHF_COMPRESSED sections: trust
+		// it no further than zlib's best ratio allows.
+		limit := min(maxSize, s.FileSize)
+		if s.Flags&elf.SHF_COMPRESSED != 0 {
+			limit = min(maxSize, s.FileSize*1032+64)
+		}
+		if s.Size > limit {
+			return nil, fmt.Errorf(".debug_%s claims %d bytes, more than %d", name, s.Size, limit)
 		}
 		b := make([]byte, s.Size)
 		if _, err := io.ReadFull(s.Open(), b); err != nil {

@@ -63,3 +63,28 @@ func FuzzLineProgram(f *testing.F) {
 		}
 	})
 }
+
+// FuzzELF converts arbitrary bytes as an ELF binary: the boundary where
+// debug/elf and debug/dwarf, which are not hardened, meet hostile input.
+// Conversion must fail cleanly, never panic or hang.
+func FuzzELF(f *testing.F) {
+	for _, name := range []string{"cinline", "debuglink.debug"} {
+		b, err := os.ReadFile(filepath.Join(fixtures, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "bin")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, st, err := ELF(p, Options{DebugDirs: []string{dir}, MaxSectionSize: 16 << 20, Workers: 1})
+		if err != nil || c.NumFunctions() == 0 {
+			return
+		}
+		c.Encode(gsym.EncodeOptions{ByteOrder: st.ByteOrder})
+	})
+}
