@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -145,7 +146,13 @@ type event struct {
 	kind     eventKind
 	pid, tid uint32
 	ppid     uint32
-	m        mapping
+	// An mmap's range, and the file it maps. The file is looked up only
+	// when the record is applied: with Pids and FollowForks, whether pid
+	// is tracked depends on a fork record that may be read after this one
+	// (it was written on another CPU's ring).
+	m       mapping
+	file    string
+	buildID []byte
 }
 
 // New makes a Collector: it opens the side band (unless NoSideband) and
@@ -322,11 +329,11 @@ func (c *Collector) copyRecord(r *perfring.Record) {
 	case perfring.RecordMmap2:
 		e.kind = eventMmap
 		name, _ := strings.CutSuffix(string(r.Filename), " (deleted)")
-		if r.Prot&unix.PROT_EXEC == 0 || !symbolizable(name) || !c.table.tracked(r.Pid) {
+		if r.Prot&unix.PROT_EXEC == 0 || !symbolizable(name) {
 			return
 		}
-		e.m = mapping{start: r.Addr, limit: r.Addr + r.Len, offset: r.Pgoff,
-			bin: c.table.files.fromMMap(r.Pid, r.Addr, r.Addr+r.Len, name, r.BuildID)}
+		e.m = mapping{start: r.Addr, limit: r.Addr + r.Len, offset: r.Pgoff}
+		e.file, e.buildID = name, bytes.Clone(r.BuildID)
 	case perfring.RecordFork:
 		e.kind = eventFork
 	case perfring.RecordExit:
@@ -360,7 +367,10 @@ func (c *Collector) apply(e *event) {
 	case eventExec:
 		c.table.exec(e.pid)
 	case eventMmap:
-		c.table.mmap(e.pid, e.m)
+		if c.table.tracked(e.pid) {
+			e.m.bin = c.table.files.fromMMap(e.pid, e.m.start, e.m.limit, e.file, e.buildID)
+			c.table.mmap(e.pid, e.m)
+		}
 	case eventFork:
 		c.table.fork(e.pid, e.ppid)
 	case eventExit:

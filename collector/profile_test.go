@@ -51,13 +51,11 @@ func TestProfileBuilding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	app := c.table.files.fromMMap(1, 0, 0, "/app", []byte{0xaa})
-	bad := c.table.files.fromMMap(1, 0, 0, "/bad", nil)
 	// Two processes run /app at the same address; one also maps /bad.
 	c.events = []event{
-		{time: 1, kind: eventMmap, pid: 10, m: mapping{0x1000, 0x3000, 0x4000, app}},
-		{time: 1, kind: eventMmap, pid: 11, m: mapping{0x1000, 0x3000, 0x4000, app}},
-		{time: 1, kind: eventMmap, pid: 11, m: mapping{0x8000, 0x9000, 0, bad}},
+		mmapEvent(1, 10, 0x1000, 0x3000, 0x4000, "/app", []byte{0xaa}),
+		mmapEvent(1, 11, 0x1000, 0x3000, 0x4000, "/app", []byte{0xaa}),
+		mmapEvent(1, 11, 0x8000, 0x9000, 0, "/bad", nil),
 	}
 	src := &fakeSource{}
 	for range 3 {

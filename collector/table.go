@@ -273,11 +273,9 @@ func (t *table) exec(pid uint32) {
 	}
 }
 
-// mmap adds an executable mapping to pid's current image.
+// mmap adds an executable mapping to the current image of pid, a tracked
+// process.
 func (t *table) mmap(pid uint32, m mapping) {
-	if !t.tracked(pid) {
-		return
-	}
 	img := t.byPid[pid]
 	if img == nil {
 		img = t.newImage(pid, t.newSet(nil))

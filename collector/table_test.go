@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/collector/perfring"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/buildid"
 )
@@ -130,6 +133,11 @@ func (f *fakeProc) zombie(pid uint32, startTime uint64) {
 	}
 }
 
+// mmapEvent is the side-band record of an executable mmap.
+func mmapEvent(time uint64, pid uint32, start, limit, offset uint64, file string, buildID []byte) event {
+	return event{time: time, kind: eventMmap, pid: pid, m: mapping{start: start, limit: limit, offset: offset}, file: file, buildID: buildID}
+}
+
 // fakeSource hands out the samples queued with add, once.
 type fakeSource struct {
 	samples []Sample
@@ -207,16 +215,14 @@ func TestPidReuseFromProc(t *testing.T) {
 func TestPidReuseFromSideband(t *testing.T) {
 	trueBin, sleepBin := realPath(t, "/bin/true"), realPath(t, "/bin/sleep")
 	c := newTestCollector(t, t.TempDir())
-	a := c.table.files.fromMMap(200, 0x1000, 0x2000, trueBin, nil)
-	b := c.table.files.fromMMap(200, 0x1000, 0x2000, sleepBin, []byte{0xb0, 0x0b})
 	c.events = []event{
 		{time: 10, kind: eventFork, pid: 200, ppid: 1},
 		{time: 11, kind: eventExec, pid: 200},
-		{time: 12, kind: eventMmap, pid: 200, m: mapping{0x1000, 0x2000, 0, a}},
+		mmapEvent(12, 200, 0x1000, 0x2000, 0, trueBin, nil),
 		{time: 20, kind: eventExit, pid: 200, tid: 200},
 		{time: 30, kind: eventFork, pid: 200, ppid: 1},
 		{time: 31, kind: eventExec, pid: 200},
-		{time: 32, kind: eventMmap, pid: 200, m: mapping{0x1000, 0x2000, 0, b}},
+		mmapEvent(32, 200, 0x1000, 0x2000, 0, sleepBin, []byte{0xb0, 0x0b}),
 		{time: 40, kind: eventExit, pid: 200, tid: 200},
 		// A later exec of the second process, not yet reached by any
 		// sample of this drain: it must stay pending.
@@ -243,12 +249,10 @@ func TestPidReuseFromSideband(t *testing.T) {
 // the program that called exec and is resolved with its mappings.
 func TestSampleDuringExec(t *testing.T) {
 	c := newTestCollector(t, t.TempDir())
-	a := c.table.files.fromMMap(1, 0, 0, "/old", []byte{0xa})
-	b := c.table.files.fromMMap(1, 0, 0, "/new", []byte{0xb})
 	c.events = []event{
-		{time: 1, kind: eventMmap, pid: 500, m: mapping{0x1000, 0x2000, 0, a}},
+		mmapEvent(1, 500, 0x1000, 0x2000, 0, "/old", []byte{0xa}),
 		{time: 2, kind: eventExec, pid: 500},
-		{time: 4, kind: eventMmap, pid: 500, m: mapping{0x1000, 0x2000, 0, b}},
+		mmapEvent(4, 500, 0x1000, 0x2000, 0, "/new", []byte{0xb}),
 	}
 	src := &fakeSource{}
 	src.add(500, 3, 0x1100)
@@ -271,12 +275,10 @@ func TestSampleDuringExec(t *testing.T) {
 // without exec; mappings the parent adds later are not the child's.
 func TestForkInheritsMappings(t *testing.T) {
 	c := newTestCollector(t, t.TempDir())
-	a := c.table.files.fromMMap(1, 0, 0, "/server", []byte{0xa})
-	b := c.table.files.fromMMap(1, 0, 0, "/plugin.so", []byte{0xb})
 	c.events = []event{
-		{time: 1, kind: eventMmap, pid: 600, m: mapping{0x1000, 0x2000, 0, a}},
+		mmapEvent(1, 600, 0x1000, 0x2000, 0, "/server", []byte{0xa}),
 		{time: 2, kind: eventFork, pid: 601, ppid: 600},
-		{time: 4, kind: eventMmap, pid: 600, m: mapping{0x3000, 0x4000, 0, b}},
+		mmapEvent(4, 600, 0x3000, 0x4000, 0, "/plugin.so", []byte{0xb}),
 	}
 	src := &fakeSource{}
 	src.add(601, 3, 0x1100)
@@ -297,9 +299,8 @@ func TestForkInheritsMappings(t *testing.T) {
 func TestNoRefreshBeforeLaterExec(t *testing.T) {
 	proc := newFakeProc(t)
 	c := newTestCollector(t, proc.root)
-	old := c.table.files.fromMMap(1, 0, 0, "/old", []byte{0xa})
 	c.events = []event{
-		{time: 1, kind: eventMmap, pid: 700, m: mapping{0x1000, 0x2000, 0, old}},
+		mmapEvent(1, 700, 0x1000, 0x2000, 0, "/old", []byte{0xa}),
 		{time: 10, kind: eventExec, pid: 700},
 	}
 	// After the exec, /proc shows the new program covering the address.
@@ -321,14 +322,12 @@ func TestNoRefreshBeforeLaterExec(t *testing.T) {
 // belongs to the new one.
 func TestSamplesAfterExitRecord(t *testing.T) {
 	c := newTestCollector(t, t.TempDir())
-	a := c.table.files.fromMMap(1, 0, 0, "/old", []byte{0xa})
-	b := c.table.files.fromMMap(1, 0, 0, "/new", []byte{0xb})
 	c.events = []event{
-		{time: 1, kind: eventMmap, pid: 800, m: mapping{0x1000, 0x2000, 0, a}},
+		mmapEvent(1, 800, 0x1000, 0x2000, 0, "/old", []byte{0xa}),
 		{time: 10, kind: eventExit, pid: 800, tid: 800},
 		{time: 20, kind: eventFork, pid: 800, ppid: 1},
 		{time: 21, kind: eventExec, pid: 800},
-		{time: 22, kind: eventMmap, pid: 800, m: mapping{0x1000, 0x2000, 0, b}},
+		mmapEvent(22, 800, 0x1000, 0x2000, 0, "/new", []byte{0xb}),
 	}
 	src := &fakeSource{}
 	src.add(800, 11, 0x1100) // the dying task, in exit_mmap
@@ -368,8 +367,7 @@ func TestExitedProcessForgotten(t *testing.T) {
 func TestZombieMapsKeepMappings(t *testing.T) {
 	proc := newFakeProc(t)
 	c := newTestCollector(t, proc.root)
-	bin := c.table.files.fromMMap(1, 0, 0, "/app", []byte{0xa})
-	c.events = []event{{time: 1, kind: eventMmap, pid: 900, m: mapping{0x1000, 0x2000, 0, bin}}}
+	c.events = []event{mmapEvent(1, 900, 0x1000, 0x2000, 0, "/app", []byte{0xa})}
 	proc.zombie(900, 5)
 	src := &fakeSource{}
 	src.add(900, 5, 0x1100, 0x7777) // 0x7777: a stale frame pointer's return address
@@ -382,5 +380,38 @@ func TestZombieMapsKeepMappings(t *testing.T) {
 	}
 	if c.table.byPid[900].refreshed != 5 {
 		t.Error("the uncovered address did not make the collector read /proc")
+	}
+}
+
+// TestFollowForksChildMappings: recording a command with its children
+// (Pids and FollowForks), a child forked, exec'd and mapped within one
+// drain is attributed to its binary even though its mmap record is read
+// before the fork record that makes it tracked (the rings of two CPUs),
+// while an unrelated process's mmap is ignored.
+func TestFollowForksChildMappings(t *testing.T) {
+	c, err := New(Options{Frequency: 99, ProcRoot: t.TempDir(), NoSideband: true, Pids: []uint32{100}, FollowForks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	exe := uint32(unix.PROT_READ | unix.PROT_EXEC)
+	for _, r := range []perfring.Record{
+		{Type: perfring.RecordMmap2, Pid: 101, Tid: 101, Time: 3, Addr: 0x1000, Len: 0x1000, Prot: exe, Filename: []byte("/child"), BuildID: []byte{0xc}},
+		{Type: perfring.RecordMmap2, Pid: 200, Tid: 200, Time: 3, Addr: 0x1000, Len: 0x1000, Prot: exe, Filename: []byte("/stranger"), BuildID: []byte{0xd}},
+		{Type: perfring.RecordFork, Pid: 101, Tid: 101, PPid: 100, PTid: 100, Time: 1},
+		{Type: perfring.RecordComm, Misc: perfring.MiscCommExec, Pid: 101, Tid: 101, Time: 2, Comm: []byte("child")},
+	} {
+		c.copyRecord(&r)
+	}
+	src := &fakeSource{}
+	src.add(101, 4, 0x1100)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := leafFiles(c.Profile()), []string{"/child 0c"}; !slices.Equal(got, want) {
+		t.Fatalf("the child's leaf in %q, want %q", got, want)
+	}
+	if c.table.byPid[200] != nil {
+		t.Error("an untracked process's mmap made it tracked")
 	}
 }

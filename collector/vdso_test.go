@@ -111,8 +111,8 @@ func TestVDSOSymbolized(t *testing.T) {
 	const native, compat = 0x7ffd_f000_0000, 0xf7f0_0000
 	size := uint64(len(img))
 	c.events = []event{
-		{time: 1, kind: eventMmap, pid: 42, m: mapping{native, native + size, 0, c.table.files.fromMMap(42, native, native+size, vdsoName, nil)}},
-		{time: 1, kind: eventMmap, pid: 43, m: mapping{compat, compat + size, 0, c.table.files.fromMMap(43, compat, compat+size, vdsoName, nil)}},
+		mmapEvent(1, 42, native, native+size, 0, vdsoName, nil),
+		mmapEvent(1, 43, compat, compat+size, 0, vdsoName, nil),
 	}
 	src := &fakeSource{}
 	var want [][]string // the names readelf gives each sample's leaf
@@ -249,8 +249,7 @@ func TestVDSODebugFile(t *testing.T) {
 		t.Fatalf("objcopy: %v\n%s", err, out)
 	}
 	const native = 0x7ffd_f000_0000
-	bin := c.table.files.fromMMap(42, native, native+uint64(len(img)), vdsoName, nil)
-	c.events = []event{{time: 1, kind: eventMmap, pid: 42, m: mapping{native, native + uint64(len(img)), 0, bin}}}
+	c.events = []event{mmapEvent(1, 42, native, native+uint64(len(img)), 0, vdsoName, nil)}
 	src := &fakeSource{}
 	src.add(42, 5, native+fileOffset(t, img, addr))
 	if err := c.Drain(src); err != nil {
