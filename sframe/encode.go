@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // encLayout is where the parts of an encoded section go.
@@ -14,6 +15,18 @@ type encLayout struct {
 	// rowsAt[i] is the offset of FDE i's attribute record (V3) or
 	// first row in the FRE sub-section.
 	rowsAt []uint64
+	nrows  int // rows written
+}
+
+// encodedRows returns the rows of f that version v can hold: V1 and V2
+// readers (binutils before 2.46) do not know the outermost-frame row
+// without data words, so there its PCs become a gap.
+func (t *Table) encodedRows(v Version, f *FDE) []Row {
+	rows := t.Rows(f)
+	if v == Version3 || !slices.ContainsFunc(rows, func(r Row) bool { return r.Outermost() }) {
+		return rows
+	}
+	return slices.DeleteFunc(slices.Clone(rows), func(r Row) bool { return r.Outermost() })
 }
 
 // layout sizes the section that Encode writes for version v.
@@ -27,7 +40,9 @@ func (t *Table) layout(v Version) (encLayout, error) {
 			l.freLen += attrSize
 		}
 		startSize := uint64(1) << f.FREType()
-		for _, r := range t.Rows(f) {
+		rows := t.encodedRows(v, f)
+		l.nrows += len(rows)
+		for _, r := range rows {
 			w, n, err := t.rowWords(&r)
 			if err != nil {
 				return l, fmt.Errorf("function at %#x, row +%#x: %w", f.Start, r.Start, err)
@@ -49,7 +64,8 @@ func (t *Table) layout(v Version) (encLayout, error) {
 // hold them, amd64 return addresses at the fixed CFA-8. V1 and V2 start
 // addresses must be within 2 GiB of addr. V1 PCMASK FDEs must repeat
 // every 16 bytes (V1 has no repeat size); the signal-trampoline bit
-// exists in V3 only. Rules SFrame DEFAULT rows cannot express (V3 FLEX
+// exists in V3 only, and so do outermost-frame rows (RA undefined): in V1
+// and V2 their PCs are left without a row. Rules SFrame DEFAULT rows cannot express (V3 FLEX
 // rows of a parsed table) are errors wrapping ErrUnsupported.
 func (t *Table) Encode(v Version, addr uint64) ([]byte, error) {
 	if v < Version1 || v > Version3 {
@@ -74,7 +90,7 @@ func (t *Table) Encode(v Version, addr uint64) ([]byte, error) {
 		out[6] = 0xf8 // RA at CFA-8
 	}
 	order.PutUint32(out[8:], uint32(len(t.fdes)))
-	order.PutUint32(out[12:], uint32(len(t.rows)))
+	order.PutUint32(out[12:], uint32(l.nrows))
 	order.PutUint32(out[16:], uint32(l.freLen))
 	order.PutUint32(out[24:], uint32(l.freOff-headerSize))
 	for i := range t.fdes {
@@ -88,7 +104,7 @@ func (t *Table) Encode(v Version, addr uint64) ([]byte, error) {
 // encodeFDE writes FDE i and its rows.
 func (t *Table) encodeFDE(out []byte, order binary.ByteOrder, v Version, l *encLayout, i int, addr uint64) error {
 	f := &t.fdes[i]
-	rows := t.Rows(f)
+	rows := t.encodedRows(v, f)
 	at := headerSize + uint64(i)*l.fdeSize
 	d := out[at:]
 	info := f.Info &^ 0x40 // bit 6 is unused

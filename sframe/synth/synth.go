@@ -3,8 +3,10 @@ package synth
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/sframe/cfi"
@@ -364,4 +366,32 @@ func fits32(v int64) (int32, bool) {
 		return 0, false
 	}
 	return int32(v), true
+}
+
+// WriteText writes the statistics for people, a few lines.
+func (s *Stats) WriteText(w io.Writer) error {
+	pct := 0.0
+	if s.Bytes > 0 {
+		pct = 100 * float64(s.CoveredBytes) / float64(s.Bytes)
+	}
+	hdr := "not checked (no search table)"
+	if s.HdrChecked {
+		hdr = "agrees with .eh_frame"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "FDEs: %d (%d from .debug_frame), bad: %d; CFI rows: %d\n", s.FDEs, s.DebugFrameFDEs, s.BadFDEs, s.Rows)
+	fmt.Fprintf(&b, "rows left out: %d", s.UnsupportedRows())
+	for r, n := range s.Unsupported {
+		if n > 0 {
+			fmt.Fprintf(&b, "; %s: %d", Reason(r), n)
+		}
+	}
+	fmt.Fprintf(&b, "\nPLT expressions: %d; overlapping FDEs left out: %d\n", s.PLTs, s.Overlapping)
+	fmt.Fprintf(&b, "code covered: %d of %d bytes (%.2f%%)\n", s.CoveredBytes, s.Bytes, pct)
+	fmt.Fprintf(&b, "table: %d functions, %d rows; .eh_frame_hdr: %s\n", s.Functions, s.TableRows, hdr)
+	for _, err := range s.Errors {
+		fmt.Fprintf(&b, "error: %v\n", err)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
