@@ -12,7 +12,8 @@ import (
 const fixtures = "../../testdata/gsym"
 
 // llvmFiles are GSYM files llvm-gsymutil-22 wrote (scripts/gsym-fixtures.sh).
-var llvmFiles = []string{"cinline.llvm.gsym", "cxx.llvm.gsym", "gofix.llvm.gsym", "debuglink.llvm.gsym"}
+// icf.llvm.gsym has MergedFunctionsInfo and CallSiteInfo chunks.
+var llvmFiles = []string{"cinline.llvm.gsym", "cxx.llvm.gsym", "gofix.llvm.gsym", "debuglink.llvm.gsym", "icf.llvm.gsym"}
 
 func readFixture(t testing.TB, name string) []byte {
 	b, err := os.ReadFile(filepath.Join(fixtures, name))

@@ -140,19 +140,37 @@ func (r *Reader) dumpFunction(w io.Writer, f *FunctionInfo, indent string) {
 		fmt.Fprintf(w, "%sInlineInfo:\n", indent)
 		r.dumpInline(w, f.Inline, indent)
 	}
-	if len(f.Merged) > 0 {
-		fmt.Fprintf(w, "%s++ Merged FunctionInfos[%d]:\n", indent, len(f.Merged))
-		for i := range f.Merged {
-			fmt.Fprintf(w, "%s  ", indent)
-			r.dumpFunction(w, &f.Merged[i], indent+"  ")
-		}
-	}
 	if f.hasCalls {
 		fmt.Fprintf(w, "%sCallSites (by relative return offset):\n", indent)
 		for _, cs := range f.CallSites {
-			fmt.Fprintf(w, "%s  0x%04x Flags[%d] MatchRegex[%s]\n", indent, cs.ReturnOffset, cs.Flags, strings.Join(cs.MatchRegex, ","))
+			fmt.Fprintf(w, "%s  0x%04x Flags[%s]", indent, cs.ReturnOffset, callSiteFlags(cs.Flags))
+			if len(cs.MatchRegex) > 0 {
+				fmt.Fprintf(w, " MatchRegex[%s]", strings.Join(cs.MatchRegex, ","))
+			}
+			fmt.Fprintln(w)
 		}
 	}
+	for i := range f.Merged {
+		fmt.Fprintf(w, "%s++ Merged FunctionInfos[%d]:\n%s    ", indent, i, indent)
+		r.dumpFunction(w, &f.Merged[i], indent+"    ")
+	}
+}
+
+// callSiteFlags names CallSite flags as llvm-gsymutil prints them.
+func callSiteFlags(f uint8) string {
+	if f == 0 {
+		return "None"
+	}
+	var names []string
+	for bit, name := range []string{"InternalCall", "ExternalCall"} {
+		if f&(1<<bit) != 0 {
+			names = append(names, name)
+		}
+	}
+	if rest := f &^ 3; rest != 0 {
+		names = append(names, fmt.Sprintf("0x%x", rest))
+	}
+	return strings.Join(names, " | ")
 }
 
 func (r *Reader) dumpInline(w io.Writer, n *InlineInfo, indent string) {
