@@ -14,7 +14,7 @@
 # from .eh_frame with the .sframe gas wrote from the same directives.
 # It then writes the golden outputs of `sprof sframe synth` of the two
 # chain fixtures fed to the binutils readelf of each SFrame version
-# (NAME.synth-vN.readelf), which
+# (NAME.synth-vN.readelf.txt), which
 # `make test` compares with, so that it needs no chroot.
 #
 # Uses the sid and trixie chroots of scripts/sframe-fixtures.sh
@@ -69,7 +69,7 @@ for bin in chain-amd64-v1 chain-arm64-v3; do
 			(cd "$r" && sh -c "$cmd")
 		else
 			chroot "${r%/w-synth}" sh -c "cd /w-synth && $cmd"
-		fi >"$out/$bin.synth-v$v.readelf"
+		fi >"$out/$bin.synth-v$v.readelf.txt"
 		rm -rf "$r"
 	done
 done

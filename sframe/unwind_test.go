@@ -95,6 +95,12 @@ func loadFixture(t testing.TB, bin string) (*Unwinder, *stackDump) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loadFixtureWith(t, bin, tab)
+}
+
+// loadFixtureWith is loadFixture with the binary's rules taken from tab.
+func loadFixtureWith(t testing.TB, bin string, tab *Table) (*Unwinder, *stackDump) {
+	t.Helper()
 	d := readStackDump(t, bin+".stack")
 	ef, err := elf.Open(bin)
 	if err != nil {
@@ -127,6 +133,26 @@ func TestUnwindStackDumps(t *testing.T) {
 	for _, bin := range stackDumps(t) {
 		t.Run(filepath.Base(bin), func(t *testing.T) {
 			u, d := loadFixture(t, bin)
+			out := make([]uint64, 64)
+			n, stop := u.Unwind(d.regs, &d.stack, out)
+			if !slices.Equal(out[:n], d.frames) || stop != StopNoMapping {
+				t.Errorf("unwound %#x (%v),\nwant %#x (%v)", out[:n], stop, d.frames, StopNoMapping)
+			}
+		})
+	}
+}
+
+// TestUnwindSynthesized unwinds the same stacks with the tables that
+// package sframe/synth built from the fixtures' .eh_frame, encoded as V3
+// sections at address 0 (NAME.synth, kept current by synth's tests).
+func TestUnwindSynthesized(t *testing.T) {
+	for _, bin := range stackDumps(t) {
+		t.Run(filepath.Base(bin), func(t *testing.T) {
+			tab, err := Parse(readFile(t, bin+".synth"), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, d := loadFixtureWith(t, bin, tab)
 			out := make([]uint64, 64)
 			n, stop := u.Unwind(d.regs, &d.stack, out)
 			if !slices.Equal(out[:n], d.frames) || stop != StopNoMapping {

@@ -109,7 +109,7 @@ func TestEncodedGolden(t *testing.T) {
 			if err := parsed.WriteText(&got); err != nil {
 				t.Fatal(err)
 			}
-			golden := fixtures + name + ".synth-v" + string('0'+byte(v)) + ".readelf"
+			golden := fixtures + name + ".synth-v" + string('0'+byte(v)) + ".readelf.txt"
 			want, err := os.ReadFile(golden)
 			if err != nil {
 				t.Fatal(err)
