@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,10 +64,17 @@ func runShortlived(t *testing.T) (path string, pid uint32, work, at uint64) {
 	if d := time.Since(began); d > 2*time.Second {
 		t.Logf("the ~100 ms fixture took %v", d)
 	}
-	if _, err := fmt.Sscanf(out.String(), "0x%x %d", &work, &at); err != nil {
-		t.Fatalf("fixture printed %q: %v", out.String(), err)
-	}
+	work, at = parseFixture(t, out.String())
 	return path, uint32(cmd.Process.Pid), work, at
+}
+
+// parseFixture reads the fixture's line: the address of work and a time.
+func parseFixture(t *testing.T, line string) (work, at uint64) {
+	t.Helper()
+	if _, err := fmt.Sscanf(line, "0x%x %d", &work, &at); err != nil {
+		t.Fatalf("fixture printed %q: %v", line, err)
+	}
+	return work, at
 }
 
 // TestShortLivedProcess: a process that execs, runs 100 ms and exits
@@ -121,6 +129,67 @@ func TestShortLivedProcess(t *testing.T) {
 	}
 	if m := prof.Samples[0].Stack[0].Mapping; m.Kind != stacks.Unknown {
 		t.Errorf("without the side band, an exited process was attributed to %s", m.File)
+	}
+}
+
+// TestShortLivedChildFollowed: recording a command and its children
+// (sprof record -- CMD), a child that the command forks and that execs,
+// runs 100 ms and exits between two drains is attributed to its binary and
+// symbolized from the side band, though its mmap records may be read before
+// the fork record that makes it tracked.
+func TestShortLivedChildFollowed(t *testing.T) {
+	testenv.RequireRoot(t)
+	path, err := filepath.Abs("../testdata/collector/shortlived")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shell waits for a line, so it is tracked before it forks.
+	sh := exec.Command("sh", "-c", `read x; "$0" & echo "pid $!"; wait`, path)
+	release, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sh.Stdout = &out
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{Frequency: 99, Symbolizer: &elfSymbolizer{}, Pids: []uint32{uint32(sh.Process.Pid)}, FollowForks: true})
+	if err != nil {
+		sh.Process.Kill()
+		sh.Wait()
+		t.Fatal(err)
+	}
+	release.Write([]byte("\n"))
+	release.Close()
+	if err := sh.Wait(); err != nil {
+		c.Close()
+		t.Fatalf("sh: %v", err)
+	}
+	var child uint32
+	var work, at uint64
+	for line := range strings.Lines(out.String()) {
+		if p, ok := strings.CutPrefix(line, "pid "); ok {
+			fmt.Sscan(p, &child)
+		} else {
+			work, at = parseFixture(t, line)
+		}
+	}
+	src := &fakeSource{}
+	src.add(child, at+1000, work+8)
+	prof, st, err := c.Run(closedContext(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Sideband != nil {
+		t.Fatalf("side band unavailable as root: %v", st.Sideband)
+	}
+	leaf := prof.Samples[0].Stack[0]
+	if m := leaf.Mapping; m.File != path || m.BuildID != fileBuildID(t, path) {
+		t.Fatalf("the child's leaf in %q with build ID %q, want %s", m.File, m.BuildID, path)
+	}
+	if !leaf.Symbolized() || leaf.Frames[0].Function != "work" {
+		t.Fatalf("the child's leaf symbolized as %+v, want work", leaf.Frames)
 	}
 }
 
