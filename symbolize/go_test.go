@@ -10,7 +10,7 @@ import (
 )
 
 // buildGo builds the Go fixture with the toolchain running the tests.
-func buildGo(t *testing.T, ldflags string) string {
+func buildGo(t testing.TB, ldflags string) string {
 	t.Helper()
 	needTool(t, "go")
 	out := filepath.Join(t.TempDir(), "goprog")
@@ -40,15 +40,21 @@ func goProbes(t *testing.T, bin string) []uint64 {
 	return addrs
 }
 
-// TestGoAgainstGoAddr2line checks function, file and line of every Go
-// function's first, middle and last byte against `go tool addr2line`, on a
-// Go program with symbols and on the same program stripped (-s -w), which
-// only its pclntab still names.
+// TestGoAgainstGoAddr2line checks every Go function's first, middle and
+// last byte against `go tool addr2line` (the function holding the
+// address, from the pclntab, and the innermost file and line) and, where
+// the program has DWARF, the whole inline stack against llvm-addr2line;
+// on a Go program with symbols and on the same program stripped (-s -w),
+// which only its pclntab still names.
 func TestGoAgainstGoAddr2line(t *testing.T) {
 	needTool(t, "readelf")
+	needTool(t, llvmAddr2line)
 	full := buildGo(t, "")
 	probes := goProbes(t, full)
-	for _, c := range []struct{ name, ldflags string }{{"symbols", ""}, {"stripped", "-s -w"}} {
+	for _, c := range []struct {
+		name, ldflags string
+		dwarf         bool
+	}{{"symbols", "", true}, {"stripped", "-s -w", false}} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := full
 			if c.ldflags != "" {
@@ -59,10 +65,11 @@ func TestGoAgainstGoAddr2line(t *testing.T) {
 				in.WriteString("0x" + strconv.FormatUint(a, 16) + "\n")
 			}
 			want := strings.Split(run(t, in.String(), "go", "tool", "addr2line", bin), "\n")
+			stacksWant := addr2line(t, llvmAddr2line, bin, probes)
 			loads := readelfLoads(t, bin)
 			s := NewELF(Options{})
 			var frames []stacks.Frame
-			checked := 0
+			checked, inlined := 0, 0
 			for i, a := range probes {
 				fn, pos := want[2*i], want[2*i+1]
 				off, ok := fileOffset(loads, a)
@@ -74,20 +81,52 @@ func TestGoAgainstGoAddr2line(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := "?"
-				gotPos := "?:0"
-				if len(frames) == 1 {
-					got, gotPos = frames[0].Function, frames[0].File+":"+strconv.Itoa(frames[0].Line)
-				}
-				if got != fn || gotPos != pos {
-					t.Errorf("%#x: %s %s, go tool addr2line says %s %s", a, got, gotPos, fn, pos)
+				if len(frames) == 0 {
+					t.Errorf("%#x: no frames, go tool addr2line says %s %s", a, fn, pos)
+					continue
 				}
 				checked++
+				outer, inner := frames[len(frames)-1], frames[0]
+				if got := inner.File + ":" + strconv.Itoa(inner.Line); outer.Function != fn || got != pos {
+					t.Errorf("%#x: %s %s, go tool addr2line says %s %s", a, outer.Function, got, fn, pos)
+				}
+				if !c.dwarf {
+					if len(frames) != 1 {
+						t.Errorf("%#x: %s without DWARF", a, fmtFrames(frames))
+					}
+					continue
+				}
+				if w := stacksWant[a]; !sameGoStack(frames, w) {
+					t.Errorf("%#x: %s, llvm-addr2line says %s", a, fmtFrames(frames), fmtA2L(w))
+				}
+				if len(frames) > 1 {
+					inlined++
+				}
 			}
-			t.Logf("%d of %d probes checked", checked, len(probes))
+			t.Logf("%d of %d probes checked, %d with inlined calls", checked, len(probes), inlined)
 			if checked < len(probes)*9/10 {
 				t.Errorf("only %d of %d probes were checked", checked, len(probes))
 			}
 		})
 	}
+}
+
+// sameGoStack compares an inline stack with llvm-addr2line's, level by
+// level: inlined names, and the call sites of the outer levels. The
+// outermost name and the innermost position are the pclntab's, checked
+// against go tool addr2line; DWARF spells assembly functions with an .abi0
+// suffix and its line table is empty at some function starts.
+func sameGoStack(got []stacks.Frame, want []a2lFrame) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i, g := range got {
+		if i < len(got)-1 && g.Function != want[i].function {
+			return false
+		}
+		if i > 0 && (filepath.Clean(g.File) != filepath.Clean(want[i].file) || g.Line != want[i].line) {
+			return false
+		}
+	}
+	return true
 }

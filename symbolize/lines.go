@@ -51,11 +51,12 @@ func (f *fileTable) intern(name string) uint32 {
 	return i
 }
 
-// readDWARF reads the line programs and inline trees of every compilation
-// unit in one pass. Rows and inlined ranges outside code (functions the
-// linker discarded, left at address 0) are dropped. Either table is nil
-// when d has none of it; both are nil beyond maxLineRows.
-func readDWARF(d *dwarf.Data, inCode func(addr uint64) bool, style Demangling) (*lineTable, *inlineTable) {
+// readDWARF reads the line programs (unless rows is false: Go programs
+// have theirs in the pclntab) and inline trees of every compilation unit
+// in one pass. Rows and inlined ranges outside code (functions the linker
+// discarded, left at address 0) are dropped. Either table is nil when d
+// has none of it; both are nil beyond maxLineRows.
+func readDWARF(d *dwarf.Data, inCode func(addr uint64) bool, style Demangling, rows bool) (*lineTable, *inlineTable) {
 	lt := &lineTable{}
 	var files fileTable
 	ib := newInlineBuilder(d, inCode, style)
@@ -73,7 +74,7 @@ func readDWARF(d *dwarf.Data, inCode func(addr uint64) bool, style Demangling) (
 		var fileOf []uint32
 		if err == nil && lr != nil {
 			compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
-			if fileOf, err = lt.addUnit(lr, compDir, &files, inCode); errors.Is(err, errTooManyRows) {
+			if fileOf, err = lt.addUnit(lr, compDir, &files, inCode, rows); errors.Is(err, errTooManyRows) {
 				return nil, nil
 			}
 		}
@@ -93,9 +94,10 @@ func readDWARF(d *dwarf.Data, inCode func(addr uint64) bool, style Demangling) (
 	return lt, inl
 }
 
-// addUnit appends the rows of one line program and returns, for each of
-// its file numbers, the index in files (for DW_AT_call_file).
-func (t *lineTable) addUnit(lr *dwarf.LineReader, compDir string, files *fileTable, inCode func(uint64) bool) ([]uint32, error) {
+// addUnit appends the rows of one line program, if rows is set, and
+// returns, for each of its file numbers, the index in files (for
+// DW_AT_call_file).
+func (t *lineTable) addUnit(lr *dwarf.LineReader, compDir string, files *fileTable, inCode func(uint64) bool, rows bool) ([]uint32, error) {
 	fileIndex := func(f *dwarf.LineFile) uint32 {
 		if f == nil {
 			return files.intern("")
@@ -105,7 +107,7 @@ func (t *lineTable) addUnit(lr *dwarf.LineReader, compDir string, files *fileTab
 	cuFiles := make(map[*dwarf.LineFile]uint32)
 	var seq []lineRow
 	var le dwarf.LineEntry
-	for {
+	for rows {
 		if err := lr.Next(&le); err != nil {
 			if err != io.EOF {
 				seq = seq[:0] // a broken program: keep the sequences before it

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"debug/dwarf"
 	"debug/elf"
 	"debug/gosym"
 	"encoding/binary"
@@ -61,11 +62,11 @@ func (img *image) vaddr(off uint64) (uint64, bool) {
 	return addr, found
 }
 
-// frames appends the frames of the instruction at addr: from Go's pclntab
-// for Go functions, else the functions DWARF says were inlined there,
-// innermost first, and the symbol table's function around them. The
-// innermost frame's position is the line table's; each outer one's is the
-// call site of the frame inside it.
+// frames appends the frames of the instruction at addr, innermost first:
+// the functions DWARF says were inlined there, then the function around
+// them, from Go's pclntab for Go functions or else the symbol table. The
+// innermost frame's position is the line table's (the pclntab's in Go);
+// each outer one's is the call site of the frame inside it.
 func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks.Frame, error) {
 	if img.gotab != nil {
 		var f stacks.Frame
@@ -81,6 +82,7 @@ func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks
 			return dst, err
 		}
 		if ok {
+			dst, f.File, f.Line = img.appendInlined(dst, addr, f.File, f.Line)
 			return append(dst, f), nil
 		}
 	}
@@ -93,21 +95,29 @@ func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks
 	if img.lines != nil {
 		file, line, _ = img.lines.lookup(addr)
 	}
-	if img.inl != nil {
-		for j := img.inl.innermost(addr); j >= 0; j = int(img.inl.ranges[j].parent) {
-			r := &img.inl.ranges[j]
-			f := stacks.Frame{File: file, Line: line}
-			f.Function, f.SystemName = img.inl.names.show(int(r.name))
-			dst = append(dst, f)
-			file, line = "", int(r.callLine)
-			if r.callFile != noFile {
-				file = img.inl.files[r.callFile]
-			}
+	f := img.syms.frame(i)
+	dst, f.File, f.Line = img.appendInlined(dst, addr, file, line)
+	return append(dst, f), nil
+}
+
+// appendInlined appends a frame for each inlined call around addr,
+// innermost first, the first at file:line, and returns the call site of
+// the outermost: the position within the function they were inlined into.
+func (img *image) appendInlined(dst []stacks.Frame, addr uint64, file string, line int) ([]stacks.Frame, string, int) {
+	if img.inl == nil {
+		return dst, file, line
+	}
+	for j := img.inl.innermost(addr); j >= 0; j = int(img.inl.ranges[j].parent) {
+		r := &img.inl.ranges[j]
+		f := stacks.Frame{File: file, Line: line}
+		f.Function, f.SystemName = img.inl.names.show(int(r.name))
+		dst = append(dst, f)
+		file, line = "", int(r.callLine)
+		if r.callFile != noFile {
+			file = img.inl.files[r.callFile]
 		}
 	}
-	f := img.syms.frame(i)
-	f.File, f.Line = file, line
-	return append(dst, f), nil
+	return dst, file, line
 }
 
 // contain runs fn, turning a panic into an error naming the file. It is
@@ -178,16 +188,14 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 					return err
 				}
 				syms, dbg = more, d
-				if img.gotab == nil {
-					img.lines, img.inl = loadDWARF(d, st.Size(), dm)
-				}
+				img.lines, img.inl = loadDWARF(d, st.Size(), dm, img.gotab == nil)
 				return nil
 			})
 		}
 	}
-	if img.gotab == nil && img.lines == nil && img.inl == nil {
+	if img.lines == nil && img.inl == nil {
 		contain(name, func() error {
-			img.lines, img.inl = loadDWARF(ef, size, dm)
+			img.lines, img.inl = loadDWARF(ef, size, dm, img.gotab == nil)
 			return nil
 		})
 	}
@@ -314,31 +322,59 @@ func readDebuglink(f *elf.File, fileSize int64) debugfile.Link {
 	return link
 }
 
-// loadDWARF reads f's DWARF line tables and inlined calls, nil when it has
-// none or too much.
-func loadDWARF(f *elf.File, fileSize int64, dm Demangling) (*lineTable, *inlineTable) {
+// loadDWARF reads f's DWARF line tables (if rows is set) and inlined
+// calls, nil when it has none or too much.
+//
+// It reads only the sections that hold them. elf.File.DWARF would read
+// and decompress every .debug_* section, location lists and call frames
+// too, which in Go programs weigh as much as the rest.
+func loadDWARF(f *elf.File, fileSize int64, dm Demangling, rows bool) (*lineTable, *inlineTable) {
+	sections := map[string]*elf.Section{}
 	var total uint64
-	found := false
 	for _, s := range f.Sections {
-		if strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
-			if s.Type == elf.SHT_NOBITS {
-				continue
-			}
-			if checkSection(s, fileSize, maxDWARFBytes) != nil {
-				return nil, nil
-			}
-			total += s.Size
-			found = found || s.Name == ".debug_line" || s.Name == ".zdebug_line"
+		name, ok := strings.CutPrefix(s.Name, ".debug_")
+		if !ok || !dwarfSection(name) || s.Type == elf.SHT_NOBITS {
+			continue
 		}
+		if checkSection(s, fileSize, maxDWARFBytes) != nil {
+			return nil, nil
+		}
+		total += s.Size
+		sections[name] = s
 	}
-	if !found || total > maxDWARFBytes {
+	if sections["info"] == nil || sections["line"] == nil || total > maxDWARFBytes {
 		return nil, nil
 	}
-	d, err := f.DWARF()
+	data := map[string][]byte{}
+	for name, s := range sections {
+		b, err := s.Data()
+		if err != nil {
+			return nil, nil
+		}
+		data[name] = b
+	}
+	d, err := dwarf.New(data["abbrev"], nil, nil, data["info"], data["line"], nil, data["ranges"], data["str"])
 	if err != nil {
 		return nil, nil
 	}
-	return readDWARF(d, codeRanges(f), dm)
+	for _, name := range []string{"addr", "line_str", "rnglists", "str_offsets"} {
+		if b, ok := data[name]; ok {
+			if err := d.AddSection(".debug_"+name, b); err != nil {
+				return nil, nil
+			}
+		}
+	}
+	return readDWARF(d, codeRanges(f), dm, rows)
+}
+
+// dwarfSection reports the DWARF sections (by name after .debug_) that
+// functions, inlined calls and line tables need.
+func dwarfSection(name string) bool {
+	switch name {
+	case "abbrev", "info", "str", "line", "ranges", "addr", "line_str", "rnglists", "str_offsets":
+		return true
+	}
+	return false
 }
 
 // codeRanges returns a test for addresses inside f's executable sections.
