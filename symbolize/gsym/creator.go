@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -164,13 +163,11 @@ func (c *Creator) Finalize() (FinalizeStats, error) {
 			prev, curr := &kept[len(kept)-1], &c.funcs[i]
 			switch {
 			case prev.Range == curr.Range:
-				prevRich, currRich := prev.HasRichInfo(), curr.HasRichInfo()
-				if prevRich != currRich {
-					if betterMangledName(prev.Name, curr.Name) {
-						curr.Name = prev.Name
-					}
-					*prev = *curr
-				} else if !equalFunctions(prev, curr) {
+				// The later record is the richer one, or the later of two
+				// different ones. (LLVM after 22 also moves a symbol's
+				// mangled name onto the debug-info record; 22, the oracle,
+				// keeps the debug-info name.)
+				if prev.HasRichInfo() != curr.HasRichInfo() || !equalFunctions(prev, curr) {
 					*prev = *curr
 				}
 			case prev.Range.intersects(curr.Range):
@@ -195,22 +192,6 @@ func (c *Creator) Finalize() (FinalizeStats, error) {
 	}
 	st.After = len(c.funcs)
 	return st, nil
-}
-
-// betterMangledName reports whether alt, the name of a bare symbol-table
-// record, is a fuller mangled (Itanium or Swift) form of cur, the name of
-// the debug-info record for the same range.
-func betterMangledName(alt, cur string) bool {
-	if cur == "" && alt != "" {
-		return true
-	}
-	mangled := func(s string) bool {
-		return strings.HasPrefix(s, "_Z") || strings.HasPrefix(s, "$s") || strings.HasPrefix(s, "$S")
-	}
-	if mangled(cur) || !mangled(alt) {
-		return false
-	}
-	return strings.Contains(alt, strconv.Itoa(len(cur))+cur)
 }
 
 // EncodeOptions chooses the output format.

@@ -13,7 +13,7 @@ const fixtures = "../../testdata/gsym"
 
 // llvmFiles are GSYM files llvm-gsymutil-22 wrote (scripts/gsym-fixtures.sh).
 // icf.llvm.gsym has MergedFunctionsInfo and CallSiteInfo chunks.
-var llvmFiles = []string{"cinline.llvm.gsym", "cxx.llvm.gsym", "gofix.llvm.gsym", "debuglink.llvm.gsym", "icf.llvm.gsym"}
+var llvmFiles = []string{"cinline.llvm.gsym", "cxx.llvm.gsym", "cxxgcc.llvm.gsym", "gofix.llvm.gsym", "debuglink.llvm.gsym", "icf.llvm.gsym"}
 
 func readFixture(t testing.TB, name string) []byte {
 	b, err := os.ReadFile(filepath.Join(fixtures, name))

@@ -28,6 +28,7 @@ type oracleFixture struct {
 var oracleFixtures = []oracleFixture{
 	{"C -O2 inlining", "cinline", "cinline.llvm.gsym", false},
 	{"C++ templates and namespaces", "cxx", "cxx.llvm.gsym", false},
+	{"C++ built by g++", "cxxgcc", "cxxgcc.llvm.gsym", false},
 	{"Go", "gofix", "gofix.llvm.gsym", false},
 	{"separate debug file", "debuglink", "debuglink.llvm.gsym", false},
 	// LLVM wrote this one with --merged-functions --dwarf-callsites.

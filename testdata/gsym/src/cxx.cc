@@ -46,7 +46,17 @@ class Rect : public Shape {
   int other_;
 };
 
+namespace cabi {
+// No linkage name: LLVM names it by its scopes, "sprof::cabi::c_entry".
+extern "C" __attribute__((noinline)) int c_entry(int v) { return v * 5 + 1; }
+}  // namespace cabi
+
 }  // namespace sprof
+
+namespace {
+// gcc gives no linkage name here; the symbol table has the mangled one.
+__attribute__((noinline)) int hidden(int v) { return v ^ 9; }
+}  // namespace
 
 __attribute__((noinline)) int run(int n) {
   std::vector<int> v;
@@ -55,7 +65,7 @@ __attribute__((noinline)) int run(int n) {
   std::sort(v.begin(), v.end(), [](int a, int b) { return a > b; });
   sprof::Rect r(n, n + 2);
   sprof::Shape *s = &r;
-  return sprof::detail::sum<int, 2>(v) + s->scaled(n) +
+  return sprof::detail::sum<int, 2>(v) + s->scaled(n) + sprof::cabi::c_entry(n) + hidden(n) +
          static_cast<int>(sprof::detail::sum<double, 1>(std::vector<double>{1.5, 2.5}));
 }
 
