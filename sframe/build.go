@@ -17,7 +17,7 @@ type Function struct {
 	RepSize uint8
 	PACKeyB bool // aarch64: return addresses signed with the B key
 	Signal  bool // a signal trampoline (kept in V3 encodings only)
-	// Rows are sorted by Start, each below Size. A row's CFA is SP or FP
+	// Rows are sorted by Start, each below Size (and RepSize). A row's CFA is SP or FP
 	// plus an offset; its RA is at a CFA offset (on amd64 at CFA-8,
 	// where the ABI keeps it) or, on aarch64, LocSame (still in the link
 	// register); its FP is LocSame or at a CFA offset. A row whose RA is
@@ -102,7 +102,7 @@ func (t *Table) addFunction(f *Function) error {
 	fde.nrows = uint32(len(f.Rows))
 	limit := f.Size
 	if f.RepSize != 0 {
-		limit = uint32(f.RepSize)
+		limit = min(limit, uint32(f.RepSize))
 	}
 	var last uint32
 	for j, r := range f.Rows {

@@ -86,13 +86,14 @@ func parsePLTRule(e []byte) (pltRule, bool) {
 // pltFunction turns a row whose CFA is the PLT expression, applying from
 // r.Start up to end, into a PCMASK function. The expression masks the
 // absolute PC, SFrame the offset from the function's start: the two agree
-// when the start is aligned to the block size.
+// when the start is aligned to the block size. The stubs must fill the
+// range: a partial block is not a PLT.
 func (s *synthesizer) pltFunction(r *cfi.Row, end uint64) (sframe.Function, bool) {
 	if s.abi != sframe.ABIAMD64LE || r.CFA.Kind != cfi.CFAExpression {
 		return sframe.Function{}, false
 	}
 	p, ok := parsePLTRule(r.CFA.Expr)
-	if !ok || r.Start%p.rep != 0 || r.Regs[1].Kind != cfi.RuleOffset || r.Regs[1].Offset != -8 ||
+	if !ok || r.Start%p.rep != 0 || (end-r.Start)%p.rep != 0 || r.Regs[1].Kind != cfi.RuleOffset || r.Regs[1].Offset != -8 ||
 		(r.Regs[0].Kind != cfi.RuleUnspecified && r.Regs[0].Kind != cfi.RuleSameValue) {
 		return sframe.Function{}, false
 	}
