@@ -14,7 +14,8 @@
 // separate debug file (see symbolize/debugfile) into one sorted table, and
 // reads DWARF line tables and inlined calls from whichever file has them,
 // so an address yields its whole inline stack with files and lines. Go
-// programs are named by their `.gopclntab`, which survives stripping.
+// programs are named by their `.gopclntab`, which survives stripping, with
+// inline frames from DWARF when the program has it.
 // Addresses that no symbol covers give no frames: the caller shows them as
 // `binary+0xoffset`, never as the nearest name hundreds of bytes away.
 //

@@ -36,7 +36,7 @@ type Options struct {
 // ELF symbolizes user-space binaries from what the files themselves carry:
 // Go's pclntab (function, file and line, also in stripped Go programs), the
 // symbol tables of the binary, of its MiniDebugInfo and of its separate
-// debug file, and DWARF line tables for file and line.
+// debug file, and DWARF for files, lines and one frame per inlined call.
 //
 // Each binary is read once: its tables are built on first use into sorted
 // arrays cached by build ID (by device, inode, size and modification time
