@@ -111,7 +111,14 @@ func (s *ELF) open(b Binary, id string) (*image, int64, error) {
 	if !st.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("%s: not a regular file", b.Path)
 	}
-	img, err := loadImage(f, st.Size(), b.Path, s.opts.Demangle, s.debugLocator(b, id))
+	// loadImage contains the standard library's panics itself, keeping
+	// what it could read; this catches anything else, so a table being
+	// loaded always ends and its waiters never hang.
+	var img *image
+	err = contain(b.Path, func() (err error) {
+		img, err = loadImage(f, st.Size(), b.Path, s.opts.Demangle, s.debugLocator(b, id))
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -150,10 +150,8 @@ func newSymtab(syms []symbol, d Demangling) *symtab {
 		t.end = append(t.end, end)
 		t.parent = append(t.parent, parent)
 		t.names.raw = append(t.names.raw, name)
-		if s.module != "" {
-			if t.module == nil {
-				t.module = make([]string, idx, cap(t.start))
-			}
+		if s.module != "" && t.module == nil {
+			t.module = make([]string, idx, cap(t.start))
 		}
 		if t.module != nil {
 			t.module = append(t.module, s.module)
