@@ -209,12 +209,12 @@ func (s *synthesizer) fde(f *cfi.FDE) {
 	if f.Size == 0 {
 		return
 	}
-	s.stats.Bytes += f.Size
 	if f.Size > math.MaxUint32 {
 		s.stats.BadFDEs++
 		s.stats.addError(fmt.Errorf("synth: FDE at %#x covers %d bytes, more than SFrame can", f.Offset, f.Size))
 		return
 	}
+	s.stats.Bytes += f.Size
 	rows, err := s.in.Rows(f)
 	if err != nil {
 		s.badFDE(f, err)
