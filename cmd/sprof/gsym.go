@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -157,6 +158,8 @@ func appendLookup(b []byte, r *gsym.Reader, res *gsym.LookupResult, a uint64) []
 }
 
 // lookupFromStdin answers lines "ADDR FILE.gsym", keeping each file open.
+// Lines are split in place: a lookup costs no allocation once its
+// function is cached.
 func lookupFromStdin(in io.Reader, w *bufio.Writer) error {
 	readers := map[string]*gsym.Reader{}
 	defer func() {
@@ -169,26 +172,37 @@ func lookupFromStdin(in io.Reader, w *bufio.Writer) error {
 	var res gsym.LookupResult
 	var buf []byte
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
+		addrField, rest := nextField(sc.Bytes())
+		path, _ := nextField(rest)
+		if len(path) == 0 {
 			continue
 		}
-		a, err := strconv.ParseUint(fields[0], 0, 64)
+		a, err := strconv.ParseUint(string(addrField), 0, 64)
 		if err != nil {
-			return fmt.Errorf("invalid address %q", fields[0])
+			return fmt.Errorf("invalid address %q", addrField)
 		}
-		r, ok := readers[fields[1]]
+		r, ok := readers[string(path)]
 		if !ok {
-			if r, err = gsym.Open(fields[1]); err != nil {
+			if r, err = gsym.Open(string(path)); err != nil {
 				return err
 			}
-			readers[fields[1]] = r
+			readers[string(path)] = r
 		}
 		buf = appendLookup(buf[:0], r, &res, a)
 		buf = append(buf, '\n')
 		w.Write(buf)
 	}
 	return sc.Err()
+}
+
+// nextField returns the first space-separated field of b and the rest.
+func nextField(b []byte) (field, rest []byte) {
+	b = bytes.TrimLeft(b, " \t\r")
+	i := bytes.IndexAny(b, " \t\r")
+	if i < 0 {
+		return b, nil
+	}
+	return b[:i], b[i:]
 }
 
 func runGsymDump(e *env, args []string) error {
