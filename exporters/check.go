@@ -2,6 +2,7 @@ package exporters
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -65,7 +66,10 @@ func checkLocation(l *profile.Location) error {
 	if m == nil {
 		return fmt.Errorf("location %d has no mapping", l.ID)
 	}
-	if l.Address != 0 && (l.Address < m.Start || l.Address >= m.Limit) {
+	// A Limit of 2^64-1 stands for the end of the address space: a mapping
+	// cannot say "up to 2^64" otherwise, and garbage return addresses such
+	// as -1 land in the synthetic [unknown] mapping.
+	if l.Address != 0 && (l.Address < m.Start || l.Address >= m.Limit && m.Limit != math.MaxUint64) {
 		return fmt.Errorf("location %d: address %#x outside mapping %d [%#x, %#x) %s",
 			l.ID, l.Address, m.ID, m.Start, m.Limit, m.File)
 	}

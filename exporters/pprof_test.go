@@ -2,11 +2,13 @@ package exporters
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 	"github.com/sprof/sprof/stacks"
@@ -265,5 +267,26 @@ func TestPprofProcessRoot(t *testing.T) {
 	}
 	if len(roots) != 2 || roots["app-42"] != 47 || roots["kworker/0:1_x-7"] != 1 {
 		t.Errorf("process roots %v, want app-42: 47 and kworker/0:1_x-7: 1", roots)
+	}
+}
+
+// TestPprofAddressAtTopOfAddressSpace keeps a garbage return address of -1
+// (seen from frame-pointer walks through code without frame pointers) from
+// failing the whole export.
+func TestPprofAddressAtTopOfAddressSpace(t *testing.T) {
+	unknown := &stacks.Mapping{Kind: stacks.Unknown, File: stacks.UnknownFile}
+	p := &stacks.Profile{
+		Start: time.Unix(1700000000, 0), Duration: time.Second, Period: 10 * time.Millisecond,
+		Mappings: []*stacks.Mapping{unknown},
+		Samples: []*stacks.Sample{{Count: 1, Pid: 1, Tid: 1, Comm: "x", Stack: []*stacks.Location{
+			{Mapping: unknown, Address: 0x1000}, {Mapping: unknown, Address: math.MaxUint64},
+		}}},
+	}
+	pp, err := BuildPprof(p, Options{})
+	if err != nil {
+		t.Fatalf("BuildPprof: %v", err)
+	}
+	if err := CheckPprof(pp); err != nil {
+		t.Fatalf("CheckPprof: %v", err)
 	}
 }
