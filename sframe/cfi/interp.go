@@ -224,11 +224,7 @@ func (st *run) step(r *reader) error {
 	case opAdvanceLoc:
 		return st.advance(at, uint64(op&0x3f))
 	case opOffset:
-		v, err := r.uleb("DW_CFA_offset.offset")
-		if err != nil {
-			return err
-		}
-		return st.saved(at, uint64(op&0x3f), RuleOffset, v, "DW_CFA_offset.offset")
+		return st.savedAt(r, at, uint64(op&0x3f), RuleOffset, "DW_CFA_offset.offset", false)
 	case opRestore:
 		return st.restore(at, uint64(op&0x3f))
 	}
@@ -415,32 +411,41 @@ func (st *run) restore(at, reg uint64) error {
 	return nil
 }
 
-// scaled multiplies a factored offset by the data alignment factor.
-func (st *run) scaled(at uint64, field string, v int64) (int64, error) {
+// offset reads an operand offset: SLEB128 if signed, else ULEB128, and
+// multiplied by the data alignment factor if factored.
+func (st *run) offset(r *reader, at uint64, field string, signed, factored bool) (int64, error) {
+	var v int64
+	if signed {
+		s, err := r.sleb(field)
+		if err != nil {
+			return 0, err
+		}
+		v = s
+	} else {
+		u, err := r.uleb(field)
+		if err != nil {
+			return 0, err
+		}
+		if u > math.MaxInt64 {
+			return 0, formatErr(at, field, "offset %d overflows", u)
+		}
+		v = int64(u)
+	}
+	if !factored {
+		return v, nil
+	}
 	daf := st.f.CIE.DataAlign
 	p := v * daf
-	if daf != 0 && (p/daf != v || (v == -1 && daf == math.MinInt64) || (daf == -1 && v == math.MinInt64)) {
+	if daf != 0 && (p/daf != v || (daf == -1 && v == math.MinInt64)) {
 		return 0, formatErr(at, field, "offset %d times %d overflows", v, daf)
 	}
 	return p, nil
 }
 
-// unsigned turns an unsigned factored offset into a signed one.
-func unsigned(at uint64, field string, v uint64) (int64, error) {
-	if v > math.MaxInt64 {
-		return 0, formatErr(at, field, "offset %d overflows", v)
-	}
-	return int64(v), nil
-}
-
-// saved sets reg to kind (RuleOffset or RuleValOffset) at the factored
-// unsigned offset v.
-func (st *run) saved(at, reg uint64, kind RuleKind, v uint64, field string) error {
-	s, err := unsigned(at, field, v)
-	if err != nil {
-		return err
-	}
-	off, err := st.scaled(at, field, s)
+// savedAt gives reg the rule kind (RuleOffset or RuleValOffset) with a
+// factored offset read from r.
+func (st *run) savedAt(r *reader, at, reg uint64, kind RuleKind, field string, signed bool) error {
+	off, err := st.offset(r, at, field, signed, true)
 	if err != nil {
 		return err
 	}
@@ -448,100 +453,58 @@ func (st *run) saved(at, reg uint64, kind RuleKind, v uint64, field string) erro
 	return nil
 }
 
+// offsetExtended runs the operations that save a register given by a
+// ULEB128 operand at a factored offset.
 func (st *run) offsetExtended(r *reader, at uint64, op uint8) error {
 	const field = "DW_CFA_offset_extended.offset"
 	reg, err := r.uleb("DW_CFA_offset_extended.register")
 	if err != nil {
 		return err
 	}
-	kind := RuleOffset
-	if op == opValOffset || op == opValOffsetSF {
-		kind = RuleValOffset
-	}
 	switch op {
-	case opOffsetExtendedSF, opValOffsetSF:
-		v, err := r.sleb(field)
-		if err != nil {
-			return err
-		}
-		off, err := st.scaled(at, field, v)
-		if err != nil {
-			return err
-		}
-		st.set(reg, Rule{Kind: kind, Offset: off})
-		return nil
-	case opGNUNegOffsetExtended:
-		v, err := r.uleb(field)
-		if err != nil {
-			return err
-		}
-		s, err := unsigned(at, field, v)
-		if err != nil {
-			return err
-		}
-		off, err := st.scaled(at, field, -s)
-		if err != nil {
-			return err
-		}
-		st.set(reg, Rule{Kind: kind, Offset: off})
-		return nil
+	case opOffsetExtended:
+		return st.savedAt(r, at, reg, RuleOffset, field, false)
+	case opOffsetExtendedSF:
+		return st.savedAt(r, at, reg, RuleOffset, field, true)
+	case opValOffset:
+		return st.savedAt(r, at, reg, RuleValOffset, field, false)
+	case opValOffsetSF:
+		return st.savedAt(r, at, reg, RuleValOffset, field, true)
 	}
-	v, err := r.uleb(field)
+	// DW_CFA_GNU_negative_offset_extended: an unsigned offset, negated.
+	off, err := st.offset(r, at, field, false, true)
 	if err != nil {
 		return err
 	}
-	return st.saved(at, reg, kind, v, field)
+	st.set(reg, Rule{Kind: RuleOffset, Offset: -off})
+	return nil
 }
 
+// defCFA runs DW_CFA_def_cfa (unfactored offset) and DW_CFA_def_cfa_sf.
 func (st *run) defCFA(r *reader, at uint64, op uint8) error {
 	reg, err := r.uleb("DW_CFA_def_cfa.register")
 	if err != nil {
 		return err
 	}
-	var off int64
-	if op == opDefCFASF {
-		v, err := r.sleb("DW_CFA_def_cfa_sf.offset")
-		if err != nil {
-			return err
-		}
-		if off, err = st.scaled(at, "DW_CFA_def_cfa_sf.offset", v); err != nil {
-			return err
-		}
-	} else {
-		v, err := r.uleb("DW_CFA_def_cfa.offset")
-		if err != nil {
-			return err
-		}
-		// Not factored.
-		if off, err = unsigned(at, "DW_CFA_def_cfa.offset", v); err != nil {
-			return err
-		}
+	sf := op == opDefCFASF
+	off, err := st.offset(r, at, "DW_CFA_def_cfa.offset", sf, sf)
+	if err != nil {
+		return err
 	}
 	st.cur.CFA = CFARule{Kind: CFARegOffset, Reg: reg, Offset: off}
 	return nil
 }
 
+// defCFAOffset runs DW_CFA_def_cfa_offset (unfactored) and
+// DW_CFA_def_cfa_offset_sf.
 func (st *run) defCFAOffset(r *reader, at uint64, op uint8) error {
 	if st.cur.CFA.Kind != CFARegOffset {
 		return formatErr(at, "DW_CFA_def_cfa_offset", "CFA is not register-based")
 	}
-	var off int64
-	if op == opDefCFAOffsetSF {
-		v, err := r.sleb("DW_CFA_def_cfa_offset_sf.offset")
-		if err != nil {
-			return err
-		}
-		if off, err = st.scaled(at, "DW_CFA_def_cfa_offset_sf.offset", v); err != nil {
-			return err
-		}
-	} else {
-		v, err := r.uleb("DW_CFA_def_cfa_offset.offset")
-		if err != nil {
-			return err
-		}
-		if off, err = unsigned(at, "DW_CFA_def_cfa_offset.offset", v); err != nil {
-			return err
-		}
+	sf := op == opDefCFAOffsetSF
+	off, err := st.offset(r, at, "DW_CFA_def_cfa_offset.offset", sf, sf)
+	if err != nil {
+		return err
 	}
 	st.cur.CFA.Offset = off
 	return nil
