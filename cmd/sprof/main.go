@@ -34,7 +34,7 @@ func commands() []command {
 		{"gsym", "convert binaries to GSYM, look up addresses, dump GSYM files", runGsym},
 		{"cbf", "decode Compact Backtrace Format stacks (hex, base64, Swift JSON)", runCBF},
 		{"info", "describe a .sprof recording: duration, samples, size, damage", runInfo},
-		{"sframe", "dump a binary's SFrame unwind table, look up the rule for an address, synthesize one from .eh_frame", runSFrame},
+		{"sframe", "dump, look up or synthesize (from .eh_frame) SFrame unwind tables", runSFrame},
 		{"version", "print sprof's version", runVersion},
 	}
 }
