@@ -62,7 +62,7 @@ type unitConverter struct {
 	addrSize int
 	lt       *lineTable
 	out      unitResult
-	pathIdx  map[string]uint32
+	pathIdx  map[string]uint32 // maps of this converter's part of the unit
 	fileIdx  map[uint64]int64 // DWARF file number → path index, -1 invalid
 	rowBuf   []int
 }
@@ -78,11 +78,14 @@ func convertDWARF(c *gsym.Creator, d *dwarf.Data, secs *lineSections, workers in
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	results := make([]chan unitResult, len(units))
+	results := make([]chan []unitResult, len(units))
 	for i := range results {
-		results[i] = make(chan unitResult, 1)
+		results[i] = make(chan []unitResult, 1)
 	}
 	jobs := make(chan int)
+	// Units in flight (converting, or done and waiting for their turn) are
+	// bounded, so memory holds a few units' functions, not the whole DWARF.
+	tokens := make(chan struct{}, 2*workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -90,14 +93,13 @@ func convertDWARF(c *gsym.Creator, d *dwarf.Data, secs *lineSections, workers in
 			defer wg.Done()
 			for i := range jobs {
 				u := &unitConverter{d: d, secs: secs, validPC: c.ValidTextAddress}
-				results[i] <- u.convert(units[i])
+				results[i] <- u.convert(units[i], workers)
 			}
 		}()
 	}
 	go func() {
-		// Feed at most a bounded number of units ahead of the consumer so
-		// memory stays proportional to a few units, not the whole DWARF.
 		for i := range units {
+			tokens <- struct{}{}
 			jobs <- i
 		}
 		close(jobs)
@@ -105,28 +107,36 @@ func convertDWARF(c *gsym.Creator, d *dwarf.Data, secs *lineSections, workers in
 	n := 0
 	var firstErr error
 	for i := range units {
-		res := <-results[i]
-		if res.err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("compilation unit at %#x: %w", units[i], res.err)
-		}
-		global := make([]uint32, len(res.paths)+1)
-		for k, p := range res.paths {
-			global[k+1] = c.InsertFile(p)
-		}
-		for _, f := range res.funcs {
-			for j := range f.Lines {
-				f.Lines[j].File = global[f.Lines[j].File]
+		for _, res := range <-results[i] {
+			if res.err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("compilation unit at %#x: %w", units[i], res.err)
 			}
-			remapInline(f.Inline, global)
-			c.AddFunction(f)
-			n++
+			n += addUnitResult(c, res)
 		}
+		<-tokens
 		if progress != nil {
 			progress(i+1, len(units))
 		}
 	}
 	wg.Wait()
 	return n, firstErr
+}
+
+// addUnitResult adds a unit's functions, mapping its file indexes to the
+// Creator's.
+func addUnitResult(c *gsym.Creator, res unitResult) int {
+	global := make([]uint32, len(res.paths)+1)
+	for k, p := range res.paths {
+		global[k+1] = c.InsertFile(p)
+	}
+	for _, f := range res.funcs {
+		for j := range f.Lines {
+			f.Lines[j].File = global[f.Lines[j].File]
+		}
+		remapInline(f.Inline, global)
+		c.AddFunction(f)
+	}
+	return len(res.funcs)
 }
 
 func remapInline(n *gsym.InlineInfo, global []uint32) {
@@ -167,31 +177,95 @@ func unitOffsets(d *dwarf.Data) ([]dwarf.Offset, error) {
 	}
 }
 
-func (u *unitConverter) convert(off dwarf.Offset) (res unitResult) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = unitResult{err: fmt.Errorf("malformed DWARF: %v", p)}
-		}
+// splitSubprograms is the number of functions above which a unit's
+// functions are converted by several goroutines: one huge unit (an
+// amalgamation like SQLite's) would otherwise use one core.
+const splitSubprograms = 1024
+
+// convert converts the unit at off into one or more results, in order.
+func (u *unitConverter) convert(off dwarf.Offset, parts int) []unitResult {
+	// The line program does not depend on the DIEs: parse it while they
+	// are read.
+	ltc := make(chan *lineTable, 1)
+	go func() {
+		defer func() {
+			if recover() != nil {
+				ltc <- nil
+			}
+		}()
+		ltc <- u.lineTableAt(off)
 	}()
-	if err := u.load(off); err != nil {
-		return unitResult{err: err}
+	err := catch(func() error { return u.load(off) })
+	u.lt = <-ltc
+	if err != nil {
+		return []unitResult{{err: err}}
 	}
 	if len(u.nodes) == 0 || u.nodes[0].e.Tag != dwarf.TagCompileUnit {
-		return unitResult{}
+		return nil
 	}
 	cu := u.nodes[0].e
 	u.lang, _ = cu.Val(dwarf.AttrLanguage).(int64)
 	u.compDir, _ = cu.Val(dwarf.AttrCompDir).(string)
-	if stmt, ok := cu.Val(dwarf.AttrStmtList).(int64); ok && u.secs.line != nil {
-		u.lt, _ = parseLineTable(u.secs, uint64(stmt), u.addrSize)
-	}
-	u.pathIdx, u.fileIdx = map[string]uint32{}, map[uint64]int64{}
+	var subs []int32
 	for i := range u.nodes {
 		if u.nodes[i].e.Tag == dwarf.TagSubprogram {
-			u.subprogram(int32(i))
+			subs = append(subs, int32(i))
 		}
 	}
-	return u.out
+	if len(subs) < splitSubprograms {
+		parts = 1
+	}
+	out := make([]unitResult, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		part := &unitConverter{d: u.d, secs: u.secs, validPC: u.validPC, nodes: u.nodes,
+			lang: u.lang, compDir: u.compDir, addrSize: u.addrSize, lt: u.lt,
+			pathIdx: map[string]uint32{}, fileIdx: map[uint64]int64{}}
+		chunk := subs[p*len(subs)/parts : (p+1)*len(subs)/parts]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := catch(func() error {
+				for _, i := range chunk {
+					part.subprogram(i)
+				}
+				return nil
+			}); err != nil {
+				part.out = unitResult{err: err}
+			}
+			out[p] = part.out
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// catch runs f, turning a panic in debug/dwarf on corrupt input into an
+// error.
+func catch(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed DWARF: %v", p)
+		}
+	}()
+	return f()
+}
+
+// lineTableAt parses the line program of the unit at off, nil if it has
+// none or it cannot be read.
+func (u *unitConverter) lineTableAt(off dwarf.Offset) *lineTable {
+	r := u.d.Reader()
+	r.Seek(off)
+	cu, err := r.Next()
+	if err != nil || cu == nil || u.secs.line == nil {
+		return nil
+	}
+	stmt, ok := cu.Val(dwarf.AttrStmtList).(int64)
+	if !ok {
+		return nil
+	}
+	lt, _ := parseLineTable(u.secs, uint64(stmt), r.AddressSize())
+	return lt
 }
 
 // load reads the unit's DIEs and links them into a tree.
