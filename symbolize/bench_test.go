@@ -73,6 +73,7 @@ func BenchmarkSymbolizeWarm(b *testing.B) {
 			offs := benchOffsets(b, s, bin)
 			var frames []stacks.Frame
 			n := 0
+			cpu0 := cpuTime()
 			for b.Loop() {
 				var err error
 				frames, err = s.Symbolize(frames[:0], bin, offs[n%len(offs)])
@@ -82,6 +83,7 @@ func BenchmarkSymbolizeWarm(b *testing.B) {
 				n++
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/lookup")
 		})
 	}
 }

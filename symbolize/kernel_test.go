@@ -173,9 +173,11 @@ func BenchmarkKernel(b *testing.B) {
 	}
 	addrs := k.syms.start
 	var n int
+	cpu0 := cpuTime()
 	for b.Loop() {
 		k.Symbolize(nil, addrs[n%len(addrs)]+1)
 		n++
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/lookup")
 }
