@@ -63,7 +63,7 @@ type unitConverter struct {
 	lt       *lineTable
 	out      unitResult
 	pathIdx  map[string]uint32 // maps of this converter's part of the unit
-	fileIdx  map[uint64]int64 // DWARF file number → path index, -1 invalid
+	fileIdx  map[uint64]int64  // DWARF file number → path index, -1 invalid
 	rowBuf   []int
 }
 
