@@ -157,7 +157,7 @@ func readCapped(r io.ReaderAt, size uint64) ([]byte, error) {
 func (t *Table) keepExecutable(progs []*elf.Prog) {
 	kept := t.fdes[:0]
 	for _, f := range t.fdes {
-		if inExecutable(progs, f.Start, f.End()) {
+		if InExecutable(progs, f.Start, f.End()) {
 			kept = append(kept, f)
 			continue
 		}
@@ -166,7 +166,10 @@ func (t *Table) keepExecutable(progs []*elf.Prog) {
 	t.fdes = kept
 }
 
-func inExecutable(progs []*elf.Prog, start, end uint64) bool {
+// InExecutable says [start, end) lies inside an executable PT_LOAD segment
+// of progs: the test FromELF applies to each FDE, and that tables built
+// from other sources should apply too.
+func InExecutable(progs []*elf.Prog, start, end uint64) bool {
 	for _, p := range progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && start >= p.Vaddr && end <= p.Vaddr+p.Memsz && p.Vaddr+p.Memsz >= p.Vaddr {
 			return true

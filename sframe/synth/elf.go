@@ -26,7 +26,8 @@ const maxSectionSize = 256 << 20
 // code .eh_frame does not describe. When .eh_frame_hdr has a search
 // table, it is checked against .eh_frame (Stats.HdrChecked; a mismatch is
 // in Stats.Errors, the table is built from .eh_frame all the same).
-// Addresses are the file's virtual addresses.
+// FDEs outside the executable PT_LOAD segments are left out
+// (Stats.OutsideCode). Addresses are the file's virtual addresses.
 func FromELF(f *elf.File) (t *sframe.Table, st Stats, err error) {
 	// debug/elf is not hardened against hostile files; contain it here.
 	defer func() {
@@ -78,7 +79,7 @@ func FromELF(f *elf.File) (t *sframe.Table, st Stats, err error) {
 	if len(frames) == 0 {
 		return nil, st, fmt.Errorf("synth: %w", ErrNoCFI)
 	}
-	t, st, err = Synthesize(abi, frames...)
+	t, st, err = synthesize(abi, func(start, end uint64) bool { return sframe.InExecutable(f.Progs, start, end) }, frames)
 	st.HdrChecked = hdrChecked
 	if hdrErr != nil {
 		st.addError(fmt.Errorf("synth: .eh_frame_hdr: %w", hdrErr))

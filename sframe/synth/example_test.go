@@ -36,7 +36,7 @@ func ExampleFromELF() {
 	// Output:
 	// FDEs: 2 (0 from .debug_frame), bad: 0; CFI rows: 7
 	// rows left out: 0
-	// PLT expressions: 0; overlapping FDEs left out: 0
+	// PLT expressions: 0; FDEs left out: 0 overlapping, 0 outside code
 	// code covered: 17 of 17 bytes (100.00%)
 	// table: 2 functions, 7 rows; .eh_frame_hdr: not checked (no search table)
 	// func 0x401000 size 8, row +4 cfa=fp+16 ra=*(cfa-8) fp=*(cfa-16)

@@ -75,6 +75,9 @@ type Stats struct {
 	// Overlapping counts the FDEs left out because their range overlaps
 	// another's.
 	Overlapping int
+	// OutsideCode counts the FDEs left out because their range is not
+	// inside an executable segment (FromELF only).
+	OutsideCode int
 	// Bytes is the code the FDEs cover; CoveredBytes the part of it the
 	// table has rules for.
 	Bytes, CoveredBytes uint64
@@ -135,6 +138,12 @@ func newSynthesizer(abi sframe.ABI) *synthesizer {
 // if it overlaps none of the earlier ones (pass .eh_frame, then
 // .debug_frame). Errors of the frames' entries are counted in Stats.
 func Synthesize(abi sframe.ABI, frames ...*cfi.Frame) (*sframe.Table, Stats, error) {
+	return synthesize(abi, nil, frames)
+}
+
+// synthesize is Synthesize keeping only the FDEs inside code (all if
+// inCode is nil).
+func synthesize(abi sframe.ABI, inCode func(start, end uint64) bool, frames []*cfi.Frame) (*sframe.Table, Stats, error) {
 	s := newSynthesizer(abi)
 	var taken []span
 	for i, fr := range frames {
@@ -152,6 +161,10 @@ func Synthesize(abi sframe.ABI, frames ...*cfi.Frame) (*sframe.Table, Stats, err
 				s.stats.DebugFrameFDEs++
 			}
 			taken = append(taken, span{f.Start, f.End()})
+			if inCode != nil && f.Size > 0 && !inCode(f.Start, f.End()) {
+				s.stats.OutsideCode++
+				continue
+			}
 			s.fde(f)
 		}
 		slices.SortFunc(taken, func(a, b span) int { return cmp.Compare(a.start, b.start) })
@@ -386,7 +399,7 @@ func (s *Stats) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "; %s: %d", Reason(r), n)
 		}
 	}
-	fmt.Fprintf(&b, "\nPLT expressions: %d; overlapping FDEs left out: %d\n", s.PLTs, s.Overlapping)
+	fmt.Fprintf(&b, "\nPLT expressions: %d; FDEs left out: %d overlapping, %d outside code\n", s.PLTs, s.Overlapping, s.OutsideCode)
 	fmt.Fprintf(&b, "code covered: %d of %d bytes (%.2f%%)\n", s.CoveredBytes, s.Bytes, pct)
 	fmt.Fprintf(&b, "table: %d functions, %d rows; .eh_frame_hdr: %s\n", s.Functions, s.TableRows, hdr)
 	for _, err := range s.Errors {
