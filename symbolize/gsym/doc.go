@@ -20,6 +20,11 @@
 // gives the same answers for files sprof writes, and a file LLVM wrote
 // decodes and re-encodes to the same bytes.
 //
+// A Reader decodes the function a lookup lands on into rows and inline
+// nodes once and keeps it in a lock-free cache sized to the file, so the
+// hot functions of a profile cost two binary searches per address. Result
+// strings point into the mapped file and stay valid until Close.
+//
 // Converting binaries (DWARF, ELF symbol tables, Breakpad) is the job of
 // the subpackage gsym/convert; this package is the format alone.
 package gsym
