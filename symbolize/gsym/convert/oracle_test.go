@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,5 +246,34 @@ func TestDumpMatchesLLVM(t *testing.T) {
 			}
 			t.Errorf("%s: dump differs (%d lines, llvm-gsymutil %d)", fx.llvm, len(g), len(w))
 		}
+	}
+}
+
+// TestBigEndianMatchesLLVM: LLVM's files transcoded by sprof to big-endian
+// answer in llvm-gsymutil as the originals do (and as sprof's reader does).
+func TestBigEndianMatchesLLVM(t *testing.T) {
+	tool := llvmGsymutil(t)
+	for _, name := range []string{"cinline.llvm.gsym", "cxx.llvm.gsym", "icf.llvm.gsym"} {
+		llvm := openFixture(t, name)
+		c, err := gsym.NewCreatorFrom(llvm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Finalize(); err != nil {
+			t.Fatal(err)
+		}
+		be := filepath.Join(t.TempDir(), "be.gsym")
+		if err := c.WriteFile(be, gsym.EncodeOptions{ByteOrder: binary.BigEndian}); err != nil {
+			t.Fatal(err)
+		}
+		addrs := probeAddresses(t, llvm)
+		want := llvmLookups(t, tool, filepath.Join(fixtures, name), addrs)
+		compareLookups(t, name+" big-endian in llvm-gsymutil", addrs, llvmLookups(t, tool, be, addrs), want)
+		r, err := gsym.Open(be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compareLookups(t, name+" big-endian in sprof", addrs, ourLookups(r, addrs), want)
+		r.Close()
 	}
 }
