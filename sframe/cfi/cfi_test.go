@@ -259,6 +259,8 @@ func TestMalformed(t *testing.T) {
 	for i := range deep {
 		deep[i] = 0x0a
 	}
+	bigCIE := record(uint32(0), uint8(1), "zR", uint8(1), uint8(0x78), uint8(16), uint8(1), uint8(4), make([]byte, MaxCIEInstructions+1))
+	bigCIE = append(bigCIE, fde0(len(bigCIE), uint64(0x1000), uint64(0x100), uint8(0))...)
 	for _, c := range []struct {
 		name  string
 		data  []byte
@@ -282,6 +284,7 @@ func TestMalformed(t *testing.T) {
 		{"unknown opcode", fdeOps(0x3f), "DW_CFA.opcode", 0x2f, true},
 		{"offset on an expression CFA", fdeOps(0x0f, 1, 0x9c, 0x0e, 8), "DW_CFA_def_cfa_offset", 0x32, true},
 		{"set_loc backwards", fdeOps(0x41, 0x01, 0, 0, 0, 0, 0, 0, 0, 0), "DW_CFA_set_loc.address", 0x30, true},
+		{"CIE instructions too long", bigCIE, "cie.initial_instructions", 0x11, true},
 		{"block past the end", fdeOps(0x0f, 9, 0x9c), "DW_CFA_def_cfa_expression.block", 0x31, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {

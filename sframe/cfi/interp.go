@@ -3,6 +3,7 @@ package cfi
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Limits on what one FDE may make the interpreter do.
@@ -15,6 +16,11 @@ const (
 	// MaxRows bounds the rows of one FDE; the largest functions of real
 	// binaries have a few thousand.
 	MaxRows = 1 << 16
+	// MaxCIEInstructions bounds a CIE's initial instructions, which run
+	// again for every FDE that does not share the previous FDE's CIE:
+	// real ones are a few bytes, and the bound keeps the work of a
+	// section close to its size.
+	MaxCIEInstructions = 256
 )
 
 // RuleKind says how a register of the caller's frame is recovered.
@@ -118,6 +124,18 @@ type Interpreter struct {
 
 	rows  []Row
 	stack [MaxStateDepth]Row
+	// The state after the last CIE's instructions, when they define no
+	// row of their own and leave no remembered state, for the registers
+	// and architecture it was computed with.
+	cie      *CIE
+	cieState Row
+	cieTrack []uint64
+	cieArm   bool
+}
+
+// cached says the cached CIE state applies to c.
+func (in *Interpreter) cached(c *CIE) bool {
+	return c == in.cie && in.cieArm == in.AArch64 && slices.Equal(in.cieTrack, in.Track)
 }
 
 // run is the state of one Rows call.
@@ -181,8 +199,7 @@ func (in *Interpreter) Rows(f *FDE) ([]Row, error) {
 	}
 	in.rows = in.rows[:0]
 	st := run{in: in, f: f}
-	st.cur.Start = f.Start
-	if err := st.exec(f.CIE.Instructions, f.CIE.InstructionsOff); err != nil {
+	if err := st.runCIE(); err != nil {
 		return nil, err
 	}
 	initial := st.cur
@@ -194,6 +211,30 @@ func (in *Interpreter) Rows(f *FDE) ([]Row, error) {
 	}
 	in.rows = append(in.rows, st.cur)
 	return in.rows, nil
+}
+
+// runCIE sets the state to the one the CIE's initial instructions give,
+// from the cache when the FDE shares the previous one's CIE.
+func (st *run) runCIE() error {
+	in, c := st.in, st.f.CIE
+	if in.cached(c) {
+		st.cur = in.cieState
+		st.cur.Start = st.f.Start
+		return nil
+	}
+	in.cie = nil
+	if len(c.Instructions) > MaxCIEInstructions {
+		return unsupportedErr(c.InstructionsOff, "cie.initial_instructions", "%d bytes, more than %d", len(c.Instructions), MaxCIEInstructions)
+	}
+	st.cur.Start = st.f.Start
+	if err := st.exec(c.Instructions, c.InstructionsOff); err != nil {
+		return err
+	}
+	if len(in.rows) == 0 && st.depth == 0 && !st.done {
+		in.cie, in.cieState, in.cieArm = c, st.cur, in.AArch64
+		in.cieTrack = append(in.cieTrack[:0], in.Track...)
+	}
+	return nil
 }
 
 // exec runs a block of instructions that starts at section offset base.
