@@ -6,9 +6,8 @@ import (
 	"unsafe"
 )
 
-// Sample is one raw sample as the BPF sampler hands it over. It has the
-// same fields, in the same order, as bpf.Sample, so a *bpf.Sample converts
-// to a *Sample for free.
+// Sample is one raw sample as the BPF sampler hands it over (see
+// collector/bpfsource, which copies the header field by field).
 type Sample struct {
 	// Time is CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns), the clock
 	// of the side-band records it is ordered against.
@@ -22,6 +21,11 @@ type Sample struct {
 	User          []uint64
 	Kernel        []uint64
 	UserTruncated bool
+	// StackCopy is the user stack from address SP upward, for processes
+	// marked through CopyMarker (empty otherwise); StackCopyTruncated says
+	// the sampler clipped it below the stack's end.
+	StackCopy          []byte
+	StackCopyTruncated bool
 }
 
 // span is a slice of an arena of words, by position, so that arenas can

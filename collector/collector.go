@@ -65,6 +65,15 @@ type Options struct {
 	// SidebandPages is the size in pages of each CPU's side-band ring;
 	// 0 means perfring.DefaultPages.
 	SidebandPages int
+	// StackCopy unwinds in userspace the samples that carry a copy of
+	// their user stack, and marks the processes that need one through
+	// the Source's CopyMarker (see unwind.go). UnwindCacheBytes bounds
+	// the unwind tables kept (0 means DefaultUnwindCacheBytes);
+	// DebugUnwind also counts the BPF walk's frames per binary, for
+	// UnwindStats.
+	StackCopy        bool
+	UnwindCacheBytes int64
+	DebugUnwind      bool
 }
 
 // Stats describe a recording.
@@ -103,6 +112,7 @@ type Collector struct {
 	table    *table
 	tracker  *perfring.Tracker
 	agg      *aggregator
+	unw      *unwinder // nil without Options.StackCopy
 	self     uint32
 	interval time.Duration
 
@@ -128,6 +138,7 @@ type pending struct {
 	time         uint64
 	key          stackKey
 	user, kernel span
+	copy         stackCopy
 }
 
 // eventKind is what a side-band record changes in the process table.
@@ -187,6 +198,12 @@ func New(opts Options) (*Collector, error) {
 	if err := c.table.scan(); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if opts.StackCopy {
+		c.unw = newUnwinder(c.table.files, opts.UnwindCacheBytes, opts.DebugUnwind)
+		for pid, img := range c.table.byPid {
+			c.unw.considerSet(pid, img.maps)
+		}
 	}
 	return c, nil
 }
@@ -258,6 +275,9 @@ func (c *Collector) drain(src Source, final bool) error {
 		c.stats.Busy += threadCPU() - began
 	}()
 	c.pend, c.arena = c.pend[:0], c.arena[:0]
+	if c.unw != nil {
+		c.unw.use(src)
+	}
 	// Samples first, then the side band: every record older than a
 	// sample just read is then in the side band's rings too.
 	// The samples copied before an error are still aggregated.
@@ -315,6 +335,9 @@ func (c *Collector) copySample(s *Sample) {
 	p := pending{time: s.Time, key: stackKey{pid: s.Pid, tid: s.Tid, comm: s.Comm, truncated: s.UserTruncated}}
 	c.arena, p.user = appendSpan(c.arena, s.User)
 	c.arena, p.kernel = appendSpan(c.arena, s.Kernel)
+	if c.unw != nil {
+		p.copy = c.unw.keep(s)
+	}
 	c.pend = append(c.pend, p)
 }
 
@@ -370,11 +393,20 @@ func (c *Collector) apply(e *event) {
 		if c.table.tracked(e.pid) {
 			e.m.bin = c.table.files.fromMMap(e.pid, e.m.start, e.m.limit, e.file, e.buildID)
 			c.table.mmap(e.pid, e.m)
+			if c.unw != nil {
+				c.unw.consider(e.pid, &e.m)
+			}
 		}
 	case eventFork:
 		c.table.fork(e.pid, e.ppid)
+		if img := c.table.byPid[e.pid]; c.unw != nil && img != nil && e.pid != e.ppid {
+			c.unw.considerSet(e.pid, img.maps)
+		}
 	case eventExit:
 		c.table.exit(e.pid, e.tid, e.time)
+		if c.unw != nil && e.pid == e.tid {
+			c.unw.exited(e.pid)
+		}
 	}
 }
 
@@ -389,6 +421,16 @@ func (c *Collector) add(p *pending) {
 	p.key.set = c.table.none
 	if img != nil {
 		p.key.set = img.setFor(user, kernel)
+	}
+	if c.unw != nil && img != nil {
+		if img.exited == 0 {
+			c.unw.considerSet(p.key.pid, img.maps)
+		}
+		if p.copy.n > 0 {
+			img, user = c.unwindSample(p, img, user)
+		} else if c.unw.debug {
+			c.unw.countBPF(p.key.set, user)
+		}
 	}
 	h := c.agg.hash(&p.key, user, kernel)
 	if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {

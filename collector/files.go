@@ -136,14 +136,23 @@ func (fs *files) candidates(pid uint32, start, limit uint64, name string) []stri
 }
 
 // pin opens m's file for symbolization the first time a sample hits it.
-// Paths other than map_files may name a different file than the process
-// mapped, so they are checked against the build ID when there is one.
 func (fs *files) pin(pid uint32, m *mapping) {
 	f := m.bin
 	if f.tried || f.name[0] == '[' || fs.pinned >= maxPinned {
 		return
 	}
 	f.tried = true
+	if h := fs.open(pid, m); h != nil {
+		f.pinned = h
+		fs.pinned++
+	}
+}
+
+// open opens the file pid maps at m, or returns nil. Paths other than
+// map_files may name a different file than the process mapped, so they
+// are checked against the build ID when there is one.
+func (fs *files) open(pid uint32, m *mapping) *os.File {
+	f := m.bin
 	for i, p := range fs.candidates(pid, m.start, m.limit, f.name) {
 		h, err := os.Open(p)
 		if err != nil {
@@ -155,10 +164,9 @@ func (fs *files) pin(pid uint32, m *mapping) {
 				continue
 			}
 		}
-		f.pinned = h
-		fs.pinned++
-		return
+		return h
 	}
+	return nil
 }
 
 // readable reports whether the Symbolizer can read f: a file, or a

@@ -1,0 +1,606 @@
+package collector
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/sprof/sprof/sframe"
+	"github.com/sprof/sprof/sframe/synth"
+)
+
+// Unwinding in userspace.
+//
+// Most code on a host is built without frame pointers, and the BPF
+// program's frame-pointer walk loses every caller of such a function. For
+// processes that map such code, the sampler copies the user stack above SP
+// with the registers (bpf.Config.StackCopy), and the collector unwinds the
+// copy here, frame by frame with the best rule the frame's binary has: its
+// .sframe section; else rules synthesized from .eh_frame and .debug_frame
+// (package sframe/synth); else, for code that keeps frame pointers (Go
+// binaries), the frame-pointer rule. One stack may use all three: a Go
+// program calling a C library through cgo, or a C program whose
+// libc callbacks run code with .sframe.
+//
+// Tables are built once per build ID, on the first sample that needs them,
+// and kept under a memory budget (least recently used first out). Which
+// processes need the copy is decided when their mappings become known (the
+// side band's mmap records, /proc): a process mapping any executable file
+// that is not known to keep frame pointers is marked through CopyMarker.
+// Everything else keeps the cheaper BPF walk.
+//
+// The walk kept for a sample with a copy: the userspace unwind, unless it
+// stopped short of the outermost frame while the BPF walk is longer and
+// agrees with it on every frame both have; then the BPF walk, which is the
+// userspace one continued through frame pointers the tables did not cover
+// (JIT code, hand-written assembly without CFI). A BPF walk that disagrees
+// went wrong at the first frame without a frame pointer: the tables win.
+
+// CopyMarker is implemented by a Source whose sampler copies user stacks
+// for marked processes (collector/bpfsource does, over bpf.Sampler.SetCopy).
+type CopyMarker interface {
+	SetCopy(pid uint32, on bool) error
+}
+
+// Method is how a frame of a user stack was found.
+type Method uint8
+
+// Unwinding methods, as counted in UnwindStats.
+const (
+	MethodSFrame       Method = iota // the binary's .sframe section
+	MethodEHFrame                    // rules synthesized from .eh_frame/.debug_frame
+	MethodFramePointer               // frame-pointer rule in userspace
+	MethodBPF                        // the BPF program's frame-pointer walk
+	NumMethods
+)
+
+var methodNames = [NumMethods]string{"sframe", "eh_frame", "frame pointer", "bpf-fp"}
+
+func (m Method) String() string {
+	if m < NumMethods {
+		return methodNames[m]
+	}
+	return fmt.Sprintf("Method(%d)", uint8(m))
+}
+
+// stopNoTable is the stop of an unwind at a binary without any unwind
+// table (nor frame pointers): sframe reports it as StopNoRule, which for
+// a binary with a table means a gap in it, most often a row the CFI
+// could not express.
+const stopNoTable = sframe.StopFull + 1
+
+// numStops sizes the per-binary stop counters.
+const numStops = int(stopNoTable) + 1
+
+func stopName(r sframe.StopReason) string {
+	switch r {
+	case stopNoTable:
+		return "no unwind table"
+	case sframe.StopNoRule:
+		return "no rule for PC (unsupported or missing CFI)"
+	case sframe.StopReadFault:
+		return "read outside the stack copy"
+	case sframe.StopFull:
+		return "depth limit"
+	}
+	return r.String()
+}
+
+// Defaults of the unwinder's memory bounds.
+const (
+	// DefaultUnwindCacheBytes bounds the unwind tables kept: libc's
+	// takes about 1 MiB, a large C++ binary's tens of MiB.
+	DefaultUnwindCacheBytes = 256 << 20
+	// maxCopyBytes bounds the stack copies held for one drain; samples
+	// past it keep their BPF walk (and are counted).
+	maxCopyBytes = 64 << 20
+	// maxUnwindFrames is the deepest user stack unwound in userspace.
+	maxUnwindFrames = 256
+)
+
+// stackCopy is a sample's registers and where its stack bytes sit in the
+// drain's copy arena.
+type stackCopy struct {
+	regs      sframe.Regs
+	off, n    int
+	truncated bool
+}
+
+// load is an executable PT_LOAD segment, to turn runtime addresses into
+// the file's virtual addresses.
+type load struct{ off, vaddr, filesz uint64 }
+
+// unwindInfo is what the unwinder knows of one binary (one build ID).
+type unwindInfo struct {
+	name, buildID string
+	// classified: the ELF headers were read; readable says they could be.
+	classified, readable bool
+	// framePointers: the code keeps frame pointers (a Go binary).
+	framePointers bool
+	hasSFrame     bool
+	loads         []load
+	// built: the table was built (or failed to be: err); table is nil
+	// for a binary without one.
+	built bool
+	table *sframe.Table
+	kind  Method
+	size  int64
+	err   error
+	used  uint64 // the unwinder's clock at the last use, for eviction
+	// Counters: frames each method produced with this binary's rules,
+	// and why unwinds stopped in it.
+	frames [NumMethods]uint64
+	stops  [numStops]uint64
+}
+
+// step is one frame the unwinder resolved: the binary whose rule it used.
+type step struct {
+	info     *unwindInfo
+	pc, bias uint64
+}
+
+// unwinder unwinds stack copies; a Collector has one when Options.StackCopy
+// is set.
+type unwinder struct {
+	files  *files
+	sf     sframe.Unwinder
+	res    resolver
+	snap   sframe.Snapshot
+	out    [maxUnwindFrames]uint64
+	steps  [maxUnwindFrames]step
+	nsteps int
+	// debug counts BPF-walk frames per binary too, which costs a mapping
+	// lookup per frame of every sample.
+	debug bool
+
+	byFile map[*binaryFile]*unwindInfo
+	byID   map[string]*unwindInfo
+	// unknown collects stops at PCs in no known mapping.
+	unknown unwindInfo
+	budget  int64
+	clock   uint64
+
+	// Copy marking: marked holds the processes marked, considered the
+	// mapSet last examined per pid, toMark the marks made before the
+	// Source was known.
+	marker     CopyMarker
+	marked     map[uint32]bool
+	considered map[uint32]*mapSet
+	toMark     []uint32
+
+	// stack holds the stack bytes of the current drain's samples.
+	stack []byte
+	stats UnwindStats
+}
+
+func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
+	if budget <= 0 {
+		budget = DefaultUnwindCacheBytes
+	}
+	u := &unwinder{
+		files:      fs,
+		debug:      debug,
+		byFile:     map[*binaryFile]*unwindInfo{},
+		byID:       map[string]*unwindInfo{},
+		unknown:    unwindInfo{name: "[unknown]", classified: true, built: true},
+		budget:     budget,
+		marked:     map[uint32]bool{},
+		considered: map[uint32]*mapSet{},
+	}
+	u.res.u = u
+	u.sf = sframe.Unwinder{Arch: nativeArch(), Resolver: &u.res}
+	return u
+}
+
+func nativeArch() sframe.Arch {
+	if runtime.GOARCH == "arm64" {
+		return sframe.ArchARM64
+	}
+	return sframe.ArchAMD64
+}
+
+// keep copies a sample's stack bytes into the drain's arena.
+func (u *unwinder) keep(s *Sample) stackCopy {
+	if len(s.StackCopy) == 0 {
+		return stackCopy{}
+	}
+	u.stats.Copies++
+	if len(u.stack)+len(s.StackCopy) > maxCopyBytes {
+		u.stats.DroppedCopies++
+		return stackCopy{}
+	}
+	c := stackCopy{
+		regs:      sframe.Regs{PC: s.PC, SP: s.SP, FP: s.FP, LR: s.LR},
+		off:       len(u.stack),
+		n:         len(s.StackCopy),
+		truncated: s.StackCopyTruncated,
+	}
+	u.stack = append(u.stack, s.StackCopy...)
+	return c
+}
+
+// info returns the unwindInfo of m's binary, shared by every file with
+// the same build ID.
+func (u *unwinder) info(m *mapping) *unwindInfo {
+	if in := u.byFile[m.bin]; in != nil {
+		return in
+	}
+	var in *unwindInfo
+	if id := m.bin.buildID; id != "" {
+		in = u.byID[id]
+		if in == nil {
+			in = &unwindInfo{name: m.bin.name, buildID: id}
+			u.byID[id] = in
+		}
+	} else {
+		in = &unwindInfo{name: m.bin.name}
+	}
+	u.byFile[m.bin] = in
+	return in
+}
+
+// classify reads the ELF headers of in's binary, as pid maps it at m.
+func (u *unwinder) classify(in *unwindInfo, pid uint32, m *mapping) {
+	if in.classified {
+		return
+	}
+	in.classified = true
+	err := u.withELF(pid, m, func(f *elf.File) error {
+		for _, s := range f.Sections {
+			switch s.Name {
+			case ".gopclntab", ".note.go.buildid", ".go.buildinfo":
+				in.framePointers = true
+			case ".sframe":
+				in.hasSFrame = true
+			}
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+				in.loads = append(in.loads, load{p.Off, p.Vaddr, p.Filesz})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		in.err, in.built = err, true
+		return
+	}
+	in.readable = true
+}
+
+// withELF opens the file of m as pid maps it and calls fn with it.
+func (u *unwinder) withELF(pid uint32, m *mapping, fn func(*elf.File) error) (err error) {
+	var r io.ReaderAt
+	if h := m.bin.pinned; h != nil {
+		r = h
+	} else {
+		h := u.files.open(pid, m)
+		if h == nil {
+			return fmt.Errorf("%s: cannot open", m.bin.name)
+		}
+		defer h.Close()
+		r = h
+	}
+	// debug/elf is not hardened against hostile files; contain it here.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: reading ELF: %v", m.bin.name, p)
+		}
+	}()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.bin.name, err)
+	}
+	return fn(f)
+}
+
+// ensureTable builds in's unwind table the first time a sample needs it.
+func (u *unwinder) ensureTable(in *unwindInfo, pid uint32, m *mapping) {
+	u.clock++
+	in.used = u.clock
+	if in.built {
+		return
+	}
+	in.built = true
+	if in.framePointers {
+		return // Go: frame pointers throughout, no table needed
+	}
+	began := time.Now()
+	in.err = u.withELF(pid, m, func(f *elf.File) error {
+		if in.hasSFrame {
+			t, err := sframe.FromELF(f)
+			if err == nil {
+				in.table, in.kind = t, MethodSFrame
+				return nil
+			}
+			u.stats.TableErrors++
+		}
+		t, _, err := synth.FromELF(f)
+		if err != nil {
+			return err
+		}
+		in.table, in.kind = t, MethodEHFrame
+		return nil
+	})
+	u.stats.BuildTime += time.Since(began)
+	if in.err != nil {
+		u.stats.TableErrors++
+		return
+	}
+	in.size = tableSize(in.table)
+	u.stats.Tables++
+	u.stats.TableBytes += in.size
+	u.evict(in)
+}
+
+// tableSize estimates the memory a table holds.
+func tableSize(t *sframe.Table) int64 {
+	var fde sframe.FDE
+	var row sframe.Row
+	n := int64(len(t.FDEs())) * int64(unsafe.Sizeof(fde))
+	for i := range t.FDEs() {
+		n += int64(len(t.Rows(&t.FDEs()[i]))) * int64(unsafe.Sizeof(row))
+	}
+	return n
+}
+
+// evict drops the least recently used tables until the cache fits its
+// budget again; keep (just built) stays. A dropped table is rebuilt when a
+// sample needs it again.
+func (u *unwinder) evict(keep *unwindInfo) {
+	for u.stats.TableBytes > u.budget {
+		var lru *unwindInfo
+		for _, in := range u.infos() {
+			if in != keep && in.table != nil && (lru == nil || in.used < lru.used) {
+				lru = in
+			}
+		}
+		if lru == nil {
+			return
+		}
+		u.stats.TableBytes -= lru.size
+		u.stats.Tables--
+		u.stats.Evicted++
+		lru.table, lru.size, lru.built = nil, 0, false
+	}
+}
+
+// infos returns every unwindInfo once.
+func (u *unwinder) infos() []*unwindInfo {
+	seen := map[*unwindInfo]bool{}
+	var out []*unwindInfo
+	for _, in := range u.byFile {
+		if !seen[in] {
+			seen[in] = true
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// resolver maps a PC of the sample being unwound to its binary's table
+// and load bias, remembering the last mapping: consecutive frames are
+// mostly in one binary.
+type resolver struct {
+	u    *unwinder
+	pid  uint32
+	set  *mapSet
+	last *mapping
+	info *unwindInfo
+	m    sframe.Mapping
+}
+
+func (r *resolver) reset(pid uint32, set *mapSet) {
+	r.pid, r.set, r.last, r.info = pid, set, nil, nil
+	r.u.nsteps = 0
+}
+
+func (r *resolver) Resolve(pc uint64) (sframe.Mapping, bool) {
+	u := r.u
+	if r.last == nil || pc < r.last.start || pc >= r.last.limit {
+		m := r.set.find(pc)
+		if m == nil {
+			u.record(nil, pc, 0)
+			return sframe.Mapping{}, false
+		}
+		in := u.info(m)
+		u.classify(in, r.pid, m)
+		u.ensureTable(in, r.pid, m)
+		r.last, r.info = m, in
+		r.m = sframe.Mapping{Table: in.table, Bias: in.bias(m), FramePointers: in.framePointers}
+	}
+	u.record(r.info, pc, r.m.Bias)
+	return r.m, true
+}
+
+func (u *unwinder) record(in *unwindInfo, pc, bias uint64) {
+	if u.nsteps < len(u.steps) {
+		u.steps[u.nsteps] = step{in, pc, bias}
+		u.nsteps++
+	}
+}
+
+// bias returns what to subtract from a runtime address in m to get the
+// file's virtual address: the mapping's start less the address its file
+// offset has in the segment that holds it.
+func (in *unwindInfo) bias(m *mapping) uint64 {
+	for _, l := range in.loads {
+		if l.off&^0xfff <= m.offset && m.offset < l.off+l.filesz {
+			return m.start - m.offset + l.off - l.vaddr
+		}
+	}
+	return m.start - m.offset
+}
+
+// method returns the method that unwound the frame at s.
+func (s *step) method() Method {
+	in := s.info
+	if in.table == nil {
+		return MethodFramePointer
+	}
+	if !in.framePointers && in.table.Header.Flags&sframe.FlagFramePointer == 0 {
+		return in.kind // without a row the unwind would have stopped
+	}
+	pc := s.pc
+	if _, ok := in.table.Lookup(pc - s.bias); !ok {
+		return MethodFramePointer
+	}
+	return in.kind
+}
+
+// unwindSample unwinds the stack copy of p, a sample of img, and returns
+// the user stack to aggregate, setting p's mapSet and truncation. A PC in
+// no known mapping rereads /proc (rate-limited) as for BPF stacks, so the
+// image returned may be a new one.
+func (c *Collector) unwindSample(p *pending, img *image, bpf []uint64) (*image, []uint64) {
+	u := c.unw
+	if p.copy.truncated {
+		u.stats.TruncatedCopies++
+	}
+	us, stop := u.unwind(p.key.pid, p.key.set, &p.copy)
+	if stop == sframe.StopNoMapping && p.key.set == img.maps && !c.changesLater(p.key.pid) {
+		if n := c.table.refresh(img, p.time); n.maps != p.key.set {
+			img, p.key.set = n, n.maps
+			us, stop = u.unwind(p.key.pid, p.key.set, &p.copy)
+		}
+	}
+	user, userspace := u.account(p.key.set, us, stop, bpf)
+	if userspace {
+		p.key.truncated = stop == sframe.StopFull
+	}
+	return img, user
+}
+
+// unwind walks a stack copy over the mappings set.
+func (u *unwinder) unwind(pid uint32, set *mapSet, c *stackCopy) ([]uint64, sframe.StopReason) {
+	u.res.reset(pid, set)
+	u.snap = sframe.Snapshot{Base: c.regs.SP, Data: u.stack[c.off : c.off+c.n]}
+	n, stop := u.sf.Unwind(c.regs, &u.snap, u.out[:])
+	return u.out[:n], stop
+}
+
+// account counts an unwind's frames and its stop, and returns the walk to
+// keep (see the rule in the file comment) and whether it is the userspace
+// one.
+func (u *unwinder) account(set *mapSet, us []uint64, stop sframe.StopReason, bpf []uint64) ([]uint64, bool) {
+	steps := u.steps[:u.nsteps]
+	last := &u.unknown
+	if len(steps) > 0 && steps[len(steps)-1].info != nil {
+		last = steps[len(steps)-1].info
+		if stop == sframe.StopNoRule && last.table == nil {
+			stop = stopNoTable
+		}
+	}
+	last.stops[stop]++
+	if stop != sframe.StopOutermost && len(bpf) > len(us) && slices.Equal(bpf[:len(us)], us) {
+		u.stats.BPF++
+		u.countBPF(set, bpf)
+		return bpf, false
+	}
+	u.stats.Userspace++
+	for i := 0; i+1 < len(us) && i < len(steps); i++ {
+		s := &steps[i]
+		if s.info != nil {
+			m := s.method()
+			s.info.frames[m]++
+			u.stats.Frames[m]++
+		}
+	}
+	return us, true
+}
+
+// countBPF counts the frames of a BPF walk: per binary when debugging,
+// else only in total.
+func (u *unwinder) countBPF(set *mapSet, bpf []uint64) {
+	if len(bpf) < 2 {
+		return
+	}
+	u.stats.Frames[MethodBPF] += uint64(len(bpf) - 1)
+	if !u.debug {
+		return
+	}
+	for _, pc := range bpf[:len(bpf)-1] {
+		in := &u.unknown
+		if m := set.find(pc); m != nil {
+			in = u.info(m)
+		}
+		in.frames[MethodBPF]++
+	}
+}
+
+// consider marks pid for stack copies if m maps code that may lack frame
+// pointers: any file but a Go binary (the vDSO does not count, Go
+// programs call it too).
+func (u *unwinder) consider(pid uint32, m *mapping) {
+	if u.marked[pid] || m.bin.name[0] == '[' {
+		return
+	}
+	in := u.info(m)
+	u.classify(in, pid, m)
+	if !in.readable || in.framePointers {
+		return
+	}
+	u.marked[pid] = true
+	u.stats.Marked++
+	if u.marker == nil {
+		u.toMark = append(u.toMark, pid)
+		return
+	}
+	u.setCopy(pid, true)
+}
+
+// considerSet examines the mappings of a process found through /proc.
+func (u *unwinder) considerSet(pid uint32, set *mapSet) {
+	if u.marked[pid] || u.considered[pid] == set {
+		return
+	}
+	u.considered[pid] = set
+	for i := range set.maps {
+		u.consider(pid, &set.maps[i])
+	}
+}
+
+// exited unmarks a process that exited, keeping the sampler's set small.
+func (u *unwinder) exited(pid uint32) {
+	delete(u.considered, pid)
+	if u.marked[pid] {
+		delete(u.marked, pid)
+		if u.marker != nil {
+			u.setCopy(pid, false)
+		}
+	}
+}
+
+// use starts a drain from src: marks made before src was known are sent.
+func (u *unwinder) use(src Source) {
+	u.stack = u.stack[:0]
+	if u.marker != nil {
+		return
+	}
+	m, ok := src.(CopyMarker)
+	if !ok {
+		return
+	}
+	u.marker = m
+	for _, pid := range u.toMark {
+		if u.marked[pid] {
+			u.setCopy(pid, true)
+		}
+	}
+	u.toMark = nil
+}
+
+func (u *unwinder) setCopy(pid uint32, on bool) {
+	if err := u.marker.SetCopy(pid, on); err != nil && !errors.Is(err, os.ErrNotExist) {
+		u.stats.MarkErrors++
+		if u.stats.MarkErr == nil {
+			u.stats.MarkErr = fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
+		}
+	}
+}

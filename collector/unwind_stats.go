@@ -1,0 +1,157 @@
+package collector
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sprof/sprof/sframe"
+)
+
+// UnwindStats describe the userspace unwinding of a recording (all zero
+// without Options.StackCopy).
+type UnwindStats struct {
+	// Copies counts the samples that carried a stack copy;
+	// TruncatedCopies those whose copy was clipped, and DroppedCopies
+	// those whose copy did not fit the drain's budget (they keep their
+	// BPF walk).
+	Copies, TruncatedCopies, DroppedCopies uint64
+	// Userspace and BPF count which walk was kept for a sample with a
+	// copy.
+	Userspace, BPF uint64
+	// Frames counts the frames each method produced (the leaf frame,
+	// which comes from the registers, is not counted).
+	Frames [NumMethods]uint64
+	// Marked counts the processes marked for stack copies; MarkErrors
+	// the marks the sampler refused, MarkErr the first of them.
+	Marked     int
+	MarkErrors int
+	MarkErr    error
+	// Tables is the number of unwind tables in the cache and TableBytes
+	// their size; Evicted counts the tables dropped to stay within the
+	// budget, TableErrors the binaries whose table could not be built.
+	// BuildTime is the time spent building tables.
+	Tables      int
+	TableBytes  int64
+	Evicted     int
+	TableErrors int
+	BuildTime   time.Duration
+	// Binaries breaks frames and stops down by binary, most frames
+	// first.
+	Binaries []BinaryUnwind
+}
+
+// BinaryUnwind is how the stacks through one binary were unwound.
+type BinaryUnwind struct {
+	Name, BuildID string
+	// Table says what unwinds the binary's code: "sframe", "eh_frame",
+	// "frame pointers", or why there is nothing.
+	Table string
+	// Frames counts the frames found with the binary's rules (the
+	// frame's caller is found through the binary's code), by method.
+	Frames [NumMethods]uint64
+	// Stops counts, by reason, the unwinds that stopped at a frame of
+	// the binary.
+	Stops map[string]uint64
+}
+
+// UnwindStats returns the userspace unwinding's statistics so far.
+func (c *Collector) UnwindStats() UnwindStats {
+	if c.unw == nil {
+		return UnwindStats{}
+	}
+	return c.unw.report()
+}
+
+func (u *unwinder) report() UnwindStats {
+	s := u.stats
+	s.Binaries = nil
+	for _, in := range append(u.infos(), &u.unknown) {
+		b := BinaryUnwind{Name: in.name, BuildID: in.buildID, Table: in.tableText(), Frames: in.frames}
+		for r, n := range in.stops {
+			if n > 0 {
+				if b.Stops == nil {
+					b.Stops = map[string]uint64{}
+				}
+				b.Stops[stopName(sframe.StopReason(r))] += n
+			}
+		}
+		if b.Stops != nil || b.total() > 0 {
+			s.Binaries = append(s.Binaries, b)
+		}
+	}
+	slices.SortFunc(s.Binaries, func(a, b BinaryUnwind) int {
+		if c := cmp.Compare(b.total(), a.total()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return s
+}
+
+func (b *BinaryUnwind) total() uint64 {
+	var n uint64
+	for _, f := range b.Frames {
+		n += f
+	}
+	return n
+}
+
+func (in *unwindInfo) tableText() string {
+	switch {
+	case in == nil || !in.classified:
+		return "-"
+	case in.framePointers:
+		return "frame pointers"
+	case in.err != nil:
+		return "none: " + in.err.Error()
+	case in.table != nil:
+		return in.kind.String()
+	case !in.built:
+		return "not built"
+	}
+	return "none"
+}
+
+// WriteText prints the statistics as `sprof record --debug-unwind` shows
+// them: totals, then one block per binary.
+func (s *UnwindStats) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "samples with a stack copy: %d (%d truncated, %d dropped); kept: userspace %d, bpf-fp %d\n",
+		s.Copies, s.TruncatedCopies, s.DroppedCopies, s.Userspace, s.BPF)
+	fmt.Fprintf(tw, "processes marked for copies: %d (%d refused", s.Marked, s.MarkErrors)
+	if s.MarkErr != nil {
+		fmt.Fprintf(tw, ", first: %v", s.MarkErr)
+	}
+	fmt.Fprintf(tw, ")\nunwind tables: %d, %.1f MiB, %d evicted, %d failed, built in %v\n",
+		s.Tables, float64(s.TableBytes)/(1<<20), s.Evicted, s.TableErrors, s.BuildTime.Round(time.Millisecond))
+	fmt.Fprintf(tw, "frames:")
+	for m, n := range s.Frames {
+		fmt.Fprintf(tw, " %s %d", Method(m), n)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "binary\ttable\tsframe\teh_frame\tframe pointer\tbpf-fp\tstops")
+	for _, b := range s.Binaries {
+		fmt.Fprintf(tw, "%s\t%s", b.Name, b.Table)
+		for _, n := range b.Frames {
+			fmt.Fprintf(tw, "\t%d", n)
+		}
+		reasons := make([]string, 0, len(b.Stops))
+		for r := range b.Stops {
+			reasons = append(reasons, r)
+		}
+		slices.SortFunc(reasons, func(x, y string) int { return cmp.Compare(b.Stops[y], b.Stops[x]) })
+		fmt.Fprint(tw, "\t")
+		for i, r := range reasons {
+			if i > 0 {
+				fmt.Fprint(tw, ", ")
+			}
+			fmt.Fprintf(tw, "%s %d", r, b.Stops[r])
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,10 @@
+#!/bin/sh
+# Rebuilds the unwinding fixtures under testdata/unwind with Debian 12's gcc
+# 12 and binutils 2.40: the same program built -O2 -fomit-frame-pointer, once
+# with a .sframe section (gas --gsframe writes SFrame v1) and once with
+# .eh_frame only. Both are PIEs with a GNU build ID and keep their symbols.
+set -eu
+cd "$(dirname "$0")/../testdata/unwind"
+flags="-O2 -fomit-frame-pointer -fasynchronous-unwind-tables -Wl,--build-id"
+gcc $flags -Wa,--gsframe -o spin-sframe spin.c
+gcc $flags -o spin-ehframe spin.c
