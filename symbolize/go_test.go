@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sprof/sprof/stacks"
@@ -109,6 +110,32 @@ func TestGoAgainstGoAddr2line(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGoConcurrent looks up a Go program's table from several goroutines
+// at once, past the cache's lock (run with -race: debug/gosym is not safe
+// for concurrent use by itself).
+func TestGoConcurrent(t *testing.T) {
+	bin := buildGo(t, "")
+	probes := goProbes(t, bin)
+	img, err := NewELF(Options{}).image(Binary{Path: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			var frames []stacks.Frame
+			for i := g; i < len(probes); i += 4 {
+				var err error
+				if frames, err = img.frames(frames[:0], probes[i], bin); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // sameGoStack compares an inline stack with llvm-addr2line's, level by

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/sprof/sprof/stacks"
@@ -34,6 +35,10 @@ type image struct {
 	lines *lineTable   // nil without DWARF line rows
 	inl   *inlineTable // nil without DWARF inlined calls
 	gotab *gosym.Table // nil unless a Go program
+	// goMu serializes gotab lookups: debug/gosym does not promise that a
+	// Table is safe for concurrent use, and its LineTable caches strings
+	// in maps without a lock.
+	goMu  sync.Mutex
 	bytes int64
 }
 
@@ -72,6 +77,8 @@ func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks
 		var f stacks.Frame
 		var ok bool
 		err := contain(name, func() error {
+			img.goMu.Lock()
+			defer img.goMu.Unlock()
 			file, line, fn := img.gotab.PCToLine(addr)
 			if fn != nil {
 				f, ok = stacks.Frame{Function: fn.Name, File: file, Line: line}, true
