@@ -44,23 +44,19 @@ func fixtureStacks(b *testing.B) [][]uint64 {
 		if err != nil {
 			b.Fatal(err)
 		}
-		decoded := make([][]uint64, len(batch.Stacks))
-		for i := range batch.Stacks {
-			if frames, err = batch.Stack(frames[:0], i); err != nil {
-				b.Fatal(err)
-			}
-			for _, f := range frames {
-				if f.Kind != cbf.Truncated {
-					decoded[i] = append(decoded[i], f.Addr)
-				}
-			}
-		}
 		for _, g := range batch.Groups {
-			for range g.Times {
-				for _, s := range []int{g.User, g.Kernel} {
-					if s >= 0 {
-						stacks = append(stacks, decoded[s])
+			for _, s := range []int{g.User, g.Kernel} {
+				if s < 0 {
+					continue
+				}
+				var pcs []uint64
+				for _, f := range batch.Stacks.Stack(frames[:0], s) {
+					if f.Kind != cbf.Truncated {
+						pcs = append(pcs, f.Addr)
 					}
+				}
+				for range g.Times {
+					stacks = append(stacks, pcs)
 				}
 			}
 		}

@@ -20,7 +20,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // BenchmarkWriter replays the samples of the real fixture (perf record -g
 // of the Go compiler, testdata/cbf/gobuild.sprof) through a Writer, with a
 // chunk a second of recorded time, and reports the cost and size of a
-// sample.
+// sample and of a frame.
 func BenchmarkWriter(b *testing.B) {
 	data, err := os.ReadFile(fixture)
 	if err != nil {
@@ -55,8 +55,14 @@ func BenchmarkWriter(b *testing.B) {
 		}
 		cpu += meter.Stop()
 	}
+	frames := 0
+	for _, s := range samples {
+		frames += len(s.user) + len(s.kernel)
+	}
 	n := float64(b.N) * float64(len(samples))
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/sample")
 	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/sample")
 	b.ReportMetric(float64(out.n)/float64(len(samples)), "bytes/sample")
+	// Everything in the file (maps, times, names) per frame sampled.
+	b.ReportMetric(float64(out.n)/float64(frames), "bytes/frame")
 }

@@ -19,7 +19,7 @@ const Magic = "\x89sprof\r\n"
 // Version is the format version this package writes and reads. Additions
 // that old readers can skip (new chunk types, fields appended to a chunk)
 // keep the version; anything else changes it.
-const Version = 1
+const Version = 2
 
 // ChunkType says what a chunk holds.
 type ChunkType uint8
@@ -33,6 +33,8 @@ const (
 	ChunkSamples ChunkType = 3
 	// ChunkEnd is the last chunk of a recording that was closed.
 	ChunkEnd ChunkType = 4
+	// ChunkStacks adds entries to the recording's stack table.
+	ChunkStacks ChunkType = 5
 )
 
 func (t ChunkType) String() string {
@@ -45,6 +47,8 @@ func (t ChunkType) String() string {
 		return "samples"
 	case ChunkEnd:
 		return "end"
+	case ChunkStacks:
+		return "stacks"
 	}
 	return fmt.Sprintf("chunk type %d", uint8(t))
 }

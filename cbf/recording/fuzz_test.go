@@ -61,8 +61,6 @@ func readFuzzed(t *testing.T, data []byte) {
 			t.Fatalf("offset %d past %d bytes", r.Offset(), len(data))
 		}
 		switch c.Type {
-		case ChunkProcesses:
-			c.Processes()
 		case ChunkEnd:
 			c.End()
 		case ChunkSamples:
@@ -70,12 +68,18 @@ func readFuzzed(t *testing.T, data []byte) {
 			if err != nil {
 				continue
 			}
-			for i := range b.Stacks {
-				frames, _ = b.Stack(frames[:0], i)
-			}
+			decoded := map[int]bool{}
 			for _, g := range b.Groups {
-				if g.User >= len(b.Stacks) || g.Kernel >= len(b.Stacks) || len(g.Times) == 0 {
-					t.Fatalf("group %+v with %d stacks", g, len(b.Stacks))
+				if g.User >= b.Stacks.Len() || g.Kernel >= b.Stacks.Len() || len(g.Times) == 0 {
+					t.Fatalf("group %+v with %d stacks", g, b.Stacks.Len())
+				}
+				for _, s := range []int{g.User, g.Kernel} {
+					if s >= 0 && !decoded[s] {
+						decoded[s] = true
+						if frames = b.Stacks.Stack(frames[:0], s); len(frames) > maxStackFrames+1 {
+							t.Fatalf("stack %d has %d frames", s, len(frames))
+						}
+					}
 				}
 			}
 		}

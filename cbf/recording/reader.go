@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+
+	"github.com/sprof/sprof/cbf"
 )
 
 // ErrDamaged is matched (errors.Is) by the *DamagedError a Reader returns
@@ -35,33 +37,43 @@ type Chunk struct {
 	Offset int64
 	// Payload is the chunk's content, owned by the caller.
 	Payload []byte
+	// stacks is the stack table as the chunk found it, nstacks the
+	// number of its entries then.
+	stacks  *StackTable
+	nstacks int
+	procs   []Process
 }
 
 func (c *Chunk) payload() payload {
 	return payload{b: c.Payload, base: c.Offset + chunkHead}
 }
 
-// Processes parses a Processes chunk.
-func (c *Chunk) Processes() ([]Process, error) { return parseProcesses(c.payload()) }
+// Processes returns the records of a Processes chunk, which Next parsed.
+func (c *Chunk) Processes() []Process { return c.procs }
 
 // Batch parses a Samples chunk.
-func (c *Chunk) Batch() (*Batch, error) { return parseBatch(c.payload()) }
+func (c *Chunk) Batch() (*Batch, error) { return parseBatch(c.payload(), c.stacks, c.nstacks) }
 
 // End parses an End chunk.
 func (c *Chunk) End() (End, error) { return parseEnd(c.payload()) }
 
-// Reader reads the chunks of a recording in order.
+// Reader reads the chunks of a recording in order. It keeps the
+// recording's tables: the stacks, which the Stacks chunks build and the
+// Samples chunks refer to, and the image maps, which process records
+// define once and refer to after that.
 type Reader struct {
 	r      *bufio.Reader
 	off    int64
 	header Header
-	err    error // sticky: a DamagedError or io.EOF
+	stacks *StackTable
+	maps   []*cbf.ImageMap // the recording's image map table
+	err    error           // sticky: a DamagedError, a malformed table chunk, or io.EOF
 }
 
 // NewReader reads the magic and the header. A recording without an intact
 // header is an error; the rest is read by Next.
 func NewReader(r io.Reader) (*Reader, error) {
-	rd := &Reader{r: bufio.NewReader(r)}
+	rd := &Reader{r: bufio.NewReader(r), stacks: &StackTable{}}
 	var magic [len(Magic)]byte
 	if _, err := io.ReadFull(rd.r, magic[:]); err != nil || string(magic[:]) != Magic {
 		return nil, fmt.Errorf("recording: not an sprof recording (bad magic)")
@@ -89,16 +101,30 @@ func (r *Reader) Offset() int64 { return r.off }
 // Next returns the next intact chunk, including those of types this
 // package does not know, which callers skip. At the end of the recording it
 // returns io.EOF; where a damaged tail starts, a *DamagedError. Either is
-// returned again by later calls.
+// returned again by later calls. Next parses the chunks that build the
+// recording's tables (Stacks and Processes) itself; a malformed one is an
+// error that ends the reading too, since what follows may refer to it.
 func (r *Reader) Next() (Chunk, error) {
 	if r.err != nil {
 		return Chunk{}, r.err
 	}
 	c, err := r.next()
+	if err == nil {
+		switch c.Type {
+		case ChunkStacks:
+			r.stacks, err = parseStacks(c.payload(), r.stacks)
+		case ChunkProcesses:
+			c.procs, err = parseProcesses(c.payload(), &r.maps)
+		}
+		if err != nil {
+			err = fmt.Errorf("recording: %v chunk at offset %d: %w", c.Type, c.Offset, err)
+		}
+	}
 	if err != nil {
 		r.err = err
 		return Chunk{}, err
 	}
+	c.stacks, c.nstacks = r.stacks, r.stacks.Len()
 	r.off += chunkHead + int64(len(c.Payload)) + chunkTail
 	return c, nil
 }

@@ -144,10 +144,7 @@ func readAll(t testing.TB, data []byte) (Header, []sample, []Process, *End, erro
 		if i < 0 {
 			return nil
 		}
-		frames, err = b.Stack(frames[:0], i)
-		if err != nil {
-			t.Fatalf("stack %d: %v", i, err)
-		}
+		frames = b.Stacks.Stack(frames[:0], i)
 		var pcs []uint64
 		for _, f := range frames {
 			if f.Kind != cbf.Truncated {
@@ -163,11 +160,7 @@ func readAll(t testing.TB, data []byte) (Header, []sample, []Process, *End, erro
 		}
 		switch c.Type {
 		case ChunkProcesses:
-			p, err := c.Processes()
-			if err != nil {
-				t.Fatal(err)
-			}
-			procs = append(procs, p...)
+			procs = append(procs, c.Processes()...)
 		case ChunkSamples:
 			b, err := c.Batch()
 			if err != nil {
@@ -276,6 +269,9 @@ func TestDedup(t *testing.T) {
 	}
 	w.Flush()
 	r, _ := NewReader(bytes.NewReader(buf.Bytes()))
+	if c, err := r.Next(); err != nil || c.Type != ChunkStacks {
+		t.Fatalf("%v chunk, %v; want the stacks", c.Type, err)
+	}
 	c, err := r.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -284,8 +280,8 @@ func TestDedup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Stacks) != 1 || len(b.Groups) != 2 || b.Samples() != 200 {
-		t.Errorf("%d stacks, %d groups, %d samples; want 1, 2, 200", len(b.Stacks), len(b.Groups), b.Samples())
+	if b.Stacks.Len() != 1 || len(b.Groups) != 2 || b.Samples() != 200 {
+		t.Errorf("%d stacks, %d groups, %d samples; want 1, 2, 200", b.Stacks.Len(), len(b.Groups), b.Samples())
 	}
 	// A repeated sample costs only its time: 1ms in ns is a 3-byte varint.
 	if perSample := float64(len(c.Payload)) / 200; perSample > 4 {
@@ -447,14 +443,14 @@ func TestNotARecording(t *testing.T) {
 	}
 }
 
-// TestFormatExample checks the example of cbf/FORMAT.md §7 byte for byte,
+// TestFormatExample checks the example of cbf/FORMAT.md §8 byte for byte,
 // so the specification and the code cannot drift apart.
 func TestFormatExample(t *testing.T) {
 	doc, err := os.ReadFile("../FORMAT.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, example, _ := strings.Cut(string(doc), "## 7. Example")
+	_, example, _ := strings.Cut(string(doc), "## 8. Example")
 	_, example, _ = strings.Cut(example, "```\n")
 	example, _, _ = strings.Cut(example, "```")
 	var want []byte

@@ -33,7 +33,20 @@ const (
 // maxImages caps the text offsets of a record, like cbf caps images.
 const maxImages = cbf.MaxImages
 
-func (pr *Process) appendRecord(dst []byte) []byte {
+// mapDict is the writer's side of the recording's image map table: the
+// processes of a build, a shell pipeline or a worker pool share a few maps,
+// so each distinct map is stored once and referenced after that.
+type mapDict struct {
+	ids     map[string]uint64 // encoded map (CIF and text offsets) → id
+	defined uint64            // maps defined so far
+	scratch []byte
+}
+
+// maxMapDict bounds the maps the writer remembers; past it, it starts
+// over and stores maps anew.
+const maxMapDict = 4096
+
+func (pr *Process) appendRecord(dst []byte, d *mapDict) []byte {
 	dst = binary.AppendVarint(dst, int64(pr.Time))
 	dst = binary.AppendUvarint(dst, uint64(pr.PID))
 	var flags uint64
@@ -46,34 +59,46 @@ func (pr *Process) appendRecord(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, flags)
 	dst = appendString(dst, pr.Comm)
 	if pr.Map == nil {
-		dst = binary.AppendUvarint(dst, 0)
 		return binary.AppendUvarint(dst, 0)
 	}
+	enc := d.scratch[:0]
 	cif := pr.Map.AppendCIF(nil)
-	dst = binary.AppendUvarint(dst, uint64(len(cif)))
-	dst = append(dst, cif...)
-	dst = binary.AppendUvarint(dst, uint64(pr.Map.Len()))
+	enc = binary.AppendUvarint(enc, uint64(len(cif)))
+	enc = append(enc, cif...)
+	enc = binary.AppendUvarint(enc, uint64(pr.Map.Len()))
 	for _, im := range pr.Map.Images() {
-		dst = binary.AppendUvarint(dst, im.TextOffset)
+		enc = binary.AppendUvarint(enc, im.TextOffset)
 	}
-	return dst
+	d.scratch = enc
+	if id, ok := d.ids[string(enc)]; ok {
+		return binary.AppendUvarint(dst, id+1)
+	}
+	if len(d.ids) >= maxMapDict {
+		clear(d.ids)
+	}
+	d.ids[string(enc)] = d.defined
+	d.defined++
+	dst = binary.AppendUvarint(dst, d.defined)
+	return append(dst, enc...)
 }
 
-func parseProcesses(p payload) ([]Process, error) {
-	n, err := p.count("process count", 6)
+// parseProcesses parses a Processes chunk, adding the maps it defines to
+// maps.
+func parseProcesses(p payload, maps *[]*cbf.ImageMap) ([]Process, error) {
+	n, err := p.count("process count", 5)
 	if err != nil {
 		return nil, err
 	}
 	procs := make([]Process, n)
 	for i := range procs {
-		if err := parseProcess(&p, &procs[i]); err != nil {
+		if err := parseProcess(&p, &procs[i], maps); err != nil {
 			return nil, err
 		}
 	}
 	return procs, nil
 }
 
-func parseProcess(p *payload, pr *Process) error {
+func parseProcess(p *payload, pr *Process, maps *[]*cbf.ImageMap) error {
 	t, err := p.varint("process time")
 	if err != nil {
 		return err
@@ -90,21 +115,36 @@ func parseProcess(p *payload, pr *Process) error {
 	if pr.Comm, err = p.string("comm"); err != nil {
 		return err
 	}
+	off := p.off
+	id, err := p.uvarint("image map")
+	switch {
+	case err != nil:
+		return err
+	case id == 0:
+		return nil
+	case id <= uint64(len(*maps)):
+		pr.Map = (*maps)[id-1]
+		return nil
+	case id > uint64(len(*maps))+1:
+		return p.errorf(off, "image map", "map %d; %d are defined", id, len(*maps))
+	}
+	if pr.Map, err = parseMap(p); err != nil {
+		return err
+	}
+	*maps = append(*maps, pr.Map)
+	return nil
+}
+
+// parseMap reads a map definition: the CIF map and its text offsets.
+func parseMap(p *payload) (*cbf.ImageMap, error) {
 	cif, err := p.bytes("image map", len(p.b))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cifOff := p.off - len(cif)
-	nOff := p.off
 	n, err := p.count("text offsets", 1)
 	if err != nil {
-		return err
-	}
-	if len(cif) == 0 {
-		if n != 0 {
-			return p.errorf(nOff, "text offsets", "%d offsets without an image map", n)
-		}
-		return nil
+		return nil, err
 	}
 	m, used, err := cbf.DecodeImageMap(cif)
 	if err != nil {
@@ -112,29 +152,29 @@ func parseProcess(p *payload, pr *Process) error {
 		if errors.As(err, &fe) {
 			fe.Offset += p.base + int64(cifOff) // a file offset, like every other
 		}
-		return err
+		return nil, err
 	}
 	if used != len(cif) || n != m.Len() {
-		return p.errorf(cifOff, "image map", "%d of %d bytes used, %d text offsets for %d images", used, len(cif), n, m.Len())
+		return nil, p.errorf(cifOff, "image map", "%d of %d bytes used, %d text offsets for %d images", used, len(cif), n, m.Len())
 	}
 	images := slices.Clone(m.Images())
 	for i := range images {
 		if images[i].TextOffset, err = p.uvarint("text offset"); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	pr.Map, err = cbf.NewImageMap(m.Platform(), m.WordSize(), images)
-	return err
+	return cbf.NewImageMap(m.Platform(), m.WordSize(), images)
 }
 
-// Batch is the samples of one Samples chunk. Identical stacks are stored
-// once in Stacks, and samples that differ only in time once as a Group.
+// Batch is the samples of one Samples chunk. Samples that differ only in
+// time are stored once, as a Group.
 type Batch struct {
 	// Lost counts the samples the collector could not take or keep since
 	// the batch before.
 	Lost uint64
-	// Stacks holds CBF records; decode one with Stack.
-	Stacks [][]byte
+	// Stacks is the recording's stack table, which the groups' stacks
+	// index.
+	Stacks *StackTable
 	Groups []Group
 }
 
@@ -143,7 +183,8 @@ type Group struct {
 	PID, TID, CPU uint32
 	Comm          string
 	// User and Kernel index Batch.Stacks; -1 when the sample has no such
-	// stack.
+	// stack. An index names the same stack in every batch that shares the
+	// table.
 	User, Kernel int
 	Flags        Flags
 	// Weight is what each sample counts for, 1 for a plain sample.
@@ -161,23 +202,14 @@ func (b *Batch) Samples() int {
 	return n
 }
 
-// Stack decodes stack i into dst, checking that the record fills its
-// entry exactly.
-func (b *Batch) Stack(dst []cbf.Frame, i int) ([]cbf.Frame, error) {
-	rec := b.Stacks[i]
-	frames, n, err := cbf.Decode(dst, rec)
-	if err == nil && n != len(rec) {
-		err = &cbf.FormatError{Offset: int64(n), Field: "stack", Msg: "bytes after the record's end"}
-	}
-	return frames, err
-}
-
-func parseBatch(p payload) (*Batch, error) {
+// parseBatch parses a Samples chunk whose stacks are the first nstacks of
+// table t: those of the chunks before it.
+func parseBatch(p payload, t *StackTable, nstacks int) (*Batch, error) {
 	base, err := p.varint("batch time")
 	if err != nil {
 		return nil, err
 	}
-	b := &Batch{}
+	b := &Batch{Stacks: t}
 	if b.Lost, err = p.uvarint("lost"); err != nil {
 		return nil, err
 	}
@@ -191,15 +223,6 @@ func parseBatch(p payload) (*Batch, error) {
 			return nil, err
 		}
 	}
-	if n, err = p.count("stack count", 1); err != nil {
-		return nil, err
-	}
-	b.Stacks = make([][]byte, n)
-	for i := range b.Stacks {
-		if b.Stacks[i], err = p.bytes("stack", MaxChunk); err != nil {
-			return nil, err
-		}
-	}
 	if n, err = p.count("group count", 10); err != nil {
 		return nil, err
 	}
@@ -207,7 +230,7 @@ func parseBatch(p payload) (*Batch, error) {
 	prevPID, prevFirst := int64(0), base
 	for i := range b.Groups {
 		g := &b.Groups[i]
-		if err := parseGroup(&p, g, comms, len(b.Stacks), prevPID, prevFirst); err != nil {
+		if err := parseGroup(&p, g, comms, nstacks, prevPID, prevFirst); err != nil {
 			return nil, err
 		}
 		prevPID, prevFirst = int64(g.PID), int64(g.Times[0])

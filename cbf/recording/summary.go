@@ -18,7 +18,8 @@ type Summary struct {
 	Chunks, Unknown int
 	Samples         uint64
 	Lost            uint64
-	// Stacks counts the stacks stored, each once per batch.
+	// Stacks counts the entries of the stack tables: the distinct stacks
+	// and the shared parts of stacks, each stored once.
 	Stacks int
 	// Processes counts the distinct PIDs with process records, Images the
 	// distinct images (by build ID, or path for those without one) in
@@ -30,6 +31,9 @@ type Summary struct {
 	End *End
 	// Damaged says where the damaged tail starts; nil when there is none.
 	Damaged *DamagedError
+
+	table    *StackTable // the stack table being counted, and its length
+	tableLen int
 }
 
 // Duration is the time the recording covers: from the start to the End
@@ -75,11 +79,7 @@ func Summarize(r io.Reader) (*Summary, error) {
 func (s *Summary) add(c *Chunk, pids map[uint32]bool, images map[string]bool) error {
 	switch c.Type {
 	case ChunkProcesses:
-		procs, err := c.Processes()
-		if err != nil {
-			return err
-		}
-		for _, pr := range procs {
+		for _, pr := range c.Processes() {
 			if !pr.Kernel && !pr.Exited {
 				pids[pr.PID] = true
 			}
@@ -100,7 +100,6 @@ func (s *Summary) add(c *Chunk, pids map[uint32]bool, images map[string]bool) er
 			return err
 		}
 		s.Lost += b.Lost
-		s.Stacks += len(b.Stacks)
 		for _, g := range b.Groups {
 			for _, t := range g.Times {
 				if s.Samples == 0 || t < s.FirstSample {
@@ -116,6 +115,14 @@ func (s *Summary) add(c *Chunk, pids map[uint32]bool, images map[string]bool) er
 			return err
 		}
 		s.End = &e
+	case ChunkStacks:
+		// The Reader has added its entries to the table; a chunk that
+		// starts a new table has a new one.
+		if c.stacks != s.table {
+			s.table, s.tableLen = c.stacks, 0
+		}
+		s.Stacks += c.nstacks - s.tableLen
+		s.tableLen = c.nstacks
 	case ChunkHeader:
 		return fmt.Errorf("a second header")
 	default:

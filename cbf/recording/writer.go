@@ -55,11 +55,13 @@ type Writer struct {
 
 	procs   []byte // process records pending, without their count
 	nprocs  int
+	maps    mapDict
+	stacks  *stackDict
 	batch   batch
 	samples uint64 // totals for the End chunk
 	lost    uint64
 	out     []byte // the chunks being written
-	scratch []byte // one stack being encoded
+	scratch []byte // one payload being encoded
 }
 
 // NewWriter writes the magic and the header to w and returns a Writer for
@@ -79,7 +81,8 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 	if opts.Start.IsZero() {
 		opts.Start = now
 	}
-	wr := &Writer{w: w, opts: opts, start: opts.Start, lastFlush: now}
+	wr := &Writer{w: w, opts: opts, start: opts.Start, lastFlush: now, stacks: newStackDict(),
+		maps: mapDict{ids: map[string]uint64{}}}
 	wr.batch.reset()
 	h := Header{Version: Version, Start: opts.Start, Host: opts.Host, Kernel: opts.Kernel,
 		Arch: opts.Arch, Frequency: opts.Frequency}
@@ -121,7 +124,7 @@ func (w *Writer) addProcess(pr Process) error {
 	}
 	now := w.opts.Clock()
 	pr.Time = now.Sub(w.start)
-	w.procs = pr.appendRecord(w.procs)
+	w.procs = pr.appendRecord(w.procs, &w.maps)
 	w.nprocs++
 	return w.tick(now)
 }
@@ -141,20 +144,19 @@ func (w *Writer) Sample(t time.Time, pid, tid, cpu uint32, comm string, user, ke
 	k.kernel = w.stack(kernel, flags&KernelTruncated != 0)
 	w.batch.add(k, int64(t.Sub(w.start)))
 	w.samples++
-	if w.batch.size() >= w.opts.MaxBatchBytes {
+	if w.batch.size()+len(w.stacks.pending) >= w.opts.MaxBatchBytes {
 		return w.Flush()
 	}
 	return w.tick(w.opts.Clock())
 }
 
-// stack interns one stack in the batch and returns its reference: 0 for
-// none, i+1 for stack i.
+// stack interns one stack in the recording's table and returns its
+// reference: 0 for none, i+1 for stack i.
 func (w *Writer) stack(pcs []uint64, truncated bool) uint32 {
 	if len(pcs) == 0 && !truncated {
 		return 0
 	}
-	w.scratch = cbf.AppendStack(w.scratch[:0], cbf.Word64, pcs, truncated)
-	return w.batch.stack(w.scratch)
+	return uint32(w.stacks.stack(pcs, truncated)) + 1
 }
 
 // Lost counts n samples that were lost (a full ring buffer, say); the next
@@ -182,7 +184,9 @@ func (w *Writer) tick(now time.Time) error {
 	return w.Flush()
 }
 
-// Flush writes the pending process records and samples as chunks now.
+// Flush writes the pending process records, stacks and samples as chunks
+// now. Every chunk refers only to stacks of its own or earlier chunks, so a
+// file cut after any chunk stays whole up to it.
 func (w *Writer) Flush() error {
 	if w.err != nil {
 		return w.err
@@ -194,10 +198,17 @@ func (w *Writer) Flush() error {
 		w.out = appendChunk(w.out, ChunkProcesses, w.scratch)
 		w.procs, w.nprocs = w.procs[:0], 0
 	}
+	if p, ok := w.stacks.appendPayload(w.scratch[:0]); ok {
+		w.scratch = p
+		w.out = appendChunk(w.out, ChunkStacks, w.scratch)
+	}
 	if len(w.batch.groups) > 0 || w.batch.lost > 0 {
 		w.scratch = w.batch.appendPayload(w.scratch[:0])
 		w.out = appendChunk(w.out, ChunkSamples, w.scratch)
 		w.batch.reset()
+	}
+	if len(w.stacks.words) > w.stacks.maxWords {
+		w.stacks.reset()
 	}
 	return w.write()
 }
@@ -243,28 +254,23 @@ type group struct {
 }
 
 // batch gathers the samples of the next Samples chunk, interning comms and
-// stacks and grouping samples that differ only in time.
+// grouping samples that differ only in time.
 type batch struct {
 	lost    uint64
 	base    int64 // time of the batch's first sample
 	comms   []string
 	commIdx map[string]uint32
-	stacks  []byte // length-prefixed CBF records, as in the chunk
-	nstacks uint32
-	stackID map[string]uint32
 	groups  []group
 	groupID map[groupKey]int
-	nbytes  int // estimate of the groups' encoded size
+	nbytes  int // estimate of the encoded size
 }
 
 func (b *batch) reset() {
-	*b = batch{commIdx: b.commIdx, stackID: b.stackID, groupID: b.groupID,
-		stacks: b.stacks[:0], comms: b.comms[:0], groups: b.groups[:0]}
+	*b = batch{commIdx: b.commIdx, groupID: b.groupID, comms: b.comms[:0], groups: b.groups[:0]}
 	if b.commIdx == nil {
-		b.commIdx, b.stackID, b.groupID = map[string]uint32{}, map[string]uint32{}, map[groupKey]int{}
+		b.commIdx, b.groupID = map[string]uint32{}, map[groupKey]int{}
 	}
 	clear(b.commIdx)
-	clear(b.stackID)
 	clear(b.groupID)
 }
 
@@ -277,18 +283,6 @@ func (b *batch) comm(s string) uint32 {
 	b.commIdx[s] = i
 	b.nbytes += len(s) + 1
 	return i
-}
-
-func (b *batch) stack(rec []byte) uint32 {
-	if i, ok := b.stackID[string(rec)]; ok {
-		return i + 1
-	}
-	i := b.nstacks
-	b.nstacks++
-	b.stackID[string(rec)] = i
-	b.stacks = binary.AppendUvarint(b.stacks, uint64(len(rec)))
-	b.stacks = append(b.stacks, rec...)
-	return i + 1
 }
 
 func (b *batch) add(k groupKey, t int64) {
@@ -306,7 +300,7 @@ func (b *batch) add(k groupKey, t int64) {
 	b.nbytes += 3
 }
 
-func (b *batch) size() int { return len(b.stacks) + b.nbytes }
+func (b *batch) size() int { return b.nbytes }
 
 func (b *batch) appendPayload(dst []byte) []byte {
 	dst = binary.AppendVarint(dst, b.base)
@@ -315,8 +309,6 @@ func (b *batch) appendPayload(dst []byte) []byte {
 	for _, c := range b.comms {
 		dst = appendString(dst, c)
 	}
-	dst = binary.AppendUvarint(dst, uint64(b.nstacks))
-	dst = append(dst, b.stacks...)
 	dst = binary.AppendUvarint(dst, uint64(len(b.groups)))
 	// Groups come in the order of their first samples, mostly from few
 	// threads: pids, tids and first times are stored as differences.

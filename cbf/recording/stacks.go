@@ -1,0 +1,284 @@
+package recording
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"slices"
+
+	"github.com/sprof/sprof/cbf"
+)
+
+// Stacks are stored once per recording, not once per batch: a profiler
+// sees the same hot stacks second after second, and stacks that differ
+// share their outer frames (main, the request loop, the runtime's
+// scheduler). Each entry of the recording's stack table is therefore a
+// parent entry, a number of the parent's leaf-side frames to drop, and the
+// new leaf-side frames as one CBF record; see cbf/FORMAT.md §5.
+
+// Limits of a stack table, so that a reader's memory stays bounded whatever
+// a file says. The writer starts a new table well before them.
+const (
+	// maxStackFrames caps the frames of one assembled stack.
+	maxStackFrames = cbf.DefaultMaxFrames
+	// maxTableFrames caps the frames stored in a table, all entries
+	// together (8 bytes each).
+	maxTableFrames = 1 << 22
+	// writerTableFrames is where the writer starts a new table, so a
+	// recording running for weeks does not grow its memory for ever.
+	writerTableFrames = 1 << 20
+)
+
+// StackTable is a recording's table of stacks as a reader rebuilds it from
+// the Stacks chunks read so far. A table only grows, until the recording
+// starts a new one (a new StackTable); a stack is named by its index.
+type StackTable struct {
+	entries []stackEntry
+	words   []uint64 // the entries' own frames, leaf first
+}
+
+// stackEntry is one entry: its own frames words[off:off+n], then the
+// frames of entry parent (-1 for none) from index skip on.
+type stackEntry struct {
+	parent    int32
+	skip      int32
+	off, n    int32
+	depth     int32 // frames of the assembled stack
+	truncated bool  // the outermost entry ended with trunc
+}
+
+// Len returns the number of stacks in the table.
+func (t *StackTable) Len() int { return len(t.entries) }
+
+// Stack appends stack i to dst as frames, leaf first: the leaf's exact PC,
+// then return addresses, then a Truncated frame when the walk that took
+// the stack stopped before the outermost frame.
+func (t *StackTable) Stack(dst []cbf.Frame, i int) []cbf.Frame {
+	start := len(dst)
+	skip := int32(0)
+	e := &t.entries[i]
+	for {
+		if skip < e.n {
+			for _, a := range t.words[e.off+skip : e.off+e.n] {
+				dst = append(dst, cbf.Frame{Kind: cbf.RA, Addr: a})
+			}
+			skip = 0
+		} else {
+			skip -= e.n
+		}
+		if e.parent < 0 {
+			break
+		}
+		skip += e.skip
+		e = &t.entries[e.parent]
+	}
+	if len(dst) > start {
+		dst[start].Kind = cbf.PC
+	}
+	if e.truncated {
+		dst = append(dst, cbf.Frame{Kind: cbf.Truncated})
+	}
+	return dst
+}
+
+// parseStacks adds the entries of a Stacks chunk to t, or to a new table
+// when the chunk starts one, and returns the table the chunk's entries went
+// to.
+func parseStacks(p payload, t *StackTable) (*StackTable, error) {
+	off := p.off
+	first, err := p.uvarint("first stack")
+	if err != nil {
+		return t, err
+	}
+	switch {
+	case first == 0 && t.Len() > 0:
+		t = &StackTable{}
+	case first != uint64(t.Len()):
+		return t, p.errorf(off, "first stack", "%d; the table holds %d stacks", first, t.Len())
+	}
+	n, err := p.count("stack count", 4)
+	if err != nil {
+		return t, err
+	}
+	t.entries = slices.Grow(t.entries, n)
+	var frames []cbf.Frame
+	for range n {
+		if frames, err = t.parseEntry(&p, frames[:0]); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+func (t *StackTable) parseEntry(p *payload, frames []cbf.Frame) ([]cbf.Frame, error) {
+	e := stackEntry{parent: -1}
+	off := p.off
+	parent, err := p.uvarint("stack parent")
+	if err != nil {
+		return frames, err
+	}
+	if parent > uint64(len(t.entries)) {
+		return frames, p.errorf(off, "stack parent", "stack %d of %d", parent, len(t.entries))
+	}
+	off = p.off
+	skip, err := p.uvarint("stack skip")
+	if err != nil {
+		return frames, err
+	}
+	if parent > 0 {
+		e.parent = int32(parent - 1)
+		pe := &t.entries[e.parent]
+		if skip > uint64(pe.depth) {
+			return frames, p.errorf(off, "stack skip", "%d of a parent's %d frames", skip, pe.depth)
+		}
+		e.skip, e.depth, e.truncated = int32(skip), pe.depth-int32(skip), pe.truncated
+	} else if skip != 0 {
+		return frames, p.errorf(off, "stack skip", "%d without a parent", skip)
+	}
+	off = p.off
+	frames, n, err := cbf.Decode(frames, p.b[p.off:])
+	if err != nil {
+		var fe *cbf.FormatError
+		if errors.As(err, &fe) {
+			fe.Offset += p.base + int64(off) // a file offset, like every other
+		}
+		return frames, err
+	}
+	p.off += n
+	e.off = int32(len(t.words))
+	for i, f := range frames {
+		switch {
+		case f.Kind == cbf.PC || f.Kind == cbf.RA:
+			t.words = append(t.words, f.Addr)
+		case f.Kind == cbf.Truncated && i == len(frames)-1 && parent == 0:
+			e.truncated = true
+		default:
+			return frames, p.errorf(off, "stack", "%v frame %d in a recording's stack", f.Kind, i)
+		}
+	}
+	e.n = int32(len(t.words)) - e.off
+	e.depth += e.n
+	if e.depth > maxStackFrames || len(t.words) > maxTableFrames {
+		return frames, p.errorf(off, "stack", "%d frames in the stack, %d in the table; limits %d and %d",
+			e.depth, len(t.words), maxStackFrames, maxTableFrames)
+	}
+	t.entries = append(t.entries, e)
+	return frames, nil
+}
+
+// stackDict is the writer's side of the stack table: it finds the entry of
+// a stack, or the longest stack it ends with, by hashes of stack suffixes.
+type stackDict struct {
+	seed maphash.Seed
+	// index maps the hash of every stack suffix the table can express to
+	// an entry and the frames to skip of it.
+	index   map[uint64]suffix
+	entries []stackEntry
+	words   []uint64
+	// defined counts the entries already written; pending holds the
+	// encoded entries after them, for the next Stacks chunk.
+	defined int
+	pending []byte
+	hashes  []uint64 // scratch: suffix hashes of the stack being looked up
+	// maxWords is where the writer starts a new table.
+	maxWords int
+}
+
+type suffix struct{ entry, skip int32 }
+
+func newStackDict() *stackDict {
+	return &stackDict{seed: maphash.MakeSeed(), index: map[uint64]suffix{}, maxWords: writerTableFrames}
+}
+
+// reset forgets every entry; the next Stacks chunk starts a new table.
+func (d *stackDict) reset() {
+	clear(d.index)
+	d.entries, d.words, d.defined, d.pending = d.entries[:0], d.words[:0], 0, d.pending[:0]
+}
+
+// suffixHashes returns h where h[i] is the hash of pcs[i:] and the
+// truncation, computed from the outermost frame in.
+func (d *stackDict) suffixHashes(pcs []uint64, truncated bool) []uint64 {
+	h := slices.Grow(d.hashes[:0], len(pcs)+1)[:len(pcs)+1]
+	h[len(pcs)] = 0x5bd1e995
+	if truncated {
+		h[len(pcs)] = 0x27d4eb2f
+	}
+	var buf [16]byte
+	for i := len(pcs) - 1; i >= 0; i-- {
+		binary.LittleEndian.PutUint64(buf[:], pcs[i])
+		binary.LittleEndian.PutUint64(buf[8:], h[i+1])
+		h[i] = maphash.Bytes(d.seed, buf[:])
+	}
+	d.hashes = h
+	return h
+}
+
+// matches reports whether the stack of entry e without its first skip
+// frames is pcs with the given truncation.
+func (d *stackDict) matches(s suffix, pcs []uint64, truncated bool) bool {
+	e := &d.entries[s.entry]
+	if e.depth-s.skip != int32(len(pcs)) || e.truncated != truncated {
+		return false
+	}
+	skip := s.skip
+	for {
+		if skip < e.n {
+			own := d.words[e.off+skip : e.off+e.n]
+			if !slices.Equal(own, pcs[:len(own)]) {
+				return false
+			}
+			pcs, skip = pcs[len(own):], 0
+		} else {
+			skip -= e.n
+		}
+		if e.parent < 0 {
+			return len(pcs) == 0
+		}
+		skip += e.skip
+		e = &d.entries[e.parent]
+	}
+}
+
+// stack returns the index of the entry holding pcs, adding one (and
+// encoding it for the next chunk) when there is none.
+func (d *stackDict) stack(pcs []uint64, truncated bool) int32 {
+	h := d.suffixHashes(pcs, truncated)
+	// The longest suffix the table holds, the whole stack at best.
+	at, found := len(pcs), suffix{entry: -1}
+	for i := range len(pcs) + 1 {
+		if s, ok := d.index[h[i]]; ok && d.matches(s, pcs[i:], truncated) {
+			at, found = i, s
+			break
+		}
+	}
+	if at == 0 && found.entry >= 0 && found.skip == 0 {
+		return found.entry
+	}
+	id := int32(len(d.entries))
+	e := stackEntry{parent: found.entry, skip: found.skip, off: int32(len(d.words)), n: int32(at), depth: int32(len(pcs)), truncated: truncated}
+	d.words = append(d.words, pcs[:at]...)
+	d.entries = append(d.entries, e)
+	d.index[h[0]] = suffix{entry: id}
+	for i := 1; i < at; i++ {
+		d.index[h[i]] = suffix{entry: id, skip: int32(i)}
+	}
+	d.pending = binary.AppendUvarint(d.pending, uint64(found.entry+1))
+	d.pending = binary.AppendUvarint(d.pending, uint64(found.skip))
+	d.pending = cbf.AppendStack(d.pending, cbf.Word64, pcs[:at], truncated && found.entry < 0)
+	return id
+}
+
+// appendPayload encodes the entries added since the last call as a Stacks
+// chunk's payload; ok is false when there are none.
+func (d *stackDict) appendPayload(dst []byte) (_ []byte, ok bool) {
+	n := len(d.entries) - d.defined
+	if n == 0 {
+		return dst, false
+	}
+	dst = binary.AppendUvarint(dst, uint64(d.defined))
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = append(dst, d.pending...)
+	d.defined, d.pending = len(d.entries), d.pending[:0]
+	return dst, true
+}
