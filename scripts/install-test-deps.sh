@@ -8,9 +8,10 @@
 #   linux-perf         perf, the oracle for stack-unwinding accuracy
 #   debuginfod         a real debuginfod server for the client tests
 #   chromium           renders flame-graph SVGs headless for the screenshot test
+#   libc6-dbg          libc's separate debug file: symbolize's largest oracle test
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu linux-perf debuginfod chromium libbpf-dev"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu linux-perf debuginfod chromium libbpf-dev libc6-dbg"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
