@@ -9,6 +9,7 @@
 #   debuginfod         a real debuginfod server for the client tests
 #   chromium           renders flame-graph SVGs headless for the screenshot test
 #   libc6-dbg          libc's separate debug file: symbolize's largest oracle test
+#   libbpf-dev         the BPF helper headers make check-generate compiles with
 set -eu
 
 want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu linux-perf debuginfod chromium libbpf-dev libc6-dbg"
