@@ -62,6 +62,9 @@ type Options struct {
 	// through /proc alone, which misses processes that exit between two
 	// drains.
 	NoSideband bool
+	// Sink, when not nil, receives every sample and process change as
+	// they are drained, for a recording to symbolize later (see Sink).
+	Sink Sink
 	// SidebandPages is the size in pages of each CPU's side-band ring;
 	// 0 means perfring.DefaultPages.
 	SidebandPages int
@@ -129,6 +132,7 @@ type Collector struct {
 
 	// sampled holds the processes (image.process) that had samples.
 	sampled    map[uint32]struct{}
+	sink       *sinkState
 	start, end time.Time
 	stats      Stats
 }
@@ -136,6 +140,7 @@ type Collector struct {
 // pending is a sample copied out of the sampler's ring.
 type pending struct {
 	time         uint64
+	cpu          uint32
 	key          stackKey
 	user, kernel span
 	copy         stackCopy
@@ -185,6 +190,7 @@ func New(opts Options) (*Collector, error) {
 		start:    time.Now(),
 	}
 	c.copySampleFn, c.copyRecordFn = c.copySample, c.copyRecord
+	c.sink = newSinkState(opts.Sink)
 	if c.interval <= 0 {
 		c.interval = DefaultInterval
 	}
@@ -305,7 +311,7 @@ func (c *Collector) drain(src Source, final bool) error {
 	}
 	c.applyUntil(cut)
 	c.events = append(c.events[:0], c.events[c.next:]...)
-
+	errs = append(errs, c.sink.tick())
 	return errors.Join(errs...)
 }
 
@@ -332,7 +338,7 @@ func monotonicNow() uint64 {
 }
 
 func (c *Collector) copySample(s *Sample) {
-	p := pending{time: s.Time, key: stackKey{pid: s.Pid, tid: s.Tid, comm: s.Comm, truncated: s.UserTruncated}}
+	p := pending{time: s.Time, cpu: s.CPU, key: stackKey{pid: s.Pid, tid: s.Tid, comm: s.Comm, truncated: s.UserTruncated}}
 	c.arena, p.user = appendSpan(c.arena, s.User)
 	c.arena, p.kernel = appendSpan(c.arena, s.Kernel)
 	if c.unw != nil {
@@ -404,6 +410,7 @@ func (c *Collector) apply(e *event) {
 		}
 	case eventExit:
 		c.table.exit(e.pid, e.tid, e.time)
+		c.note(c.sink.exit(e))
 		if c.unw != nil && e.pid == e.tid {
 			c.unw.exited(e.pid)
 		}
@@ -417,6 +424,9 @@ func (c *Collector) add(p *pending) {
 	}
 	c.stats.Samples++
 	user, kernel := p.user.of(c.arena), p.kernel.of(c.arena)
+	if c.sink != nil { // with the stacks and mappings add settles on
+		defer func() { c.note(c.sink.sample(p, user, kernel)) }()
+	}
 	img := c.table.forSample(p.key.pid, p.time)
 	p.key.set = c.table.none
 	if img != nil {

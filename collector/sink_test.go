@@ -1,0 +1,79 @@
+package collector
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// logSink writes down what a Sink is told, times as offsets from the
+// first call's.
+type logSink struct {
+	log   []string
+	first time.Time
+	ticks int
+}
+
+func (l *logSink) at(t time.Time) time.Duration {
+	if l.first.IsZero() {
+		l.first = t
+	}
+	return t.Sub(l.first)
+}
+
+func (l *logSink) Process(t time.Time, pid uint32, comm string, maps []Mapping) error {
+	l.log = append(l.log, fmt.Sprintf("%v process %d %s %v", l.at(t), pid, comm, maps))
+	return nil
+}
+
+func (l *logSink) Exit(t time.Time, pid uint32) error {
+	l.log = append(l.log, fmt.Sprintf("%v exit %d", l.at(t), pid))
+	return nil
+}
+
+func (l *logSink) Sample(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, truncated bool) error {
+	l.log = append(l.log, fmt.Sprintf("%v sample %d/%d cpu%d %s %x %x %v", l.at(t), pid, tid, cpu, comm, user, kernel, truncated))
+	return nil
+}
+
+func (l *logSink) Tick() error { l.ticks++; return nil }
+
+// TestSink checks that a Sink gets the samples in time order, each
+// process's mappings before the samples taken under them, a new record when
+// they change, and exits.
+func TestSink(t *testing.T) {
+	sink := &logSink{}
+	c, err := New(Options{Frequency: 99, ProcRoot: t.TempDir(), NoSideband: true, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.events = []event{
+		mmapEvent(1000, 10, 0x1000, 0x3000, 0x4000, "/app", []byte{0xaa}),
+		mmapEvent(5000, 10, 0x8000, 0x9000, 0, "/lib.so", nil),
+		{time: 7000, kind: eventExit, pid: 10, tid: 10},
+	}
+	src := &fakeSource{}
+	src.add(10, 4000, 0x1000, 0x2000) // out of order: drained in time order
+	src.add(10, 2000, 0x1000)
+	src.add(10, 6000, 0x8000, 0x2000)
+	src.samples[2].CPU, src.samples[2].Kernel, src.samples[2].UserTruncated = 1, []uint64{0xffffffff81000000}, true
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"0s process 10 p10 [{4096 12288 16384 /app aa}]",
+		"0s sample 10/10 cpu0 p10 [1000] [] false",
+		"2µs sample 10/10 cpu0 p10 [1000 2000] [] false",
+		"4µs process 10 p10 [{4096 12288 16384 /app aa} {32768 36864 0 /lib.so }]",
+		"4µs sample 10/10 cpu1 p10 [8000 2000] [ffffffff81000000] true",
+		"5µs exit 10",
+	}
+	if !slices.Equal(sink.log, want) {
+		t.Errorf("sink was told\n%q\nwant\n%q", sink.log, want)
+	}
+	if sink.ticks != 1 {
+		t.Errorf("%d ticks after one drain", sink.ticks)
+	}
+}
