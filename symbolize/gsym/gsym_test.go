@@ -212,3 +212,20 @@ func TestNotFound(t *testing.T) {
 		t.Errorf("lookup(0) = %v", err)
 	}
 }
+
+func TestClosed(t *testing.T) {
+	r, err := Open(filepath.Join(fixtures, "cinline.llvm.gsym"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := r.Address(0)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Lookup(a); !errors.Is(err, ErrNotFound) {
+		t.Errorf("lookup after Close: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

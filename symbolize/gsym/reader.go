@@ -104,13 +104,17 @@ func Open(path string) (*Reader, error) {
 	return r, nil
 }
 
-// Close releases the file mapping; results' strings become invalid.
+// Close releases the file mapping; results' strings become invalid. It
+// must not run concurrently with lookups; lookups after it find nothing.
 func (r *Reader) Close() error {
 	if r.unmap == nil {
 		return nil
 	}
 	err := r.unmap()
-	r.unmap, r.data = nil, nil
+	r.unmap, r.data, r.addrOffs, r.infoOffs, r.files, r.strtab = nil, nil, nil, nil, nil, nil
+	r.hdr.NumAddresses, r.numFiles, r.infoEnd = 0, 0, 0
+	r.cache = newRecordCache(0)
+	r.fileStrs = nil
 	return err
 }
 
@@ -184,7 +188,7 @@ func (r *Reader) parseV1(x *extractor) error {
 	if uuidSize > maxUUIDV1 {
 		return formatErr(7, "UUIDSize", "invalid UUID size %d", uuidSize)
 	}
-	h.UUID = uuid[:uuidSize]
+	h.UUID = bytes.Clone(uuid[:uuidSize])
 	r.strp = 4
 	n := uint64(h.NumAddresses)
 	off := align(headerV1Size, uint64(h.AddrOffSize))
@@ -273,7 +277,7 @@ func (r *Reader) parseV2(x *extractor) error {
 		return formatErr(sectOff[gdAddrInfoOffsets], "AddrInfoOffsets", "size %d is not %d offsets of 8 bytes", len(sect[gdAddrInfoOffsets]), n)
 	}
 	r.addrOffs, r.infoOffs = sect[gdAddrOffsets], sect[gdAddrInfoOffsets]
-	h.UUID = sect[gdUUID]
+	h.UUID = bytes.Clone(sect[gdUUID])
 	r.strtab = sect[gdStringTable]
 	h.StrtabOffset, h.StrtabSize = sectOff[gdStringTable], uint64(len(r.strtab))
 	r.infoBase = sectOff[gdFunctionInfo]
