@@ -140,10 +140,12 @@ func (in *Interpreter) cached(c *CIE) bool {
 
 // run is the state of one Rows call.
 type run struct {
-	in      *Interpreter
-	f       *FDE
-	cur     Row
-	initial *Row // after the CIE's instructions; nil while running them
+	in  *Interpreter
+	f   *FDE
+	cur Row
+	// initial is the state after the CIE's instructions, once inFDE.
+	initial Row
+	inFDE   bool
 	depth   int
 	done    bool // reached the FDE's end: later instructions never apply
 }
@@ -202,8 +204,7 @@ func (in *Interpreter) Rows(f *FDE) ([]Row, error) {
 	if err := st.runCIE(); err != nil {
 		return nil, err
 	}
-	initial := st.cur
-	st.initial = &initial
+	st.initial, st.inFDE = st.cur, true
 	if !st.done {
 		if err := st.exec(f.Instructions, f.InstructionsOff); err != nil {
 			return nil, err
@@ -273,7 +274,7 @@ func (st *run) step(r *reader) error {
 	case opNop:
 		return nil
 	case opSetLoc:
-		if st.initial == nil {
+		if !st.inFDE {
 			return formatErr(at, "DW_CFA_set_loc", "in a CIE's initial instructions")
 		}
 		enc := c.FDEEncoding
@@ -441,7 +442,7 @@ func (st *run) set(reg uint64, rule Rule) {
 }
 
 func (st *run) restore(at, reg uint64) error {
-	if st.initial == nil {
+	if !st.inFDE {
 		return formatErr(at, "DW_CFA_restore", "in a CIE's initial instructions")
 	}
 	for i, t := range st.in.Track {

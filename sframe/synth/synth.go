@@ -123,6 +123,9 @@ type synthesizer struct {
 	regs  regs
 	in    cfi.Interpreter
 	funcs []sframe.Function
+	// rows holds the rows of every function: each function's Rows is
+	// a full slice of it, so appending never changes one.
+	rows  []sframe.Row
 	stats Stats
 }
 
@@ -259,7 +262,11 @@ func (s *synthesizer) badFDE(f *cfi.FDE, err error) {
 type builder struct {
 	s   *synthesizer
 	fde *cfi.FDE
-	cur *sframe.Function // the function being built, or nil
+	// cur is the function being built, if open; its rows are
+	// s.rows[first:].
+	cur   sframe.Function
+	open  bool
+	first int
 }
 
 // row adds the CFI row r, which applies up to end.
@@ -277,24 +284,27 @@ func (b *builder) row(r *cfi.Row, end uint64) {
 		b.close(r.Start)
 		return
 	}
-	if b.cur == nil {
-		b.cur = &sframe.Function{Start: r.Start, PACKeyB: b.fde.CIE.PACKeyB, Signal: b.fde.CIE.SignalFrame}
+	if !b.open {
+		b.cur = sframe.Function{Start: r.Start, PACKeyB: b.fde.CIE.PACKeyB, Signal: b.fde.CIE.SignalFrame}
+		b.open, b.first = true, len(s.rows)
 	}
 	sr.Start = uint32(r.Start - b.cur.Start)
-	if n := len(b.cur.Rows); n > 0 && sameRule(&b.cur.Rows[n-1], &sr) {
+	if n := len(s.rows); n > b.first && sameRule(&s.rows[n-1], &sr) {
 		return
 	}
-	b.cur.Rows = append(b.cur.Rows, sr)
+	s.rows = append(s.rows, sr)
 }
 
 // close ends the function being built at end.
 func (b *builder) close(end uint64) {
-	if b.cur == nil {
+	if !b.open {
 		return
 	}
+	rows := b.s.rows
 	b.cur.Size = uint32(end - b.cur.Start)
-	b.s.add(*b.cur)
-	b.cur = nil
+	b.cur.Rows = rows[b.first:len(rows):len(rows)]
+	b.s.add(b.cur)
+	b.open = false
 }
 
 func (s *synthesizer) add(f sframe.Function) {
