@@ -12,7 +12,7 @@
 #   libbpf-dev         the BPF helper headers make check-generate compiles with
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu linux-perf debuginfod chromium libbpf-dev libc6-dbg"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
