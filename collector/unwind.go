@@ -385,38 +385,51 @@ func (u *unwinder) infos() []*unwindInfo {
 }
 
 // resolver maps a PC of the sample being unwound to its binary's table
-// and load bias, remembering the last mapping: consecutive frames are
-// mostly in one binary.
+// and load bias. It remembers the mappings it resolved for the sample, a
+// few at most (a stack goes back and forth between a program and its
+// libraries), so that most frames cost no search.
 type resolver struct {
-	u    *unwinder
-	pid  uint32
-	set  *mapSet
-	last *mapping
+	u     *unwinder
+	pid   uint32
+	set   *mapSet
+	seen  [4]resolved
+	nseen int
+}
+
+// resolved is a mapping the resolver found, and what the unwinder needs
+// of it.
+type resolved struct {
+	m    *mapping
 	info *unwindInfo
-	m    sframe.Mapping
+	sm   sframe.Mapping
 }
 
 func (r *resolver) reset(pid uint32, set *mapSet) {
-	r.pid, r.set, r.last, r.info = pid, set, nil, nil
+	r.pid, r.set, r.nseen = pid, set, 0
 	r.u.nsteps = 0
 }
 
 func (r *resolver) Resolve(pc uint64) (sframe.Mapping, bool) {
 	u := r.u
-	if r.last == nil || pc < r.last.start || pc >= r.last.limit {
-		m := r.set.find(pc)
-		if m == nil {
-			u.record(nil, pc, 0)
-			return sframe.Mapping{}, false
+	for i := range r.seen[:min(r.nseen, len(r.seen))] {
+		if s := &r.seen[i]; pc >= s.m.start && pc < s.m.limit {
+			u.record(s.info, pc, s.sm.Bias)
+			return s.sm, true
 		}
-		in := u.info(m)
-		u.classify(in, r.pid, m)
-		u.ensureTable(in, r.pid, m)
-		r.last, r.info = m, in
-		r.m = sframe.Mapping{Table: in.table, Bias: in.bias(m), FramePointers: in.framePointers}
 	}
-	u.record(r.info, pc, r.m.Bias)
-	return r.m, true
+	m := r.set.find(pc)
+	if m == nil {
+		u.record(nil, pc, 0)
+		return sframe.Mapping{}, false
+	}
+	in := u.info(m)
+	u.classify(in, r.pid, m)
+	u.ensureTable(in, r.pid, m)
+	s := &r.seen[r.nseen%len(r.seen)]
+	r.nseen++
+	*s = resolved{m, in, sframe.Mapping{Table: in.table, Bias: in.bias(m), FramePointers: in.framePointers}}
+	u.record(in, pc, s.sm.Bias)
+	return s.sm, true
 }
 
 func (u *unwinder) record(in *unwindInfo, pc, bias uint64) {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +108,23 @@ func Share(p *stacks.Profile, pid uint32, fixture string) (float64, int64, map[s
 		return 0, 0, bad
 	}
 	return float64(good) / float64(all), all, bad
+}
+
+// ReachMain returns the fraction of the samples of pid in p whose user
+// stack holds the fixture's main, the measure compared with perf's.
+func ReachMain(p *stacks.Profile, pid uint32, fixture string) float64 {
+	var good, all int64
+	for _, s := range p.Samples {
+		if s.Pid != pid {
+			continue
+		}
+		all += s.Count
+		if slices.Contains(strings.Fields(Chain(s, fixture)), "main") {
+			good += s.Count
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return float64(good) / float64(all)
 }

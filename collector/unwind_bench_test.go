@@ -1,0 +1,93 @@
+package collector
+
+import (
+	"encoding/binary"
+	"runtime"
+	"testing"
+
+	"github.com/sprof/sprof/sframe"
+)
+
+// benchStack builds a process with two binaries of nfuncs functions each
+// (3 rows a function, like a prologue, body and epilogue) and a stack
+// copy of depth frames whose functions alternate between the two
+// binaries every other frame, as in a program calling a library that
+// calls back; a return address of 0 ends the unwind, as at _start.
+func benchStack(b *testing.B, depth int) (*unwinder, *mapSet, stackCopy) {
+	const nfuncs, fsize = 3000, 256
+	u := newUnwinder(newFiles("/proc"), 0, false)
+	set := &mapSet{}
+	sp := uint64(0x7ffc_0000_0000)
+	var stack []byte
+	type bin struct {
+		start uint64
+		info  *unwindInfo
+	}
+	var bins [2]bin
+	for i := range bins {
+		funcs := make([]sframe.Function, nfuncs)
+		for j := range funcs {
+			// Frame sizes from 16 to 136 bytes.
+			off := int32(16 + 8*(j%16))
+			funcs[j] = sframe.Function{Start: 0x1000 + uint64(j)*fsize, Size: fsize, Rows: []sframe.Row{
+				{Start: 0, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 7, Off: 8}, RA: sframe.Loc{Kind: sframe.LocCFA, Deref: true, Off: -8}, FP: sframe.Loc{Kind: sframe.LocSame}},
+				{Start: 8, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 7, Off: off}, RA: sframe.Loc{Kind: sframe.LocCFA, Deref: true, Off: -8}, FP: sframe.Loc{Kind: sframe.LocSame}},
+				{Start: fsize - 8, CFA: sframe.Loc{Kind: sframe.LocReg, Reg: 7, Off: 8}, RA: sframe.Loc{Kind: sframe.LocCFA, Deref: true, Off: -8}, FP: sframe.Loc{Kind: sframe.LocSame}},
+			}}
+		}
+		t, err := sframe.NewTable(sframe.ABIAMD64LE, funcs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := uint64(0x5555_0000_0000) + uint64(i)<<32
+		f := &binaryFile{name: []string{"/bin/app", "/lib/libc.so.6"}[i], buildID: []string{"aa", "bb"}[i]}
+		set.insert(mapping{start: start, limit: start + 0x1000 + nfuncs*fsize, offset: 0x1000, bin: f})
+		in := u.info(&set.maps[len(set.maps)-1])
+		in.classified, in.readable, in.built = true, true, true
+		in.table, in.kind = t, MethodEHFrame
+		in.loads = []load{{off: 0x1000, vaddr: 0x1000, filesz: nfuncs * fsize}}
+		bins[i] = bin{start, in}
+	}
+	// Frame k runs function k of binary k%2 at its body row.
+	pcOf := func(k int) uint64 {
+		if k == depth {
+			return 0
+		}
+		return bins[k%2].start + 0x1000 + uint64(k)*fsize + 16
+	}
+	regs := sframe.Regs{PC: pcOf(0), SP: sp}
+	for k := 0; k < depth; k++ {
+		size := 16 + 8*(k%16)
+		frame := make([]byte, size)
+		binary.LittleEndian.PutUint64(frame[size-8:], pcOf(k+1))
+		stack = append(stack, frame...)
+	}
+	u.stack = stack
+	return u, set, stackCopy{regs: regs, n: len(stack)}
+}
+
+// BenchmarkUnwind measures the userspace cost of a sample with a stack
+// copy: unwinding 32 frames over two binaries' tables and counting them.
+func BenchmarkUnwind(b *testing.B) {
+	const depth = 32
+	u, set, c := benchStack(b, depth)
+	us, stop := u.unwind(1, set, &c)
+	if len(us) != depth || stop != sframe.StopOutermost {
+		b.Fatalf("%d frames, stop %v; want %d, outermost", len(us), stop, depth)
+	}
+	// CPU time as well as wall time: on a loaded host the wall clock
+	// also counts the time the thread waited for a CPU.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	b.ResetTimer()
+	began := threadCPU()
+	for b.Loop() {
+		us, stop := u.unwind(1, set, &c)
+		u.account(set, us, stop, nil)
+	}
+	cpu := float64((threadCPU() - began).Nanoseconds()) / float64(b.N)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/sample")
+	b.ReportMetric(cpu, "cpu-ns/sample")
+	b.ReportMetric(cpu/depth, "cpu-ns/frame")
+}
