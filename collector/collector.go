@@ -227,7 +227,7 @@ func (c *Collector) Close() error {
 
 // Run drains src every Interval until ctx is done or exited is closed
 // (for a profiled command; nil if none), drains once more, and returns the
-// profile and the recording's statistics. Errors while draining are
+// profile (nil with a Sink) and the recording's statistics. Errors while draining are
 // counted in Stats and do not stop the recording. It closes the Collector.
 func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{}) (*stacks.Profile, Stats, error) {
 	defer c.Close()
@@ -251,6 +251,9 @@ loop:
 		return nil, c.Stats(), fmt.Errorf("read lost sample count: %w", err)
 	}
 	c.stats.Lost = lost
+	if c.sink != nil { // a recording, symbolized later: no profile now
+		return nil, c.Stats(), nil
+	}
 	p := c.Profile()
 	return p, c.Stats(), nil
 }

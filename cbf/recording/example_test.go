@@ -23,7 +23,7 @@ func Example() {
 	images, _ := cbf.NewImageMap("", cbf.Word64, []cbf.Image{
 		{Path: "/usr/bin/app", BuildID: []byte{0xab, 0xcd}, Base: 0x401000, EndOfText: 0x480000, TextOffset: 0x1000},
 	})
-	w.Process(42, "app", images)
+	w.Process(start, 42, "app", images)
 	user := []uint64{0x401234, 0x401100, 0x401085} // leaf first
 	for i := range 3 {
 		w.Sample(start.Add(time.Duration(i)*10*time.Millisecond), 42, 42, 0, "app", user, nil, 0, 1)

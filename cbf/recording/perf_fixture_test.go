@@ -111,7 +111,7 @@ func (c *perfConverter) sample(cpu, pid, tid int, t int64, chain []uint64) {
 		c.wroteKrn = true
 	}
 	if c.dirty[pid] {
-		c.w.Process(uint32(pid), c.comms[pid], c.imageMap(c.maps[pid]))
+		c.w.Process(c.clock.t, uint32(pid), c.comms[pid], c.imageMap(c.maps[pid]))
 		c.dirty[pid] = false
 	}
 	var user, kernel []uint64

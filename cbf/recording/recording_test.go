@@ -102,7 +102,7 @@ func writeRecording(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	for pid := uint32(100); pid < 103; pid++ {
-		if err := w.Process(pid, "app", testMap(t, 0x400000)); err != nil {
+		if err := w.Process(clock.now(), pid, "app", testMap(t, 0x400000)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,7 +110,7 @@ func writeRecording(t testing.TB) []byte {
 		clock.t = clock.at(s.t)
 		if i == 150 {
 			w.Lost(7)
-			if err := w.Exit(102); err != nil {
+			if err := w.Exit(clock.now(), 102); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -426,7 +426,7 @@ func TestWriteErrorSticks(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Sample(clock.now(), 1, 1, 0, "a", []uint64{1, 2, 3}, nil, 0, 1)
-	w.Process(1, "a", testMap(t, 0x400000))
+	w.Process(clock.now(), 1, "a", testMap(t, 0x400000))
 	if err := w.Flush(); err == nil {
 		t.Fatal("Flush succeeded on a full disk")
 	}

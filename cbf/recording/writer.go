@@ -98,35 +98,34 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 func (w *Writer) Start() time.Time { return w.start }
 
 // Process records that process pid (named comm) has the images of m from
-// now on. Call it when a process is first seen and again whenever its
-// mappings change (exec, dlopen); a reader applies each record to the
+// time t on. Call it when a process is first seen and again whenever its
+// mappings change (exec, dlopen), with the time of the first sample taken
+// under the new mappings or earlier; a reader applies each record to the
 // samples of pid from its time until the next record. m should have an
 // empty platform: the header describes the host once.
-func (w *Writer) Process(pid uint32, comm string, m *cbf.ImageMap) error {
-	return w.addProcess(Process{PID: pid, Comm: comm, Map: m})
+func (w *Writer) Process(t time.Time, pid uint32, comm string, m *cbf.ImageMap) error {
+	return w.addProcess(Process{Time: t.Sub(w.start), PID: pid, Comm: comm, Map: m})
 }
 
 // Kernel records the image map of the kernel and its modules, which kernel
-// stacks of every process refer to.
+// stacks of every process refer to, from the start of the recording.
 func (w *Writer) Kernel(m *cbf.ImageMap) error {
 	return w.addProcess(Process{Kernel: true, Comm: "[kernel]", Map: m})
 }
 
-// Exit records that process pid is gone, so a reader does not apply its
-// image map to a later process that reuses the PID.
-func (w *Writer) Exit(pid uint32) error {
-	return w.addProcess(Process{PID: pid, Exited: true})
+// Exit records that process pid is gone at time t, so a reader does not
+// apply its image map to a later process that reuses the PID.
+func (w *Writer) Exit(t time.Time, pid uint32) error {
+	return w.addProcess(Process{Time: t.Sub(w.start), PID: pid, Exited: true})
 }
 
 func (w *Writer) addProcess(pr Process) error {
 	if w.err != nil {
 		return w.err
 	}
-	now := w.opts.Clock()
-	pr.Time = now.Sub(w.start)
 	w.procs = pr.appendRecord(w.procs, &w.maps)
 	w.nprocs++
-	return w.tick(now)
+	return w.tick(w.opts.Clock())
 }
 
 // Sample adds one sample taken at t on cpu in thread tid of process pid,

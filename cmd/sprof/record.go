@@ -30,7 +30,9 @@ Examples:
 The output format follows the file's extension unless --format says
 otherwise: .pb.gz, .pprof, .pb (pprof, for go tool pprof and Pyroscope);
 .folded, .txt (folded stacks); .svg (interactive flame graph);
-.speedscope.json (speedscope).
+.speedscope.json (speedscope); .sprof (a recording of the raw samples and
+the processes' image maps, readable even if sprof is killed; 'sprof report'
+symbolizes it later, into any of the other formats).
 `
 
 // recordOptions is the parsed command line of `sprof record`.
@@ -104,12 +106,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 		return nil, usagef("--output must name a file")
 	}
 	var err error
-	if *format != "" {
-		o.format, err = exporters.ParseFormat(*format)
-	} else {
-		o.format, err = exporters.FormatFromPath(o.output)
-	}
-	if err != nil {
+	if o.format, err = outputFormat(o.output, *format); err != nil {
 		return nil, &usageError{err.Error()}
 	}
 	return o, nil
@@ -145,7 +142,7 @@ func maxSampleRate() (int, error) {
 
 func formatNames() string {
 	var names []string
-	for _, f := range exporters.Formats() {
+	for _, f := range append(exporters.Formats(), formatRecording) {
 		names = append(names, string(f))
 	}
 	return strings.Join(names, ", ")

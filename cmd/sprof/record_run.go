@@ -32,12 +32,20 @@ func runRecord(e *env, args []string) error {
 		}
 	}
 	// Open the output first: a path that cannot be written is better
-	// reported before the recording than after it.
-	out, err := createAtomic(o.output)
+	// reported before the recording than after it. A .sprof recording is
+	// written as the samples come (see recordingFile), a profile at the end.
+	var out *atomicFile
+	var rec *recordingFile
+	if o.format == formatRecording {
+		rec, err = createRecording(o.output, o.frequency)
+	} else {
+		out, err = createAtomic(o.output)
+	}
 	if err != nil {
 		return err
 	}
 	defer out.abort()
+	defer rec.abort()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -68,6 +76,9 @@ func runRecord(e *env, args []string) error {
 	}
 	if kernel != nil {
 		opts.Kernel = kernel
+	}
+	if rec != nil {
+		opts.Sink = rec
 	}
 	col, err := collector.New(opts)
 	if err != nil {
@@ -117,10 +128,14 @@ func runRecord(e *env, args []string) error {
 	bpfStats, bpfErr := sampler.Stats()
 	sampler.Close()
 
-	if err := exporters.Write(out, prof, o.format, exporters.Options{}); err != nil {
-		return fmt.Errorf("write %s: %w", o.output, err)
+	if rec != nil {
+		err = rec.close(stats.Lost)
+	} else if err = exporters.Write(out, prof, o.format, exporters.Options{}); err != nil {
+		err = fmt.Errorf("write %s: %w", o.output, err)
+	} else {
+		err = out.commit()
 	}
-	if err := out.commit(); err != nil {
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "sprof: recorded %.1fs, %d samples, %d lost, %d processes; wrote %s (%s)\n",
@@ -240,7 +255,7 @@ func (f *atomicFile) commit() error {
 
 // abort removes the temporary file unless commit has run.
 func (f *atomicFile) abort() {
-	if f.File != nil {
+	if f != nil && f.File != nil {
 		f.Close()
 		os.Remove(f.Name())
 	}

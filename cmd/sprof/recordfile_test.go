@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/cbf/recording"
+	"github.com/sprof/sprof/internal/testenv"
+)
+
+// buildSprof builds the sprof binary for tests that run it as a process.
+func buildSprof(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sprof")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build sprof: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestRecordingSurvivesKill records the host with the real binary while a
+// program spins, kills sprof with SIGKILL, and checks that `sprof info`
+// reads the file up to the last second before the kill.
+func TestRecordingSurvivesKill(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin := buildSprof(t)
+	spin := exec.Command("../../testdata/e2e/spin", "10")
+	if err := spin.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { spin.Process.Kill(); spin.Wait() }()
+
+	out := filepath.Join(t.TempDir(), "x.sprof")
+	ready := make(chan struct{})
+	stderr := &startWatch{ready: ready}
+	sprof := exec.Command(bin, "record", "-F", "499", "-d", "1m", "-o", out)
+	sprof.Stderr = struct{ io.Writer }{stderr} // not its ReadFrom, which would read to the end
+	if err := sprof.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		sprof.Process.Kill()
+		t.Fatalf("sprof did not start sampling: %s", stderr.String())
+	}
+	time.Sleep(3 * time.Second)
+	killed := time.Now()
+	if err := sprof.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	sprof.Wait()
+
+	info, err := exec.Command(bin, "info", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sprof info: %v\n%s", err, info)
+	}
+	t.Logf("sprof info:\n%s", info)
+	if !strings.Contains(string(info), "end           none") && !strings.Contains(string(info), "damaged tail") {
+		t.Errorf("sprof info does not say the recording was cut")
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := recording.Summarize(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := s.Header.Start.Add(s.LastSample)
+	if s.Samples < 500 || killed.Sub(last) > 1500*time.Millisecond {
+		t.Errorf("%d samples, the last %v before the kill; want ≥ 500 and at most a second (plus a drain) old",
+			s.Samples, killed.Sub(last))
+	}
+}
