@@ -27,6 +27,8 @@ var (
 	ErrFrequency = errors.New("bad sampling frequency")
 	// ErrNoPidFilter: AddPid on a Sampler opened without Pids, which samples every process.
 	ErrNoPidFilter = errors.New("sampler has no pid filter")
+	// ErrNoStackCopy: SetCopy on a Sampler opened with Config.StackCopy 0.
+	ErrNoStackCopy = errors.New("sampler copies no stacks")
 )
 
 const (

@@ -11,6 +11,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(makeRecord(0, 0))
 	f.Add(makeRecord(3, 5))
 	f.Add(makeRecord(128, 1024))
+	f.Add(makeCopyRecord(2, 3, []byte("stack")))
+	f.Add(makeCopyRecord(0, 1, make([]byte, 4096)))
 	f.Add(makeRecord(2, 2)[:headerSize+8])
 	f.Add([]byte{1, 0})
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -23,8 +25,9 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		if headerSize+8*(len(s.User)+len(s.Kernel)) > len(raw) {
-			t.Fatalf("%d + %d frames decoded from %d bytes", len(s.Kernel), len(s.User), len(raw))
+		if headerSize+8*(len(s.User)+len(s.Kernel))+len(s.StackCopy) > len(raw) || len(s.StackCopy) > MaxStackCopy {
+			t.Fatalf("%d + %d frames and a %d-byte stack copy decoded from %d bytes",
+				len(s.Kernel), len(s.User), len(s.StackCopy), len(raw))
 		}
 	})
 }

@@ -12,7 +12,10 @@ import (
 	"time"
 )
 
-const fixturePath = "../testdata/bpf/fpwalk"
+const (
+	fixturePath = "../testdata/bpf/fpwalk"
+	nofpPath    = "../testdata/bpf/nofp" // built without frame pointers
+)
 
 // requireBPF skips tests that need root and BPF, or fails them under CI.
 func requireBPF(t testing.TB) {
@@ -38,7 +41,12 @@ func requireFixture(t testing.TB) {
 // startFixture runs the fixture in a mode and kills it when the test ends.
 func startFixture(t testing.TB, args ...string) (*exec.Cmd, io.WriteCloser) {
 	t.Helper()
-	cmd := exec.Command(fixturePath, args...)
+	return startBinary(t, fixturePath, args...)
+}
+
+func startBinary(t testing.TB, path string, args ...string) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command(path, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +79,7 @@ func openSampler(t testing.TB, cfg Config) *Sampler {
 type sampleCopy struct {
 	Sample
 	user, kernel []uint64
+	stack        []byte // StackCopy; nil when the sample has none
 }
 
 // collect reads the sampler every 50 ms for d and returns copies of the
@@ -82,6 +91,9 @@ func collect(t testing.TB, s *Sampler, d time.Duration, keep func(*Sample) bool)
 		if _, err := s.Read(func(x *Sample) {
 			if keep(x) {
 				c := sampleCopy{Sample: *x, user: append([]uint64(nil), x.User...), kernel: append([]uint64(nil), x.Kernel...)}
+				if x.StackCopy != nil {
+					c.stack = append([]byte{}, x.StackCopy...)
+				}
 				out = append(out, c)
 			}
 		}); err != nil {
@@ -108,7 +120,12 @@ type fixtureELF struct {
 
 func loadFixtureELF(t testing.TB) *fixtureELF {
 	t.Helper()
-	f, err := elf.Open(fixturePath)
+	return loadELF(t, fixturePath)
+}
+
+func loadELF(t testing.TB, path string) *fixtureELF {
+	t.Helper()
+	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,21 +8,23 @@ import (
 
 // The record format written by sprof.bpf.c: a sprofSampleHeader, then
 // KernelFrames kernel addresses, then UserFrames user addresses, each a u64
-// in native byte order. The constants mirror the C enums of the same
+// in native byte order, then, with flagStackCopy, StackBytes bytes of the
+// user stack from SP upward. The constants mirror the C enums of the same
 // meaning (BTF does not carry unused enums, so bpf2go cannot generate them);
 // the live tests fail if the two drift.
 const (
-	recordVersion = 1 // RECORD_VERSION
+	recordVersion = 2 // RECORD_VERSION
 
-	flagUserTruncated = 1 << 0 // SAMPLE_USER_TRUNCATED
-	flagLeafReturn    = 1 << 1 // SAMPLE_LEAF_RETURN
+	flagUserTruncated      = 1 << 0 // SAMPLE_USER_TRUNCATED
+	flagLeafReturn         = 1 << 1 // SAMPLE_LEAF_RETURN
+	flagStackCopy          = 1 << 2 // SAMPLE_STACK_COPY
+	flagStackCopyTruncated = 1 << 3 // SAMPLE_STACK_COPY_TRUNCATED
+	flagStackCopyFault     = 1 << 4 // SAMPLE_STACK_COPY_FAULT
 )
 
 const (
 	headerSize = int(unsafe.Sizeof(sprofSampleHeader{}))
-	// maxRecordSize is the largest record the program writes.
-	maxRecordSize = int(unsafe.Sizeof(sprofSampleBuf{}))
-	maxFrames     = len(sprofSampleBuf{}.Frames)
+	maxFrames  = len(sprofSampleBuf{}.Frames)
 )
 
 // Sample is one record from the ring buffer.
@@ -46,6 +48,19 @@ type Sample struct {
 	// the return address from the top of the stack (x86-64) or LR (arm64)
 	// rather than from a frame record.
 	LeafReturn bool
+	// StackCopy holds the user stack from address SP upward, for unwinding
+	// in user space; nil unless the process is marked for copies
+	// (Sampler.SetCopy, Config.CopyAll) and the sample has user registers.
+	// It stops at the end of the thread's stack (then it may be shorter
+	// than Config.StackCopy) and is empty when nothing could be read.
+	StackCopy []byte
+	// StackCopyTruncated says the stack goes on above the copy: it is
+	// deeper than Config.StackCopy, or StackCopyFault.
+	StackCopyTruncated bool
+	// StackCopyFault says reading the stack faulted (a page swapped out,
+	// or a stack whose end the kernel could not look up): the copy is the
+	// longest prefix that could be read, perhaps empty.
+	StackCopyFault bool
 
 	frames []uint64 // backing store for User and Kernel when the record is misaligned
 }
@@ -98,8 +113,17 @@ func (s *Sample) decode(raw []byte) error {
 		return &RecordError{Off: int(unsafe.Offsetof(h.UserFrames)), Field: "frame counts",
 			Msg: fmt.Sprintf("%d kernel + %d user frames exceed %d", nk, nu, maxFrames)}
 	}
-	if need := headerSize + 8*(nk+nu); len(raw) < need {
-		return &RecordError{Off: len(raw), Field: "frames", Msg: fmt.Sprintf("record has %d bytes, %d frames need %d", len(raw), nk+nu, need)}
+	framesEnd := headerSize + 8*(nk+nu)
+	if len(raw) < framesEnd {
+		return &RecordError{Off: len(raw), Field: "frames", Msg: fmt.Sprintf("record has %d bytes, %d frames need %d", len(raw), nk+nu, framesEnd)}
+	}
+	copied := h.Flags&flagStackCopy != 0
+	if nb := int(h.StackBytes); nb > MaxStackCopy || (!copied && nb != 0) {
+		return &RecordError{Off: int(unsafe.Offsetof(h.StackBytes)), Field: "stack bytes",
+			Msg: fmt.Sprintf("%d with stack-copy flag %v (at most %d)", nb, copied, MaxStackCopy)}
+	}
+	if need := framesEnd + int(h.StackBytes); len(raw) < need {
+		return &RecordError{Off: len(raw), Field: "stack copy", Msg: fmt.Sprintf("record has %d bytes, %d-byte stack copy needs %d", len(raw), h.StackBytes, need)}
 	}
 	frames := frameView(raw[headerSize:], nk+nu, &s.frames)
 	s.Time = h.Time
@@ -112,5 +136,11 @@ func (s *Sample) decode(raw []byte) error {
 	s.User = frames[nk:]
 	s.UserTruncated = h.Flags&flagUserTruncated != 0
 	s.LeafReturn = h.Flags&flagLeafReturn != 0
+	s.StackCopy = nil
+	if copied {
+		s.StackCopy = raw[framesEnd : framesEnd+int(h.StackBytes) : framesEnd+int(h.StackBytes)]
+	}
+	s.StackCopyTruncated = h.Flags&flagStackCopyTruncated != 0
+	s.StackCopyFault = h.Flags&flagStackCopyFault != 0
 	return nil
 }

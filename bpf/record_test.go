@@ -1,9 +1,11 @@
 package bpf
 
 import (
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestDecode(t *testing.T) {
@@ -25,9 +27,40 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+func TestDecodeStackCopy(t *testing.T) {
+	stack := []byte("the stack from sp up")
+	for _, tc := range []struct {
+		stack []byte
+		trunc bool
+	}{
+		{nil, false},        // not copied: nil
+		{[]byte{}, true},    // copied, nothing readable: empty
+		{stack, true},       // copied
+		{stack[:3:3], true}, // not a multiple of 8
+	} {
+		var s Sample
+		if err := s.decode(makeCopyRecord(2, 3, tc.stack)); err != nil {
+			t.Fatal(err)
+		}
+		if string(s.StackCopy) != string(tc.stack) || (s.StackCopy == nil) != (tc.stack == nil) ||
+			s.StackCopyTruncated != tc.trunc || s.StackCopyFault || !equal(s.User, []uint64{3, 4, 5}) {
+			t.Fatalf("copy %q: decoded %q (nil %v) truncated %v fault %v user %v",
+				tc.stack, s.StackCopy, s.StackCopy == nil, s.StackCopyTruncated, s.StackCopyFault, s.User)
+		}
+		// A reused Sample forgets the previous copy.
+		if err := s.decode(makeRecord(1, 1)); err != nil || s.StackCopy != nil || s.StackCopyTruncated {
+			t.Fatalf("after a record without a copy: %q, %v (%v)", s.StackCopy, s.StackCopyTruncated, err)
+		}
+	}
+}
+
 func TestDecodeRejects(t *testing.T) {
 	bad := makeRecord(1, 1)
 	bad[0] = 9 // version
+	noFlag := makeCopyRecord(1, 1, make([]byte, 8))
+	noFlag[2] &^= flagStackCopy // flags, low byte
+	huge := makeCopyRecord(0, 1, make([]byte, 8))
+	binary.NativeEndian.PutUint32(huge[unsafe.Offsetof(sprofSampleHeader{}.StackBytes):], MaxStackCopy+1)
 	for _, tc := range []struct {
 		name, field string
 		raw         []byte
@@ -36,6 +69,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown version", "version", bad},
 		{"short frames", "frames", makeRecord(4, 4)[:headerSize+8*7]},
 		{"too many frames", "frame counts", makeRecord(maxFrames, 1)},
+		{"short stack copy", "stack copy", makeCopyRecord(1, 1, make([]byte, 64))[:headerSize+16+63]},
+		{"copy bytes without the flag", "stack bytes", noFlag},
+		{"copy longer than the limit", "stack bytes", huge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Sample
@@ -82,15 +118,18 @@ func TestParseCPUList(t *testing.T) {
 
 func TestRingBufferSize(t *testing.T) {
 	for _, tc := range []struct {
-		hz, cpus, want int
+		hz, cpus, copy, want int
 	}{
-		{99, 2, minRingSize},        // 198 KiB of typical records → the floor
-		{99, 64, 8 << 20},           // 6.2 MiB → next power of two
-		{100000, 4096, maxRingSize}, // capped
+		{99, 2, 0, minRingSize},               // 198 KiB of typical records → the floor
+		{99, 64, 0, 8 << 20},                  // 6.2 MiB → next power of two
+		{99, 2, 16384, 4 << 20},               // 3.3 MiB with 16 KiB stack copies
+		{999, 16, 8192, 256 << 20},            // 141 MiB with 8 KiB copies
+		{999, 64, 16384, maxDefaultRingSize},  // 1.1 GiB: capped
+		{100000, 4096, 0, maxDefaultRingSize}, // capped
 	} {
-		got, err := ringBufferSize(Config{Frequency: tc.hz}, tc.cpus)
+		got, err := ringBufferSize(Config{Frequency: tc.hz, StackCopy: tc.copy}, tc.cpus)
 		if err != nil || got != tc.want {
-			t.Errorf("ringBufferSize(%d Hz, %d CPUs) = %d, %v; want %d", tc.hz, tc.cpus, got, err, tc.want)
+			t.Errorf("ringBufferSize(%d Hz, %d CPUs, %d-byte copies) = %d, %v; want %d", tc.hz, tc.cpus, tc.copy, got, err, tc.want)
 		}
 	}
 }

@@ -23,7 +23,22 @@ type Config struct {
 	IncludeIdle    bool     // also sample the idle task (pid 0)
 	User, Kernel   bool     // which stacks to capture
 	RingBufferSize int      // bytes, power of two ≥ page size; 0 = sized from Frequency × CPUs
+
+	// StackCopy is how many bytes of the user stack above SP each sample of
+	// a process marked by SetCopy carries in Sample.StackCopy, for user
+	// space to unwind code built without frame pointers; 0 never copies.
+	// The copy stops at the end of the thread's stack. At most
+	// MaxStackCopy; needs User.
+	StackCopy int
+	// CopyAll copies the stack of every process, marked or not: for hosts
+	// where most code lacks frame pointers, and for tests.
+	CopyAll bool
 }
+
+// MaxStackCopy is the largest Config.StackCopy, about perf's limit for
+// --call-graph dwarf (65528): enough for the deepest stacks seen in
+// practice, and each copied byte costs time in the sampling interrupt.
+const MaxStackCopy = 1 << 16 // MAX_STACK_COPY
 
 // Stats are the BPF program's run-time statistics since Open.
 type Stats struct {
@@ -31,18 +46,22 @@ type Stats struct {
 }
 
 const (
-	// typicalRecordSize sizes the default ring: a header and ~115 frames.
-	// Most records are smaller, a few are up to maxRecordSize.
+	// typicalRecordSize sizes the default ring: a header and ~115 frames,
+	// plus the stack copy when there is one. Most records are smaller, a
+	// few are up to maxRecordSize plus the copy.
 	typicalRecordSize = 1024
 	// The default ring holds one second of typical records, four drain
-	// periods at the collector's 250 ms, within these bounds.
-	minRingSize = 256 << 10
-	maxRingSize = 1 << 30
+	// periods at the collector's 250 ms, within these bounds. The default
+	// stays below maxDefaultRingSize, locked kernel memory a production
+	// host should not lose unasked; a larger ring must be asked for.
+	minRingSize        = 256 << 10
+	maxDefaultRingSize = 256 << 20
+	maxRingSize        = 1 << 30
 )
 
 // Sampler owns the loaded program, its maps and the perf events that run it.
-// One goroutine reads; AddPid, Lost and Stats may be called from others
-// meanwhile.
+// One goroutine reads; AddPid, SetCopy, Lost and Stats may be called from
+// others meanwhile.
 type Sampler struct {
 	objs       sprofObjects
 	hooks      []link.Link // fork and exit hooks of the pid filter
@@ -50,6 +69,7 @@ type Sampler struct {
 	reader     *ringbuf.Reader
 	stats      io.Closer
 	filterPids bool
+	stackCopy  bool // samples may carry stack copies (Config.StackCopy > 0)
 
 	rec    ringbuf.Record
 	sample Sample
@@ -67,6 +87,15 @@ func Open(cfg Config) (*Sampler, error) {
 	}
 	if cfg.FollowForks && len(cfg.Pids) == 0 {
 		return nil, errors.New("bpf: FollowForks needs Pids to follow")
+	}
+	if cfg.StackCopy < 0 || cfg.StackCopy > MaxStackCopy {
+		return nil, fmt.Errorf("bpf: stack copy of %d bytes; the limit is %d", cfg.StackCopy, MaxStackCopy)
+	}
+	if cfg.StackCopy > 0 && !cfg.User {
+		return nil, errors.New("bpf: StackCopy needs User stacks")
+	}
+	if cfg.CopyAll && cfg.StackCopy == 0 {
+		return nil, errors.New("bpf: CopyAll needs a StackCopy size")
 	}
 	if err := checkPrivileges(); err != nil {
 		return nil, err
@@ -86,7 +115,7 @@ func Open(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 
-	s := &Sampler{filterPids: len(cfg.Pids) > 0}
+	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0}
 	if err := s.load(cfg, ringSize); err != nil {
 		return nil, err
 	}
@@ -104,9 +133,9 @@ func ringBufferSize(cfg Config, cpus int) (int, error) {
 		}
 		return n, nil
 	}
-	want := uint64(cfg.Frequency) * uint64(cpus) * typicalRecordSize
+	want := uint64(cfg.Frequency) * uint64(cpus) * uint64(typicalRecordSize+cfg.StackCopy)
 	size := uint64(1) << bits.Len64(want-1)
-	return int(min(max(size, minRingSize, uint64(page)), maxRingSize)), nil
+	return int(min(max(size, minRingSize, uint64(page)), maxDefaultRingSize)), nil
 }
 
 func (s *Sampler) load(cfg Config, ringSize int) error {
@@ -115,18 +144,33 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		return err
 	}
 	for name, v := range map[string]any{
-		"self_tgid":      uint32(os.Getpid()),
-		"cgroup_id":      cfg.CgroupID,
-		"filter_pids":    s.filterPids,
-		"include_idle":   cfg.IncludeIdle,
-		"capture_user":   cfg.User,
-		"capture_kernel": cfg.Kernel,
+		"self_tgid":       uint32(os.Getpid()),
+		"cgroup_id":       cfg.CgroupID,
+		"filter_pids":     s.filterPids,
+		"include_idle":    cfg.IncludeIdle,
+		"capture_user":    cfg.User,
+		"capture_kernel":  cfg.Kernel,
+		"stack_copy_size": uint32(cfg.StackCopy),
+		"copy_all":        cfg.CopyAll,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("set BPF variable %s: %w", name, err)
 		}
 	}
 	spec.Maps["samples"].MaxEntries = uint32(ringSize)
+	// The scratch record: one per possible CPU, with room for the stack
+	// copy after the largest fixed part. Its BTF type describes only the
+	// fixed part, so it goes.
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("count possible CPUs: %w", err)
+	}
+	scratch := spec.Maps["scratch"]
+	scratch.MaxEntries = uint32(cpus)
+	if cfg.StackCopy > 0 {
+		scratch.ValueSize += uint32(cfg.StackCopy)
+		scratch.Key, scratch.Value = nil, nil
+	}
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			return fmt.Errorf("%w: the kernel refused to load the BPF program (%v); run sprof as root", ErrPermission, err)
@@ -154,7 +198,7 @@ func (s *Sampler) start(cfg Config, cpus []int) error {
 		return fmt.Errorf("enable BPF run-time statistics: %w", err)
 	}
 	s.stats = stats
-	if s.filterPids {
+	if s.filterPids || (s.stackCopy && !cfg.CopyAll) {
 		hooks := []*ebpf.Program{s.objs.ForgetExit}
 		if cfg.FollowForks {
 			hooks = append(hooks, s.objs.FollowFork)
@@ -218,6 +262,28 @@ func (s *Sampler) AddPid(pid uint32) error {
 	}
 	if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("add pid %d to the filter: %w", pid, err)
+	}
+	return nil
+}
+
+// SetCopy marks a process (tgid) for stack copies, or unmarks it: user
+// space knows which processes map code that frame pointers cannot unwind,
+// and only their samples pay for the copy. A mark goes when the process
+// exits; a forked child is not marked until SetCopy says so. It fails with
+// ErrNoStackCopy when Config.StackCopy is 0; with CopyAll, marks change
+// nothing.
+func (s *Sampler) SetCopy(pid uint32, on bool) error {
+	if !s.stackCopy {
+		return fmt.Errorf("mark pid %d for stack copies: %w (opened with Config.StackCopy 0)", pid, ErrNoStackCopy)
+	}
+	if on {
+		if err := s.objs.CopyPids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
+		}
+		return nil
+	}
+	if err := s.objs.CopyPids.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("unmark pid %d for stack copies: %w", pid, err)
 	}
 	return nil
 }

@@ -294,6 +294,10 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Frequency: 99},
 		{Frequency: 99, User: true, FollowForks: true},
+		{Frequency: 99, User: true, StackCopy: -1},
+		{Frequency: 99, User: true, StackCopy: MaxStackCopy + 1},
+		{Frequency: 99, Kernel: true, StackCopy: 4096},
+		{Frequency: 99, User: true, CopyAll: true},
 	} {
 		if _, err := Open(cfg); err == nil {
 			t.Fatalf("Open(%+v) succeeded", cfg)

@@ -4,8 +4,10 @@
 /*
  * sprof's sampler: a perf_event program run by a CPU-clock event on every
  * CPU. Each run that passes the filters sends one record through a ring
- * buffer: who was running, its user registers, its kernel stack and its user
- * stack walked by frame pointers. Aggregation happens in user space.
+ * buffer: who was running, its user registers, its kernel stack, its user
+ * stack walked by frame pointers and, for processes whose code lacks frame
+ * pointers, a copy of the top of the user stack for user space to unwind.
+ * Aggregation happens in user space.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -15,13 +17,16 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /*
- * Record layout. Version 1 is the header below followed by kernel_frames
+ * Record layout. Version 2 is the header below followed by kernel_frames
  * kernel addresses and then user_frames user addresses, all u64, native byte
- * order. A later version may append more after the frames (announced by a
- * flag and a version bump); readers reject versions they do not know.
+ * order, and then, when SAMPLE_STACK_COPY is set, stack_bytes bytes of the
+ * user stack from sp upward. Version 1 had no stack copy and a zero pad word
+ * where stack_bytes is. A later version may append more after these
+ * (announced by a flag and a version bump); readers reject versions they do
+ * not know.
  */
 enum record_version {
-	RECORD_VERSION = 1,
+	RECORD_VERSION = 2,
 };
 
 enum sample_flag {
@@ -34,12 +39,25 @@ enum sample_flag {
 	 * return address, came from the top of the stack (x86-64) or the link
 	 * register (arm64). See leaf_return. */
 	SAMPLE_LEAF_RETURN = 1 << 1,
+	/* The record ends with a copy of the user stack (stack_bytes bytes,
+	 * possibly none). */
+	SAMPLE_STACK_COPY = 1 << 2,
+	/* The copy ends below the stack's end: the stack is deeper than
+	 * stack_copy_size, or a read fault cut it short. */
+	SAMPLE_STACK_COPY_TRUNCATED = 1 << 3,
+	/* Reading the stack faulted (a page not resident, or the bound was a
+	 * guess): the copy is the longest shorter prefix that could be read,
+	 * possibly empty. See copy_stack. */
+	SAMPLE_STACK_COPY_FAULT = 1 << 4,
 };
 
 enum record_limits {
 	MAX_KERNEL_FRAMES = 128,
 	MAX_USER_FRAMES = 1024,
 	MAX_FRAMES = MAX_KERNEL_FRAMES + MAX_USER_FRAMES,
+	/* The loader refuses larger stack_copy_size values; perf's limit for
+	 * --call-graph dwarf is about the same (65528). */
+	MAX_STACK_COPY = 1 << 16,
 };
 
 /* Ancestor levels searched by the cgroup filter. */
@@ -53,7 +71,7 @@ struct sample_header {
 	__u32 pid; /* thread group id */
 	__u32 tid;
 	__u32 cpu;
-	__u32 _pad;
+	__u32 stack_bytes; /* length of the stack copy after the frames */
 	__u64 time; /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
 	__u64 pc;
 	__u64 sp;
@@ -62,6 +80,9 @@ struct sample_header {
 	char comm[16];
 };
 
+/* The record's fixed part. In the scratch buffer it is followed by
+ * stack_copy_size bytes, so that a stack copy placed right after the last
+ * frame always fits. */
 struct sample_buf {
 	struct sample_header hdr;
 	__u64 frames[MAX_FRAMES];
@@ -74,6 +95,10 @@ volatile const bool filter_pids;
 volatile const bool include_idle;
 volatile const bool capture_user;
 volatile const bool capture_kernel;
+/* Bytes of user stack to copy above sp (0: never), and whether to copy for
+ * every process rather than only those in copy_pids. */
+volatile const __u32 stack_copy_size;
+volatile const bool copy_all;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -86,6 +111,16 @@ struct {
 	__type(key, __u32); /* tgid */
 	__type(value, __u8);
 } pids SEC(".maps");
+
+/* Processes whose samples carry a stack copy, marked by user space because
+ * some of their code cannot be unwound by frame pointers. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32); /* tgid */
+	__type(value, __u8);
+} copy_pids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -340,15 +375,23 @@ struct fp_walk {
 	__u16 flags;
 };
 
+/* Followed in the map value by stack_copy_size bytes of room for the copy. */
 struct scratch_value {
-	struct sample_buf rec;
 	struct fp_walk walk;
+	struct sample_buf rec;
 };
 
 /* A record is assembled here and then copied into the ring with its used
- * length only; a ring reservation must have a constant size. */
+ * length only; a ring reservation must have a constant size. One entry per
+ * CPU, indexed by CPU number: a per-CPU array would do, but its values are
+ * limited to 32 KiB and a 16 KiB stack copy comes on top of 9 KiB of
+ * frames. The program cannot run twice at once on one CPU (perf_event
+ * programs do not nest). The loader sets max_entries to the number of
+ * possible CPUs and adds stack_copy_size to value_size (dropping the BTF
+ * value type, which no longer has that size); the verifier reads the frozen
+ * stack_copy_size and checks every access against that size. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct scratch_value);
@@ -404,7 +447,7 @@ static long fp_step(__u64 i, struct walk_ctx *c)
 /* Frame 0 is pc; then the leaf's return address when the frame-pointer
  * register does not name the leaf's record (see leaf_return); then the
  * frame-pointer chain from fp. */
-static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 sp, __u64 fp, __u64 lr)
+static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 sp, __u64 fp, __u64 lr, __u64 end)
 {
 	struct walk_ctx c = {.s = s};
 	struct fp_walk *w = &s->walk;
@@ -416,10 +459,68 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 		put_user_frame(s, ret);
 		w->flags |= SAMPLE_LEAF_RETURN;
 	}
-	w->end = stack_end(sp);
+	w->end = end;
 	w->lo = sp;
 	w->fp = fp;
 	bpf_loop(MAX_USER_FRAMES, fp_step, &c, 0);
+}
+
+/* Shorter copies tried after a fault, halving at 4 KiB boundaries (a
+ * multiple of every page size) down to the rest of sp's page. A fault means
+ * a page in the range is not resident (swapped out) or lies outside the
+ * stack when stack_end had to guess; bpf_probe_read_user then fails whole
+ * and says nothing of where, so the prefix is searched for. Each failed
+ * read costs a page-fault exception; 4 tries bound that. */
+#define COPY_TRIES 4
+#define COPY_GRAIN 4096ULL
+
+static __always_inline __u64 shorter_copy(__u64 sp, __u64 n)
+{
+	__u64 mid = (sp + n / 2) & ~(COPY_GRAIN - 1);
+	__u64 page = ((sp + COPY_GRAIN) & ~(COPY_GRAIN - 1)) - sp;
+
+	if (mid > sp)
+		return mid - sp;
+	return page < n ? page : 0;
+}
+
+/* Appends up to stack_copy_size bytes of the user stack from sp upward,
+ * never past end, right after the frames. Only the used part goes into the
+ * ring. */
+static __always_inline void copy_stack(struct scratch_value *s, __u64 sp, __u64 end)
+{
+	struct fp_walk *w = &s->walk;
+	__u32 at = w->at;
+	__u64 want = end - sp, n;
+	__u8 *dst;
+	int i;
+
+	w->flags |= SAMPLE_STACK_COPY;
+	if (want > stack_copy_size) {
+		want = stack_copy_size;
+		w->flags |= SAMPLE_STACK_COPY_TRUNCATED;
+	}
+	if (at > MAX_FRAMES)
+		return;
+	dst = (__u8 *)&s->rec.frames[at];
+	n = want;
+	for (i = 0; i < COPY_TRIES; i++) {
+		if (n > stack_copy_size) /* for the verifier: shorter_copy only shortens */
+			n = stack_copy_size;
+		if (n == 0 || !bpf_probe_read_user(dst, n, (void *)sp))
+			break;
+		n = shorter_copy(sp, n);
+	}
+	if (i == COPY_TRIES)
+		n = 0;
+	if (n < want)
+		w->flags |= SAMPLE_STACK_COPY_FAULT | SAMPLE_STACK_COPY_TRUNCATED;
+	s->rec.hdr.stack_bytes = n;
+}
+
+static __always_inline bool wants_copy(__u32 tgid)
+{
+	return stack_copy_size && capture_user && (copy_all || bpf_map_lookup_elem(&copy_pids, &tgid));
 }
 
 SEC("perf_event")
@@ -427,7 +528,7 @@ int sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	__u32 zero = 0;
+	__u32 zero = 0, cpu;
 	struct scratch_value *s;
 	struct sample_header *h;
 	struct task_struct *task;
@@ -436,7 +537,8 @@ int sample(struct bpf_perf_event_data *ctx)
 
 	if (!wanted(tgid))
 		return 0;
-	s = bpf_map_lookup_elem(&scratch, &zero);
+	cpu = bpf_get_smp_processor_id();
+	s = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!s)
 		return 0;
 	h = &s->rec.hdr;
@@ -447,8 +549,8 @@ int sample(struct bpf_perf_event_data *ctx)
 	h->version = RECORD_VERSION;
 	h->pid = tgid;
 	h->tid = (__u32)id;
-	h->cpu = bpf_get_smp_processor_id();
-	h->_pad = 0;
+	h->cpu = cpu;
+	h->stack_bytes = 0;
 	h->time = bpf_ktime_get_ns();
 	h->pc = 0;
 	h->sp = 0;
@@ -473,15 +575,20 @@ int sample(struct bpf_perf_event_data *ctx)
 #if defined(__TARGET_ARCH_arm64)
 		h->lr = PT_REGS_RET_CORE(regs);
 #endif
-		if (capture_user && h->pc)
-			walk_user(s, h->pc, h->sp, h->fp, h->lr);
+		if (capture_user && h->pc) {
+			__u64 end = stack_end(h->sp);
+
+			walk_user(s, h->pc, h->sp, h->fp, h->lr, end);
+			if (wants_copy(tgid))
+				copy_stack(s, h->sp, end);
+		}
 	}
 	h->user_frames = s->walk.n;
 	h->flags = s->walk.flags;
 
-	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64);
-	if (size > sizeof(s->rec))
-		size = sizeof(s->rec);
+	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
+	if (size > sizeof(s->rec) + stack_copy_size)
+		size = sizeof(s->rec) + stack_copy_size;
 	if (bpf_ringbuf_output(&samples, &s->rec, size, BPF_RB_NO_WAKEUP)) {
 		__u64 *count = bpf_map_lookup_elem(&lost, &zero);
 		if (count)
@@ -505,15 +612,18 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-/* With a pid filter: a process leaves the set when its last thread exits,
- * so a reused pid is not sampled and followed forks do not fill the map.
- * do_exit decrements signal->live before this tracepoint fires. */
+/* With a pid filter or stack copies for marked processes: a process leaves
+ * both sets when its last thread exits, so a reused pid is not sampled or
+ * copied and followed forks do not fill the map. do_exit decrements
+ * signal->live before this tracepoint fires. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(forget_exit, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
-	if (task->signal->live.counter == 0)
+	if (task->signal->live.counter == 0) {
 		bpf_map_delete_elem(&pids, &tgid);
+		bpf_map_delete_elem(&copy_pids, &tgid);
+	}
 	return 0;
 }

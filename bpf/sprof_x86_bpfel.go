@@ -28,7 +28,7 @@ type sprofSampleHeader struct {
 	Pid          uint32
 	Tid          uint32
 	Cpu          uint32
-	Pad          uint32
+	StackBytes   uint32
 	Time         uint64
 	Pc           uint64
 	Sp           uint64
@@ -39,7 +39,6 @@ type sprofSampleHeader struct {
 
 type sprofScratchValue struct {
 	_    structs.HostLayout
-	Rec  sprofSampleBuf
 	Walk struct {
 		_     structs.HostLayout
 		Fp    uint64
@@ -50,6 +49,7 @@ type sprofScratchValue struct {
 		Flags uint16
 		_     [6]byte
 	}
+	Rec sprofSampleBuf
 }
 
 type sprofStackVma struct {
@@ -62,6 +62,7 @@ type sprofStackVma struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sprofMapCopyPids      = "copy_pids"
 	sprofMapLost          = "lost"
 	sprofMapPids          = "pids"
 	sprofMapSamples       = "samples"
@@ -73,9 +74,11 @@ const (
 	sprofVarCaptureKernel = "capture_kernel"
 	sprofVarCaptureUser   = "capture_user"
 	sprofVarCgroupId      = "cgroup_id"
+	sprofVarCopyAll       = "copy_all"
 	sprofVarFilterPids    = "filter_pids"
 	sprofVarIncludeIdle   = "include_idle"
 	sprofVarSelfTgid      = "self_tgid"
+	sprofVarStackCopySize = "stack_copy_size"
 )
 
 // loadSprof returns the embedded CollectionSpec for sprof.
@@ -129,6 +132,7 @@ type sprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sprofMapSpecs struct {
+	CopyPids  *ebpf.MapSpec `ebpf:"copy_pids"`
 	Lost      *ebpf.MapSpec `ebpf:"lost"`
 	Pids      *ebpf.MapSpec `ebpf:"pids"`
 	Samples   *ebpf.MapSpec `ebpf:"samples"`
@@ -143,9 +147,11 @@ type sprofVariableSpecs struct {
 	CaptureKernel *ebpf.VariableSpec `ebpf:"capture_kernel"`
 	CaptureUser   *ebpf.VariableSpec `ebpf:"capture_user"`
 	CgroupId      *ebpf.VariableSpec `ebpf:"cgroup_id"`
+	CopyAll       *ebpf.VariableSpec `ebpf:"copy_all"`
 	FilterPids    *ebpf.VariableSpec `ebpf:"filter_pids"`
 	IncludeIdle   *ebpf.VariableSpec `ebpf:"include_idle"`
 	SelfTgid      *ebpf.VariableSpec `ebpf:"self_tgid"`
+	StackCopySize *ebpf.VariableSpec `ebpf:"stack_copy_size"`
 }
 
 // sprofObjects contains all objects after they have been loaded into the kernel.
@@ -168,6 +174,7 @@ func (o *sprofObjects) Close() error {
 //
 // It can be passed to loadSprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sprofMaps struct {
+	CopyPids  *ebpf.Map `ebpf:"copy_pids"`
 	Lost      *ebpf.Map `ebpf:"lost"`
 	Pids      *ebpf.Map `ebpf:"pids"`
 	Samples   *ebpf.Map `ebpf:"samples"`
@@ -177,6 +184,7 @@ type sprofMaps struct {
 
 func (m *sprofMaps) Close() error {
 	return _SprofClose(
+		m.CopyPids,
 		m.Lost,
 		m.Pids,
 		m.Samples,
@@ -192,9 +200,11 @@ type sprofVariables struct {
 	CaptureKernel *ebpf.Variable `ebpf:"capture_kernel"`
 	CaptureUser   *ebpf.Variable `ebpf:"capture_user"`
 	CgroupId      *ebpf.Variable `ebpf:"cgroup_id"`
+	CopyAll       *ebpf.Variable `ebpf:"copy_all"`
 	FilterPids    *ebpf.Variable `ebpf:"filter_pids"`
 	IncludeIdle   *ebpf.Variable `ebpf:"include_idle"`
 	SelfTgid      *ebpf.Variable `ebpf:"self_tgid"`
+	StackCopySize *ebpf.Variable `ebpf:"stack_copy_size"`
 }
 
 // sprofPrograms contains all programs after they have been loaded into the kernel.

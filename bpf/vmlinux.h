@@ -34,6 +34,7 @@ typedef _Bool bool;
 /* UAPI constants (include/uapi/linux/bpf.h); their values are ABI. */
 enum {
 	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_RINGBUF = 27,
 	BPF_MAP_TYPE_TASK_STORAGE = 29,

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Rebuilds the fixtures of bpf/'s tests (testdata/bpf/). Needs gcc for
 # x86-64 (Debian 12's gcc 12). The binaries are committed so the tests need
-# no compiler; rerun this after editing testdata/bpf/fpwalk.c.
+# no compiler; rerun this after editing testdata/bpf/*.c.
 set -eu
 cd "$(dirname "$0")/../testdata/bpf"
 gcc -O2 -fno-omit-frame-pointer -no-pie -o fpwalk fpwalk.c
+gcc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -pthread -o nofp nofp.c

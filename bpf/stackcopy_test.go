@@ -1,0 +1,262 @@
+package bpf
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// The fixture's canaries (testdata/bpf/nofp.c) and its fault mode's layout.
+const (
+	canaryLow    = 0x5350524f46434c4f
+	canaryHigh   = 0x5350524f46434849
+	faultSP      = 64
+	faultTouched = 12 << 10
+)
+
+// startStack is the kernel's mm->start_stack of a process, field 28 of
+// /proc/PID/stat: the end of its main thread's stack as the sampler sees it.
+func startStack(t testing.TB, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:])) // from field 3, state
+	v, err := strconv.ParseUint(f[28-3], 10, 64)
+	if err != nil {
+		t.Fatalf("/proc/%d/stat startstack: %v", pid, err)
+	}
+	return v
+}
+
+// mappingEnd is the end of the mapping of process pid that holds addr.
+func mappingEnd(t testing.TB, pid int, addr uint64) uint64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lo, hi, _ := strings.Cut(strings.Fields(sc.Text())[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 == nil && err2 == nil && start <= addr && addr < end {
+			return end
+		}
+	}
+	t.Fatalf("no mapping of pid %d holds %#x", pid, addr)
+	return 0
+}
+
+// wordsInOrder says whether the 8-byte-aligned words of stack hold want in
+// this order, and where the first one is.
+func wordsInOrder(stack []byte, want []uint64) (first int, ok bool) {
+	first, next := -1, 0
+	for off := 0; off+8 <= len(stack) && next < len(want); off += 8 {
+		if binary.LittleEndian.Uint64(stack[off:]) == want[next] {
+			if next == 0 {
+				first = off
+			}
+			next++
+		}
+	}
+	return first, next == len(want)
+}
+
+// The copy of a stack without frame pointers holds the words an unwinder
+// needs: c's return address on top (c is frameless), b's 3 KiB frame
+// between its canaries, then the return addresses into a and its caller
+// (main, or the thread's start routine). It ends
+// at the stack's end: mm->start_stack on the main thread, the end of the
+// pthread stack's mapping in a thread; a smaller StackCopy cuts it, flagged.
+func TestStackCopy(t *testing.T) {
+	requireFixture(t)
+	fx := loadELF(t, nofpPath)
+	intoB := fx.returnAfterCall(t, "b", "c")
+	for _, tc := range []struct {
+		mode, root string // root calls a
+		size       int
+		truncated  bool
+	}{
+		{"chain", "main", 16384, false},
+		{"chain", "main", 256, true},
+		{"thread", "thread", 16384, false},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.size), func(t *testing.T) {
+			chain := []uint64{canaryLow, canaryHigh, fx.returnAfterCall(t, "a", "b"), fx.returnAfterCall(t, tc.root, "a")}
+			cmd, _ := startBinary(t, nofpPath, tc.mode)
+			pid := cmd.Process.Pid
+			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
+				StackCopy: tc.size, CopyAll: true})
+			got := collect(t, s, time.Second, func(x *Sample) bool { return fx.contains("c", x.PC) && x.Pid == uint32(pid) })
+			if len(got) < 20 {
+				t.Fatalf("%d samples in c, want ≥ 20", len(got))
+			}
+			for _, x := range got {
+				if len(x.stack) < 8 || binary.LittleEndian.Uint64(x.stack) != intoB {
+					t.Fatalf("copy of %d bytes at sp %#x does not start with the return address %#x", len(x.stack), x.SP, intoB)
+				}
+				if x.StackCopyTruncated != tc.truncated || x.StackCopyFault {
+					t.Fatalf("copy of %d bytes: truncated %v fault %v, want truncated %v, no fault",
+						len(x.stack), x.StackCopyTruncated, x.StackCopyFault, tc.truncated)
+				}
+				if tc.truncated {
+					if len(x.stack) != tc.size {
+						t.Fatalf("truncated copy of %d bytes, want %d", len(x.stack), tc.size)
+					}
+					continue
+				}
+				end := startStack(t, pid)
+				if x.Tid != x.Pid {
+					end = mappingEnd(t, pid, x.SP)
+				}
+				if x.SP+uint64(len(x.stack)) != end || len(x.stack) >= tc.size {
+					t.Fatalf("copy [%#x, +%d) in tid %d, want it to end at the stack's end %#x, short of %d bytes",
+						x.SP, len(x.stack), x.Tid, end, tc.size)
+				}
+				if off, ok := wordsInOrder(x.stack, chain); !ok || off != 8 {
+					t.Fatalf("copy of %d bytes lacks %s in order right above the return address", len(x.stack), hexFrames(chain))
+				}
+			}
+			t.Logf("%d samples, copies of %d bytes", len(got), len(got[0].stack))
+		})
+	}
+}
+
+// A copy that runs into pages never touched (not resident) faults; the
+// sampler then copies the longest readable prefix it tries, flagged, with
+// the right bytes.
+func TestStackCopyFault(t *testing.T) {
+	requireFixture(t)
+	fx := loadELF(t, nofpPath)
+	cmd, _ := startBinary(t, nofpPath, "fault")
+	pid := cmd.Process.Pid
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, StackCopy: 16384, CopyAll: true})
+	got := collect(t, s, time.Second, func(x *Sample) bool { return fx.contains("spin_on_stack", x.PC) && x.Pid == uint32(pid) })
+	if len(got) < 20 {
+		t.Fatalf("%d samples in spin_on_stack, want ≥ 20", len(got))
+	}
+	for _, x := range got {
+		// 16 KiB from sp reach untouched pages; halving at 4 KiB
+		// boundaries gives the 8 KiB boundary above sp, all touched.
+		if want := 8<<10 - faultSP; len(x.stack) != want || !x.StackCopyFault || !x.StackCopyTruncated {
+			t.Fatalf("copy of %d bytes, fault %v truncated %v; want %d bytes, fault, truncated",
+				len(x.stack), x.StackCopyFault, x.StackCopyTruncated, want)
+		}
+		for i, c := range x.stack {
+			if c != byte((faultSP+i)*7) {
+				t.Fatalf("copy byte %d = %#x, want %#x", i, c, byte((faultSP+i)*7))
+			}
+		}
+	}
+}
+
+// Only processes marked with SetCopy get copies, until unmarked; a mark
+// goes when its process exits.
+func TestSetCopy(t *testing.T) {
+	requireFixture(t)
+	marked, _ := startBinary(t, nofpPath, "chain")
+	other, _ := startBinary(t, nofpPath, "chain")
+	mpid, opid := uint32(marked.Process.Pid), uint32(other.Process.Pid)
+	s := openSampler(t, Config{Frequency: 499, User: true, StackCopy: 4096})
+	if err := s.SetCopy(mpid, true); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (withCopy, without map[uint32]int) {
+		withCopy, without = map[uint32]int{}, map[uint32]int{}
+		collect(t, s, time.Second, func(x *Sample) bool {
+			if x.StackCopy != nil {
+				withCopy[x.Pid]++
+			} else {
+				without[x.Pid]++
+			}
+			return false
+		})
+		return withCopy, without
+	}
+	withCopy, without := count()
+	if withCopy[mpid] == 0 || without[mpid] != 0 || without[opid] == 0 || len(withCopy) != 1 {
+		t.Fatalf("marked %d: samples with copies by pid %v, without %v; want copies for the marked pid only",
+			mpid, withCopy, without)
+	}
+	if err := s.SetCopy(mpid, false); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // a run that saw the mark has written its record
+	if _, err := s.Read(func(*Sample) {}); err != nil {
+		t.Fatal(err)
+	}
+	withCopy, without = count()
+	if len(withCopy) != 0 || without[mpid] == 0 {
+		t.Fatalf("unmarked: samples with copies by pid %v, without %v; want none with copies", withCopy, without)
+	}
+	if err := s.SetCopy(mpid, false); err != nil {
+		t.Fatalf("unmarking twice: %v", err)
+	}
+
+	if err := s.SetCopy(opid, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(int(opid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var one uint8
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := s.objs.CopyPids.Lookup(opid, &one)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still marked for copies after it exited (%v)", opid, err)
+		}
+	}
+
+	plain := openSampler(t, Config{Frequency: 99, User: true})
+	if err := plain.SetCopy(mpid, true); !errors.Is(err, ErrNoStackCopy) {
+		t.Fatalf("SetCopy on a sampler without StackCopy: %v, want ErrNoStackCopy", err)
+	}
+}
+
+// Records with copies fill a small ring fast: the overflow is counted, and
+// what was kept is whole.
+func TestStackCopyLost(t *testing.T) {
+	requireFixture(t)
+	cmd, _ := startBinary(t, nofpPath, "chain")
+	pid := cmd.Process.Pid
+	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true, StackCopy: 16384, CopyAll: true,
+		RingBufferSize: 64 << 10})
+	var lost uint64
+	for deadline := time.Now().Add(5 * time.Second); lost == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		var err error
+		if lost, err = s.Lost(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := startStack(t, pid) // now that the fixture has surely exec'd
+	n, err := s.Read(func(x *Sample) {
+		if x.SP+uint64(len(x.StackCopy)) != end {
+			t.Errorf("kept copy [%#x, +%d) does not reach the stack's end %#x", x.SP, len(x.StackCopy), end)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost == 0 || n == 0 {
+		t.Fatalf("read %d, lost %d; want both > 0 with a 64 KiB ring", n, lost)
+	}
+	t.Logf("read %d, lost %d", n, lost)
+}
