@@ -260,3 +260,34 @@ func TestStackCopyLost(t *testing.T) {
 	}
 	t.Logf("read %d, lost %d", n, lost)
 }
+
+// Samples taken in the kernel copy the user stack from the user SP: in a
+// frameless libc syscall wrapper, the copy starts with its return address.
+func TestStackCopyInSyscall(t *testing.T) {
+	requireFixture(t)
+	fx := loadFixtureELF(t)
+	loop := fx.calls(t, "sys_loop")
+	if len(loop) != 1 {
+		t.Fatalf("sys_loop has %d calls, want 1 (getppid@plt)", len(loop))
+	}
+	cmd, _ := startFixture(t, "syscalls")
+	time.Sleep(200 * time.Millisecond) // past ld.so
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
+		StackCopy: 4096, CopyAll: true})
+	got := collect(t, s, time.Second, func(x *Sample) bool { return x.Pid == uint32(cmd.Process.Pid) && len(x.Kernel) > 0 })
+	if len(got) < 10 {
+		t.Fatalf("%d samples in the kernel, want ≥ 10", len(got))
+	}
+	for _, x := range got {
+		if x.SP >= 0xffff800000000000 || len(x.stack) < 8 {
+			t.Fatalf("kernel-mode sample: sp %#x, copy of %d bytes; want the user sp and its stack", x.SP, len(x.stack))
+		}
+		if fx.contains("sys_loop", x.PC) {
+			continue // between the calls
+		}
+		if ret := binary.LittleEndian.Uint64(x.stack); ret != loop[0].ret {
+			t.Fatalf("pc %#x: copy starts with %#x, want the return address into sys_loop %#x", x.PC, ret, loop[0].ret)
+		}
+	}
+	t.Logf("%d samples in the kernel", len(got))
+}
