@@ -176,7 +176,11 @@ func TestOperations(t *testing.T) {
 		0x07, 3, // undefined r3 (not tracked)
 		0x01, 0x0a, 0x10, 0x40, 0, 0, 0, 0, 0, // set_loc 0x40100a
 		0x0f, 2, 0x77, 8, // def_cfa_expression
-		0x00, // nop
+		0x00,     // nop
+		0x41,     // +0xb
+		0x0e, 24, // def_cfa_offset 24: kept for later
+		0x41,    // +0xc
+		0x0d, 7, // def_cfa_register r7: back to rsp+24
 	}
 	cie := cieZR(0x04) // udata8 addresses
 	data := append(cie, fde0(len(cie), uint64(0x401000), uint64(0x20), uint8(0), ops)...)
@@ -207,7 +211,9 @@ func TestOperations(t *testing.T) {
 		{0x401007, reg(6, 16), Rule{Kind: RuleExpression, Expr: []byte{0x9c}}, Rule{Kind: RuleValExpression, Expr: []byte{0x9c}}, 32},
 		{0x401008, reg(6, 16), Rule{}, ra8, 32},
 		{0x401009, reg(6, 16), Rule{Kind: RuleOffset, Offset: 16}, ra8, 32},
-		{0x40100a, CFARule{Kind: CFAExpression, Expr: []byte{0x77, 8}}, Rule{Kind: RuleOffset, Offset: 16}, ra8, 32},
+		{0x40100a, CFARule{Kind: CFAExpression, Reg: 6, Offset: 16, Expr: []byte{0x77, 8}}, Rule{Kind: RuleOffset, Offset: 16}, ra8, 32},
+		{0x40100b, CFARule{Kind: CFAExpression, Reg: 6, Offset: 24, Expr: []byte{0x77, 8}}, Rule{Kind: RuleOffset, Offset: 16}, ra8, 32},
+		{0x40100c, reg(7, 24), Rule{Kind: RuleOffset, Offset: 16}, ra8, 32},
 	}
 	if len(rows) != len(wants) {
 		t.Fatalf("%d rows, want %d: %+v", len(rows), len(wants), rows)
@@ -282,7 +288,6 @@ func TestMalformed(t *testing.T) {
 		{"restore_state without remember", fdeOps(0x0b), "DW_CFA_restore_state", 0x2f, true},
 		{"state stack too deep", fdeOps(deep...), "DW_CFA_remember_state", 0x2f + MaxStateDepth, true},
 		{"unknown opcode", fdeOps(0x3f), "DW_CFA.opcode", 0x2f, true},
-		{"offset on an expression CFA", fdeOps(0x0f, 1, 0x9c, 0x0e, 8), "DW_CFA_def_cfa_offset", 0x32, true},
 		{"set_loc backwards", fdeOps(0x41, 0x01, 0, 0, 0, 0, 0, 0, 0, 0), "DW_CFA_set_loc.address", 0x30, true},
 		{"CIE instructions too long", bigCIE, "cie.initial_instructions", 0x11, true},
 		{"block past the end", fdeOps(0x0f, 9, 0x9c), "DW_CFA_def_cfa_expression.block", 0x31, true},

@@ -88,12 +88,15 @@ const (
 )
 
 // CFARule is how to compute the canonical frame address: the value of the
-// stack pointer in the caller just before the call.
+// stack pointer in the caller just before the call. Reg and Offset are
+// kept while the CFA is an expression: DW_CFA_def_cfa_register and
+// DW_CFA_def_cfa_offset update them in any state, as libgcc's unwinder
+// does.
 type CFARule struct {
 	Kind   CFAKind
 	Reg    uint64
 	Offset int64
-	Expr   []byte // aliases the section
+	Expr   []byte // CFAExpression only; aliases the section
 }
 
 // Row is the unwind state from Start up to the next row's Start (or the
@@ -354,10 +357,9 @@ func (st *run) step(r *reader) error {
 		if err != nil {
 			return err
 		}
-		if st.cur.CFA.Kind == CFAExpression {
-			return formatErr(at, "DW_CFA_def_cfa_register", "CFA is an expression")
-		}
-		st.cur.CFA.Kind, st.cur.CFA.Reg = CFARegOffset, reg
+		// As in libgcc: the offset is the last one defined, even
+		// across an expression (hand-written assembly relies on it).
+		st.cur.CFA.Kind, st.cur.CFA.Reg, st.cur.CFA.Expr = CFARegOffset, reg, nil
 		return nil
 	case opDefCFAOffset, opDefCFAOffsetSF:
 		return st.defCFAOffset(r, at, op)
@@ -366,7 +368,7 @@ func (st *run) step(r *reader) error {
 		if err != nil {
 			return err
 		}
-		st.cur.CFA = CFARule{Kind: CFAExpression, Expr: e}
+		st.cur.CFA.Kind, st.cur.CFA.Expr = CFAExpression, e
 		return nil
 	case opExpression, opValExpression:
 		reg, err := r.uleb("DW_CFA_expression.register")
@@ -540,9 +542,8 @@ func (st *run) defCFA(r *reader, at uint64, op uint8) error {
 // defCFAOffset runs DW_CFA_def_cfa_offset (unfactored) and
 // DW_CFA_def_cfa_offset_sf.
 func (st *run) defCFAOffset(r *reader, at uint64, op uint8) error {
-	if st.cur.CFA.Kind != CFARegOffset {
-		return formatErr(at, "DW_CFA_def_cfa_offset", "CFA is not register-based")
-	}
+	// As in libgcc, the offset is kept for a later
+	// DW_CFA_def_cfa_register when the CFA is not register-based.
 	sf := op == opDefCFAOffsetSF
 	off, err := st.offset(r, at, "DW_CFA_def_cfa_offset.offset", sf, sf)
 	if err != nil {
