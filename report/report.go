@@ -1,0 +1,351 @@
+package report
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/sprof/sprof/cbf"
+	"github.com/sprof/sprof/cbf/recording"
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/symbolize/buildid"
+)
+
+// KernelSymbolizer names kernel addresses; *symbolize.Kernel is one.
+type KernelSymbolizer interface {
+	Symbolize(dst []stacks.Frame, addr uint64) []stacks.Frame
+}
+
+// Options select the samples of a recording and say how to symbolize
+// them. The zero value converts every sample and symbolizes nothing.
+type Options struct {
+	// Pids keeps only the samples of these processes; empty keeps all.
+	Pids []uint32
+	// Comms keeps only the samples whose thread or process name is one
+	// of these; empty keeps all.
+	Comms []string
+	// From and To keep the samples taken in [From, To), as offsets from
+	// the recording's start; To 0 means to the end.
+	From, To time.Duration
+	// Symbolizer names user addresses, Kernel kernel ones; either may be
+	// nil, leaving those frames unnamed.
+	Symbolizer symbolize.Symbolizer
+	Kernel     KernelSymbolizer
+	// Progress, when not nil, is told how many bytes of the recording
+	// have been read, as they are.
+	Progress func(read int64)
+}
+
+// Result describes a conversion.
+type Result struct {
+	Header recording.Header
+	// Samples counts the samples read, Kept those that passed the
+	// filters.
+	Samples, Kept uint64
+	// Damaged is where the recording's damaged tail starts, nil when it
+	// has none: everything before it was converted.
+	Damaged *recording.DamagedError
+	// Missing lists the binaries, by path, that were not found or had
+	// another build ID than recorded; their frames are unnamed.
+	Missing []string
+	// SymbolizeErrors counts binaries the Symbolizer could not read.
+	SymbolizeErrors int
+}
+
+// sampleKey is what makes two samples of a recording the same.
+type sampleKey struct {
+	pid, tid     uint32
+	comm         string
+	maps         *cbf.ImageMap // the process's images at the sample's time
+	table        *recording.StackTable
+	user, kernel int
+	truncated    bool
+}
+
+// Read converts the recording read from r.
+func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
+	if opts.Progress != nil {
+		r = &progressReader{r: r, report: opts.Progress}
+	}
+	rd, err := recording.NewReader(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &Result{Header: rd.Header()}
+	if res.Header.Frequency == 0 {
+		return nil, res, fmt.Errorf("recording: sampling frequency 0 in the header")
+	}
+	c := &converter{opts: opts, res: res, procs: recording.NewProcessTable(), counts: map[sampleKey]int64{}}
+	var end *recording.End
+	for {
+		ch, err := rd.Next()
+		if errors.Is(err, io.EOF) || errors.As(err, &res.Damaged) {
+			break
+		}
+		if err != nil {
+			return nil, res, err
+		}
+		switch ch.Type {
+		case recording.ChunkProcesses:
+			c.procs.Add(ch.Processes())
+		case recording.ChunkSamples:
+			b, err := ch.Batch()
+			if err != nil {
+				return nil, res, fmt.Errorf("recording: samples chunk at offset %d: %w", ch.Offset, err)
+			}
+			c.add(b)
+		case recording.ChunkEnd:
+			e, err := ch.End()
+			if err != nil {
+				return nil, res, fmt.Errorf("recording: end chunk at offset %d: %w", ch.Offset, err)
+			}
+			end = &e
+		}
+	}
+	return c.profile(end), res, nil
+}
+
+// converter counts the samples of a recording as it is read.
+type converter struct {
+	opts   Options
+	res    *Result
+	procs  *recording.ProcessTable
+	counts map[sampleKey]int64
+	order  []sampleKey // in order of first sight, for a stable output
+	lost   uint64
+	last   time.Duration // the last sample's time
+}
+
+func (c *converter) add(b *recording.Batch) {
+	c.lost += b.Lost
+	for i := range b.Groups {
+		g := &b.Groups[i]
+		c.res.Samples += uint64(len(g.Times))
+		for _, t := range g.Times {
+			c.last = max(c.last, t)
+		}
+		if !c.keep(g) {
+			continue
+		}
+		for _, t := range g.Times {
+			if t < c.opts.From || c.opts.To > 0 && t >= c.opts.To {
+				continue
+			}
+			k := sampleKey{pid: g.PID, tid: g.TID, comm: g.Comm, maps: c.procs.Map(g.PID, t), table: b.Stacks,
+				user: g.User, kernel: g.Kernel, truncated: g.Flags&recording.UserTruncated != 0}
+			if _, ok := c.counts[k]; !ok {
+				c.order = append(c.order, k)
+			}
+			c.counts[k] += int64(g.Weight)
+			c.res.Kept++
+		}
+	}
+}
+
+// keep applies the pid and name filters to a group.
+func (c *converter) keep(g *recording.Group) bool {
+	if len(c.opts.Pids) > 0 && !slices.Contains(c.opts.Pids, g.PID) {
+		return false
+	}
+	return len(c.opts.Comms) == 0 || slices.Contains(c.opts.Comms, g.Comm) ||
+		slices.Contains(c.opts.Comms, c.procs.Comm(g.PID, g.Times[0]))
+}
+
+func (c *converter) profile(end *recording.End) *stacks.Profile {
+	h := &c.res.Header
+	stop := c.last
+	if end != nil {
+		stop = end.Time
+	}
+	if c.opts.To > 0 {
+		stop = min(stop, c.opts.To)
+	}
+	b := &builder{
+		opts: c.opts, res: c.res,
+		p: &stacks.Profile{
+			Start:    h.Start.Add(c.opts.From),
+			Duration: max(stop-c.opts.From, 0),
+			Period:   time.Second / time.Duration(h.Frequency),
+			Lost:     c.lost,
+		},
+		mappings: map[imageKey]*stacks.Mapping{},
+		locs:     map[locationKey]*stacks.Location{},
+		binaries: map[binaryKey]*binary{},
+	}
+	var frames []cbf.Frame
+	for _, k := range c.order {
+		s := &stacks.Sample{Count: c.counts[k], Pid: k.pid, Tid: k.tid, Comm: k.comm, Truncated: k.truncated}
+		if k.kernel >= 0 {
+			frames = k.table.Stack(frames[:0], k.kernel)
+			for j, f := range frames {
+				if f.Kind != cbf.Truncated {
+					s.Stack = append(s.Stack, b.kernelLocation(f.Addr, j > 0))
+				}
+			}
+		}
+		if k.user >= 0 {
+			frames = k.table.Stack(frames[:0], k.user)
+			for j, f := range frames {
+				if f.Kind != cbf.Truncated {
+					s.Stack = append(s.Stack, b.userLocation(k.maps, f.Addr, j > 0))
+				}
+			}
+		}
+		b.p.Samples = append(b.p.Samples, s)
+	}
+	return b.p
+}
+
+// builder resolves and symbolizes each distinct address once.
+type builder struct {
+	opts     Options
+	res      *Result
+	p        *stacks.Profile
+	mappings map[imageKey]*stacks.Mapping
+	kernel   *stacks.Mapping
+	unknown  *stacks.Mapping
+	locs     map[locationKey]*stacks.Location
+	binaries map[binaryKey]*binary
+	frames   []stacks.Frame
+}
+
+// locationKey identifies a Location: a return address is symbolized one
+// byte earlier, inside its call, so it differs from the same leaf address.
+type locationKey struct {
+	m      *stacks.Mapping
+	addr   uint64
+	isCall bool
+}
+
+// imageKey identifies a mapping: the same file at the same place in
+// several processes is one.
+type imageKey struct {
+	path, buildID         string
+	base, end, textOffset uint64
+}
+
+type binaryKey struct{ path, buildID string }
+
+// binary is a file a recording names, as found now.
+type binary struct {
+	bin    symbolize.Binary
+	usable bool // found, with the recorded build ID; not failed
+}
+
+func (b *builder) location(k locationKey, symbolize func() []stacks.Frame) *stacks.Location {
+	if l := b.locs[k]; l != nil {
+		return l
+	}
+	l := &stacks.Location{Mapping: k.m, Address: k.addr}
+	if fr := symbolize(); len(fr) > 0 {
+		l.Frames = slices.Clone(fr)
+	}
+	b.locs[k] = l
+	return l
+}
+
+// symbolAddr is where to look addr up: a return address points after its
+// call, which may be the first byte of the next function.
+func symbolAddr(addr uint64, isCall bool) uint64 {
+	if isCall && addr > 0 {
+		return addr - 1
+	}
+	return addr
+}
+
+func (b *builder) kernelLocation(addr uint64, isCall bool) *stacks.Location {
+	if b.kernel == nil {
+		b.kernel = b.addMapping(&stacks.Mapping{Kind: stacks.Kernel, File: stacks.KernelFile, Start: addr, Limit: addr + 1})
+	}
+	b.kernel.Start, b.kernel.Limit = min(b.kernel.Start, addr), max(b.kernel.Limit, addr+1)
+	return b.location(locationKey{b.kernel, addr, isCall}, func() []stacks.Frame {
+		if b.opts.Kernel == nil {
+			return nil
+		}
+		b.frames = b.opts.Kernel.Symbolize(b.frames[:0], symbolAddr(addr, isCall))
+		return b.frames
+	})
+}
+
+func (b *builder) userLocation(m *cbf.ImageMap, addr uint64, isCall bool) *stacks.Location {
+	i := -1
+	if m != nil {
+		i = m.Lookup(addr)
+	}
+	if i < 0 {
+		if b.unknown == nil {
+			b.unknown = b.addMapping(&stacks.Mapping{Kind: stacks.Unknown, File: stacks.UnknownFile})
+		}
+		return b.location(locationKey{b.unknown, addr, false}, func() []stacks.Frame { return nil })
+	}
+	im := m.Image(i)
+	key := imageKey{im.Path, string(im.BuildID), im.Base, im.EndOfText, im.TextOffset}
+	sm := b.mappings[key]
+	if sm == nil {
+		sm = b.addMapping(&stacks.Mapping{Kind: stacks.User, Start: im.Base, Limit: im.EndOfText, Offset: im.TextOffset,
+			File: im.Path, BuildID: hex.EncodeToString(im.BuildID)})
+		b.mappings[key] = sm
+	}
+	return b.location(locationKey{sm, addr, isCall}, func() []stacks.Frame {
+		bin := b.binary(sm)
+		if b.opts.Symbolizer == nil || !bin.usable {
+			return nil
+		}
+		fr, err := b.opts.Symbolizer.Symbolize(b.frames[:0], bin.bin, im.FileOffset(symbolAddr(addr, isCall)))
+		if err != nil {
+			bin.usable = false
+			b.res.SymbolizeErrors++
+			return nil
+		}
+		b.frames = fr
+		return fr
+	})
+}
+
+// binary finds the file of a mapping by its path and checks its build ID,
+// once per file.
+func (b *builder) binary(m *stacks.Mapping) *binary {
+	k := binaryKey{m.File, m.BuildID}
+	if bin := b.binaries[k]; bin != nil {
+		return bin
+	}
+	bin := &binary{bin: symbolize.Binary{Path: m.File, Name: m.File, BuildID: m.BuildID}}
+	b.binaries[k] = bin
+	if m.File == "" || m.File[0] == '[' { // [vdso] and the like: no file to read
+		return bin
+	}
+	if b.opts.Symbolizer == nil {
+		return bin
+	}
+	if m.BuildID != "" {
+		if id, err := buildid.File(m.File); err != nil || id != m.BuildID {
+			b.res.Missing = append(b.res.Missing, m.File)
+			return bin
+		}
+	}
+	bin.usable = true
+	return bin
+}
+
+func (b *builder) addMapping(m *stacks.Mapping) *stacks.Mapping {
+	b.p.Mappings = append(b.p.Mappings, m)
+	return m
+}
+
+// progressReader tells how many bytes have passed through it.
+type progressReader struct {
+	r      io.Reader
+	read   int64
+	report func(int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.read += int64(n)
+	p.report(p.read)
+	return n, err
+}
