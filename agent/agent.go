@@ -1,0 +1,330 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultInterval     = 15 * time.Second
+	DefaultQueue        = 20 // intervals: five minutes of outage at 15 s
+	DefaultKeep         = 240
+	DefaultRetryBackoff = time.Second
+	DefaultFlushTimeout = 10 * time.Second
+)
+
+// Recorder is where the agent's profiles come from: the BPF sampler with
+// its collector (OpenBPF) or, in tests, a fake.
+type Recorder interface {
+	// Drain moves the samples waiting now into the current interval.
+	Drain() error
+	// Cut returns the profile of the interval that ends now and starts
+	// the next one (see collector.Collector.Cut).
+	Cut() (*stacks.Profile, collector.Stats)
+	// CacheStats reports the symbolizer's cache, for the metrics.
+	CacheStats() symbolize.CacheStats
+}
+
+// Config says how often to profile and where profiles go. At least one of
+// Pyroscope and OutputDir must be set.
+type Config struct {
+	// Interval is the time one profile covers; DefaultInterval if zero.
+	Interval time.Duration
+	// DrainEvery is how often samples are moved out of the kernel's
+	// ring; collector.DefaultInterval if zero.
+	DrainEvery time.Duration
+	// ServiceName files every profile under one service; when empty each
+	// process is a service named after its command (see the package
+	// documentation). ProcRoot ("" means /proc) is where a process's
+	// command name is read when its main thread had no sample.
+	ServiceName string
+	ProcRoot    string
+	// ProcessRoot adds a root frame naming each sample's process, which
+	// tells programs apart inside one service.
+	ProcessRoot exporters.ProcessRoot
+	// Pyroscope, when not nil, is where profiles are pushed. Its
+	// ServiceName and credentials are set by the agent for every push;
+	// its Host and Labels label every series.
+	Pyroscope *pyroscope.Config
+	// Credentials, when not nil, returns the credentials to push with. It
+	// is called at the start and on every Reload, so that a rotated
+	// secret is picked up without a restart.
+	Credentials func() (Credentials, error)
+	// Queue is how many intervals wait while Pyroscope is unreachable
+	// before the oldest is dropped; DefaultQueue if zero.
+	Queue int
+	// RetryBackoff is the first wait after a failed push, doubled after
+	// every failure up to Interval; DefaultRetryBackoff if zero. The
+	// Pyroscope client's own retries come first.
+	RetryBackoff time.Duration
+	// FlushTimeout bounds the pushes at exit; DefaultFlushTimeout if zero.
+	FlushTimeout time.Duration
+	// OutputDir, when not empty, receives each interval's profiles as
+	// pprof files, of which the newest Keep intervals (DefaultKeep if
+	// zero) are kept.
+	OutputDir string
+	Keep      int
+	// Metrics, when not nil, serves the agent's metrics (GET /metrics)
+	// until Run returns, which closes it.
+	Metrics net.Listener
+	// Log receives what goes wrong and what recovers; nil discards it.
+	Log *slog.Logger
+}
+
+// Agent profiles continuously. Make one with New and call Run.
+type Agent struct {
+	cfg     Config
+	rec     Recorder
+	log     *slog.Logger
+	metrics metrics
+	queue   *queue
+	pusher  *pusher // nil without Pyroscope
+	out     *outputDir
+	reload  chan struct{}
+}
+
+// New checks cfg and returns an agent recording from rec. Nothing runs
+// until Run.
+func New(rec Recorder, cfg Config) (*Agent, error) {
+	if cfg.Pyroscope == nil && cfg.OutputDir == "" {
+		return nil, errors.New("agent: profiles must go somewhere: set Pyroscope or OutputDir")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.DrainEvery <= 0 {
+		cfg.DrainEvery = collector.DefaultInterval
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = DefaultRetryBackoff
+	}
+	if cfg.FlushTimeout <= 0 {
+		cfg.FlushTimeout = DefaultFlushTimeout
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = DefaultKeep
+	}
+	a := &Agent{cfg: cfg, rec: rec, log: cfg.Log, reload: make(chan struct{}, 1)}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.queue = newQueue(cfg.Queue, &a.metrics)
+	if cfg.Pyroscope != nil {
+		pc := *cfg.Pyroscope
+		pc.ProcessRoot = cfg.ProcessRoot
+		p, err := newPusher(pc, &a.metrics.bytesSent)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.pusher = p
+	}
+	if err := a.loadCredentials(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if cfg.OutputDir != "" {
+		a.out = &outputDir{dir: cfg.OutputDir, keep: cfg.Keep, opts: exporters.Options{ProcessRoot: cfg.ProcessRoot}}
+		if err := a.out.open(); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
+	return a, nil
+}
+
+func (a *Agent) loadCredentials() error {
+	if a.cfg.Credentials == nil || a.pusher == nil {
+		return nil
+	}
+	c, err := a.cfg.Credentials()
+	if err != nil {
+		return err
+	}
+	a.pusher.setCredentials(c)
+	return nil
+}
+
+// Reload asks Run to re-read the credentials and re-create the output
+// directory, as on SIGHUP. It does not wait.
+func (a *Agent) Reload() {
+	select {
+	case a.reload <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// Run profiles until ctx is done, then cuts the interval under way,
+// writes it and pushes what is queued within FlushTimeout. It returns an
+// error only if the metrics endpoint fails; everything else is counted and
+// logged, and profiling goes on.
+func (a *Agent) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	if a.cfg.Metrics != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", a.MetricsHandler())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { serveErr <- srv.Serve(a.cfg.Metrics) }()
+		defer srv.Close()
+	}
+	pushCtx, stopPushing := context.WithCancel(context.Background())
+	defer stopPushing()
+	pushed := make(chan struct{})
+	if a.pusher != nil {
+		go func() {
+			defer close(pushed)
+			a.pushLoop(pushCtx)
+		}()
+	} else {
+		close(pushed)
+	}
+
+	drain := time.NewTicker(a.cfg.DrainEvery)
+	defer drain.Stop()
+	cut := time.NewTicker(a.cfg.Interval)
+	defer cut.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-serveErr:
+			err = fmt.Errorf("agent: metrics endpoint: %w", err)
+			break loop
+		case <-drain.C:
+			if err := a.rec.Drain(); err != nil {
+				a.log.Debug("drain", "err", err) // counted in the interval's Stats
+			}
+		case <-cut.C:
+			a.cutInterval()
+		case <-a.reload:
+			a.doReload()
+		}
+	}
+	a.cutInterval()
+	a.queue.close()
+	flush := time.AfterFunc(a.cfg.FlushTimeout, stopPushing)
+	defer flush.Stop()
+	<-pushed
+	a.queue.dropAll(dropShutdown)
+	return err
+}
+
+func (a *Agent) doReload() {
+	if err := a.loadCredentials(); err != nil {
+		a.log.Error("reload credentials; keeping the old ones", "err", err)
+	}
+	if a.out != nil {
+		if err := a.out.open(); err != nil {
+			a.log.Error("reopen output", "err", err)
+		}
+	}
+	a.log.Info("reloaded")
+}
+
+// cutInterval ends the interval: it writes the profiles and queues them
+// for Pyroscope.
+func (a *Agent) cutInterval() {
+	p, st := a.rec.Cut()
+	a.metrics.observe(st, p.Start.Add(p.Duration))
+	if st.Errors > 0 {
+		a.log.Warn("records skipped while draining", "count", st.Errors, "first", st.Err)
+	}
+	items := splitServices(p, a.cfg.ServiceName, a.cfg.ProcRoot)
+	a.log.Debug("interval", "start", p.Start, "samples", st.Samples, "lost", p.Lost, "services", len(items))
+	if len(items) == 0 {
+		return
+	}
+	if a.out != nil {
+		n, errs := a.out.write(p.Start, items)
+		a.metrics.filesWritten.Add(uint64(n))
+		a.metrics.fileErrors.Add(uint64(len(items) - n))
+		if errs != nil {
+			a.log.Error("write profiles", "err", errors.Join(errs...))
+		}
+	}
+	if a.pusher != nil {
+		a.queue.add(&batch{items: items})
+	}
+}
+
+// pushLoop sends the queued intervals in order until ctx is done or the
+// queue is closed and empty. After a failure it waits, RetryBackoff first
+// and twice as long after each further failure up to Interval, and tries
+// the same interval again: the server is most likely down, and the queue
+// bounds what waits meanwhile.
+func (a *Agent) pushLoop(ctx context.Context) {
+	wait := a.cfg.RetryBackoff
+	failing := false
+	for {
+		b := a.queue.take(ctx)
+		if b == nil {
+			return
+		}
+		if err := a.pushBatch(ctx, b); err != nil {
+			a.queue.putBack(b)
+			if !failing {
+				a.log.Warn("push failed; retrying while newer intervals queue up", "err", err, "queue", a.cfg.Queue)
+			}
+			failing = true
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, max(a.cfg.Interval, a.cfg.RetryBackoff))
+			continue
+		}
+		if failing {
+			a.log.Info("pushes resumed")
+			failing = false
+		}
+		wait = a.cfg.RetryBackoff
+	}
+}
+
+// pushBatch pushes b's services in turn, removing each one delivered or
+// refused for good. It stops at the first failure worth retrying, leaving
+// the rest of b for later.
+func (a *Agent) pushBatch(ctx context.Context, b *batch) error {
+	for len(b.items) > 0 {
+		it := b.items[0]
+		err := a.pusher.push(ctx, it.service, it.profile)
+		if err == nil {
+			a.metrics.pushesOK.Add(1)
+			a.metrics.lastPushedTime.Store(time.Now().UnixNano())
+			b.items = b.items[1:]
+			continue
+		}
+		a.metrics.pushesFailed.Add(1)
+		if ctx.Err() != nil {
+			return err // stopping: what is left counts as dropped at shutdown
+		}
+		retry, reason := outcome(err)
+		if retry {
+			return err
+		}
+		a.metrics.dropped[reason].Add(1)
+		a.log.Error("profile dropped", "service", it.service, "reason", reason.String(), "err", err)
+		b.items = b.items[1:]
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package agent runs sprof as a continuous profiler: it samples the whole
+// host at a low rate for as long as it runs and, every interval (15 s by
+// default), sends one CPU profile per service to Grafana Pyroscope and/or
+// writes it as a pprof file, so that an SRE can look at last Tuesday's
+// flame graph instead of reproducing last Tuesday's incident.
+//
+// An agent lives for weeks on hosts it must not disturb, so it keeps one
+// sampler, one collector and one symbolizer for its whole life: the
+// collector's process table and the symbolizer's tables carry over from
+// one interval to the next (collector.Collector.Cut), so a binary is read
+// once, not every 15 s. What can fail is bounded: profiles wait for an
+// unreachable server in a queue of a fixed number of intervals, the oldest
+// dropped first and counted, and pushes resume by themselves when the
+// server is back; files are rotated to the newest intervals. The agent's
+// own counters — samples, lost samples, pushes, drops, bytes sent, the
+// symbolizer cache's hits — are served in Prometheus text format, because
+// a profiler that silently stops sending is worse than none.
+//
+// A service is what Pyroscope files a series under: one name for the whole
+// host, or each process's command name — the main thread's, since worker
+// threads are often named after their pool ("tokio-runtime-w") — cut at
+// its first '/', so kernel threads such as kworker/3:1 make one service,
+// not one per CPU.
+//
+// Credentials come from a file or the environment (LoadCredentials),
+// never from the command line, where every user on the host can read
+// them in /proc/PID/cmdline.
+package agent

@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sprof/sprof/collector"
+)
+
+// dropReason says why a profile was never delivered.
+type dropReason uint8
+
+const (
+	// dropQueueFull: the server was unreachable for longer than the queue
+	// holds; the oldest interval made room for the newest.
+	dropQueueFull dropReason = iota
+	// dropTooOld: older than Pyroscope accepts.
+	dropTooOld
+	// dropRejected: the server refused it for good (invalid, unauthorized).
+	dropRejected
+	// dropShutdown: still queued when the flush at exit ran out of time.
+	dropShutdown
+	numDropReasons
+)
+
+func (r dropReason) String() string {
+	switch r {
+	case dropQueueFull:
+		return "queue_full"
+	case dropTooOld:
+		return "too_old"
+	case dropRejected:
+		return "rejected"
+	case dropShutdown:
+		return "shutdown"
+	}
+	return "dropReason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// metrics are the agent's own counters. They are written by the agent's
+// goroutines and read by the metrics endpoint, hence atomic.
+type metrics struct {
+	intervals, samples           atomic.Uint64
+	lost, sidebandLost           atomic.Uint64 // totals, as the kernel counts them
+	collectorCPU, profileBuild   atomic.Int64  // nanoseconds
+	collectorErrors              atomic.Uint64
+	pushesOK, pushesFailed       atomic.Uint64
+	bytesSent                    atomic.Uint64
+	dropped                      [numDropReasons]atomic.Uint64
+	filesWritten, fileErrors     atomic.Uint64
+	queueLength, queueCapacity   atomic.Int64
+	lastInterval, lastPushedTime atomic.Int64 // Unix nanoseconds
+}
+
+// observe adds one interval's collector statistics.
+func (m *metrics) observe(s collector.Stats, end time.Time) {
+	m.intervals.Add(1)
+	m.samples.Add(s.Samples)
+	m.lost.Store(s.Lost)
+	m.sidebandLost.Store(s.SidebandLost)
+	m.collectorCPU.Add(int64(s.Busy))
+	m.profileBuild.Add(int64(s.Build))
+	m.collectorErrors.Add(uint64(s.Errors))
+	m.lastInterval.Store(end.UnixNano())
+}
+
+// promWriter writes the Prometheus text exposition format (version 0.0.4).
+type promWriter struct{ w *bufio.Writer }
+
+func (p promWriter) family(name, typ, help string) {
+	fmt.Fprintf(p.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func (p promWriter) sample(name, labels string, v float64) {
+	if labels != "" {
+		labels = "{" + labels + "}"
+	}
+	fmt.Fprintf(p.w, "%s%s %s\n", name, labels, strconv.FormatFloat(v, 'g', -1, 64))
+}
+
+// one writes a family with a single unlabelled sample.
+func (p promWriter) one(name, typ, help string, v float64) {
+	p.family(name, typ, help)
+	p.sample(name, "", v)
+}
+
+func seconds(ns int64) float64 { return float64(ns) / 1e9 }
+
+// WriteMetrics writes the agent's counters in Prometheus text format.
+func (a *Agent) WriteMetrics(w io.Writer) error {
+	m := &a.metrics
+	p := promWriter{bufio.NewWriter(w)}
+	const c, g = "counter", "gauge"
+	p.one("sprof_agent_intervals_total", c, "Profiling intervals completed.", float64(m.intervals.Load()))
+	p.one("sprof_agent_samples_total", c, "Stack samples aggregated into profiles.", float64(m.samples.Load()))
+	p.one("sprof_agent_lost_samples_total", c, "Samples the kernel dropped because the ring buffer was full.", float64(m.lost.Load()))
+	p.one("sprof_agent_sideband_lost_total", c, "Process mmap/exec/exit records the kernel dropped; some processes may be unattributed.", float64(m.sidebandLost.Load()))
+	p.one("sprof_agent_collector_errors_total", c, "Drains that met a malformed record or a read error.", float64(m.collectorErrors.Load()))
+	p.one("sprof_agent_collector_cpu_seconds_total", c, "CPU time spent draining and aggregating samples.", seconds(m.collectorCPU.Load()))
+	p.one("sprof_agent_profile_build_seconds_total", c, "Wall time spent resolving and symbolizing profiles.", seconds(m.profileBuild.Load()))
+	p.family("sprof_agent_pushes_total", c, "Profiles pushed to Pyroscope, by result; a failed push is retried until it is dropped.")
+	p.sample("sprof_agent_pushes_total", `result="ok"`, float64(m.pushesOK.Load()))
+	p.sample("sprof_agent_pushes_total", `result="failed"`, float64(m.pushesFailed.Load()))
+	p.one("sprof_agent_sent_bytes_total", c, "Request bytes sent to Pyroscope, retries included.", float64(m.bytesSent.Load()))
+	p.family("sprof_agent_dropped_profiles_total", c, "Profiles never delivered, by reason.")
+	for r := range numDropReasons {
+		p.sample("sprof_agent_dropped_profiles_total", `reason="`+r.String()+`"`, float64(m.dropped[r].Load()))
+	}
+	p.one("sprof_agent_queue_intervals", g, "Intervals waiting to be pushed.", float64(m.queueLength.Load()))
+	p.one("sprof_agent_queue_capacity_intervals", g, "Intervals the queue holds before it drops the oldest.", float64(m.queueCapacity.Load()))
+	p.one("sprof_agent_files_written_total", c, "Profiles written to the output directory.", float64(m.filesWritten.Load()))
+	p.one("sprof_agent_file_errors_total", c, "Profiles that could not be written to the output directory.", float64(m.fileErrors.Load()))
+	p.one("sprof_agent_last_interval_timestamp_seconds", g, "When the last interval ended (Unix time).", seconds(m.lastInterval.Load()))
+	p.one("sprof_agent_last_push_timestamp_seconds", g, "When a profile was last pushed successfully (Unix time).", seconds(m.lastPushedTime.Load()))
+	cs := a.rec.CacheStats()
+	p.one("sprof_agent_symbolize_cache_hits_total", c, "Symbol table lookups served from the symbolizer's cache.", float64(cs.Hits))
+	p.one("sprof_agent_symbolize_cache_misses_total", c, "Symbol table lookups that read a binary.", float64(cs.Misses))
+	p.one("sprof_agent_symbolize_cache_evictions_total", c, "Symbol tables dropped to stay within the cache's memory budget.", float64(cs.Evictions))
+	p.one("sprof_agent_symbolize_cache_bytes", g, "Approximate memory of the cached symbol tables.", float64(cs.Bytes))
+	return p.w.Flush()
+}
+
+// MetricsHandler serves WriteMetrics over HTTP, for Prometheus to scrape.
+func (a *Agent) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		a.WriteMetrics(w) // a failed write is the scraper gone; nothing to do
+	})
+}

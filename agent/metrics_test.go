@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/internal/testenv"
+)
+
+// parsePrometheus parses text with the Prometheus project's own Python
+// parser (Debian's python3-prometheus-client) and returns every sample as
+// `name{labels}` → value.
+func parsePrometheus(t *testing.T, text string) map[string]float64 {
+	t.Helper()
+	const python = "/usr/bin/python3"
+	const script = `
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = {}
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        labels = ",".join('%s="%s"' % kv for kv in sorted(s.labels.items()))
+        out[s.name + ("{" + labels + "}" if labels else "")] = s.value
+json.dump(out, sys.stdout)
+`
+	if err := exec.Command(python, "-c", "import prometheus_client").Run(); err != nil {
+		testenv.Unavailable(t, "python3-prometheus-client is not installed (make test installs it)")
+	}
+	cmd := exec.Command(python, "-c", script)
+	cmd.Stdin = strings.NewReader(text)
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("Prometheus's parser rejects the metrics: %v\n%s", err, text)
+	}
+	var out map[string]float64
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMetricsEndpoint scrapes a running agent's endpoint and checks the
+// numbers against what happened.
+func TestMetricsEndpoint(t *testing.T) {
+	srv := newFakePyroscope(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(&fakeRecorder{}, Config{Interval: 50 * time.Millisecond, DrainEvery: 10 * time.Millisecond, ProcRoot: fakeProc(t),
+		Pyroscope: pyroscopeConfig(srv.url()), Metrics: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, a)
+	waitFor(t, "two intervals pushed", 5*time.Second, func() bool { return a.metrics.pushesOK.Load() >= 4 })
+	resp, err := http.Get("http://" + l.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	stop()
+	m := parsePrometheus(t, string(body))
+	intervals := m["sprof_agent_intervals_total"]
+	for name, want := range map[string]float64{
+		"sprof_agent_samples_total":                               intervals * (webCount + dbCount),
+		"sprof_agent_lost_samples_total":                          intervals, // the fake loses one a cut
+		`sprof_agent_dropped_profiles_total{reason="queue_full"}`: 0,
+		"sprof_agent_queue_capacity_intervals":                    DefaultQueue,
+		"sprof_agent_symbolize_cache_hits_total":                  7,
+		"sprof_agent_symbolize_cache_misses_total":                2,
+		"sprof_agent_symbolize_cache_bytes":                       1 << 20,
+		`sprof_agent_pushes_total{result="failed"}`:               0,
+	} {
+		if got, ok := m[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if intervals < 2 || m[`sprof_agent_pushes_total{result="ok"}`] < 4 || m["sprof_agent_sent_bytes_total"] <= 0 {
+		t.Errorf("%v intervals, %v pushes, %v bytes sent", intervals, m[`sprof_agent_pushes_total{result="ok"}`], m["sprof_agent_sent_bytes_total"])
+	}
+	if age := time.Since(time.Unix(int64(m["sprof_agent_last_push_timestamp_seconds"]), 0)); age > time.Minute {
+		t.Errorf("last push %v ago", age)
+	}
+	if _, err := http.Get("http://" + l.Addr().String() + "/metrics"); err == nil {
+		t.Error("the endpoint still answers after Run returned")
+	}
+}

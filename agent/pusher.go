@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/stacks"
+)
+
+// pusher sends one service's profile to Pyroscope.
+type pusher struct {
+	template pyroscope.Config
+	mu       sync.Mutex
+	creds    Credentials
+}
+
+// newPusher checks cfg once with a placeholder service name, so a bad URL
+// or label fails at start-up rather than on every push.
+func newPusher(cfg pyroscope.Config, sent *atomic.Uint64) (*pusher, error) {
+	hc := http.Client{Timeout: cfg.Timeout}
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &countingTransport{base: base, sent: sent}
+	cfg.HTTPClient = &hc
+	p := &pusher{template: cfg}
+	if _, err := p.client("check"); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *pusher) setCredentials(c Credentials) {
+	p.mu.Lock()
+	p.creds = c
+	p.mu.Unlock()
+}
+
+// client returns a client for service with the current credentials. A
+// client is cheap and shares the HTTP transport, hence the connections.
+func (p *pusher) client(service string) (*pyroscope.Client, error) {
+	cfg := p.template
+	cfg.ServiceName = service
+	p.mu.Lock()
+	cfg.BasicAuthUser, cfg.BasicAuthPassword, cfg.BearerToken = p.creds.User, p.creds.Password, p.creds.Token
+	p.mu.Unlock()
+	return pyroscope.New(cfg)
+}
+
+func (p *pusher) push(ctx context.Context, service string, prof *stacks.Profile) error {
+	c, err := p.client(service)
+	if err != nil {
+		return err
+	}
+	return c.Push(ctx, prof)
+}
+
+// countingTransport counts the request bytes it sends.
+type countingTransport struct {
+	base http.RoundTripper
+	sent *atomic.Uint64
+}
+
+func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		r = r.Clone(r.Context())
+		r.Body = &countingBody{r.Body, t.sent}
+	}
+	return t.base.RoundTrip(r)
+}
+
+type countingBody struct {
+	io.ReadCloser
+	sent *atomic.Uint64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.sent.Add(uint64(n))
+	return n, err
+}
+
+// outcome classifies a failed push: worth retrying later, or to be dropped
+// for the given reason. The caller has checked that it did not cancel the
+// push itself, so a push that connect reports as canceled met a reset
+// connection (as it does when a server goes down mid-dial): transient.
+func outcome(err error) (retry bool, reason dropReason) {
+	switch {
+	case errors.Is(err, pyroscope.ErrTooOld):
+		return false, dropTooOld
+	case pyroscope.Retryable(err), connect.CodeOf(err) == connect.CodeCanceled:
+		return true, 0
+	}
+	return false, dropRejected
+}
