@@ -10,9 +10,10 @@
 #   chromium           renders flame-graph SVGs headless for the screenshot test
 #   libc6-dbg          libc's separate debug file: symbolize's largest oracle test
 #   libbpf-dev         the BPF helper headers make check-generate compiles with
+#   python3-prometheus-client  Prometheus's text-format parser, for the agent's metrics
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
