@@ -161,6 +161,13 @@ func TestUnwindFixtures(t *testing.T) {
 			}
 			if share < 0.995 {
 				t.Errorf("%.2f%% of the samples show compare → libc → run → main, want ≥ 99.5%%; others: %v", 100*share, bad)
+				for _, s := range c.Profile().Samples {
+					if !unwindcheck.Known(unwindcheck.Chain(s, path)) {
+						for _, l := range s.Stack {
+							t.Logf("  %s %#x %v", l.Mapping.File, l.Address, l.Frames)
+						}
+					}
+				}
 			}
 			if st.Frames[collector.MethodEHFrame] == 0 {
 				t.Errorf("no frame unwound with .eh_frame rules (libc has no .sframe)")
