@@ -106,7 +106,9 @@ func (h *Hdr) Entry(i uint64) (pc, fde uint64, err error) {
 
 // Find returns the address of the FDE of the last table entry whose first
 // PC is at most pc; the FDE may still end before pc. It reports false when
-// pc is before every entry or there is no table.
+// pc is before every entry or there is no table. With the parsed
+// .eh_frame at address ehFrame, the FDE is fr.FDEAt(fde - ehFrame); run
+// Check once first, or a hostile table can point anywhere.
 func (h *Hdr) Find(pc uint64) (fde uint64, ok bool, err error) {
 	lo, hi := uint64(0), h.Count
 	for lo < hi {

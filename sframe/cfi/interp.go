@@ -87,6 +87,18 @@ const (
 	CFAExpression
 )
 
+func (k CFAKind) String() string {
+	switch k {
+	case CFAUnset:
+		return "unset"
+	case CFARegOffset:
+		return "reg+offset"
+	case CFAExpression:
+		return "expression"
+	}
+	return fmt.Sprintf("CFAKind(%d)", uint8(k))
+}
+
 // CFARule is how to compute the canonical frame address: the value of the
 // stack pointer in the caller just before the call. Reg and Offset are
 // kept while the CFA is an expression: DW_CFA_def_cfa_register and
