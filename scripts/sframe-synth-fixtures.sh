@@ -14,8 +14,10 @@
 # from .eh_frame with the .sframe gas wrote from the same directives.
 # It then writes the golden outputs of `sprof sframe synth` of the two
 # chain fixtures fed to the binutils readelf of each SFrame version
-# (NAME.synth-vN.readelf.txt), which
-# `make test` compares with, so that it needs no chroot.
+# (NAME.synth-vN.readelf.txt), which `make test` compares with, so that it
+# needs no chroot. The raw synthesized sections that package sframe
+# unwinds its stack dumps with (chain-*.synth) are rewritten by
+# `go test ./sframe/synth -run TestSynthesizedSections -update`.
 #
 # Uses the sid and trixie chroots of scripts/sframe-fixtures.sh
 # (SFRAME_CHROOTS, default /var/tmp/sprof-sframe-chroots) and the network
