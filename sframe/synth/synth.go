@@ -72,7 +72,8 @@ type Stats struct {
 	// Unsupported counts the rows left out, by reason.
 	Unsupported [NumReasons]int
 	PLTs        int // PLT expressions turned into PCMASK FDEs
-	// Overlapping counts the FDEs left out because their range overlaps
+	// Overlapping counts the functions (an FDE, or the part of one
+	// between unsupported rows) left out because their range overlaps
 	// another's.
 	Overlapping int
 	// OutsideCode counts the FDEs left out because their range is not
