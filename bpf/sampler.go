@@ -35,6 +35,13 @@ type Config struct {
 	CopyAll bool
 }
 
+// Copies make the ring's memory traffic the sampler's main cost: the
+// default ring, a second of records, is always written where no cache
+// holds it. BenchmarkBPFRunStackCopy measured a 16 KiB copy at 16 µs per
+// sample with the default 4 MiB ring at 99 Hz, and at 0.7 µs with a
+// 256 KiB ring drained every 10 ms. Callers that copy should drain often
+// and may set a RingBufferSize of a few drain intervals' worth.
+
 // MaxStackCopy is the largest Config.StackCopy, about perf's limit for
 // --call-graph dwarf (65528): enough for the deepest stacks seen in
 // practice, and each copied byte costs time in the sampling interrupt.
