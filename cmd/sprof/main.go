@@ -31,9 +31,11 @@ type env struct {
 func commands() []command {
 	return []command{
 		{"record", "sample CPU stacks of every process, some processes, or one command", runRecord},
+		{"agent", "profile continuously: every interval, one profile per service to Pyroscope or files", runAgent},
 		{"gsym", "convert binaries to GSYM, look up addresses, dump GSYM files", runGsym},
 		{"cbf", "decode Compact Backtrace Format stacks (hex, base64, Swift JSON)", runCBF},
 		{"info", "describe a .sprof recording: duration, samples, size, damage", runInfo},
+		{"report", "symbolize a .sprof recording into pprof, folded, SVG or speedscope", runReport},
 		{"sframe", "dump, look up or synthesize (from .eh_frame) SFrame unwind tables", runSFrame},
 		{"version", "print sprof's version", runVersion},
 	}

@@ -60,7 +60,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	pidList := fs.StringP("pid", "p", "", "only these processes: comma-separated pids (filtered in the kernel)")
 	fs.StringVar(&o.cgroup, "cgroup", "", "only processes in this cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/foo.service)")
 	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file; its extension picks the format")
-	format := fs.String("format", "", "output format, overriding the extension: "+formatNames())
+	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(append(exporters.Formats(), formatRecording)))
 	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
 	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
 	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
@@ -140,9 +140,9 @@ func maxSampleRate() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-func formatNames() string {
+func formatNames(formats []exporters.Format) string {
 	var names []string
-	for _, f := range append(exporters.Formats(), formatRecording) {
+	for _, f := range formats {
 		names = append(names, string(f))
 	}
 	return strings.Join(names, ", ")

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/cbf/recording"
+	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/report"
+	"github.com/sprof/sprof/symbolize"
+)
+
+const reportUsage = `Usage: sprof report [flags] REC.sprof
+
+Symbolizes a recording made by 'sprof record -o REC.sprof' and writes it as
+a profile: record now on a busy host, symbolize later, here or on another
+host that has the same binaries. Each binary is found by the path it had
+when recorded and used only if its build ID is the recorded one; kernel
+frames are named when this host runs the kernel release that was recorded.
+A recording cut short (sprof killed, disk full) is reported up to the cut.
+
+Examples:
+  sprof report cpu.sprof -o cpu.pb.gz                 # everything
+  sprof report cpu.sprof --comm nginx -o nginx.svg     # one program's threads
+  sprof report cpu.sprof -p 1234 --from 10s --to 40s -o app.folded
+  sprof report cpu.sprof --from 2026-11-22T11:30:00Z -o later.speedscope.json
+
+The output format follows the file's extension unless --format says
+otherwise: .pb.gz, .pprof, .pb (pprof); .folded, .txt (folded stacks);
+.svg (flame graph); .speedscope.json (speedscope).
+`
+
+// reportOptions is the parsed command line of `sprof report`.
+type reportOptions struct {
+	input, output string
+	format        exporters.Format
+	pids          []uint32
+	comms         []string
+	from, to      string
+}
+
+func parseReport(e *env, args []string) (*reportOptions, error) {
+	o := &reportOptions{}
+	fs := newFlagSet(e, "report", reportUsage)
+	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file; its extension picks the format")
+	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(exporters.Formats()))
+	pids := fs.StringP("pid", "p", "", "only these processes: comma-separated pids")
+	fs.StringSliceVar(&o.comms, "comm", nil, "only threads or processes of this name (repeat, or separate with commas)")
+	fs.StringVar(&o.from, "from", "", "start of the window: an offset from the recording's start (10, 1m30s) or a time (RFC 3339)")
+	fs.StringVar(&o.to, "to", "", "end of the window, as --from; default the end of the recording")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 1 {
+		return nil, usagef("want one REC.sprof, got %d arguments", fs.NArg())
+	}
+	o.input = fs.Arg(0)
+	var err error
+	if *format != "" {
+		o.format, err = exporters.ParseFormat(*format)
+	} else {
+		o.format, err = exporters.FormatFromPath(o.output)
+	}
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	if *pids != "" {
+		for _, f := range strings.Split(*pids, ",") {
+			pid, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
+			if err != nil {
+				return nil, usagef("--pid: %q is not a process id (expected a comma-separated list like 1234,5678)", f)
+			}
+			o.pids = append(o.pids, uint32(pid))
+		}
+	}
+	return o, nil
+}
+
+func runReport(e *env, args []string) error {
+	o, err := parseReport(e, args)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(o.input)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rd, err := recording.NewReader(f)
+	if err != nil {
+		return err
+	}
+	h := rd.Header()
+	opts := report.Options{Pids: o.pids, Comms: o.comms, Symbolizer: symbolize.NewELF(symbolize.Options{})}
+	if opts.From, err = windowEdge(o.from, h.Start); err != nil {
+		return usagef("--from: %v", err)
+	}
+	if opts.To, err = windowEdge(o.to, h.Start); err != nil {
+		return usagef("--to: %v", err)
+	}
+	if opts.To != 0 && opts.To <= opts.From {
+		return usagef("--to %s is not after --from %s", o.to, o.from)
+	}
+	opts.Kernel = kernelFor(e, h.Kernel)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if bar := newReadProgress(e, f); bar != nil {
+		opts.Progress = bar.show
+		defer bar.done()
+	}
+	prof, res, err := report.Read(f, opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.input, err)
+	}
+	out, err := createAtomic(o.output)
+	if err != nil {
+		return err
+	}
+	defer out.abort()
+	if err := exporters.Write(out, prof, o.format, exporters.Options{}); err != nil {
+		return fmt.Errorf("write %s: %w", o.output, err)
+	}
+	if err := out.commit(); err != nil {
+		return err
+	}
+	if res.Damaged != nil {
+		fmt.Fprintf(e.stderr, "sprof report: %s is damaged from offset %d (%s); reported what comes before\n", o.input, res.Damaged.Offset, res.Damaged.Reason)
+	}
+	if len(res.Missing) > 0 {
+		fmt.Fprintf(e.stderr, "sprof report: frames of these binaries stay unnamed, not found or rebuilt since: %s\n", strings.Join(res.Missing, ", "))
+	}
+	fmt.Fprintf(e.stderr, "sprof report: %d of %d samples; wrote %s (%s)\n", res.Kept, res.Samples, o.output, o.format)
+	return nil
+}
+
+// windowEdge parses --from or --to: an offset from the recording's start
+// (plain seconds or a Go duration), or a time in RFC 3339.
+func windowEdge(s string, start time.Time) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	var d durationValue
+	if err := d.Set(s); err == nil {
+		return time.Duration(d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither an offset (10, 1m30s) nor a time (2006-01-02T15:04:05Z)", s)
+	}
+	if t.Before(start) {
+		return 0, fmt.Errorf("%s is before the recording started (%s)", s, start.UTC().Format(time.RFC3339))
+	}
+	return t.Sub(start), nil
+}
+
+// kernelFor returns the kernel symbolizer for a recording made on kernel
+// release recorded: this host's kallsyms, if it runs that release.
+func kernelFor(e *env, recorded string) report.KernelSymbolizer {
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	if running := unix.ByteSliceToString(uts.Release[:]); running != recorded {
+		fmt.Fprintf(e.stderr, "sprof report: kernel frames stay unnamed: recorded on kernel %s, this host runs %s\n", recorded, running)
+		return nil
+	}
+	k, err := symbolize.LoadKernel()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "sprof report: kernel frames stay unnamed: %v\n", err)
+		return nil
+	}
+	return k
+}
+
+// readProgress shows on a terminal how much of a recording has been read
+// (gsym.go's progressBar counts compilation units).
+type readProgress struct {
+	w     io.Writer
+	size  int64
+	shown time.Time
+}
+
+// newReadProgress returns a bar for reading f, nil when stderr is not a
+// terminal.
+func newReadProgress(e *env, f *os.File) *readProgress {
+	tty, ok := e.stderr.(*os.File)
+	if !ok {
+		return nil
+	}
+	if _, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS); err != nil {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return nil
+	}
+	return &readProgress{w: tty, size: st.Size()}
+}
+
+func (b *readProgress) show(read int64) {
+	if now := time.Now(); now.Sub(b.shown) >= 100*time.Millisecond {
+		b.shown = now
+		const width = 30
+		n := int(int64(width) * min(read, b.size) / b.size)
+		fmt.Fprintf(b.w, "\rreading [%s%s] %3d%%", strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*min(read, b.size)/b.size)
+	}
+}
+
+// done clears the bar's line.
+func (b *readProgress) done() { fmt.Fprintf(b.w, "\r%s\r", strings.Repeat(" ", 50)) }
