@@ -29,18 +29,18 @@ type Config struct {
 	// space to unwind code built without frame pointers; 0 never copies.
 	// The copy stops at the end of the thread's stack. At most
 	// MaxStackCopy; needs User.
+	//
+	// Copies make the ring's memory traffic the sampler's main cost: the
+	// default ring, a second of records, is always written where no cache
+	// holds it. BenchmarkBPFRunStackCopy measured a 16 KiB copy at 16 µs
+	// per sample with the default 4 MiB ring at 99 Hz, and at 0.7 µs with
+	// a 256 KiB ring drained every 10 ms. Callers that copy should drain
+	// often and may set a RingBufferSize of a few drain intervals' worth.
 	StackCopy int
 	// CopyAll copies the stack of every process, marked or not: for hosts
 	// where most code lacks frame pointers, and for tests.
 	CopyAll bool
 }
-
-// Copies make the ring's memory traffic the sampler's main cost: the
-// default ring, a second of records, is always written where no cache
-// holds it. BenchmarkBPFRunStackCopy measured a 16 KiB copy at 16 µs per
-// sample with the default 4 MiB ring at 99 Hz, and at 0.7 µs with a
-// 256 KiB ring drained every 10 ms. Callers that copy should drain often
-// and may set a RingBufferSize of a few drain intervals' worth.
 
 // MaxStackCopy is the largest Config.StackCopy, about perf's limit for
 // --call-graph dwarf (65528): enough for the deepest stacks seen in
@@ -55,7 +55,7 @@ type Stats struct {
 const (
 	// typicalRecordSize sizes the default ring: a header and ~115 frames,
 	// plus the stack copy when there is one. Most records are smaller, a
-	// few are up to maxRecordSize plus the copy.
+	// few are up to 1152 frames plus the copy.
 	typicalRecordSize = 1024
 	// The default ring holds one second of typical records, four drain
 	// periods at the collector's 250 ms, within these bounds. The default
