@@ -31,6 +31,7 @@ type env struct {
 func commands() []command {
 	return []command{
 		{"record", "sample CPU stacks of every process, some processes, or one command", runRecord},
+		{"agent", "profile continuously: every interval, one profile per service to Pyroscope or files", runAgent},
 		{"gsym", "convert binaries to GSYM, look up addresses, dump GSYM files", runGsym},
 		{"cbf", "decode Compact Backtrace Format stacks (hex, base64, Swift JSON)", runCBF},
 		{"info", "describe a .sprof recording: duration, samples, size, damage", runInfo},

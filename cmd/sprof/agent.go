@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sprof/sprof/agent"
+	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/pyroscope"
+)
+
+const agentUsage = `Usage: sprof agent [flags]
+
+Profiles every process on the host for as long as it runs: every interval
+(15 s) it sends one CPU profile per service to Grafana Pyroscope and/or
+writes it to a directory as pprof, at 19 Hz, a rate meant to be left on.
+A service is --service-name, or else each process under its command name.
+
+Examples:
+  sudo sprof agent --pyroscope-url http://pyroscope:4040 --label env=prod
+  sudo sprof agent --output-dir /var/lib/sprof --keep 240 --metrics-addr 127.0.0.1:9465
+  sudo env SPROF_PYROSCOPE_USER=123456 SPROF_PYROSCOPE_PASSWORD=glc_... \
+    sprof agent --pyroscope-url https://profiles-prod-001.grafana.net
+
+Credentials never go on the command line, where every user can read them:
+--auth-file names a file of user=, password= or token= lines (or holding
+the bearer token alone); without it SPROF_PYROSCOPE_USER,
+SPROF_PYROSCOPE_PASSWORD or SPROF_PYROSCOPE_TOKEN are read.
+
+SIGTERM or Ctrl-C sends the interval under way and exits; SIGHUP re-reads
+--auth-file and re-creates --output-dir. deploy/ has a systemd unit and a
+Kubernetes DaemonSet.
+`
+
+// agentOptions is the parsed command line of `sprof agent`.
+type agentOptions struct {
+	frequency    int
+	interval     time.Duration
+	serviceName  string
+	processRoot  exporters.ProcessRoot
+	pyroscope    *pyroscope.Config
+	authFile     string
+	outputDir    string
+	keep         int
+	queue        int
+	metricsAddr  string
+	flushTimeout time.Duration
+	userOnly     bool
+	kernelOnly   bool
+	ringBuffer   int
+}
+
+// secretFlags are the flags people try for credentials. They exist, hidden,
+// to be refused with a pointer to the safe ways instead of pflag's bare
+// "unknown flag".
+func secretFlags() []string {
+	return []string{"token", "bearer-token", "password", "basic-auth-password", "pyroscope-token", "pyroscope-password"}
+}
+
+func parseAgent(e *env, args []string) (*agentOptions, error) {
+	o := &agentOptions{interval: agent.DefaultInterval, flushTimeout: agent.DefaultFlushTimeout}
+	host, _ := os.Hostname()
+	fs := newFlagSet(e, "agent", agentUsage)
+	fs.IntVarP(&o.frequency, "frequency", "F", 19, "samples per second on each CPU")
+	fs.Var((*durationValue)(&o.interval), "interval", "time one profile covers (at least 1s)")
+	fs.StringVar(&o.serviceName, "service-name", "", "file every profile under this service; default: one service per process, named after its command")
+	processRoot := fs.String("process-root", "auto", "root frame naming each sample's process: none, comm, comm-pid; auto = comm with --service-name, else none")
+	url := fs.String("pyroscope-url", "", "Pyroscope server to push to, e.g. http://pyroscope:4040")
+	api := fs.String("pyroscope-api", string(pyroscope.Push), "push (push.v1.PusherService/Push) or ingest (the legacy /ingest)")
+	tenant := fs.String("tenant-id", "", "X-Scope-OrgID for a multi-tenant Pyroscope")
+	fs.StringVar(&o.authFile, "auth-file", "", "file with the Pyroscope credentials (re-read on SIGHUP)")
+	labels := fs.StringArray("label", nil, "series label k=v for every profile (repeatable)")
+	fs.StringVar(&host, "host", host, "value of the host label; empty for none")
+	fs.StringVar(&o.outputDir, "output-dir", "", "also write every profile to this directory as TIME_SERVICE.pb.gz")
+	fs.IntVar(&o.keep, "keep", agent.DefaultKeep, "intervals of files to keep in --output-dir")
+	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while Pyroscope is unreachable; the oldest are dropped first")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the agent's Prometheus metrics at this address (e.g. 127.0.0.1:9465), GET /metrics")
+	fs.Var((*durationValue)(&o.flushTimeout), "flush-timeout", "how long to try sending queued profiles at exit")
+	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
+	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
+	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = 8 s of samples")
+	for _, name := range secretFlags() {
+		fs.String(name, "", "")
+		fs.MarkHidden(name)
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	for _, name := range secretFlags() {
+		if fs.Changed(name) {
+			return nil, usagef("--%s: secrets on the command line are visible to every user in ps; use --auth-file or %s / %s",
+				name, agent.EnvToken, agent.EnvPassword)
+		}
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q; sprof agent profiles every process and takes no command", fs.Arg(0))
+	}
+	if o.frequency < 1 {
+		return nil, usagef("--frequency %d: must be at least 1 (Hz)", o.frequency)
+	}
+	if max, err := maxSampleRate(); err == nil && o.frequency > max {
+		return nil, usagef("--frequency %d is above the kernel's limit of %d Hz (kernel.perf_event_max_sample_rate)", o.frequency, max)
+	}
+	if o.interval < time.Second {
+		return nil, usagef("--interval %v: must be at least 1s", o.interval)
+	}
+	if o.userOnly && o.kernelOnly {
+		return nil, usagef("--user-only and --kernel-only exclude each other; give at most one")
+	}
+	if o.ringBuffer != 0 && (o.ringBuffer < 4096 || o.ringBuffer&(o.ringBuffer-1) != 0) {
+		return nil, usagef("--ring-buffer %d: must be a power of two of at least 4K", o.ringBuffer)
+	}
+	if o.keep < 1 || o.queue < 1 {
+		return nil, usagef("--keep %d, --queue %d: both must be at least 1", o.keep, o.queue)
+	}
+	if *url == "" && o.outputDir == "" {
+		return nil, usagef("profiles must go somewhere: give --pyroscope-url, --output-dir, or both")
+	}
+	var err error
+	if *processRoot == "auto" {
+		if o.serviceName != "" {
+			o.processRoot = exporters.CommRoot
+		}
+	} else if o.processRoot, err = exporters.ParseProcessRoot(*processRoot); err != nil {
+		return nil, usagef("--process-root: %v", err)
+	}
+	if *url != "" {
+		cfg := &pyroscope.Config{URL: *url, Host: host, TenantID: *tenant, ServiceName: o.serviceName, ProcessRoot: o.processRoot}
+		if cfg.API, err = pyroscope.ParseAPI(*api); err != nil {
+			return nil, usagef("--pyroscope-api: %v", err)
+		}
+		if cfg.Labels, err = parseLabels(*labels); err != nil {
+			return nil, usagef("--label: %v", err)
+		}
+		// The client checks the URL and the labels as the server would.
+		if _, err := pyroscope.New(*cfg); err != nil {
+			return nil, &usageError{err.Error()}
+		}
+		o.pyroscope = cfg
+	} else if len(*labels) > 0 || *tenant != "" || o.authFile != "" {
+		return nil, usagef("--label, --tenant-id and --auth-file are for Pyroscope; give --pyroscope-url too")
+	}
+	return o, nil
+}
+
+// parseLabels reads k=v pairs.
+func parseLabels(pairs []string) (map[string]string, error) {
+	labels := map[string]string{}
+	for _, kv := range pairs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not name=value", kv)
+		}
+		if _, dup := labels[k]; dup {
+			return nil, fmt.Errorf("%q given twice", k)
+		}
+		labels[k] = v
+	}
+	return labels, nil
+}
+
+func runAgent(e *env, args []string) error {
+	o, err := parseAgent(e, args)
+	if err != nil {
+		return err
+	}
+	credentials := func() (agent.Credentials, error) { return agent.LoadCredentials(o.authFile, os.Getenv) }
+	if _, err := credentials(); err != nil {
+		return err
+	}
+	var metrics net.Listener
+	if o.metricsAddr != "" {
+		if metrics, err = net.Listen("tcp", o.metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		defer metrics.Close()
+	}
+	rec, err := agent.OpenBPF(agent.BPFConfig{Frequency: o.frequency, User: !o.kernelOnly, Kernel: !o.userOnly, RingBufferSize: o.ringBuffer})
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	if rec.KernelErr != nil {
+		log.Warn("kernel frames stay unnamed", "err", rec.KernelErr)
+	}
+	cfg := agent.Config{
+		Interval: o.interval, ServiceName: o.serviceName, ProcessRoot: o.processRoot,
+		Pyroscope: o.pyroscope, Queue: o.queue, FlushTimeout: o.flushTimeout,
+		OutputDir: o.outputDir, Keep: o.keep, Metrics: metrics, Log: log,
+	}
+	if o.pyroscope != nil {
+		cfg.Credentials = credentials
+	}
+	a, err := agent.New(rec, cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer func() {
+		signal.Stop(hup)
+		close(hup)
+	}()
+	go func() {
+		for range hup {
+			a.Reload()
+		}
+	}()
+	log.Info("profiling every process", "hz", o.frequency, "interval", o.interval, "to", destinations(o))
+	return a.Run(ctx)
+}
+
+// destinations says in words where profiles go.
+func destinations(o *agentOptions) string {
+	var to []string
+	if o.pyroscope != nil {
+		to = append(to, o.pyroscope.URL)
+	}
+	if o.outputDir != "" {
+		to = append(to, o.outputDir)
+	}
+	return strings.Join(to, " and ")
+}
