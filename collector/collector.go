@@ -232,6 +232,9 @@ func (c *Collector) Close() error {
 func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{}) (*stacks.Profile, Stats, error) {
 	defer c.Close()
 	c.start = time.Now()
+	if c.unw != nil { // mark processes for stack copies now, not at the first drain
+		c.unw.attach(src)
+	}
 	tick := time.NewTicker(c.interval)
 	defer tick.Stop()
 loop:
@@ -285,7 +288,8 @@ func (c *Collector) drain(src Source, final bool) error {
 	}()
 	c.pend, c.arena = c.pend[:0], c.arena[:0]
 	if c.unw != nil {
-		c.unw.use(src)
+		c.unw.attach(src)
+		c.unw.stack = c.unw.stack[:0]
 	}
 	// Samples first, then the side band: every record older than a
 	// sample just read is then in the side band's rings too.

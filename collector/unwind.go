@@ -651,9 +651,9 @@ func (u *unwinder) exited(pid uint32) {
 	}
 }
 
-// use starts a drain from src: marks made before src was known are sent.
-func (u *unwinder) use(src Source) {
-	u.stack = u.stack[:0]
+// attach marks processes for copies through src from now on, and sends
+// the marks made before src was known.
+func (u *unwinder) attach(src Source) {
 	if u.marker != nil {
 		return
 	}

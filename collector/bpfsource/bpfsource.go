@@ -3,8 +3,9 @@
 // It is the only place where package collector meets package bpf: the
 // collector is tested with recorded or made-up samples and never needs a
 // kernel, while this adapter, a field-by-field copy of each sample header
-// (the stacks are not copied), is tested end to end against the real
-// sampler.
+// (the stacks and stack copies are not copied), is tested end to end
+// against the real sampler. It marks processes for stack copies on the
+// collector's behalf (collector.CopyMarker).
 package bpfsource
 
 import (
@@ -32,6 +33,7 @@ func (src *Source) deliver(s *bpf.Sample) {
 		Time: s.Time, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Comm: s.Comm,
 		PC: s.PC, SP: s.SP, FP: s.FP, LR: s.LR,
 		User: s.User, Kernel: s.Kernel, UserTruncated: s.UserTruncated,
+		StackCopy: s.StackCopy, StackCopyTruncated: s.StackCopyTruncated,
 	}
 	src.fn(&src.out)
 }
@@ -41,6 +43,9 @@ func (src *Source) Read(fn func(*collector.Sample)) (int, error) {
 	src.fn = fn
 	return src.sampler.Read(src.convert)
 }
+
+// SetCopy marks pid for stack copies (collector.CopyMarker).
+func (src *Source) SetCopy(pid uint32, on bool) error { return src.sampler.SetCopy(pid, on) }
 
 // Lost is the number of samples the BPF program could not hand over.
 func (src *Source) Lost() (uint64, error) { return src.sampler.Lost() }

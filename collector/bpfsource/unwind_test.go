@@ -1,0 +1,130 @@
+package bpfsource_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/bpf"
+	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/collector/bpfsource"
+	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/internal/unwindcheck"
+	"github.com/sprof/sprof/symbolize"
+)
+
+const (
+	accuracyHz       = 999
+	accuracyDuration = 2 * time.Second
+)
+
+// TestUnwindAccuracy records the unwinding fixtures (-O2
+// -fomit-frame-pointer, one with .sframe, one with .eh_frame only) with
+// the real sampler, the process marked for stack copies by the collector
+// itself, and wants the exact chain compare → libc → run → main in at
+// least 99.5% of the samples. Then perf records the same process with
+// --call-graph dwarf, and sprof's share of samples that reach main must
+// be at least perf's.
+func TestUnwindAccuracy(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, fx := range unwindcheck.Fixtures {
+		t.Run(fx.Name, func(t *testing.T) {
+			path := unwindcheck.Path(t, "../..", fx.File)
+			cmd := unwindcheck.Start(t, path)
+			pid := uint32(cmd.Process.Pid)
+
+			col, err := collector.New(collector.Options{
+				Frequency: accuracyHz, Pids: []uint32{pid}, StackCopy: true, DebugUnwind: true,
+				Symbolizer: symbolize.NewELF(symbolize.Options{}),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := bpf.Open(bpf.Config{Frequency: accuracyHz, Pids: []uint32{pid}, User: true, Kernel: true, StackCopy: 16 << 10})
+			if err != nil {
+				col.Close()
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), accuracyDuration)
+			defer cancel()
+			prof, _, err := col.Run(ctx, bpfsource.New(s), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := col.UnwindStats()
+			var text bytes.Buffer
+			st.WriteText(&text)
+			share, all, bad := unwindcheck.Share(prof, pid, path)
+			reach := unwindcheck.ReachMain(prof, pid, path)
+			t.Logf("sprof: %d samples, %.2f%% with the known chain, %.2f%% reach main\n%s", all, 100*share, 100*reach, text.String())
+			// The fixture spins on one CPU; a loaded host leaves it less.
+			if all < 100 {
+				t.Fatalf("only %d samples in %v at %d Hz", all, accuracyDuration, accuracyHz)
+			}
+			if st.Copies == 0 {
+				t.Fatalf("no sample carried a stack copy: the collector did not mark pid %d", pid)
+			}
+			if share < 0.995 {
+				t.Errorf("%.2f%% of the samples show compare → libc → run → main, want ≥ 99.5%%; others: %v", 100*share, bad)
+			}
+
+			perfShare, perfAll := perfReachMain(t, pid, path)
+			t.Logf("perf --call-graph dwarf: %d samples, %.2f%% reach main", perfAll, 100*perfShare)
+			if reach < perfShare {
+				t.Errorf("sprof: %.2f%% of the samples reach main, perf: %.2f%%", 100*reach, 100*perfShare)
+			}
+		})
+	}
+}
+
+// perfReachMain records pid with perf record --call-graph dwarf and
+// returns the share of its samples whose call chain holds the fixture's
+// main, and the sample count.
+func perfReachMain(t *testing.T, pid uint32, fixture string) (float64, int) {
+	perf := testenv.RequireTool(t, "perf")
+	data := filepath.Join(t.TempDir(), "perf.data")
+	rec := exec.Command(perf, "record", "-q", "--call-graph", "dwarf", "-F", "999", "-p", strconv.FormatUint(uint64(pid), 10), "-o", data, "--", "sleep", accuracyDuration.String())
+	if out, err := rec.CombinedOutput(); err != nil {
+		t.Fatalf("perf record: %v\n%s", err, out)
+	}
+	out, err := exec.Command(perf, "script", "-i", data).Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	var all, good int
+	inSample, reached := false, false
+	end := func() {
+		if inSample {
+			all++
+			if reached {
+				good++
+			}
+		}
+		inSample, reached = false, false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			end()
+		case line[0] != ' ' && line[0] != '\t':
+			end()
+			inSample = true
+		case strings.Contains(line, " main+") && strings.HasSuffix(line, "("+fixture+")"):
+			reached = true
+		}
+	}
+	end()
+	if all == 0 {
+		t.Fatalf("perf recorded no samples of pid %d", pid)
+	}
+	return float64(good) / float64(all), all
+}
