@@ -154,6 +154,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		"self_tgid":       uint32(os.Getpid()),
 		"cgroup_id":       cfg.CgroupID,
 		"filter_pids":     s.filterPids,
+		"follow_forks":    cfg.FollowForks,
 		"include_idle":    cfg.IncludeIdle,
 		"capture_user":    cfg.User,
 		"capture_kernel":  cfg.Kernel,
@@ -205,9 +206,10 @@ func (s *Sampler) start(cfg Config, cpus []int) error {
 		return fmt.Errorf("enable BPF run-time statistics: %w", err)
 	}
 	s.stats = stats
-	if s.filterPids || (s.stackCopy && !cfg.CopyAll) {
+	copyMarks := s.stackCopy && !cfg.CopyAll
+	if s.filterPids || copyMarks {
 		hooks := []*ebpf.Program{s.objs.ForgetExit}
-		if cfg.FollowForks {
+		if cfg.FollowForks || copyMarks {
 			hooks = append(hooks, s.objs.FollowFork)
 		}
 		for _, p := range hooks {
@@ -275,8 +277,10 @@ func (s *Sampler) AddPid(pid uint32) error {
 
 // SetCopy marks a process (tgid) for stack copies, or unmarks it: user
 // space knows which processes map code that frame pointers cannot unwind,
-// and only their samples pay for the copy. A mark goes when the process
-// exits; a forked child is not marked until SetCopy says so. It fails with
+// and only their samples pay for the copy. A process forked by a marked
+// one is marked too (it has the same mappings until it execs; unmark it
+// then if its new image needs no copies), and a mark goes when its process
+// exits. It fails with
 // ErrNoStackCopy when Config.StackCopy is 0; with CopyAll, marks change
 // nothing.
 func (s *Sampler) SetCopy(pid uint32, on bool) error {

@@ -92,6 +92,7 @@ struct sample_buf {
 volatile const __u32 self_tgid;
 volatile const __u64 cgroup_id;
 volatile const bool filter_pids;
+volatile const bool follow_forks;
 volatile const bool include_idle;
 volatile const bool capture_user;
 volatile const bool capture_kernel;
@@ -113,11 +114,11 @@ struct {
 } pids SEC(".maps");
 
 /* Processes whose samples carry a stack copy, marked by user space because
- * some of their code cannot be unwound by frame pointers. */
+ * some of their code cannot be unwound by frame pointers. Preallocated, as
+ * perf_event programs need before Linux 6.1. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 16384);
 	__type(key, __u32); /* tgid */
 	__type(value, __u8);
 } copy_pids SEC(".maps");
@@ -597,8 +598,11 @@ int sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* With Config.FollowForks: a process forked by a followed process is
- * followed too. Threads share their parent's tgid and need nothing. */
+/* With Config.FollowForks, a process forked by a followed process is
+ * followed too. A process forked by one marked for stack copies is marked:
+ * it has its parent's mappings until it execs (then user space decides
+ * again), and its first samples must not wait for user space to hear of
+ * it. Threads share their parent's tgid and need nothing. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -606,9 +610,12 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 ctgid = child->tgid;
 	__u8 one = 1;
 
-	if (ptgid == ctgid || !bpf_map_lookup_elem(&pids, &ptgid))
+	if (ptgid == ctgid)
 		return 0;
-	bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+	if (follow_forks && bpf_map_lookup_elem(&pids, &ptgid))
+		bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+	if (stack_copy_size && !copy_all && bpf_map_lookup_elem(&copy_pids, &ptgid))
+		bpf_map_update_elem(&copy_pids, &ctgid, &one, BPF_ANY);
 	return 0;
 }
 

@@ -76,6 +76,7 @@ const (
 	sprofVarCgroupId      = "cgroup_id"
 	sprofVarCopyAll       = "copy_all"
 	sprofVarFilterPids    = "filter_pids"
+	sprofVarFollowForks   = "follow_forks"
 	sprofVarIncludeIdle   = "include_idle"
 	sprofVarSelfTgid      = "self_tgid"
 	sprofVarStackCopySize = "stack_copy_size"
@@ -149,6 +150,7 @@ type sprofVariableSpecs struct {
 	CgroupId      *ebpf.VariableSpec `ebpf:"cgroup_id"`
 	CopyAll       *ebpf.VariableSpec `ebpf:"copy_all"`
 	FilterPids    *ebpf.VariableSpec `ebpf:"filter_pids"`
+	FollowForks   *ebpf.VariableSpec `ebpf:"follow_forks"`
 	IncludeIdle   *ebpf.VariableSpec `ebpf:"include_idle"`
 	SelfTgid      *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize *ebpf.VariableSpec `ebpf:"stack_copy_size"`
@@ -202,6 +204,7 @@ type sprofVariables struct {
 	CgroupId      *ebpf.Variable `ebpf:"cgroup_id"`
 	CopyAll       *ebpf.Variable `ebpf:"copy_all"`
 	FilterPids    *ebpf.Variable `ebpf:"filter_pids"`
+	FollowForks   *ebpf.Variable `ebpf:"follow_forks"`
 	IncludeIdle   *ebpf.Variable `ebpf:"include_idle"`
 	SelfTgid      *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize *ebpf.Variable `ebpf:"stack_copy_size"`

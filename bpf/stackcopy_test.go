@@ -291,3 +291,51 @@ func TestStackCopyInSyscall(t *testing.T) {
 	}
 	t.Logf("%d samples in the kernel", len(got))
 }
+
+// A process forked by a marked process is marked in the kernel, so its
+// first samples already carry copies; the mark goes when it exits.
+func TestSetCopyInheritedOnFork(t *testing.T) {
+	requireFixture(t)
+	parent, stdin := startFixture(t, "fork")
+	ppid := uint32(parent.Process.Pid)
+	s := openSampler(t, Config{Frequency: 499, User: true, StackCopy: 4096})
+	if err := s.SetCopy(ppid, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	var child uint32
+	withCopy, without := 0, 0
+	collect(t, s, time.Second, func(x *Sample) bool {
+		if x.Comm != [16]byte{'f', 'p', 'w', 'a', 'l', 'k'} || x.Pid == ppid {
+			return false
+		}
+		child = x.Pid
+		if x.StackCopy != nil {
+			withCopy++
+		} else {
+			without++
+		}
+		return false
+	})
+	if withCopy == 0 || without != 0 {
+		t.Fatalf("forked child %d: %d samples with copies, %d without; want all with", child, withCopy, without)
+	}
+	var one uint8
+	if err := s.objs.CopyPids.Lookup(child, &one); err != nil {
+		t.Fatalf("child %d not marked: %v", child, err)
+	}
+	if err := syscall.Kill(int(child), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := s.objs.CopyPids.Lookup(child, &one)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d still marked after it exited (%v)", child, err)
+		}
+	}
+}
