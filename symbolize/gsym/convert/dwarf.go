@@ -27,10 +27,23 @@ const attrMIPSLinkageName = dwarf.Attr(0x2007)
 // node is a DIE of the compilation unit being converted, linked into the
 // unit's tree.
 type node struct {
-	e          *dwarf.Entry
+	off        dwarf.Offset
+	tag        dwarf.Tag
+	e          *dwarf.Entry // nil for tags the conversion never reads
 	parent     int32
 	firstChild int32
 	next       int32
+}
+
+// keptTags are the DIEs whose attributes the conversion reads: functions,
+// inlined calls, the blocks between them, and the scopes that qualify
+// names. Other entries (types, variables, parameters: most of the DWARF)
+// are dropped as soon as they are linked, which keeps a unit's live heap
+// small.
+var keptTags = map[dwarf.Tag]bool{
+	dwarf.TagCompileUnit: true, dwarf.TagSubprogram: true, dwarf.TagInlinedSubroutine: true,
+	dwarf.TagLexDwarfBlock: true, dwarf.TagNamespace: true, dwarf.TagClassType: true,
+	dwarf.TagStructType: true, dwarf.TagUnionType: true,
 }
 
 // dieRef is a DIE: an index into the unit's nodes, or (idx < 0) an entry of
@@ -200,7 +213,7 @@ func (u *unitConverter) convert(off dwarf.Offset, parts int) []unitResult {
 	if err != nil {
 		return []unitResult{{err: err}}
 	}
-	if len(u.nodes) == 0 || u.nodes[0].e.Tag != dwarf.TagCompileUnit {
+	if len(u.nodes) == 0 || u.nodes[0].tag != dwarf.TagCompileUnit {
 		return nil
 	}
 	cu := u.nodes[0].e
@@ -208,7 +221,7 @@ func (u *unitConverter) convert(off dwarf.Offset, parts int) []unitResult {
 	u.compDir, _ = cu.Val(dwarf.AttrCompDir).(string)
 	var subs []int32
 	for i := range u.nodes {
-		if u.nodes[i].e.Tag == dwarf.TagSubprogram {
+		if u.nodes[i].tag == dwarf.TagSubprogram {
 			subs = append(subs, int32(i))
 		}
 	}
@@ -282,8 +295,8 @@ func (u *unitConverter) load(off dwarf.Offset) error {
 		if e == nil {
 			return nil
 		}
-		if i > 0 && e.Tag != 0 && e.Offset <= u.nodes[len(u.nodes)-1].e.Offset {
-			return fmt.Errorf("DWARF entry at %#x does not follow %#x", e.Offset, u.nodes[len(u.nodes)-1].e.Offset)
+		if i > 0 && e.Tag != 0 && e.Offset <= u.nodes[len(u.nodes)-1].off {
+			return fmt.Errorf("DWARF entry at %#x does not follow %#x", e.Offset, u.nodes[len(u.nodes)-1].off)
 		}
 		if e.Tag == 0 {
 			if len(stack) == 0 {
@@ -296,7 +309,10 @@ func (u *unitConverter) load(off dwarf.Offset) error {
 			continue
 		}
 		i := int32(len(u.nodes))
-		n := node{e: e, parent: -1, firstChild: -1, next: -1}
+		n := node{off: e.Offset, tag: e.Tag, parent: -1, firstChild: -1, next: -1}
+		if keptTags[e.Tag] {
+			n.e = e
+		}
 		if len(stack) > 0 {
 			p := stack[len(stack)-1]
 			n.parent = p
@@ -324,9 +340,9 @@ func (u *unitConverter) ref(d dieRef, a dwarf.Attr) dieRef {
 	}
 	i, found := slices.BinarySearchFunc(u.nodes, off, func(n node, o dwarf.Offset) int {
 		switch {
-		case n.e.Offset < o:
+		case n.off < o:
 			return -1
-		case n.e.Offset > o:
+		case n.off > o:
 			return 1
 		}
 		return 0
@@ -402,7 +418,7 @@ func (u *unitConverter) parentDeclContext(d dieRef, depth int) dieRef {
 		return dieRef{}
 	}
 	p := dieRef{idx: pi, e: u.nodes[pi].e}
-	switch p.e.Tag {
+	switch u.nodes[pi].tag {
 	case dwarf.TagNamespace, dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagClassType, dwarf.TagSubprogram:
 		return p
 	case dwarf.TagLexDwarfBlock:
@@ -585,7 +601,7 @@ func (u *unitConverter) lines(d dieRef, fr gsym.Range) []gsym.LineEntry {
 // hasInline reports whether an inlined subroutine lies under DIE i, not
 // looking into nested functions.
 func (u *unitConverter) hasInline(i int32, depth int) bool {
-	switch u.nodes[i].e.Tag {
+	switch u.nodes[i].tag {
 	case dwarf.TagInlinedSubroutine:
 		return true
 	case dwarf.TagSubprogram:
@@ -608,7 +624,7 @@ func (u *unitConverter) inline(i int32, depth int, parent *gsym.InlineInfo) {
 		return
 	}
 	e := u.nodes[i].e
-	switch e.Tag {
+	switch u.nodes[i].tag {
 	case dwarf.TagInlinedSubroutine:
 		_, all := u.ranges(e)
 		var n gsym.InlineInfo
