@@ -3,6 +3,7 @@ package bpf
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 )
 
 const (
@@ -200,4 +203,20 @@ func hexFrames(fr []uint64) string {
 		s += fmt.Sprintf("%#x", a)
 	}
 	return s + "]"
+}
+
+// waitGone waits up to 2 s for the exit hook to delete pid from m, a pid
+// set, after the process was killed.
+func waitGone(t testing.TB, m *ebpf.Map, pid uint32) {
+	t.Helper()
+	var one uint8
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := m.Lookup(pid, &one)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still in map %s after it exited (%v)", pid, m, err)
+		}
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -226,15 +225,7 @@ func TestFollowForks(t *testing.T) {
 	if err := syscall.Kill(int(child), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		err := s.objs.Pids.Lookup(child, &one)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d still in the pid set after it exited (%v)", child, err)
-		}
-	}
+	waitGone(t, s.objs.Pids, child)
 }
 
 // A ring too small for the rate loses samples, counts them, and what it

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf"
 )
 
 // The fixture's canaries (testdata/bpf/nofp.c) and its fault mode's layout.
@@ -213,16 +211,7 @@ func TestSetCopy(t *testing.T) {
 	if err := syscall.Kill(int(opid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var one uint8
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		err := s.objs.CopyPids.Lookup(opid, &one)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still marked for copies after it exited (%v)", opid, err)
-		}
-	}
+	waitGone(t, s.objs.CopyPids, opid)
 
 	plain := openSampler(t, Config{Frequency: 99, User: true})
 	if err := plain.SetCopy(mpid, true); !errors.Is(err, ErrNoStackCopy) {
@@ -329,13 +318,5 @@ func TestSetCopyInheritedOnFork(t *testing.T) {
 	if err := syscall.Kill(int(child), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		err := s.objs.CopyPids.Lookup(child, &one)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d still marked after it exited (%v)", child, err)
-		}
-	}
+	waitGone(t, s.objs.CopyPids, child)
 }
