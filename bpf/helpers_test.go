@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,11 +206,17 @@ func hexFrames(fr []uint64) string {
 	return s + "]"
 }
 
-// waitGone waits up to 2 s for the exit hook to delete pid from m, a pid
-// set, after the process was killed.
-func waitGone(t testing.TB, m *ebpf.Map, pid uint32) {
+// killForgotten checks that pid is in m, a pid set, kills the process
+// and waits up to 2 s for the exit hook to delete it.
+func killForgotten(t testing.TB, m *ebpf.Map, pid uint32) {
 	t.Helper()
 	var one uint8
+	if err := m.Lookup(pid, &one); err != nil {
+		t.Fatalf("pid %d not in map %s: %v", pid, m, err)
+	}
+	if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		err := m.Lookup(pid, &one)
 		if errors.Is(err, ebpf.ErrKeyNotExist) {

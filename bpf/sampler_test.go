@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -218,14 +217,7 @@ func TestFollowForks(t *testing.T) {
 			t.Fatalf("samples of pids %d and %d; only the child %d was forked", child, x.Pid, child)
 		}
 	}
-	var one uint8
-	if err := s.objs.Pids.Lookup(child, &one); err != nil {
-		t.Fatalf("child %d not in the pid set: %v", child, err)
-	}
-	if err := syscall.Kill(int(child), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, s.objs.Pids, child)
+	killForgotten(t, s.objs.Pids, child)
 }
 
 // A ring too small for the rate loses samples, counts them, and what it

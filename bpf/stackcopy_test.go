@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -208,10 +207,7 @@ func TestSetCopy(t *testing.T) {
 	if err := s.SetCopy(opid, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(int(opid), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, s.objs.CopyPids, opid)
+	killForgotten(t, s.objs.CopyPids, opid)
 
 	plain := openSampler(t, Config{Frequency: 99, User: true})
 	if err := plain.SetCopy(mpid, true); !errors.Is(err, ErrNoStackCopy) {
@@ -311,12 +307,5 @@ func TestSetCopyInheritedOnFork(t *testing.T) {
 	if withCopy == 0 || without != 0 {
 		t.Fatalf("forked child %d: %d samples with copies, %d without; want all with", child, withCopy, without)
 	}
-	var one uint8
-	if err := s.objs.CopyPids.Lookup(child, &one); err != nil {
-		t.Fatalf("child %d not marked: %v", child, err)
-	}
-	if err := syscall.Kill(int(child), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, s.objs.CopyPids, child)
+	killForgotten(t, s.objs.CopyPids, child)
 }
