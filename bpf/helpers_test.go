@@ -227,3 +227,18 @@ func killForgotten(t testing.TB, m *ebpf.Map, pid uint32) {
 		}
 	}
 }
+
+// waitLost waits up to 5 s for the sampler to lose a sample and returns
+// how many it lost.
+func waitLost(t testing.TB, s *Sampler) uint64 {
+	t.Helper()
+	var lost uint64
+	for deadline := time.Now().Add(5 * time.Second); lost == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		var err error
+		if lost, err = s.Lost(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lost
+}

@@ -227,14 +227,7 @@ func TestLostSamples(t *testing.T) {
 	cmd, _ := startFixture(t, "deep", "100") // records of ~900 bytes: four fill the ring
 	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
 		RingBufferSize: os.Getpagesize()})
-	var lost uint64
-	for deadline := time.Now().Add(5 * time.Second); lost == 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		var err error
-		if lost, err = s.Lost(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lost := waitLost(t, s)
 	n, err := s.Read(func(x *Sample) {
 		if len(x.User) < 100 {
 			t.Errorf("a kept sample has %d user frames, want the fixture's 100+", len(x.User))

@@ -223,14 +223,7 @@ func TestStackCopyLost(t *testing.T) {
 	pid := cmd.Process.Pid
 	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true, StackCopy: 16384, CopyAll: true,
 		RingBufferSize: 64 << 10})
-	var lost uint64
-	for deadline := time.Now().Add(5 * time.Second); lost == 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		var err error
-		if lost, err = s.Lost(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lost := waitLost(t, s)
 	end := startStack(t, pid) // now that the fixture has surely exec'd
 	n, err := s.Read(func(x *Sample) {
 		if x.SP+uint64(len(x.StackCopy)) != end {
