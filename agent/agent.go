@@ -93,6 +93,8 @@ type Agent struct {
 	pusher  *pusher // nil without Pyroscope
 	out     *outputDir
 	reload  chan struct{}
+	// sidebandWarned is set once the lack of a side band was logged.
+	sidebandWarned bool
 }
 
 // New checks cfg and returns an agent recording from rec. Nothing runs
@@ -245,6 +247,10 @@ func (a *Agent) cutInterval() {
 	a.metrics.observe(st, p.Start.Add(p.Duration))
 	if st.Errors > 0 {
 		a.log.Warn("records skipped while draining", "count", st.Errors, "first", st.Err)
+	}
+	if st.Sideband != nil && !a.sidebandWarned {
+		a.log.Warn("no process side band: processes that exit between drains may be unattributed", "err", st.Sideband)
+		a.sidebandWarned = true
 	}
 	items := splitServices(p, a.cfg.ServiceName, a.cfg.ProcRoot)
 	a.log.Debug("interval", "start", p.Start, "samples", st.Samples, "lost", p.Lost, "services", len(items))

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -110,6 +111,15 @@ func (s *syncBuffer) String() string {
 // the interval under way and exits 0.
 func TestAgentSignals(t *testing.T) {
 	testenv.RequireRoot(t)
+	// Something to sample in every interval, the last one included.
+	busy := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		busy.Process.Kill()
+		busy.Wait()
+	}()
 	dir := filepath.Join(t.TempDir(), "out")
 	addr := freeAddr(t)
 	var stderr syncBuffer
@@ -143,7 +153,17 @@ func TestAgentSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	wait("the output directory again", func() bool { _, err := os.Stat(dir); return err == nil })
+	stamps := func() map[string]bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
+		m := map[string]bool{}
+		for _, f := range files {
+			stamp, _, _ := strings.Cut(filepath.Base(f), "_")
+			m[stamp] = true
+		}
+		return m
+	}
+	wait("an interval written after the reload", func() bool { return len(stamps()) > 0 })
+	before := stamps()
 
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	select {
@@ -154,10 +174,10 @@ func TestAgentSignals(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("sprof agent did not exit 20 s after SIGTERM")
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
-	if len(files) == 0 {
-		t.Fatalf("no profile written at SIGTERM: %s", stderr.String())
+	if after := stamps(); len(after) <= len(before) {
+		t.Errorf("intervals written: %v before SIGTERM, %v after; want the one under way too", before, after)
 	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -169,5 +189,85 @@ func TestAgentSignals(t *testing.T) {
 	}
 	if log := stderr.String(); !strings.Contains(log, "profiling every process") || !strings.Contains(log, "reloaded") {
 		t.Errorf("log: %s", log)
+	}
+}
+
+// deployArgs returns the arguments after `sprof agent` in the systemd
+// unit's ExecStart and in the DaemonSet's container args, with the
+// variables their runtimes fill in replaced.
+func deployArgs(t *testing.T) (unit, daemonSet []string) {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/sprof-agent.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(b), "\\\n", " ")
+	for _, line := range strings.Split(text, "\n") {
+		if cmd, ok := strings.CutPrefix(line, "ExecStart="); ok {
+			unit = strings.Fields(strings.ReplaceAll(cmd, "${STATE_DIRECTORY}", t.TempDir()))
+		}
+	}
+	if len(unit) < 2 || unit[0] != "/usr/local/bin/sprof" || unit[1] != "agent" {
+		t.Fatalf("unit ExecStart %q, want /usr/local/bin/sprof agent …", unit)
+	}
+	b, err = os.ReadFile("../../deploy/sprof-agent-daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inArgs := false
+	for _, line := range strings.Split(string(b), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "args:":
+			inArgs = true
+		case inArgs && strings.HasPrefix(trimmed, "- "):
+			daemonSet = append(daemonSet, strings.ReplaceAll(strings.TrimPrefix(trimmed, "- "), "$(NODE_NAME)", "node-1"))
+		default:
+			inArgs = false
+		}
+	}
+	if len(daemonSet) < 1 || daemonSet[0] != "agent" {
+		t.Fatalf("DaemonSet args %q, want agent …", daemonSet)
+	}
+	return unit[2:], daemonSet[1:]
+}
+
+// TestDeployCommandLines: the command lines in deploy/ are ones sprof
+// accepts, so the examples cannot drift from the flags.
+func TestDeployCommandLines(t *testing.T) {
+	unit, ds := deployArgs(t)
+	e := &env{strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}}
+	for name, args := range map[string][]string{"systemd unit": unit, "DaemonSet": ds} {
+		o, err := parseAgent(e, args)
+		if err != nil {
+			t.Errorf("%s: sprof agent %q: %v", name, args, err)
+			continue
+		}
+		if o.pyroscope == nil {
+			t.Errorf("%s: does not push to Pyroscope", name)
+		}
+	}
+}
+
+// TestDeploySystemdUnit checks the unit with systemd's own parser, which
+// reports unknown keys and bad values.
+func TestDeploySystemdUnit(t *testing.T) {
+	analyze := testenv.RequireTool(t, "systemd-analyze")
+	b, err := os.ReadFile("../../deploy/sprof-agent.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// verify wants the binary to exist: stand in for it with this one.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "sprof-agent.service")
+	if err := os.WriteFile(path, bytes.ReplaceAll(b, []byte("/usr/local/bin/sprof"), []byte(self)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
