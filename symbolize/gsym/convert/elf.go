@@ -6,16 +6,15 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
+	"github.com/sprof/sprof/symbolize/debugfile"
 	"github.com/sprof/sprof/symbolize/gsym"
 )
 
@@ -174,81 +173,27 @@ func buildID(f *elf.File) []byte {
 	return nil
 }
 
-// findDebugFile looks for the binary's separate debug file, first by build
-// ID, then by .gnu_debuglink (checking its CRC) next to the binary, in its
-// .debug directory and under each debug directory, as gdb does.
+// findDebugFile looks for the binary's separate debug file by build ID and
+// then by .gnu_debuglink, with the search the ELF symbolizer uses (see
+// symbolize/debugfile).
 func findDebugFile(f *elf.File, binPath string, id []byte, dirs []string) string {
+	req := debugfile.Request{BuildID: hex.EncodeToString(id), DebugDirs: dirs}
 	if len(dirs) == 0 {
-		dirs = []string{"/usr/lib/debug"}
+		req.DebugDirs = nil
 	}
-	if len(id) >= 2 {
-		h := fmt.Sprintf("%x", id)
-		for _, d := range dirs {
-			p := filepath.Join(d, ".build-id", h[:2], h[2:]+".debug")
-			if isELF(p) {
-				return p
-			}
+	if s := f.Section(".gnu_debuglink"); s != nil && s.Size <= maxDebuglink {
+		if data, err := s.Data(); err == nil {
+			req.Link, _ = debugfile.ParseLink(data, f.ByteOrder)
 		}
 	}
-	s := f.Section(".gnu_debuglink")
-	if s == nil {
-		return ""
+	if abs, err := filepath.Abs(binPath); err == nil {
+		req.BinaryDirs = []string{filepath.Dir(abs)}
 	}
-	data, err := s.Data()
-	if err != nil {
-		return ""
-	}
-	i := bytes.IndexByte(data, 0)
-	if i <= 0 || strings.Contains(string(data[:i]), "/") {
-		return ""
-	}
-	name := string(data[:i])
-	crcOff := (i + 4) &^ 3
-	if crcOff+4 > len(data) {
-		return ""
-	}
-	want := f.ByteOrder.Uint32(data[crcOff:])
-	abs, err := filepath.Abs(binPath)
-	if err != nil {
-		return ""
-	}
-	binDir := filepath.Dir(abs)
-	cands := []string{filepath.Join(binDir, name), filepath.Join(binDir, ".debug", name)}
-	for _, d := range dirs {
-		cands = append(cands, filepath.Join(d, binDir, name))
-	}
-	for _, p := range cands {
-		if p == abs {
-			continue
-		}
-		if crc, err := fileCRC(p); err == nil && crc == want {
-			return p
-		}
-	}
-	return ""
+	return debugfile.Find(req)
 }
 
-func isELF(p string) bool {
-	f, err := os.Open(p)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var m [4]byte
-	_, err = io.ReadFull(f, m[:])
-	return err == nil && string(m[:]) == elf.ELFMAG
-}
-
-func fileCRC(p string) (uint32, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	h := crc32.NewIEEE()
-	_, err = io.Copy(h, f)
-	return h.Sum32(), err
-}
+// maxDebuglink bounds the .gnu_debuglink section read: a file name and a CRC.
+const maxDebuglink = 4 << 10
 
 // dwarfSections are the sections the converter reads; locations, frames
 // and types are never decompressed.
