@@ -501,7 +501,7 @@ static __always_inline void copy_stack(struct scratch_value *s, __u64 sp, __u64 
 		want = stack_copy_size;
 		w->flags |= SAMPLE_STACK_COPY_TRUNCATED;
 	}
-	if (at > MAX_FRAMES)
+	if (at > MAX_FRAMES) /* never; tells the verifier where dst can be */
 		return;
 	dst = (__u8 *)&s->rec.frames[at];
 	n = want;
