@@ -35,12 +35,16 @@ import (
 // that is not known to keep frame pointers is marked through CopyMarker.
 // Everything else keeps the cheaper BPF walk.
 //
-// The walk kept for a sample with a copy: the userspace unwind, unless it
-// stopped short of the outermost frame while the BPF walk is longer and
-// agrees with it on every frame both have; then the BPF walk, which is the
-// userspace one continued through frame pointers the tables did not cover
-// (JIT code, hand-written assembly without CFI). A BPF walk that disagrees
-// went wrong at the first frame without a frame pointer: the tables win.
+// The walk kept for a sample with a copy: the userspace unwind, unless
+//   - it stopped short of the outermost frame while the BPF walk is longer
+//     and agrees with it on every frame both have: the BPF walk is the
+//     userspace one continued through frame pointers the tables did not
+//     cover (JIT code, hand-written assembly without CFI); or
+//   - it used no table, only frame pointers (a Go program, when every
+//     process is copied): the BPF walk followed the same chain and also
+//     knows the return address of a leaf caught in its prologue.
+// A BPF walk that disagrees went wrong at the first frame without a frame
+// pointer: the tables win.
 
 // CopyMarker is implemented by a Source whose sampler copies user stacks
 // for marked processes (collector/bpfsource does, over bpf.Sampler.SetCopy).
@@ -572,7 +576,11 @@ func (u *unwinder) account(set *mapSet, us []uint64, stop sframe.StopReason, bpf
 		}
 	}
 	last.stops[stop]++
-	if stop != sframe.StopOutermost && len(bpf) > len(us) && slices.Equal(bpf[:len(us)], us) {
+	tables := false
+	for i := 0; i+1 < len(us) && i < len(steps) && !tables; i++ {
+		tables = steps[i].info != nil && steps[i].method() != MethodFramePointer
+	}
+	if len(bpf) > 0 && !tables || stop != sframe.StopOutermost && len(bpf) > len(us) && slices.Equal(bpf[:len(us)], us) {
 		u.stats.BPF++
 		u.countBPF(set, bpf)
 		return bpf, false

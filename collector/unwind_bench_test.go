@@ -13,7 +13,7 @@ import (
 // copy of depth frames whose functions alternate between the two
 // binaries every other frame, as in a program calling a library that
 // calls back; a return address of 0 ends the unwind, as at _start.
-func benchStack(b *testing.B, depth int) (*unwinder, *mapSet, stackCopy) {
+func benchStack(b testing.TB, depth int) (*unwinder, *mapSet, stackCopy) {
 	const nfuncs, fsize = 3000, 256
 	u := newUnwinder(newFiles("/proc"), 0, false)
 	set := &mapSet{}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/exporters"
 )
 
@@ -48,6 +49,8 @@ type recordOptions struct {
 	includeIdle bool
 	stats       bool
 	ringBuffer  int
+	stackCopy   int
+	debugUnwind bool
 	command     []string
 }
 
@@ -65,6 +68,9 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
 	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
 	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and sprof's userspace ns per sample")
+	o.stackCopy = 16 << 10
+	fs.Var((*sizeValue)(&o.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
+	fs.BoolVar(&o.debugUnwind, "debug-unwind", false, "print per binary how many frames each unwinding method found and why unwinds stopped")
 	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = sized from the rate and CPU count")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -88,6 +94,12 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	}
 	if o.userOnly && o.kernelOnly {
 		return nil, usagef("--user-only and --kernel-only exclude each other; give at most one")
+	}
+	if o.stackCopy > bpf.MaxStackCopy {
+		return nil, usagef("--stack-copy %d: at most %d bytes", o.stackCopy, bpf.MaxStackCopy)
+	}
+	if o.kernelOnly {
+		o.stackCopy = 0
 	}
 	if o.ringBuffer != 0 && (o.ringBuffer < 4096 || o.ringBuffer&(o.ringBuffer-1) != 0) {
 		return nil, usagef("--ring-buffer %d: must be a power of two of at least 4K", o.ringBuffer)

@@ -73,6 +73,8 @@ func runRecord(e *env, args []string) error {
 		Pids:        pids,
 		FollowForks: follow,
 		Symbolizer:  symbolize.NewELF(symbolize.Options{}),
+		StackCopy:   o.stackCopy > 0,
+		DebugUnwind: o.debugUnwind,
 	}
 	if kernel != nil {
 		opts.Kernel = kernel
@@ -93,6 +95,10 @@ func runRecord(e *env, args []string) error {
 		User:           !o.kernelOnly,
 		Kernel:         !o.userOnly,
 		RingBufferSize: o.ringBuffer,
+		StackCopy:      o.stackCopy,
+		// A command's processes are marked only when their mappings
+		// are read, after they start: copy all of them instead.
+		CopyAll: o.stackCopy > 0 && len(o.command) > 0,
 	})
 	if err != nil {
 		col.Close()
@@ -148,6 +154,12 @@ func runRecord(e *env, args []string) error {
 	}
 	if o.stats {
 		printStats(e, stats, bpfStats, bpfErr)
+	}
+	if o.debugUnwind {
+		us := col.UnwindStats()
+		if err := us.WriteText(e.stderr); err != nil {
+			return err
+		}
 	}
 	if exited != nil {
 		<-exited

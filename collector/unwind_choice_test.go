@@ -1,0 +1,56 @@
+package collector
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sprof/sprof/sframe"
+)
+
+// TestUnwindChoice checks the rule that picks the userspace unwind or the
+// BPF walk for a sample with a stack copy.
+func TestUnwindChoice(t *testing.T) {
+	const depth = 8
+	u, set, c := benchStack(t, depth)
+	full, stop := u.unwind(1, set, &c)
+	if len(full) != depth || stop != sframe.StopOutermost {
+		t.Fatalf("%d frames, stop %v; want %d, outermost", len(full), stop, depth)
+	}
+	full = slices.Clone(full)
+	garbage := append(slices.Clone(full[:2]), 0xdead, 0xbeef, 0xf00d, 1, 2, 3, 4, 5)
+	// A copy cut after the third frame's return address.
+	short := c
+	short.n = 16 + 24
+	for _, tc := range []struct {
+		name    string
+		copy    stackCopy
+		bpf     []uint64
+		want    []uint64
+		wantBPF bool
+	}{
+		{"outermost beats a longer BPF walk", c, garbage, full, false},
+		{"a stopped unwind beats a BPF walk that disagrees", short, garbage, full[:3], false},
+		{"a BPF walk that agrees continues a stopped unwind", short, full, full, true},
+	} {
+		us, stop := u.unwind(1, set, &tc.copy)
+		before := u.stats.BPF
+		got, userspace := u.account(set, us, stop, tc.bpf)
+		if !slices.Equal(got, tc.want) || userspace == tc.wantBPF || (u.stats.BPF > before) != tc.wantBPF {
+			t.Errorf("%s: got %x (userspace %v), want %x", tc.name, got, userspace, tc.want)
+		}
+	}
+	// Frame pointers only: the BPF walk, which knows leaf prologues.
+	for _, in := range u.infos() {
+		in.table, in.framePointers = nil, true
+	}
+	for i := range set.maps {
+		set.maps[i].bin = &binaryFile{name: set.maps[i].bin.name}
+		in := u.info(&set.maps[i])
+		in.classified, in.readable, in.built, in.framePointers = true, true, true, true
+	}
+	bpf := []uint64{full[0], 0x1234}
+	us, stop := u.unwind(1, set, &c)
+	if got, userspace := u.account(set, us, stop, bpf); userspace || !slices.Equal(got, bpf) {
+		t.Errorf("frame pointers only: got %x (userspace %v), want the BPF walk %x", got, userspace, bpf)
+	}
+}
