@@ -22,6 +22,9 @@ type BPFConfig struct {
 	// RingBufferSize is the BPF ring's size in bytes, a power of two; 0
 	// sizes it to hold ringSeconds of samples.
 	RingBufferSize int
+	// SymbolCacheBytes bounds the symbolizer's tables, most of the
+	// agent's memory; 0 means symbolize.DefaultCacheBytes.
+	SymbolCacheBytes int64
 }
 
 // ringSeconds is how much the default ring holds: the first intervals
@@ -48,7 +51,7 @@ func OpenBPF(cfg BPFConfig) (*BPF, error) {
 	if !cfg.User && !cfg.Kernel {
 		return nil, errors.New("agent: neither user nor kernel stacks selected")
 	}
-	r := &BPF{sym: symbolize.NewELF(symbolize.Options{})}
+	r := &BPF{sym: symbolize.NewELF(symbolize.Options{CacheBytes: cfg.SymbolCacheBytes})}
 	opts := collector.Options{Frequency: cfg.Frequency, Symbolizer: r.sym}
 	if k, err := symbolize.LoadKernel(); err != nil {
 		r.KernelErr = err

@@ -14,6 +14,7 @@ import (
 	"github.com/sprof/sprof/agent"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/symbolize"
 )
 
 const agentUsage = `Usage: sprof agent [flags]
@@ -55,6 +56,7 @@ type agentOptions struct {
 	userOnly     bool
 	kernelOnly   bool
 	ringBuffer   int
+	symbolCache  int
 }
 
 // secretFlags are the flags people try for credentials. They exist, hidden,
@@ -86,6 +88,8 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
 	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
 	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = 8 s of samples")
+	o.symbolCache = symbolize.DefaultCacheBytes
+	fs.Var((*sizeValue)(&o.symbolCache), "symbol-cache", "memory for cached symbol tables, most of the agent's footprint (e.g. 64M)")
 	for _, name := range secretFlags() {
 		fs.String(name, "", "")
 		fs.MarkHidden(name)
@@ -116,6 +120,9 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	}
 	if o.ringBuffer != 0 && (o.ringBuffer < 4096 || o.ringBuffer&(o.ringBuffer-1) != 0) {
 		return nil, usagef("--ring-buffer %d: must be a power of two of at least 4K", o.ringBuffer)
+	}
+	if o.symbolCache < 1<<20 {
+		return nil, usagef("--symbol-cache %d: give at least 1M", o.symbolCache)
 	}
 	if o.keep < 1 || o.queue < 1 {
 		return nil, usagef("--keep %d, --queue %d: both must be at least 1", o.keep, o.queue)
@@ -182,7 +189,8 @@ func runAgent(e *env, args []string) error {
 		}
 		defer metrics.Close()
 	}
-	rec, err := agent.OpenBPF(agent.BPFConfig{Frequency: o.frequency, User: !o.kernelOnly, Kernel: !o.userOnly, RingBufferSize: o.ringBuffer})
+	rec, err := agent.OpenBPF(agent.BPFConfig{Frequency: o.frequency, User: !o.kernelOnly, Kernel: !o.userOnly,
+		RingBufferSize: o.ringBuffer, SymbolCacheBytes: int64(o.symbolCache)})
 	if err != nil {
 		return err
 	}

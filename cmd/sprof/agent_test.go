@@ -44,6 +44,7 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{"--output-dir", "/tmp", "--label", "a=1"}, "give --pyroscope-url too"},
 		{[]string{url, "-U", "-K"}, "exclude each other"},
 		{[]string{url, "extra"}, `unexpected argument "extra"`},
+		{[]string{url, "--symbol-cache", "64K"}, "--symbol-cache 65536: give at least 1M"},
 	}
 	for _, tt := range tests {
 		code, _, errs := runSprof(append([]string{"agent"}, tt.args...)...)
