@@ -68,7 +68,7 @@ func (s *ELF) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fram
 	if err != nil {
 		return dst, err
 	}
-	addr, ok := img.vaddr(off)
+	addr, ok := img.loads.vaddr(off)
 	if !ok {
 		return dst, nil
 	}

@@ -30,7 +30,7 @@ const (
 // image is everything known about one binary's code: how file offsets map
 // to addresses and the tables that name those addresses.
 type image struct {
-	loads []segment
+	loads segments
 	syms  *symtab
 	lines *lineTable   // nil without DWARF line rows
 	inl   *inlineTable // nil without DWARF inlined calls
@@ -48,12 +48,27 @@ type segment struct {
 	exec               bool
 }
 
+// segments are a binary's PT_LOAD program headers: what turns the file
+// offsets a profiler records into the addresses symbol tables use.
+type segments []segment
+
+// loadSegments returns f's PT_LOAD headers that map file bytes.
+func loadSegments(f *elf.File) segments {
+	var ss segments
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Filesz > 0 {
+			ss = append(ss, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr, exec: p.Flags&elf.PF_X != 0})
+		}
+	}
+	return ss
+}
+
 // vaddr converts a file offset to the ELF virtual address the symbol
 // tables use. Executable segments win where segments share file pages.
-func (img *image) vaddr(off uint64) (uint64, bool) {
+func (ss segments) vaddr(off uint64) (uint64, bool) {
 	var addr uint64
 	found := false
-	for _, s := range img.loads {
+	for _, s := range ss {
 		if off < s.off || off-s.off >= s.filesz {
 			continue
 		}
@@ -154,11 +169,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		if ef, err = elf.NewFile(r); err != nil {
 			return fmt.Errorf("%s: %w: %w", name, ErrMalformed, err)
 		}
-		for _, p := range ef.Progs {
-			if p.Type == elf.PT_LOAD && p.Filesz > 0 {
-				img.loads = append(img.loads, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr, exec: p.Flags&elf.PF_X != 0})
-			}
-		}
+		img.loads = loadSegments(ef)
 		hasSymtab = ef.SectionByType(elf.SHT_SYMTAB) != nil
 		syms, err = appendSymbols(syms, ef, size)
 		if err != nil {

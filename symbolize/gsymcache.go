@@ -1,0 +1,336 @@
+package symbolize
+
+import (
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/gsym"
+	"github.com/sprof/sprof/symbolize/gsym/convert"
+)
+
+// GSYMOptions configure a GSYM symbolizer.
+type GSYMOptions struct {
+	// Options configure the ELF symbolizer that answers what the GSYM
+	// files lack, and the debug directories conversions search.
+	Options
+	// CacheDir holds the converted files; "" means DefaultCacheDir().
+	CacheDir string
+}
+
+// GSYMStats counts the work of a GSYM symbolizer's file cache.
+type GSYMStats struct {
+	// Converted counts binaries converted to GSYM by this symbolizer;
+	// Reused counts GSYM files found already converted in the cache
+	// directory; Failed counts binaries that gave no GSYM (no functions,
+	// or a malformed file) and are symbolized by the ELF symbolizer alone.
+	Converted, Reused, Failed uint64
+}
+
+// GSYM symbolizes user-space binaries from GSYM files it converts once per
+// binary and keeps on disk, keyed by build ID, so that a profiler started
+// again on the same host maps a file instead of parsing DWARF again.
+//
+// Conversion is synchronous: the first lookup in a binary converts it
+// (concurrent lookups in the same binary wait for that one conversion) and
+// every lookup returns what GSYM says. Converting in the background while
+// the ELF symbolizer answered would make the first profile of a host differ
+// from the later ones, and the ELF symbolizer reads the same DWARF a
+// conversion reads, so answering meanwhile would parse it twice.
+//
+// Addresses a GSYM file does not cover, or covers without a line (stripped
+// Go programs, whose pclntab GSYM does not hold), are answered by an ELF
+// symbolizer. A GSYM is safe for concurrent use.
+type GSYM struct {
+	dir      string
+	opts     GSYMOptions
+	fallback *ELF
+	tables   *cache[*gsymTable]
+	results  sync.Pool // of *gsym.LookupResult
+
+	converted, reused, failed atomic.Uint64
+}
+
+// DefaultCacheDir is where converted files are kept: /var/cache/sprof for
+// root, else $XDG_CACHE_HOME/sprof, else ~/.cache/sprof.
+func DefaultCacheDir() (string, error) {
+	if os.Geteuid() == 0 {
+		return "/var/cache/sprof", nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("cache directory: %w", err)
+	}
+	return filepath.Join(d, "sprof"), nil
+}
+
+// NewGSYM returns a GSYM symbolizer whose files live in opts.CacheDir, which
+// it creates.
+func NewGSYM(opts GSYMOptions) (*GSYM, error) {
+	if opts.CacheDir == "" {
+		d, err := DefaultCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		opts.CacheDir = d
+	}
+	dir := filepath.Join(opts.CacheDir, "gsym")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("gsym cache: %w", err)
+	}
+	removeStale(dir)
+	fallback := NewELF(opts.Options)
+	return &GSYM{
+		dir:      dir,
+		opts:     opts,
+		fallback: fallback,
+		tables:   newCache[*gsymTable](fallback.opts.CacheBytes),
+		results:  sync.Pool{New: func() any { return new(gsym.LookupResult) }},
+	}, nil
+}
+
+var _ Symbolizer = (*GSYM)(nil)
+
+// Stats reports the conversions and cache reuses so far.
+func (s *GSYM) Stats() GSYMStats {
+	return GSYMStats{Converted: s.converted.Load(), Reused: s.reused.Load(), Failed: s.failed.Load()}
+}
+
+// Symbolize implements Symbolizer: one frame per inline level, innermost
+// first, from the binary's GSYM file, else from the ELF symbolizer.
+func (s *GSYM) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Frame, error) {
+	t, err := s.table(b)
+	if err != nil {
+		return dst, err
+	}
+	if t.r == nil {
+		return s.fallback.Symbolize(dst, b, off)
+	}
+	addr, ok := t.loads.vaddr(off)
+	if !ok {
+		return dst, nil
+	}
+	res := s.results.Get().(*gsym.LookupResult)
+	defer s.results.Put(res)
+	err = t.r.LookupInto(res, addr)
+	if errors.Is(err, gsym.ErrNotFound) || err == nil && (len(res.Locations) == 0 || res.Locations[0].Line == 0) {
+		n := len(dst)
+		if dst, ferr := s.fallback.Symbolize(dst, b, off); ferr != nil || len(dst) > n || err != nil {
+			return dst, ferr
+		}
+	}
+	if err != nil {
+		return dst, fmt.Errorf("%s: %w", b.Path, err)
+	}
+	for _, loc := range res.Locations {
+		f := stacks.Frame{Line: int(loc.Line)}
+		f.Function, f.SystemName, f.File = t.strings(loc)
+		dst = append(dst, f)
+	}
+	return dst, nil
+}
+
+// gsymTable is one binary's GSYM file, mapped, with the binary's segments
+// to turn file offsets into addresses. A nil r means the binary has no
+// GSYM file.
+type gsymTable struct {
+	loads segments
+	r     *gsym.Reader
+	style Demangling
+
+	// Names and paths shown, by their spelling in the file: demangled
+	// once, and copied out of the mapping so frames outlive it.
+	mu    sync.RWMutex
+	names map[string][2]string
+	files map[[2]string]string
+}
+
+// strings returns the function name shown, the name as spelled when it
+// differs, and the source path of loc.
+func (t *gsymTable) strings(loc gsym.SourceLocation) (function, system, file string) {
+	t.mu.RLock()
+	n, okName := t.names[loc.Name]
+	file, okFile := t.files[[2]string{loc.Dir, loc.Base}]
+	t.mu.RUnlock()
+	if okName && okFile {
+		return n[0], n[1], file
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !okName {
+		raw := string([]byte(loc.Name))
+		n = [2]string{raw, ""}
+		if mangled(raw) && t.style != DemangleNone {
+			if d := demangled(raw, t.style); d != raw {
+				n = [2]string{d, raw}
+			}
+		}
+		t.names[raw] = n
+	}
+	if !okFile {
+		key := [2]string{string([]byte(loc.Dir)), string([]byte(loc.Base))}
+		if key[1] != "" {
+			file = path.Join(key[0], key[1])
+		}
+		t.files[key] = file
+	}
+	return n[0], n[1], file
+}
+
+// table returns b's mapped GSYM file, converting b on first use.
+func (s *GSYM) table(b Binary) (*gsymTable, error) {
+	key, err := s.cacheName(b)
+	if err != nil {
+		return nil, err
+	}
+	return s.tables.get(key, func() (*gsymTable, int64, error) {
+		t, err := s.load(b, key)
+		if err != nil {
+			return nil, 0, err
+		}
+		size := int64(len(t.loads)) * 32
+		if t.r != nil {
+			// The mapping is page cache, not heap; count a share of it so
+			// the budget still bounds the files kept mapped.
+			size += int64(t.r.NumFunctions()) * 16
+		}
+		return t, size, nil
+	})
+}
+
+// cacheName is the base name of b's file in the cache directory: its build
+// ID, or for a binary without one a hash of its path, size and
+// modification time, so a rebuilt binary never meets a stale file.
+func (s *GSYM) cacheName(b Binary) (string, error) {
+	if b.BuildID != "" {
+		if !validHex(b.BuildID) {
+			return "", fmt.Errorf("%s: build ID %q is not lower-case hex", b.Path, b.BuildID)
+		}
+		return b.BuildID, nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(b.Path, &st); err != nil {
+		return "", &fs.PathError{Op: "stat", Path: b.Path, Err: err}
+	}
+	name := b.Name
+	if name == "" {
+		name = b.Path
+	}
+	h := sha256.New()
+	for _, f := range []string{name, strconv.FormatInt(st.Size, 10), strconv.FormatInt(st.Mtim.Sec, 10), strconv.FormatInt(st.Mtim.Nsec, 10)} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return "file-" + hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+func validHex(id string) bool {
+	if len(id) < 2 || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// load maps b's GSYM file from the cache directory, converting b first
+// when the file is not there. A binary that gives no GSYM is remembered by
+// an empty ".none" file, so the next run does not try again.
+func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
+	loads, err := readSegments(b.Path)
+	if err != nil {
+		return nil, err
+	}
+	t := &gsymTable{loads: loads, style: s.opts.Demangle, names: map[string][2]string{}, files: map[[2]string]string{}}
+	final := filepath.Join(s.dir, key+".gsym")
+	none := filepath.Join(s.dir, key+".none")
+	if _, err := os.Stat(none); err == nil {
+		s.failed.Add(1)
+		return t, nil
+	}
+	if r, err := gsym.Open(final); err == nil {
+		s.reused.Add(1)
+		return t.mapped(r), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		// A file that does not parse is converted again.
+		os.Remove(final)
+	}
+	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.fallback.opts.DebugDirs})
+	if err == nil {
+		err = c.WriteFile(final, gsym.EncodeOptions{ByteOrder: st.ByteOrder})
+	}
+	if err != nil {
+		if _, ok := errors.AsType[*fs.PathError](err); ok {
+			return nil, err
+		}
+		s.failed.Add(1)
+		if f, err := os.OpenFile(none, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			f.Close()
+		}
+		return t, nil
+	}
+	s.converted.Add(1)
+	r, err := gsym.Open(final)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.Path, err)
+	}
+	return t.mapped(r), nil
+}
+
+// mapped attaches r to t, unmapping it once t is no longer used; frames
+// never point into the mapping (see strings).
+func (t *gsymTable) mapped(r *gsym.Reader) *gsymTable {
+	t.r = r
+	runtime.AddCleanup(t, func(r *gsym.Reader) { r.Close() }, r)
+	return t
+}
+
+// staleAge is how old a temporary file must be to be taken for the
+// leftover of a crashed writer rather than the work of a running one.
+const staleAge = time.Hour
+
+// removeStale removes the temporary files of conversions that crashed
+// while writing (see gsym.Creator.WriteFile).
+func removeStale(dir string) {
+	tmps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp*"))
+	for _, p := range tmps {
+		if st, err := os.Lstat(p); err == nil && time.Since(st.ModTime()) > staleAge {
+			os.Remove(p)
+		}
+	}
+}
+
+// readSegments reads the PT_LOAD headers of the ELF file at p.
+func readSegments(p string) (segments, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ss segments
+	err = contain(p, func() error {
+		ef, err := elf.NewFile(f)
+		if err != nil {
+			return fmt.Errorf("%s: %w: %w", p, ErrMalformed, err)
+		}
+		ss = loadSegments(ef)
+		return nil
+	})
+	return ss, err
+}
