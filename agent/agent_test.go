@@ -460,3 +460,37 @@ func TestIngestAPI(t *testing.T) {
 		t.Errorf("ingested %v (%d pushes), want %v", names, a.metrics.pushesOK.Load(), want)
 	}
 }
+
+// TestHangingServer: a server that accepts a push and never answers costs
+// one request timeout, not the agent's pushes for good.
+func TestHangingServer(t *testing.T) {
+	release := make(chan struct{})
+	srv := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release })}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	defer close(release)
+	cfg := pyroscopeConfig("http://" + l.Addr().String())
+	cfg.Timeout = 100 * time.Millisecond
+	a, err := New(&fakeRecorder{}, Config{Interval: 50 * time.Millisecond, DrainEvery: 10 * time.Millisecond, ProcRoot: fakeProc(t),
+		Pyroscope: cfg, RetryBackoff: 10 * time.Millisecond, FlushTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, a)
+	waitFor(t, "timed-out pushes", 5*time.Second, func() bool { return a.metrics.pushesFailed.Load() >= 3 })
+	stop()
+}
+
+func TestDefaultPushTimeout(t *testing.T) {
+	p, err := newPusher(pyroscope.Config{URL: "http://p"}, &atomic.Uint64{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.template.HTTPClient.Timeout; got != defaultPushTimeout {
+		t.Errorf("requests time out after %v, want %v", got, defaultPushTimeout)
+	}
+}

@@ -1,18 +1,23 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/sprof/sprof/exporters/pyroscope"
 	"github.com/sprof/sprof/stacks"
 )
+
+// defaultPushTimeout bounds one request, as Grafana Alloy's remote_timeout.
+const defaultPushTimeout = 10 * time.Second
 
 // pusher sends one service's profile to Pyroscope.
 type pusher struct {
@@ -24,7 +29,8 @@ type pusher struct {
 // newPusher checks cfg once with a placeholder service name, so a bad URL
 // or label fails at start-up rather than on every push.
 func newPusher(cfg pyroscope.Config, sent *atomic.Uint64) (*pusher, error) {
-	hc := http.Client{Timeout: cfg.Timeout}
+	// A request that never ends would stall every push after it.
+	hc := http.Client{Timeout: cmp.Or(cfg.Timeout, defaultPushTimeout)}
 	if cfg.HTTPClient != nil {
 		hc = *cfg.HTTPClient
 	}
