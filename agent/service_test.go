@@ -40,3 +40,25 @@ func TestServiceNames(t *testing.T) {
 		t.Errorf("an empty interval gave %d items", len(items))
 	}
 }
+
+// BenchmarkSplitServices files a busy interval's samples — 5,000 stacks of
+// 200 processes, half of them seen only in worker threads, whose names
+// come from /proc — under their services.
+func BenchmarkSplitServices(b *testing.B) {
+	const samples, procs = 5000, 200
+	var ss []*stacks.Sample
+	for i := range samples {
+		pid := uint32(1_000_000 + i%procs) // not running here: /proc is read and misses
+		tid := pid
+		if pid%2 == 1 {
+			tid++
+		}
+		ss = append(ss, &stacks.Sample{Pid: pid, Tid: tid, Comm: "worker", Count: 1})
+	}
+	p := &stacks.Profile{Samples: ss}
+	b.ReportAllocs()
+	for b.Loop() {
+		splitServices(p, "", "/proc")
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+}
