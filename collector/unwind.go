@@ -215,6 +215,7 @@ func (u *unwinder) keep(s *Sample) stackCopy {
 		return stackCopy{}
 	}
 	u.stats.Copies++
+	u.stats.CopyBytes += uint64(len(s.StackCopy))
 	if len(u.stack)+len(s.StackCopy) > maxCopyBytes {
 		u.stats.DroppedCopies++
 		return stackCopy{}

@@ -19,6 +19,9 @@ type UnwindStats struct {
 	// those whose copy did not fit the drain's budget (they keep their
 	// BPF walk).
 	Copies, TruncatedCopies, DroppedCopies uint64
+	// CopyBytes is the size of all the copies, what they add to the
+	// sampler's ring.
+	CopyBytes uint64
 	// Userspace and BPF count which walk was kept for a sample with a
 	// copy.
 	Userspace, BPF uint64
@@ -120,8 +123,12 @@ func (in *unwindInfo) tableText() string {
 // them: totals, then one block per binary.
 func (s *UnwindStats) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "samples with a stack copy: %d (%d truncated, %d dropped); kept: userspace %d, bpf-fp %d\n",
-		s.Copies, s.TruncatedCopies, s.DroppedCopies, s.Userspace, s.BPF)
+	avg := 0.0
+	if s.Copies > 0 {
+		avg = float64(s.CopyBytes) / float64(s.Copies)
+	}
+	fmt.Fprintf(tw, "samples with a stack copy: %d (%.0f bytes on average; %d truncated, %d dropped); kept: userspace %d, bpf-fp %d\n",
+		s.Copies, avg, s.TruncatedCopies, s.DroppedCopies, s.Userspace, s.BPF)
 	fmt.Fprintf(tw, "processes marked for copies: %d (%d refused", s.Marked, s.MarkErrors)
 	if s.MarkErr != nil {
 		fmt.Fprintf(tw, ", first: %v", s.MarkErr)
