@@ -12,8 +12,12 @@
 // it does not know are skipped by their length, so older readers read newer
 // files.
 //
-// Stacks are stored in the Compact Backtrace Format of package cbf, image
-// maps in its Compact ImageMap Format, and the identical stacks and samples
-// of a batch only once, with a count. The byte layout is specified in
-// cbf/FORMAT.md.
+// Stacks are stored in the Compact Backtrace Format of package cbf and
+// image maps in its Compact ImageMap Format, each distinct one once per
+// recording: a stack table, whose entries share their outer frames with
+// earlier ones, and a map table grow as the recording does, and samples
+// refer to them. A chunk refers only to entries of chunks before it or of
+// itself, so a cut never leaves a reference dangling. Samples equal but
+// for their time are stored once per batch, with their times. The byte
+// layout is specified in cbf/FORMAT.md.
 package recording
