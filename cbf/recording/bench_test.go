@@ -1,6 +1,7 @@
 package recording
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"testing"
@@ -33,11 +34,13 @@ func BenchmarkWriter(b *testing.B) {
 	sortSamples(samples)
 	var out countingWriter
 	var cpu time.Duration
+	var last bytes.Buffer
 	for b.Loop() {
 		out.n = 0
+		last.Reset()
 		meter := cputime.Start()
 		clock := newFakeClock()
-		w, err := NewWriter(&out, Options{Clock: clock.now})
+		w, err := NewWriter(io.MultiWriter(&out, &last), Options{Clock: clock.now})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,6 +66,26 @@ func BenchmarkWriter(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/sample")
 	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/sample")
 	b.ReportMetric(float64(out.n)/float64(len(samples)), "bytes/sample")
-	// Everything in the file (maps, times, names) per frame sampled.
+	// Everything in the file (maps, times, names) per frame sampled, and
+	// the stack table alone.
 	b.ReportMetric(float64(out.n)/float64(frames), "bytes/frame")
+	b.ReportMetric(float64(chunkBytes(b, last.Bytes(), ChunkStacks))/float64(frames), "stack-bytes/frame")
+}
+
+// chunkBytes returns the bytes the chunks of type t take in a recording.
+func chunkBytes(b *testing.B, data []byte, t ChunkType) int {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for {
+		c, err := r.Next()
+		if err != nil {
+			return n
+		}
+		if c.Type == t {
+			n += chunkHead + len(c.Payload) + chunkTail
+		}
+	}
 }
