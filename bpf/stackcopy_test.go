@@ -90,6 +90,7 @@ func TestStackCopy(t *testing.T) {
 	}{
 		{"chain", "main", 16384, false},
 		{"chain", "main", 256, true},
+		{"chain", "main", MaxStackCopy, false}, // the largest scratch record loads
 		{"thread", "thread", 16384, false},
 	} {
 		t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.size), func(t *testing.T) {
