@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/gsym"
@@ -151,41 +153,57 @@ type gsymTable struct {
 	r     *gsym.Reader
 	style Demangling
 
-	// Names and paths shown, by their spelling in the file: demangled
-	// once, and copied out of the mapping so frames outlive it.
+	// Names and paths shown, by where the reader's strings lie in the
+	// mapping: demangled once, and copied out of the mapping so frames
+	// outlive it. Keys are positions, not contents, so a hit costs no
+	// hashing of long C++ names.
 	mu    sync.RWMutex
-	names map[string][2]string
-	files map[[2]string]string
+	names map[mapped][2]string
+	files map[[2]mapped]string
 }
+
+// mapped is where a string of a gsym.Reader's result lies: a view into its
+// string table, the same for every result naming the same entry.
+type mapped struct {
+	p *byte
+	n int
+}
+
+func at(s string) mapped { return mapped{unsafe.StringData(s), len(s)} }
+
+// maxShown bounds the names and paths a table keeps per function of the
+// file, so the maps stay bounded even if the reader's strings were not
+// views of its string table.
+const maxShown = 4
 
 // strings returns the function name shown, the name as spelled when it
 // differs, and the source path of loc.
 func (t *gsymTable) strings(loc gsym.SourceLocation) (function, system, file string) {
+	nk, fk := at(loc.Name), [2]mapped{at(loc.Dir), at(loc.Base)}
 	t.mu.RLock()
-	n, okName := t.names[loc.Name]
-	file, okFile := t.files[[2]string{loc.Dir, loc.Base}]
+	n, okName := t.names[nk]
+	file, okFile := t.files[fk]
 	t.mu.RUnlock()
 	if okName && okFile {
 		return n[0], n[1], file
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if !okName {
-		raw := string([]byte(loc.Name))
+		raw := strings.Clone(loc.Name)
 		n = [2]string{raw, ""}
 		if mangled(raw) && t.style != DemangleNone {
 			if d := demangled(raw, t.style); d != raw {
 				n = [2]string{d, raw}
 			}
 		}
-		t.names[raw] = n
 	}
-	if !okFile {
-		key := [2]string{string([]byte(loc.Dir)), string([]byte(loc.Base))}
-		if key[1] != "" {
-			file = path.Join(key[0], key[1])
-		}
-		t.files[key] = file
+	if !okFile && loc.Base != "" {
+		file = path.Join(loc.Dir, loc.Base)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.names)+len(t.files) < maxShown*(t.r.NumFunctions()+t.r.NumFiles()) {
+		t.names[nk] = n
+		t.files[fk] = file
 	}
 	return n[0], n[1], file
 }
@@ -216,9 +234,7 @@ func (s *GSYM) table(b Binary) (*gsymTable, error) {
 // modification time, so a rebuilt binary never meets a stale file.
 func (s *GSYM) cacheName(b Binary) (string, error) {
 	if b.BuildID != "" {
-		if !validHex(b.BuildID) {
-			return "", fmt.Errorf("%s: build ID %q is not lower-case hex", b.Path, b.BuildID)
-		}
+		// Checked by load, once, before it names a file.
 		return b.BuildID, nil
 	}
 	var st syscall.Stat_t
@@ -253,11 +269,14 @@ func validHex(id string) bool {
 // when the file is not there. A binary that gives no GSYM is remembered by
 // an empty ".none" file, so the next run does not try again.
 func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
+	if b.BuildID != "" && !validHex(b.BuildID) {
+		return nil, fmt.Errorf("%s: build ID %q is not lower-case hex", b.Path, b.BuildID)
+	}
 	loads, err := readSegments(b.Path)
 	if err != nil {
 		return nil, err
 	}
-	t := &gsymTable{loads: loads, style: s.opts.Demangle, names: map[string][2]string{}, files: map[[2]string]string{}}
+	t := &gsymTable{loads: loads, style: s.opts.Demangle, names: map[mapped][2]string{}, files: map[[2]mapped]string{}}
 	final := filepath.Join(s.dir, key+".gsym")
 	none := filepath.Join(s.dir, key+".none")
 	if _, err := os.Stat(none); err == nil {

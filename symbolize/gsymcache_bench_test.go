@@ -1,0 +1,90 @@
+package symbolize
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sprof/sprof/stacks"
+)
+
+// BenchmarkGSYMWarm measures a lookup through a GSYM symbolizer whose
+// file is converted and mapped: libc with its debug file and the C++
+// fixture, at the offsets BenchmarkSymbolizeWarm uses.
+func BenchmarkGSYMWarm(b *testing.B) {
+	for _, c := range []struct{ name, path string }{
+		{"libc", libc},
+		{"cpp", fixture("cpp-O2")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := os.Stat(c.path); err != nil {
+				b.Skip(err)
+			}
+			id, err := buildIDOf(c.path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bin := Binary{Path: c.path, BuildID: id}
+			offs := benchOffsets(b, NewELF(Options{}), bin)
+			s, err := NewGSYM(GSYMOptions{CacheDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var frames []stacks.Frame
+			if _, err := s.Symbolize(frames, bin, offs[0]); err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			cpu0 := cpuTime()
+			for b.Loop() {
+				frames, err = s.Symbolize(frames[:0], bin, offs[n%len(offs)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/lookup")
+		})
+	}
+}
+
+// BenchmarkGSYMFirstLookup measures the one-time cost per binary: the
+// first lookup of a new symbolizer, which converts libc with its debug
+// file ("convert") or maps the file an earlier run left ("cached").
+// BenchmarkLoad/libc is the ELF symbolizer's cost for the same binary.
+func BenchmarkGSYMFirstLookup(b *testing.B) {
+	if _, err := os.Stat(libc); err != nil {
+		b.Skip(err)
+	}
+	id, err := buildIDOf(libc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := Binary{Path: libc, BuildID: id}
+	for _, cached := range []bool{false, true} {
+		name := "convert"
+		if cached {
+			name = "cached"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if !cached {
+					b.StopTimer()
+					os.RemoveAll(dir)
+					b.StartTimer()
+				}
+				s, err := NewGSYM(GSYMOptions{CacheDir: dir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Symbolize(nil, bin, 0x30000); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/binary")
+			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/binary")
+		})
+	}
+}
