@@ -32,10 +32,11 @@ type Config struct {
 	//
 	// Copies make the ring's memory traffic the sampler's main cost: the
 	// default ring, a second of records, is always written where no cache
-	// holds it. BenchmarkBPFRunStackCopy measured a 16 KiB copy at 16 µs
-	// per sample with the default 4 MiB ring at 99 Hz, and at 0.7 µs with
-	// a 256 KiB ring drained every 10 ms. Callers that copy should drain
-	// often and may set a RingBufferSize of a few drain intervals' worth.
+	// holds it. On a shared 2-CPU VM, BenchmarkBPFRunStackCopy measured a
+	// 16 KiB copy at 12-17 µs per sample with the default ring (4 MiB at
+	// 99 Hz, 64 MiB at 999 Hz) and at 0.6-4 µs with a 256 KiB ring
+	// drained every 10 ms. Callers that copy should drain often and may
+	// set a RingBufferSize of a few drain intervals' worth.
 	StackCopy int
 	// CopyAll copies the stack of every process, marked or not: for hosts
 	// where most code lacks frame pointers, and for tests.
