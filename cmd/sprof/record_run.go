@@ -72,7 +72,7 @@ func runRecord(e *env, args []string) error {
 		Frequency:   o.frequency,
 		Pids:        pids,
 		FollowForks: follow,
-		Symbolizer:  symbolize.NewELF(symbolize.Options{}),
+		Symbolizer:  newSymbolizer(e, "record", o.symbolizer, o.cacheDir),
 		StackCopy:   o.stackCopy > 0,
 		DebugUnwind: o.debugUnwind,
 	}
