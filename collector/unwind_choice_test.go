@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -54,3 +56,43 @@ func TestUnwindChoice(t *testing.T) {
 		t.Errorf("frame pointers only: got %x (userspace %v), want the BPF walk %x", got, userspace, bpf)
 	}
 }
+
+// TestConsider checks which processes are marked for stack copies: one
+// mapping a C program built without frame pointers is, a Go program is
+// not.
+func TestConsider(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture, err := filepath.Abs("../testdata/unwind/spin-ehframe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := map[uint32]bool{}
+	u := newUnwinder(newFiles("/proc"), 0, false)
+	u.marker = markFunc(func(pid uint32, on bool) error { marker[pid] = on; return nil })
+	pid := uint32(os.Getpid())
+	for _, tc := range []struct {
+		path string
+		pid  uint32
+		want bool
+	}{
+		{self, pid, false}, // this test, a Go binary
+		{fixture, pid + 1, true},
+	} {
+		m := &mapping{start: 0x1000, limit: 0x2000, bin: &binaryFile{name: tc.path}}
+		u.consider(tc.pid, m)
+		if marker[tc.pid] != tc.want {
+			t.Errorf("%s: marked %v, want %v (%s)", tc.path, marker[tc.pid], tc.want, u.info(m).tableText())
+		}
+	}
+	u.exited(pid + 1)
+	if marker[pid+1] {
+		t.Errorf("pid %d still marked after its exit", pid+1)
+	}
+}
+
+type markFunc func(pid uint32, on bool) error
+
+func (f markFunc) SetCopy(pid uint32, on bool) error { return f(pid, on) }
