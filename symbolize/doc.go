@@ -19,6 +19,11 @@
 // Addresses that no symbol covers give no frames: the caller shows them as
 // `binary+0xoffset`, never as the nearest name hundreds of bytes away.
 //
+// GSYM, made by NewGSYM, converts each binary's DWARF once into a GSYM
+// file kept on disk by build ID and maps it on later runs, asking the ELF
+// symbolizer for what GSYM lacks; with a debuginfod.Client it fetches the
+// debug files a host does not have (see symbolize/debuginfod).
+//
 // Kernel, made by LoadKernel or ReadKallsyms, names kernel addresses from
 // /proc/kallsyms, modules included.
 //

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"context"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +22,9 @@ import (
 	"unsafe"
 
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/buildid"
+	"github.com/sprof/sprof/symbolize/debugfile"
+	"github.com/sprof/sprof/symbolize/debuginfod"
 	"github.com/sprof/sprof/symbolize/gsym"
 	"github.com/sprof/sprof/symbolize/gsym/convert"
 )
@@ -31,6 +36,11 @@ type GSYMOptions struct {
 	Options
 	// CacheDir holds the converted files; "" means DefaultCacheDir().
 	CacheDir string
+	// Debuginfod, when set, fetches the debug files of binaries that
+	// have none on disk (see debuginfod.FromEnv). Its Dir defaults to
+	// CacheDir/debuginfod, which both symbolizers then search as a debug
+	// directory.
+	Debuginfod *debuginfod.Client
 }
 
 // GSYMStats counts the work of a GSYM symbolizer's file cache.
@@ -59,6 +69,9 @@ type GSYMStats struct {
 type GSYM struct {
 	dir      string
 	opts     GSYMOptions
+	local    []string // debug directories on disk
+	dirs     []string // and the one debuginfod fills
+	fetcher  *debuginfod.Client
 	fallback *ELF
 	tables   *cache[*gsymTable]
 	results  sync.Pool // of *gsym.LookupResult
@@ -94,10 +107,28 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 		return nil, fmt.Errorf("gsym cache: %w", err)
 	}
 	removeStale(dir)
-	fallback := NewELF(opts.Options)
+	local := opts.DebugDirs
+	if local == nil {
+		local = []string{debugfile.DefaultDir}
+	}
+	dirs := local
+	var fetcher *debuginfod.Client
+	if opts.Debuginfod != nil {
+		c := *opts.Debuginfod
+		if c.Dir == "" {
+			c.Dir = filepath.Join(opts.CacheDir, "debuginfod")
+		}
+		fetcher, dirs = &c, append(slices.Clone(local), c.Dir)
+	}
+	elfOpts := opts.Options
+	elfOpts.DebugDirs = dirs
+	fallback := NewELF(elfOpts)
 	return &GSYM{
 		dir:      dir,
 		opts:     opts,
+		local:    local,
+		dirs:     dirs,
+		fetcher:  fetcher,
 		fallback: fallback,
 		tables:   newCache[*gsymTable](fallback.opts.CacheBytes),
 		results:  sync.Pool{New: func() any { return new(gsym.LookupResult) }},
@@ -268,29 +299,39 @@ func validHex(id string) bool {
 // load maps b's GSYM file from the cache directory, converting b first
 // when the file is not there. A binary that gives no GSYM is remembered by
 // an empty ".none" file, so the next run does not try again.
+//
+// A binary whose debug file debuginfod could not supply is converted
+// without it into a ".partial.gsym" file, used only while the miss is
+// remembered (see debuginfod.Client.MissTTL): once the server has the
+// file, the binary is converted again, whole.
 func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 	if b.BuildID != "" && !validHex(b.BuildID) {
 		return nil, fmt.Errorf("%s: build ID %q is not lower-case hex", b.Path, b.BuildID)
 	}
-	loads, err := readSegments(b.Path)
+	elfInfo, err := inspect(b)
 	if err != nil {
 		return nil, err
 	}
-	t := &gsymTable{loads: loads, style: s.opts.Demangle, names: map[mapped][2]string{}, files: map[[2]mapped]string{}}
+	t := &gsymTable{loads: elfInfo.loads, style: s.opts.Demangle, names: map[mapped][2]string{}, files: map[[2]mapped]string{}}
 	final := filepath.Join(s.dir, key+".gsym")
 	none := filepath.Join(s.dir, key+".none")
 	if _, err := os.Stat(none); err == nil {
 		s.failed.Add(1)
 		return t, nil
 	}
-	if r, err := gsym.Open(final); err == nil {
-		s.reused.Add(1)
+	if r, ok := s.open(final); ok {
 		return t.mapped(r), nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		// A file that does not parse is converted again.
-		os.Remove(final)
 	}
-	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.fallback.opts.DebugDirs})
+	if s.fetcher != nil && elfInfo.needsDebugFile(b, s.local) {
+		if _, err := s.fetcher.Fetch(context.Background(), elfInfo.id); err != nil {
+			// Converted without the debug file, kept apart.
+			final, none = filepath.Join(s.dir, key+".partial.gsym"), ""
+			if r, ok := s.open(final); ok {
+				return t.mapped(r), nil
+			}
+		}
+	}
+	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.dirs})
 	if err == nil {
 		err = c.WriteFile(final, gsym.EncodeOptions{ByteOrder: st.ByteOrder})
 	}
@@ -299,8 +340,10 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 			return nil, err
 		}
 		s.failed.Add(1)
-		if f, err := os.OpenFile(none, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			f.Close()
+		if none != "" {
+			if f, err := os.OpenFile(none, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				f.Close()
+			}
 		}
 		return t, nil
 	}
@@ -310,6 +353,20 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 		return nil, fmt.Errorf("%s: %w", b.Path, err)
 	}
 	return t.mapped(r), nil
+}
+
+// open maps the cached file p if it is there and reads; one that does not
+// read is removed, to be converted again.
+func (s *GSYM) open(p string) (*gsym.Reader, bool) {
+	r, err := gsym.Open(p)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			os.Remove(p)
+		}
+		return nil, false
+	}
+	s.reused.Add(1)
+	return r, true
 }
 
 // mapped attaches r to t, unmapping it once t is no longer used; frames
@@ -335,21 +392,54 @@ func removeStale(dir string) {
 	}
 }
 
-// readSegments reads the PT_LOAD headers of the ELF file at p.
-func readSegments(p string) (segments, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// elfInfo is what the GSYM symbolizer reads of a binary itself.
+type elfInfo struct {
+	loads    segments
+	hasDWARF bool
+	id       string // GNU build ID, "" if none
+	link     debugfile.Link
+}
+
+// inspect reads b's PT_LOAD headers, and whether it carries DWARF or else
+// how its debug file is found.
+func inspect(b Binary) (elfInfo, error) {
+	var info elfInfo
+	f, err := os.OpenFile(b.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return info, err
 	}
 	defer f.Close()
-	var ss segments
-	err = contain(p, func() error {
+	st, err := f.Stat()
+	if err != nil {
+		return info, err
+	}
+	err = contain(b.Path, func() error {
 		ef, err := elf.NewFile(f)
 		if err != nil {
-			return fmt.Errorf("%s: %w: %w", p, ErrMalformed, err)
+			return fmt.Errorf("%s: %w: %w", b.Path, ErrMalformed, err)
 		}
-		ss = loadSegments(ef)
+		info.loads = loadSegments(ef)
+		info.hasDWARF = ef.Section(".debug_info") != nil || ef.Section(".zdebug_info") != nil
+		if !info.hasDWARF {
+			info.link = readDebuglink(ef, st.Size())
+			if info.id = b.BuildID; info.id == "" {
+				info.id, _ = buildid.Read(f)
+			}
+		}
 		return nil
 	})
-	return ss, err
+	return info, err
+}
+
+// needsDebugFile reports whether b has no DWARF of its own nor a debug
+// file in the debug directories dirs, but a build ID to ask a server by.
+func (info elfInfo) needsDebugFile(b Binary, dirs []string) bool {
+	if info.hasDWARF || info.id == "" {
+		return false
+	}
+	req := debugfile.Request{BuildID: info.id, Link: info.link, DebugDirs: dirs}
+	if !strings.Contains(b.Path, "/map_files/") {
+		req.BinaryDirs = []string{filepath.Dir(b.Path)}
+	}
+	return debugfile.Find(req) == ""
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/symbolize/debuginfod"
 )
 
 // Symbolizer kinds of --symbolizer.
@@ -25,10 +26,11 @@ func checkSymbolizer(kind string) error {
 // map the converted file in about a millisecond instead of reading DWARF
 // for hundreds of milliseconds per large binary. When its cache directory
 // cannot be made (a read-only file system), sprof says so and reads DWARF
-// as the ELF symbolizer does.
+// as the ELF symbolizer does. Debug files missing on the host are fetched
+// from the servers in DEBUGINFOD_URLS, if set, into the same cache.
 func newSymbolizer(e *env, cmd, kind, cacheDir string) symbolize.Symbolizer {
 	if kind == symbolizerGSYM {
-		s, err := symbolize.NewGSYM(symbolize.GSYMOptions{CacheDir: cacheDir})
+		s, err := symbolize.NewGSYM(symbolize.GSYMOptions{CacheDir: cacheDir, Debuginfod: debuginfod.FromEnv("")})
 		if err == nil {
 			return s
 		}

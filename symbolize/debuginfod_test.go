@@ -1,0 +1,145 @@
+package symbolize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/debuginfod"
+)
+
+// startDebuginfod runs Debian's debuginfod (elfutils) on 127.0.0.1,
+// serving the ELF files of dir, and waits until it has indexed the debug
+// file of build ID id. It returns the server's URL.
+func startDebuginfod(t *testing.T, dir, id string) string {
+	t.Helper()
+	if _, err := exec.LookPath("debuginfod"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("debuginfod is not installed: %v", err)
+		}
+		t.Skipf("debuginfod is not installed (apt-get install debuginfod): %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	var log strings.Builder
+	cmd := exec.Command("debuginfod", "-F", "-d", filepath.Join(t.TempDir(), "db.sqlite"), "-p", fmt.Sprint(port), "-t", "0", "-g", "0", "--disable-source-scan", dir)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(url + "/buildid/" + id + "/debuginfo")
+		if err == nil {
+			resp.Body.Close() // debuginfod serves GET only
+			if resp.StatusCode == http.StatusOK {
+				return url
+			}
+		}
+	}
+	t.Fatalf("debuginfod did not index %s within 30 s:\n%s", dir, log.String())
+	return ""
+}
+
+// TestGSYMDebuginfod symbolizes a stripped binary whose debug file is only
+// on a debuginfod server: the frames, inline stacks and lines are those of
+// a symbolizer that finds the debug file on disk, the file is fetched once
+// into the cache, and an unknown build ID is a miss remembered even after
+// the server is gone.
+func TestGSYMDebuginfod(t *testing.T) {
+	id, err := buildIDOf(fixture("c-stripped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := t.TempDir()
+	copyFile(t, filepath.Join(fixture("debug"), ".build-id", id[:2], id[2:]+".debug"), filepath.Join(served, "c-stripped.debug"))
+	url := startDebuginfod(t, served, id)
+
+	cache := t.TempDir()
+	client := &debuginfod.Client{URLs: []string{url}, Timeout: 10 * time.Second}
+	g, err := NewGSYM(GSYMOptions{Options: Options{DebugDirs: []string{t.TempDir()}}, CacheDir: cache, Debuginfod: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := NewGSYM(GSYMOptions{Options: Options{DebugDirs: []string{fixture("debug")}}, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := readelfLoads(t, fixture("c-stripped"))
+	b := Binary{Path: fixture("c-stripped"), BuildID: id}
+	var got, want []stacks.Frame
+	withLines := 0
+	for _, p := range probes(nmCode(t, fixture("c-O2")), 0) {
+		off, ok := fileOffset(loads, p.addr)
+		if !ok {
+			continue
+		}
+		if got, err = g.Symbolize(got[:0], b, off); err != nil {
+			t.Fatal(err)
+		}
+		if want, err = local.Symbolize(want[:0], b, off); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%#x: with debuginfod %v, with the debug file on disk %v", p.addr, got, want)
+		}
+		if len(got) > 0 && got[0].Line > 0 {
+			withLines++
+		}
+	}
+	if withLines < 20 {
+		t.Errorf("only %d addresses have lines", withLines)
+	}
+	fetched := filepath.Join(cache, "debuginfod", ".build-id", id[:2], id[2:]+".debug")
+	if _, err := os.Stat(fetched); err != nil {
+		t.Errorf("fetched file not in the cache: %v", err)
+	}
+	if st := g.Stats(); st.Converted != 1 {
+		t.Errorf("stats %+v, want one conversion", st)
+	}
+
+	c := *client
+	c.Dir = filepath.Join(cache, "debuginfod")
+	unknown := strings.Repeat("ab", 20)
+	if _, err := c.Fetch(context.Background(), unknown); !errors.Is(err, debuginfod.ErrNotFound) {
+		t.Fatalf("unknown build ID: %v, want ErrNotFound", err)
+	}
+	// The server is gone: the miss and the fetched file are answered
+	// from the cache.
+	c.URLs = []string{"http://127.0.0.1:1"}
+	if _, err := c.Fetch(context.Background(), unknown); !errors.Is(err, debuginfod.ErrNotFound) {
+		t.Errorf("unknown build ID again: %v, want the remembered miss", err)
+	}
+	if p, err := c.Fetch(context.Background(), id); err != nil || p != fetched {
+		t.Errorf("known build ID again: %q, %v", p, err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
