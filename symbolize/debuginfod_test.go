@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,4 +144,71 @@ func copyFile(t *testing.T, from, to string) {
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestGSYMPartial: a binary whose debug file no server has is converted
+// without it (symbols only) into a file kept apart, used while the miss is
+// remembered, and converted again, whole, once a server has the file.
+func TestGSYMPartial(t *testing.T) {
+	needTool(t, "objcopy")
+	bin := filepath.Join(t.TempDir(), "c-symbols-only")
+	run(t, "", "objcopy", "--strip-debug", fixture("c-O2"), bin)
+	id, err := buildIDOf(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug, err := os.ReadFile(filepath.Join(fixture("debug"), ".build-id", id[:2], id[2:]+".debug"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var has atomic.Bool
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if !has.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(debug)
+	}))
+	defer srv.Close()
+	cache := t.TempDir()
+	b := Binary{Path: bin, BuildID: id}
+	off := uint64(0x1081) // in main: file offsets are addresses in its text
+	symbolize := func(ttl time.Duration) ([]stacks.Frame, GSYMStats) {
+		g, err := NewGSYM(GSYMOptions{
+			Options:    Options{DebugDirs: []string{t.TempDir()}},
+			CacheDir:   cache,
+			Debuginfod: &debuginfod.Client{URLs: []string{srv.URL}, MissTTL: ttl},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames, err := g.Symbolize(nil, b, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return frames, g.Stats()
+	}
+	first, st := symbolize(time.Hour)
+	partial := filepath.Join(cache, "gsym", id+".partial.gsym")
+	if st != (GSYMStats{Converted: 1}) || !exists(partial) || len(first) != 1 || first[0].Function != "main" || first[0].Line != 0 {
+		t.Fatalf("no debug file: stats %+v, frames %v", st, first)
+	}
+	has.Store(true)
+	if again, st := symbolize(time.Hour); st != (GSYMStats{Reused: 1}) || !slices.Equal(again, first) || requests.Load() != 1 {
+		t.Errorf("miss remembered: stats %+v, %d requests, frames %v", st, requests.Load(), again)
+	}
+	whole, st := symbolize(time.Nanosecond)
+	if st != (GSYMStats{Converted: 1}) || !exists(filepath.Join(cache, "gsym", id+".gsym")) {
+		t.Errorf("miss forgotten: stats %+v, want a whole conversion", st)
+	}
+	if len(whole) == 0 || whole[0].Line == 0 || whole[len(whole)-1].Function != "main" {
+		t.Errorf("without the debug file %v, with it %v", first, whole)
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

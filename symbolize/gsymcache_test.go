@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -246,4 +247,33 @@ func child(t *testing.T, exe, bin, dir string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	return cmd
+}
+
+// TestGSYMConvertsOnce: concurrent first lookups in one binary wait for a
+// single conversion.
+func TestGSYMConvertsOnce(t *testing.T) {
+	g, err := NewGSYM(GSYMOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Binary{Path: fixture("cpp-O2")}
+	var wg sync.WaitGroup
+	results := make([][]stacks.Frame, 8)
+	for i := range results {
+		wg.Go(func() {
+			var err error
+			if results[i], err = g.Symbolize(nil, b, 0x1100); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, r := range results[1:] {
+		if !slices.Equal(r, results[0]) {
+			t.Errorf("lookups differ: %v and %v", r, results[0])
+		}
+	}
+	if st := g.Stats(); st != (GSYMStats{Converted: 1}) {
+		t.Errorf("stats %+v, want one conversion", st)
+	}
 }
