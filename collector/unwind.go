@@ -172,8 +172,10 @@ type unwinder struct {
 
 	// Copy marking: marked holds the processes marked, considered the
 	// mapSet last examined per pid, toMark the marks made before the
-	// Source was known.
+	// Source was known; attached says it is known (marker is nil if it
+	// cannot mark).
 	marker     CopyMarker
+	attached   bool
 	marked     map[uint32]bool
 	considered map[uint32]*mapSet
 	toMark     []uint32
@@ -631,11 +633,12 @@ func (u *unwinder) consider(pid uint32, m *mapping) {
 	}
 	u.marked[pid] = true
 	u.stats.Marked++
-	if u.marker == nil {
+	switch {
+	case u.marker != nil:
+		u.setCopy(pid, true)
+	case !u.attached:
 		u.toMark = append(u.toMark, pid)
-		return
 	}
-	u.setCopy(pid, true)
 }
 
 // considerSet examines the mappings of a process found through /proc.
@@ -663,11 +666,13 @@ func (u *unwinder) exited(pid uint32) {
 // attach marks processes for copies through src from now on, and sends
 // the marks made before src was known.
 func (u *unwinder) attach(src Source) {
-	if u.marker != nil {
+	if u.attached {
 		return
 	}
+	u.attached = true
 	m, ok := src.(CopyMarker)
 	if !ok {
+		u.toMark = nil
 		return
 	}
 	u.marker = m

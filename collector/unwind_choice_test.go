@@ -71,7 +71,7 @@ func TestConsider(t *testing.T) {
 	}
 	marker := map[uint32]bool{}
 	u := newUnwinder(newFiles("/proc"), 0, false)
-	u.marker = markFunc(func(pid uint32, on bool) error { marker[pid] = on; return nil })
+	u.attach(markSource(func(pid uint32, on bool) error { marker[pid] = on; return nil }))
 	pid := uint32(os.Getpid())
 	for _, tc := range []struct {
 		path string
@@ -93,6 +93,9 @@ func TestConsider(t *testing.T) {
 	}
 }
 
-type markFunc func(pid uint32, on bool) error
+// markSource is a Source that only marks.
+type markSource func(pid uint32, on bool) error
 
-func (f markFunc) SetCopy(pid uint32, on bool) error { return f(pid, on) }
+func (f markSource) SetCopy(pid uint32, on bool) error { return f(pid, on) }
+func (markSource) Read(func(*Sample)) (int, error)     { return 0, nil }
+func (markSource) Lost() (uint64, error)               { return 0, nil }
