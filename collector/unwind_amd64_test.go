@@ -47,9 +47,9 @@ func (s *copySource) SetCopy(pid uint32, on bool) error {
 }
 
 // stopAndCopy stops pid with ptrace and returns a sample as the BPF
-// sampler would make it: the user registers (amd64: this file builds only
-// there), the stack above SP (up to
-// 16 KiB) and the frame-pointer walk of that copy.
+// sampler would make it: the user registers (of amd64, the only
+// architecture this file builds on), the stack above SP (up to 16 KiB)
+// and the frame-pointer walk of that copy.
 func stopAndCopy(t *testing.T, pid int) collector.Sample {
 	t.Helper()
 	runtime.LockOSThread()
