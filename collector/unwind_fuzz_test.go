@@ -1,0 +1,40 @@
+package collector
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/sprof/sprof/sframe"
+)
+
+// FuzzUnwindCopy unwinds arbitrary stack copies and registers — a hostile
+// or racing process writes its stack as it likes — over two binaries'
+// tables: the unwinder must not panic, must stay within its frame limit,
+// and the walk kept must be the userspace one or the BPF walk given.
+func FuzzUnwindCopy(f *testing.F) {
+	u, set, c := benchStack(f, 8)
+	f.Add(c.regs.PC, c.regs.SP, c.regs.FP, u.stack[:c.n], []byte{})
+	f.Add(c.regs.PC, c.regs.SP+8, uint64(0), u.stack[:c.n/2], []byte{1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add(uint64(0), uint64(0), uint64(0), []byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, pc, sp, fp uint64, stack, walk []byte) {
+		bpf := make([]uint64, len(walk)/8)
+		for i := range bpf {
+			bpf[i] = binary.LittleEndian.Uint64(walk[8*i:])
+		}
+		u.stack = append(u.stack[:0], stack...)
+		cp := stackCopy{regs: sframe.Regs{PC: pc, SP: sp, FP: fp}, n: len(stack)}
+		us, stop := u.unwind(1, set, &cp)
+		if len(us) > maxUnwindFrames || stop == 0 {
+			t.Fatalf("%d frames, stop %v", len(us), stop)
+		}
+		us = append([]uint64(nil), us...)
+		got, userspace := u.account(set, us, stop, bpf)
+		want := bpf
+		if userspace {
+			want = us
+		}
+		if len(got) != len(want) || len(got) > 0 && &got[0] != &want[0] {
+			t.Fatalf("kept a walk of %d frames that is neither of the two", len(got))
+		}
+	})
+}
