@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 // cgroup2Mount finds where the cgroup v2 hierarchy is mounted (also on
@@ -122,5 +124,30 @@ func TestOpenWithoutPrivileges(t *testing.T) {
 		bin, "-test.run=^TestOpenWithoutPrivileges$", "-test.v").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "missing privileges: sprof needs root") {
 		t.Fatalf("unprivileged rerun: %v\n%s", err, out)
+	}
+}
+
+// TestOpenWithBPFAndPerfmonOnly reruns itself as root with every capability
+// but CAP_BPF and CAP_PERFMON dropped: sampling must work, and Stats must
+// say why it has no run-time figures (only CAP_SYS_ADMIN may enable them).
+func TestOpenWithBPFAndPerfmonOnly(t *testing.T) {
+	if os.Getenv("SPROF_BPF_CAPS_CHILD") == "1" {
+		s, err := Open(Config{Frequency: 99, User: true, Kernel: true})
+		if err != nil {
+			t.Fatalf("Open with CAP_BPF and CAP_PERFMON: %v", err)
+		}
+		defer s.Close()
+		if _, err := s.Stats(); err == nil || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") {
+			t.Fatalf("Stats() error = %v; want one naming CAP_SYS_ADMIN", err)
+		}
+		return
+	}
+	testenv.RequireRoot(t)
+	setpriv := testenv.RequireTool(t, "setpriv")
+	cmd := exec.Command(setpriv, "--bounding-set=-all,+bpf,+perfmon", "--inh-caps=-all",
+		os.Args[0], "-test.run=^TestOpenWithBPFAndPerfmonOnly$", "-test.v")
+	cmd.Env = append(os.Environ(), "SPROF_BPF_CAPS_CHILD=1")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS") {
+		t.Fatalf("rerun with CAP_BPF and CAP_PERFMON only: %v\n%s", err, out)
 	}
 }

@@ -76,6 +76,7 @@ type Sampler struct {
 	clocks     []*cpuClock
 	reader     *ringbuf.Reader
 	stats      io.Closer
+	statsErr   error // why run-time statistics are off, if they are
 	filterPids bool
 	stackCopy  bool // samples may carry stack copies (Config.StackCopy > 0)
 
@@ -202,11 +203,13 @@ func (s *Sampler) start(cfg Config, cpus []int) error {
 	// BPF_ENABLE_STATS holds run-time statistics on while its fd is open and
 	// drops them when sprof exits, unlike the kernel.bpf_stats_enabled sysctl.
 	// It costs two clock reads per run.
-	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-	if err != nil {
-		return fmt.Errorf("enable BPF run-time statistics: %w", err)
+	// Only CAP_SYS_ADMIN may turn them on: without it sampling works all
+	// the same and Stats says why it has no figures.
+	if stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err != nil {
+		s.statsErr = fmt.Errorf("BPF run-time statistics need CAP_SYS_ADMIN or sysctl kernel.bpf_stats_enabled=1: %w", err)
+	} else {
+		s.stats = stats
 	}
-	s.stats = stats
 	copyMarks := s.stackCopy && !cfg.CopyAll
 	if s.filterPids || copyMarks {
 		hooks := []*ebpf.Program{s.objs.ForgetExit}
@@ -221,10 +224,11 @@ func (s *Sampler) start(cfg Config, cpus []int) error {
 			s.hooks = append(s.hooks, l)
 		}
 	}
-	s.reader, err = ringbuf.NewReader(s.objs.Samples)
+	reader, err := ringbuf.NewReader(s.objs.Samples)
 	if err != nil {
 		return fmt.Errorf("open BPF ring buffer: %w", err)
 	}
+	s.reader = reader
 	// A deadline in the past makes reads return at once when the ring is
 	// empty: the program never wakes us, the caller polls on a timer.
 	s.reader.SetDeadline(time.Unix(1, 0))
@@ -321,6 +325,9 @@ func (s *Sampler) Stats() (Stats, error) {
 	st, err := s.objs.Sample.Stats()
 	if err != nil {
 		return Stats{}, fmt.Errorf("read BPF program statistics: %w", err)
+	}
+	if st.RunCount == 0 && s.statsErr != nil {
+		return Stats{}, s.statsErr
 	}
 	return Stats{RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime)}, nil
 }
