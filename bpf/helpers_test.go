@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 const (
@@ -24,13 +25,7 @@ const (
 // requireBPF skips tests that need root and BPF, or fails them under CI.
 func requireBPF(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("needs root to load BPF programs (CI=true: not skipping)")
-	}
-	t.Skip("needs root to load BPF programs")
+	testenv.RequireRoot(t)
 }
 
 // requireFixture skips where the x86-64 fixture cannot run.

@@ -3,13 +3,14 @@ package symbolize
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 // Helpers that ask tools no one here wrote — binutils' readelf, nm,
@@ -21,12 +22,7 @@ const fixtures = "../testdata/symbolize"
 // `make test` has installed it and its absence is a failure.
 func needTool(t testing.TB, name string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed: %v", name, err)
-		}
-		t.Skipf("%s is not installed (binutils)", name)
-	}
+	testenv.RequireTool(t, name)
 }
 
 func run(t testing.TB, stdin string, name string, args ...string) string {

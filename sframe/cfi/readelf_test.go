@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 // loadEHFrame parses the .eh_frame of an ELF file.
@@ -49,12 +51,7 @@ type readelfRow struct {
 // section offset. FDEs whose instructions change nothing print no table.
 func readelfFrames(t *testing.T, readelf, path string) map[uint64][]readelfRow {
 	t.Helper()
-	if _, err := exec.LookPath(readelf); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found: %v", readelf, err)
-		}
-		t.Skipf("%s not found: %v", readelf, err)
-	}
+	testenv.RequireTool(t, readelf)
 	// readelf 2.40 exits with 1 on libc without saying why; what it
 	// printed is complete.
 	out, err := exec.Command(readelf, "--debug-dump=frames-interp", path).Output()
@@ -212,10 +209,7 @@ func TestReadelfLibc(t *testing.T) {
 		{"aarch64-linux-gnu-readelf", "../../testdata/sframe/chain-arm64-v3", true},
 	} {
 		if _, err := os.Stat(c.path); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
+			testenv.Unavailable(t, err.Error())
 		}
 		n := compareWithReadelf(t, c.readelf, c.path, c.aarch64)
 		t.Logf("%s: %d rows agree with %s", c.path, n, c.readelf)

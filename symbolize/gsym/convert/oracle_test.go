@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/sprof/sprof/symbolize/gsym"
+
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 const fixtures = "../../../testdata/gsym"
@@ -39,14 +41,8 @@ var oracleFixtures = []oracleFixture{
 // llvmGsymutil returns the oracle's path, skipping the test when it is
 // missing except under CI, where `make test` installs it.
 func llvmGsymutil(t testing.TB) string {
-	p, err := exec.LookPath("llvm-gsymutil-22")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("llvm-gsymutil-22 is required under CI: %v", err)
-		}
-		t.Skip("llvm-gsymutil-22 not installed (apt-get install llvm-22)")
-	}
-	return p
+	t.Helper()
+	return testenv.RequireTool(t, "llvm-gsymutil-22")
 }
 
 // probeAddresses returns the addresses the oracle tests look up in r:
