@@ -8,8 +8,6 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
-
-	"github.com/sprof/sprof/cbf"
 )
 
 // ErrDamaged is matched (errors.Is) by the *DamagedError a Reader returns
@@ -66,8 +64,8 @@ type Reader struct {
 	off    int64
 	header Header
 	stacks *StackTable
-	maps   []*cbf.ImageMap // the recording's image map table
-	err    error           // sticky: a DamagedError, a malformed table chunk, or io.EOF
+	maps   mapTable
+	err    error // sticky: a DamagedError, a malformed table chunk, or io.EOF
 }
 
 // NewReader reads the magic and the header. A recording without an intact

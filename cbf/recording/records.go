@@ -2,8 +2,6 @@ package recording
 
 import (
 	"encoding/binary"
-	"errors"
-	"slices"
 	"time"
 
 	"github.com/sprof/sprof/cbf"
@@ -30,22 +28,6 @@ const (
 	processExited
 )
 
-// maxImages caps the text offsets of a record, like cbf caps images.
-const maxImages = cbf.MaxImages
-
-// mapDict is the writer's side of the recording's image map table: the
-// processes of a build, a shell pipeline or a worker pool share a few maps,
-// so each distinct map is stored once and referenced after that.
-type mapDict struct {
-	ids     map[string]uint64 // encoded map (CIF and text offsets) → id
-	defined uint64            // maps defined so far
-	scratch []byte
-}
-
-// maxMapDict bounds the maps the writer remembers; past it, it starts
-// over and stores maps anew.
-const maxMapDict = 4096
-
 func (pr *Process) appendRecord(dst []byte, d *mapDict) []byte {
 	dst = binary.AppendVarint(dst, int64(pr.Time))
 	dst = binary.AppendUvarint(dst, uint64(pr.PID))
@@ -61,44 +43,26 @@ func (pr *Process) appendRecord(dst []byte, d *mapDict) []byte {
 	if pr.Map == nil {
 		return binary.AppendUvarint(dst, 0)
 	}
-	enc := d.scratch[:0]
-	cif := pr.Map.AppendCIF(nil)
-	enc = binary.AppendUvarint(enc, uint64(len(cif)))
-	enc = append(enc, cif...)
-	enc = binary.AppendUvarint(enc, uint64(pr.Map.Len()))
-	for _, im := range pr.Map.Images() {
-		enc = binary.AppendUvarint(enc, im.TextOffset)
-	}
-	d.scratch = enc
-	if id, ok := d.ids[string(enc)]; ok {
-		return binary.AppendUvarint(dst, id+1)
-	}
-	if len(d.ids) >= maxMapDict {
-		clear(d.ids)
-	}
-	d.ids[string(enc)] = d.defined
-	d.defined++
-	dst = binary.AppendUvarint(dst, d.defined)
-	return append(dst, enc...)
+	return d.appendMap(dst, pr.Map)
 }
 
-// parseProcesses parses a Processes chunk, adding the maps it defines to
-// maps.
-func parseProcesses(p payload, maps *[]*cbf.ImageMap) ([]Process, error) {
+// parseProcesses parses a Processes chunk, adding the maps and images it
+// defines to t.
+func parseProcesses(p payload, t *mapTable) ([]Process, error) {
 	n, err := p.count("process count", 5)
 	if err != nil {
 		return nil, err
 	}
 	procs := make([]Process, n)
 	for i := range procs {
-		if err := parseProcess(&p, &procs[i], maps); err != nil {
+		if err := parseProcess(&p, &procs[i], t); err != nil {
 			return nil, err
 		}
 	}
 	return procs, nil
 }
 
-func parseProcess(p *payload, pr *Process, maps *[]*cbf.ImageMap) error {
+func parseProcess(p *payload, pr *Process, maps *mapTable) error {
 	t, err := p.varint("process time")
 	if err != nil {
 		return err
@@ -115,55 +79,8 @@ func parseProcess(p *payload, pr *Process, maps *[]*cbf.ImageMap) error {
 	if pr.Comm, err = p.string("comm"); err != nil {
 		return err
 	}
-	off := p.off
-	id, err := p.uvarint("image map")
-	switch {
-	case err != nil:
-		return err
-	case id == 0:
-		return nil
-	case id <= uint64(len(*maps)):
-		pr.Map = (*maps)[id-1]
-		return nil
-	case id > uint64(len(*maps))+1:
-		return p.errorf(off, "image map", "map %d; %d are defined", id, len(*maps))
-	}
-	if pr.Map, err = parseMap(p); err != nil {
-		return err
-	}
-	*maps = append(*maps, pr.Map)
-	return nil
-}
-
-// parseMap reads a map definition: the CIF map and its text offsets.
-func parseMap(p *payload) (*cbf.ImageMap, error) {
-	cif, err := p.bytes("image map", len(p.b))
-	if err != nil {
-		return nil, err
-	}
-	cifOff := p.off - len(cif)
-	n, err := p.count("text offsets", 1)
-	if err != nil {
-		return nil, err
-	}
-	m, used, err := cbf.DecodeImageMap(cif)
-	if err != nil {
-		var fe *cbf.FormatError
-		if errors.As(err, &fe) {
-			fe.Offset += p.base + int64(cifOff) // a file offset, like every other
-		}
-		return nil, err
-	}
-	if used != len(cif) || n != m.Len() {
-		return nil, p.errorf(cifOff, "image map", "%d of %d bytes used, %d text offsets for %d images", used, len(cif), n, m.Len())
-	}
-	images := slices.Clone(m.Images())
-	for i := range images {
-		if images[i].TextOffset, err = p.uvarint("text offset"); err != nil {
-			return nil, err
-		}
-	}
-	return cbf.NewImageMap(m.Platform(), m.WordSize(), images)
+	pr.Map, err = maps.parseMap(p)
+	return err
 }
 
 // Batch is the samples of one Samples chunk. Samples that differ only in

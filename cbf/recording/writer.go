@@ -82,7 +82,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		opts.Start = now
 	}
 	wr := &Writer{w: w, opts: opts, start: opts.Start, lastFlush: now, stacks: newStackDict(),
-		maps: mapDict{ids: map[string]uint64{}}}
+		maps: newMapDict()}
 	wr.batch.reset()
 	h := Header{Version: Version, Start: opts.Start, Host: opts.Host, Kernel: opts.Kernel,
 		Arch: opts.Arch, Frequency: opts.Frequency}

@@ -66,7 +66,7 @@ func TestInfo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"samples       428 (0 lost)", "processes     58", "duration      18.546s", "bytes/sample  66.1", "closed cleanly"} {
+	for _, w := range []string{"samples       735 (0 lost)", "processes     94", "duration      19.578s", "bytes/sample  58.3", "closed cleanly"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("info lacks %q:\n%s", w, out)
 		}
@@ -76,7 +76,7 @@ func TestInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ = runSprof("info", cut)
-	if code != 0 || !strings.Contains(out, "damaged tail  from offset 19697 (303 bytes lost)") {
+	if code != 0 || !strings.Contains(out, "damaged tail  from offset 19409 (591 bytes lost)") {
 		t.Errorf("info of a cut file: exit %d\n%s", code, out)
 	}
 	if code, _, _ := runSprof("info"); code != 2 {

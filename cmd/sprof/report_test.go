@@ -63,7 +63,7 @@ func TestReportFilters(t *testing.T) {
 		}
 		n += s.Value[0]
 	}
-	if n == 0 || !strings.Contains(errs, "sprof report: "+strconv.FormatInt(n, 10)+" of 428 samples") {
+	if n == 0 || !strings.Contains(errs, "sprof report: "+strconv.FormatInt(n, 10)+" of 735 samples") {
 		t.Errorf("%d samples of compile in the window; report said:\n%s", n, errs)
 	}
 	if p.DurationNanos != 10e9 {
@@ -79,7 +79,7 @@ func TestReportFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs = runSprof("report", cut, "-o", filepath.Join(dir, "cut.folded"))
-	if code != 0 || !strings.Contains(errs, "is damaged from offset 19697") {
+	if code != 0 || !strings.Contains(errs, "is damaged from offset 19409") {
 		t.Errorf("report of a cut recording: exit %d\n%s", code, errs)
 	}
 
