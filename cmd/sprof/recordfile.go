@@ -44,9 +44,10 @@ var kernelImage = cbf.Image{Path: "[kernel.kallsyms]", Base: 0xffff800000000000,
 // readable up to its last complete chunk, at most a second old, whatever
 // stops sprof.
 type recordingFile struct {
-	f      *os.File
-	w      *recording.Writer
-	images []cbf.Image
+	f       *os.File
+	w       *recording.Writer
+	images  []cbf.Image
+	sampled bool
 }
 
 func createRecording(path string, frequency int) (*recordingFile, error) {
@@ -88,6 +89,7 @@ func (r *recordingFile) Process(t time.Time, pid uint32, comm string, maps []col
 func (r *recordingFile) Exit(t time.Time, pid uint32) error { return r.w.Exit(t, pid) }
 
 func (r *recordingFile) Sample(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool) error {
+	r.sampled = true
 	var flags recording.Flags
 	if userTruncated {
 		flags = recording.UserTruncated
@@ -112,10 +114,14 @@ func (r *recordingFile) close(lost uint64) error {
 }
 
 // abort ends a recording that close did not, after an error: what was
-// written stays, as after a crash.
+// written stays, as after a crash, unless sampling never began.
 func (r *recordingFile) abort() {
-	if r != nil && r.f != nil {
-		r.w.Flush()
-		r.f.Close()
+	if r == nil || r.f == nil {
+		return
+	}
+	r.w.Flush()
+	r.f.Close()
+	if !r.sampled {
+		os.Remove(r.f.Name())
 	}
 }
