@@ -103,7 +103,9 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 		opts.CacheDir = d
 	}
 	dir := filepath.Join(opts.CacheDir, "gsym")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Private: the files name the functions of every binary profiled,
+	// root-only ones included.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gsym cache: %w", err)
 	}
 	removeStale(dir)
