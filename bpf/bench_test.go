@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/sprof/sprof/internal/cpus"
 )
 
 // BenchmarkBPFRun measures the sampling program's own cost per run from the
@@ -212,11 +214,11 @@ func benchVsGetStack(b *testing.B, hz int) {
 	}
 	defer ref.Close()
 	s := openSampler(b, Config{Frequency: hz, User: true, Kernel: true})
-	cpus, err := onlineCPUs()
+	online, err := cpus.Online()
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, cpu := range cpus {
+	for _, cpu := range online {
 		c, err := openCPUClock(cpu, hz, false, ref)
 		if err != nil {
 			b.Fatal(err)

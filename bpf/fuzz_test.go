@@ -31,22 +31,3 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
-
-// FuzzParseCPUList: the parser of /sys/devices/system/cpu/online returns
-// increasing CPU numbers below maxCPUs or an error.
-func FuzzParseCPUList(f *testing.F) {
-	for _, s := range []string{"0", "0-1", "0-3,6,8-9", "", "3-1", "1,1", "-", "0-65536", "0,"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		cpus, err := parseCPUList(s)
-		if err != nil {
-			return
-		}
-		for i, c := range cpus {
-			if c < 0 || c >= maxCPUs || (i > 0 && c <= cpus[i-1]) {
-				t.Fatalf("parseCPUList(%q) = %v", s, cpus)
-			}
-		}
-	})
-}

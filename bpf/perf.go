@@ -3,65 +3,12 @@ package bpf
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
-
-const onlineCPUsPath = "/sys/devices/system/cpu/online"
-
-// maxCPUs bounds what a CPU list may name, far above any real machine, so a
-// corrupt list cannot make us open millions of events.
-const maxCPUs = 1 << 16
-
-// onlineCPUs lists the CPUs that are online now. CPUs brought online later
-// are not sampled.
-func onlineCPUs() ([]int, error) {
-	b, err := os.ReadFile(onlineCPUsPath)
-	if err != nil {
-		return nil, fmt.Errorf("list online CPUs: %w", err)
-	}
-	cpus, err := parseCPUList(strings.TrimSpace(string(b)))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", onlineCPUsPath, err)
-	}
-	return cpus, nil
-}
-
-// parseCPUList parses the kernel's CPU list format, e.g. "0-3,6,8-9"
-// (Documentation/admin-guide/cputopology.rst), in increasing order.
-func parseCPUList(s string) ([]int, error) {
-	var cpus []int
-	if s == "" {
-		return nil, errors.New("empty CPU list")
-	}
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		first, err := strconv.Atoi(lo)
-		if err != nil || first < 0 || first >= maxCPUs {
-			return nil, fmt.Errorf("bad CPU number %q in %q", lo, s)
-		}
-		last := first
-		if isRange {
-			last, err = strconv.Atoi(hi)
-			if err != nil || last < first || last >= maxCPUs {
-				return nil, fmt.Errorf("bad CPU range %q in %q", part, s)
-			}
-		}
-		if len(cpus) > 0 && first <= cpus[len(cpus)-1] {
-			return nil, fmt.Errorf("CPU list %q is not increasing at %q", s, part)
-		}
-		for c := first; c <= last; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
-}
 
 // cpuClock is one CPU-clock perf event with the program attached.
 type cpuClock struct {

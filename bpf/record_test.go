@@ -3,7 +3,6 @@ package bpf
 import (
 	"encoding/binary"
 	"errors"
-	"strings"
 	"testing"
 	"unsafe"
 )
@@ -81,38 +80,6 @@ func TestDecodeRejects(t *testing.T) {
 				t.Fatalf("decode: %v, want a RecordError about %s", err, tc.field)
 			}
 		})
-	}
-}
-
-func TestParseCPUList(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []int
-		err  string
-	}{
-		{in: "0", want: []int{0}},
-		{in: "0-3,6,8-9", want: []int{0, 1, 2, 3, 6, 8, 9}},
-		{in: "", err: "empty"},
-		{in: "3-1", err: "bad CPU range"},
-		{in: "1,1", err: "not increasing"},
-		{in: "x", err: "bad CPU number"},
-	} {
-		got, err := parseCPUList(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("parseCPUList(%q) error %v, want %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || len(got) != len(tc.want) {
-			t.Errorf("parseCPUList(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Errorf("parseCPUList(%q) = %v, want %v", tc.in, got, tc.want)
-			}
-		}
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/internal/cpus"
 )
 
 // Config says what to sample and how often.
@@ -115,11 +117,11 @@ func Open(cfg Config) (*Sampler, error) {
 	if err := checkKernelFeatures(); err != nil {
 		return nil, err
 	}
-	cpus, err := onlineCPUs()
+	online, err := cpus.Online()
 	if err != nil {
 		return nil, err
 	}
-	ringSize, err := ringBufferSize(cfg, len(cpus))
+	ringSize, err := ringBufferSize(cfg, len(online))
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +130,7 @@ func Open(cfg Config) (*Sampler, error) {
 	if err := s.load(cfg, ringSize); err != nil {
 		return nil, err
 	}
-	if err := s.start(cfg, cpus); err != nil {
+	if err := s.start(cfg, online); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 	return s, nil
@@ -199,7 +201,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 // start hooks forks and exits, opens the ring and enables the events, in
 // that order, so nothing is sampled before the ring can be read and no
 // fork after Open returns is missed.
-func (s *Sampler) start(cfg Config, cpus []int) error {
+func (s *Sampler) start(cfg Config, online []int) error {
 	// BPF_ENABLE_STATS holds run-time statistics on while its fd is open and
 	// drops them when sprof exits, unlike the kernel.bpf_stats_enabled sysctl.
 	// It costs two clock reads per run.
@@ -232,7 +234,7 @@ func (s *Sampler) start(cfg Config, cpus []int) error {
 	// A deadline in the past makes reads return at once when the ring is
 	// empty: the program never wakes us, the caller polls on a timer.
 	s.reader.SetDeadline(time.Unix(1, 0))
-	for _, cpu := range cpus {
+	for _, cpu := range online {
 		c, err := openCPUClock(cpu, cfg.Frequency, cfg.IncludeIdle, s.objs.Sample)
 		if err != nil {
 			return err

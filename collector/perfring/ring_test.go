@@ -128,27 +128,6 @@ func TestRingHeadBeyondSize(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []int
-		bad  bool
-	}{
-		{"0", []int{0}, false},
-		{"0-3,8,10-11", []int{0, 1, 2, 3, 8, 10, 11}, false},
-		{"3-1", nil, true},
-		{"", nil, true},
-		{"x", nil, true},
-		{"0-999999", nil, true},
-	}
-	for _, tt := range tests {
-		got, err := ParseCPUList(tt.in)
-		if (err != nil) != tt.bad || !slices.Equal(got, tt.want) {
-			t.Errorf("ParseCPUList(%q) = %v, %v", tt.in, got, err)
-		}
-	}
-}
-
 // BenchmarkDrain measures draining and parsing MMAP2 records, the largest
 // and most frequent side-band record, from a ring where a quarter of them
 // wrap around the end.

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/internal/cpus"
 )
 
 // bitBuildID is perf_event_attr.build_id (bit 34 of the flag word, kernel
@@ -40,12 +40,12 @@ func Open(pages int) (*Tracker, error) {
 	if pages < 1 || pages&(pages-1) != 0 {
 		return nil, fmt.Errorf("perf ring: %d pages is not a power of two", pages)
 	}
-	cpus, err := OnlineCPUs()
+	online, err := cpus.Online()
 	if err != nil {
 		return nil, err
 	}
 	t := &Tracker{}
-	for _, cpu := range cpus {
+	for _, cpu := range online {
 		if err := t.open(cpu, pages); err != nil {
 			t.Close()
 			return nil, err
@@ -139,41 +139,4 @@ func (t *Tracker) Close() error {
 	}
 	t.fds, t.mems, t.rings = nil, nil, nil
 	return errors.Join(errs...)
-}
-
-// OnlineCPUs lists the online CPUs from /sys/devices/system/cpu/online.
-func OnlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return nil, fmt.Errorf("online CPUs: %w", err)
-	}
-	return ParseCPUList(strings.TrimSpace(string(b)))
-}
-
-// maxCPU bounds the CPU numbers ParseCPUList accepts.
-const maxCPU = 1 << 16
-
-// ParseCPUList parses the kernel's CPU list format, such as "0-3,8,10-11".
-func ParseCPUList(s string) ([]int, error) {
-	var cpus []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 || a >= maxCPU {
-			return nil, fmt.Errorf("CPU list %q: bad CPU number %q", s, lo)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b >= maxCPU {
-				return nil, fmt.Errorf("CPU list %q: bad range %q", s, part)
-			}
-		}
-		if len(cpus)+b-a >= maxCPU {
-			return nil, fmt.Errorf("CPU list %q: more than %d CPUs", s, maxCPU)
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }
