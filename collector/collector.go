@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -308,8 +309,8 @@ func (c *Collector) drain(src Source, final bool) error {
 		}
 		c.stats.SidebandLost = c.tracker.Lost()
 	}
-	slices.SortStableFunc(c.events, func(a, b event) int { return cmpTime(a.time, b.time) })
-	slices.SortStableFunc(c.pend, func(a, b pending) int { return cmpTime(a.time, b.time) })
+	slices.SortStableFunc(c.events, func(a, b event) int { return cmp.Compare(a.time, b.time) })
+	slices.SortStableFunc(c.pend, func(a, b pending) int { return cmp.Compare(a.time, b.time) })
 	c.next = 0
 	for i := range c.pend {
 		p := &c.pend[i]
@@ -320,16 +321,6 @@ func (c *Collector) drain(src Source, final bool) error {
 	c.events = append(c.events[:0], c.events[c.next:]...)
 	errs = append(errs, c.sink.tick())
 	return errors.Join(errs...)
-}
-
-func cmpTime(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func threadCPU() time.Duration {

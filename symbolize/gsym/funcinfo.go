@@ -1,6 +1,7 @@
 package gsym
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 )
@@ -52,7 +53,7 @@ func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
 			return rec, nil
 		case InfoLineTable:
 			if rec.lines, err = decodeLines(cx, start); err == nil {
-				rec.linesSorted = slices.IsSortedFunc(rec.lines, func(a, b LineEntry) int { return compareU64(a.Addr, b.Addr) })
+				rec.linesSorted = slices.IsSortedFunc(rec.lines, func(a, b LineEntry) int { return cmp.Compare(a.Addr, b.Addr) })
 			}
 		case InfoInline:
 			rec.inline, err = r.decodeInline(&cx, start)
@@ -70,16 +71,6 @@ func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
 			return nil, err
 		}
 	}
-}
-
-func compareU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // FunctionInfo decodes function i fully, for dumps and re-encoding. Unlike
