@@ -63,9 +63,9 @@ type GSYMStats struct {
 // from the later ones, and the ELF symbolizer reads the same DWARF a
 // conversion reads, so answering meanwhile would parse it twice.
 //
-// Addresses a GSYM file does not cover, or covers without a line (stripped
-// Go programs, whose pclntab GSYM does not hold), are answered by an ELF
-// symbolizer. A GSYM is safe for concurrent use.
+// Addresses a GSYM file does not cover, and in Go programs those it covers
+// without a line (the pclntab, which GSYM does not hold, may have one),
+// are answered by an ELF symbolizer. A GSYM is safe for concurrent use.
 type GSYM struct {
 	dir      string
 	opts     GSYMOptions
@@ -161,7 +161,12 @@ func (s *GSYM) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fra
 	res := s.results.Get().(*gsym.LookupResult)
 	defer s.results.Put(res)
 	err = t.r.LookupInto(res, addr)
-	if errors.Is(err, gsym.ErrNotFound) || err == nil && (len(res.Locations) == 0 || res.Locations[0].Line == 0) {
+	// The ELF symbolizer answers what GSYM does not cover (from .dynsym
+	// or MiniDebugInfo) and, in Go programs, lines the pclntab has and
+	// DWARF lacks. Elsewhere a function without a line has none in DWARF
+	// either, and asking would read the whole DWARF GSYM spares us (every
+	// C stack ends in _start, which has no line).
+	if errors.Is(err, gsym.ErrNotFound) || err == nil && t.goProgram && (len(res.Locations) == 0 || res.Locations[0].Line == 0) {
 		n := len(dst)
 		if dst, ferr := s.fallback.Symbolize(dst, b, off); ferr != nil || len(dst) > n || err != nil {
 			return dst, ferr
@@ -182,9 +187,10 @@ func (s *GSYM) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fra
 // to turn file offsets into addresses. A nil r means the binary has no
 // GSYM file.
 type gsymTable struct {
-	loads segments
-	r     *gsym.Reader
-	style Demangling
+	loads     segments
+	r         *gsym.Reader
+	style     Demangling
+	goProgram bool
 
 	// Names and paths shown, by where the reader's strings lie in the
 	// mapping: demangled once, and copied out of the mapping so frames
@@ -314,7 +320,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &gsymTable{loads: elfInfo.loads, style: s.opts.Demangle, names: map[mapped][2]string{}, files: map[[2]mapped]string{}}
+	t := &gsymTable{loads: elfInfo.loads, goProgram: elfInfo.goProgram, style: s.opts.Demangle, names: map[mapped][2]string{}, files: map[[2]mapped]string{}}
 	final := filepath.Join(s.dir, key+".gsym")
 	none := filepath.Join(s.dir, key+".none")
 	if _, err := os.Stat(none); err == nil {
@@ -396,10 +402,11 @@ func removeStale(dir string) {
 
 // elfInfo is what the GSYM symbolizer reads of a binary itself.
 type elfInfo struct {
-	loads    segments
-	hasDWARF bool
-	id       string // GNU build ID, "" if none
-	link     debugfile.Link
+	loads     segments
+	hasDWARF  bool
+	goProgram bool
+	id        string // GNU build ID, "" if none
+	link      debugfile.Link
 }
 
 // inspect reads b's PT_LOAD headers, and whether it carries DWARF or else
@@ -422,6 +429,7 @@ func inspect(b Binary) (elfInfo, error) {
 		}
 		info.loads = loadSegments(ef)
 		info.hasDWARF = ef.Section(".debug_info") != nil || ef.Section(".zdebug_info") != nil
+		info.goProgram = ef.Section(".gopclntab") != nil || ef.Section(".go.buildinfo") != nil
 		if !info.hasDWARF {
 			info.link = readDebuglink(ef, st.Size())
 			if info.id = b.BuildID; info.id == "" {
