@@ -192,59 +192,52 @@ type gsymTable struct {
 	style     Demangling
 	goProgram bool
 
-	// Names and paths shown, by where the reader's strings lie in the
-	// mapping: demangled once, and copied out of the mapping so frames
-	// outlive it. Keys are positions, not contents, so a hit costs no
-	// hashing of long C++ names.
+	// Frames' strings, by where the reader's strings lie in the mapping:
+	// names demangled once, and everything copied out of the mapping so
+	// frames outlive it. Keys are positions, not contents, so a hit costs
+	// no hashing of long C++ names.
 	mu    sync.RWMutex
-	names map[mapped][2]string
-	files map[[2]mapped]string
+	shown map[place]shown
 }
 
-// mapped is where a string of a gsym.Reader's result lies: a view into its
-// string table, the same for every result naming the same entry.
-type mapped struct {
-	p *byte
-	n int
-}
+// place is where the strings of one gsym.SourceLocation lie: views into
+// the reader's string table, the same for every result naming the same
+// entries (gsym.Reader.Close invalidates them).
+type place struct{ name, dir, base *byte }
 
-func at(s string) mapped { return mapped{unsafe.StringData(s), len(s)} }
+// shown are the strings of a frame.
+type shown struct{ function, system, file string }
 
-// maxShown bounds the names and paths a table keeps per function of the
-// file, so the maps stay bounded even if the reader's strings were not
-// views of its string table.
+// maxShown bounds the entries a table keeps per function of its file, so
+// the map stays bounded even if the reader's strings were not views of its
+// string table.
 const maxShown = 4
 
 // strings returns the function name shown, the name as spelled when it
 // differs, and the source path of loc.
 func (t *gsymTable) strings(loc gsym.SourceLocation) (function, system, file string) {
-	nk, fk := at(loc.Name), [2]mapped{at(loc.Dir), at(loc.Base)}
+	k := place{unsafe.StringData(loc.Name), unsafe.StringData(loc.Dir), unsafe.StringData(loc.Base)}
 	t.mu.RLock()
-	n, okName := t.names[nk]
-	file, okFile := t.files[fk]
+	v, ok := t.shown[k]
 	t.mu.RUnlock()
-	if okName && okFile {
-		return n[0], n[1], file
+	if ok {
+		return v.function, v.system, v.file
 	}
-	if !okName {
-		raw := strings.Clone(loc.Name)
-		n = [2]string{raw, ""}
-		if mangled(raw) && t.style != DemangleNone {
-			if d := demangled(raw, t.style); d != raw {
-				n = [2]string{d, raw}
-			}
+	v.function = strings.Clone(loc.Name)
+	if mangled(v.function) && t.style != DemangleNone {
+		if d := demangled(v.function, t.style); d != v.function {
+			v.function, v.system = d, v.function
 		}
 	}
-	if !okFile && loc.Base != "" {
-		file = path.Join(loc.Dir, loc.Base)
+	if loc.Base != "" {
+		v.file = path.Join(loc.Dir, loc.Base)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.names)+len(t.files) < maxShown*(t.r.NumFunctions()+t.r.NumFiles()) {
-		t.names[nk] = n
-		t.files[fk] = file
+	if len(t.shown) < maxShown*t.r.NumFunctions() {
+		t.shown[k] = v
 	}
-	return n[0], n[1], file
+	return v.function, v.system, v.file
 }
 
 // table returns b's mapped GSYM file, converting b on first use.
@@ -320,7 +313,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &gsymTable{loads: elfInfo.loads, goProgram: elfInfo.goProgram, style: s.opts.Demangle, names: map[mapped][2]string{}, files: map[[2]mapped]string{}}
+	t := &gsymTable{loads: elfInfo.loads, goProgram: elfInfo.goProgram, style: s.opts.Demangle, shown: map[place]shown{}}
 	final := filepath.Join(s.dir, key+".gsym")
 	none := filepath.Join(s.dir, key+".none")
 	if _, err := os.Stat(none); err == nil {
