@@ -285,18 +285,6 @@ func (s *GSYM) cacheName(b Binary) (string, error) {
 	return "file-" + hex.EncodeToString(h.Sum(nil)[:16]), nil
 }
 
-func validHex(id string) bool {
-	if len(id) < 2 || len(id) > 128 {
-		return false
-	}
-	for _, c := range id {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // load maps b's GSYM file from the cache directory, converting b first
 // when the file is not there. A binary that gives no GSYM is remembered by
 // an empty ".none" file, so the next run does not try again.
@@ -306,7 +294,7 @@ func validHex(id string) bool {
 // remembered (see debuginfod.Client.MissTTL): once the server has the
 // file, the binary is converted again, whole.
 func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
-	if b.BuildID != "" && !validHex(b.BuildID) {
+	if b.BuildID != "" && !buildid.Valid(b.BuildID) {
 		return nil, fmt.Errorf("%s: build ID %q is not lower-case hex", b.Path, b.BuildID)
 	}
 	elfInfo, err := inspect(b)

@@ -73,7 +73,7 @@ func FromEnv(dir string) *Client {
 // (lower-case hex), downloading it into Dir unless it is there already.
 // It returns an error matching ErrNotFound when no server has it.
 func (c *Client) Fetch(ctx context.Context, id string) (string, error) {
-	if !validID(id) {
+	if !buildid.Valid(id) {
 		return "", fmt.Errorf("debuginfod: build ID %q is not lower-case hex", id)
 	}
 	dir := filepath.Join(c.Dir, ".build-id", id[:2])
@@ -198,18 +198,4 @@ func (c *Client) client() *http.Client {
 		return c.HTTP
 	}
 	return http.DefaultClient
-}
-
-// validID accepts hex of a sensible length, so an ID never walks out of
-// Dir or into a URL's path.
-func validID(id string) bool {
-	if len(id) < 4 || len(id) > 128 {
-		return false
-	}
-	for _, r := range id {
-		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
-			return false
-		}
-	}
-	return true
 }
