@@ -61,7 +61,11 @@ type GSYMStats struct {
 // every lookup returns what GSYM says. Converting in the background while
 // the ELF symbolizer answered would make the first profile of a host differ
 // from the later ones, and the ELF symbolizer reads the same DWARF a
-// conversion reads, so answering meanwhile would parse it twice.
+// conversion reads, so answering meanwhile would parse it twice. The
+// price is paid once per binary per host: for libc with its debug file
+// (BenchmarkGSYMFirstLookup, 2 cores) converting costs 0.7-0.9 s against
+// the ELF symbolizer's 0.4 s load, and every later run maps the file in
+// 1.2 ms.
 //
 // Addresses a GSYM file does not cover, and in Go programs those it covers
 // without a line (the pclntab, which GSYM does not hold, may have one),
