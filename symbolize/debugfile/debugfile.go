@@ -75,7 +75,7 @@ func Find(r Request) string {
 	if dirs == nil {
 		dirs = []string{DefaultDir}
 	}
-	if validID(r.BuildID) {
+	if buildid.Valid(r.BuildID) {
 		for _, d := range dirs {
 			p := filepath.Join(d, ".build-id", r.BuildID[:2], r.BuildID[2:]+".debug")
 			if matchesBuildID(p, r.BuildID) {
@@ -110,20 +110,6 @@ func Find(r Request) string {
 		}
 	}
 	return ""
-}
-
-// validID accepts hex of a sensible length, so an ID can never walk out of
-// the .build-id directory.
-func validID(id string) bool {
-	if len(id) < 4 || len(id) > 128 {
-		return false
-	}
-	for _, c := range id {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // openRegular opens path for reading only if it is a regular file; the
