@@ -16,6 +16,7 @@ import (
 
 	"github.com/sprof/sprof/collector/perfring"
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
 )
 
@@ -23,13 +24,6 @@ import (
 // rare enough that waking up costs nothing measurable, often enough that
 // the rings stay small.
 const DefaultInterval = 250 * time.Millisecond
-
-// KernelSymbolizer resolves kernel addresses (from /proc/kallsyms).
-type KernelSymbolizer interface {
-	// Symbolize appends the frames for the kernel instruction at addr to
-	// dst, nothing when no symbol covers it.
-	Symbolize(dst []stacks.Frame, addr uint64) []stacks.Frame
-}
 
 // Source is where samples come from: the BPF sampler, through an adapter
 // (see collector/bpfsource), or a test's fake.
@@ -56,7 +50,7 @@ type Options struct {
 	// Symbolizer resolves user addresses and Kernel kernel ones; either
 	// may be nil, leaving those locations unsymbolized.
 	Symbolizer symbolize.Symbolizer
-	Kernel     KernelSymbolizer
+	Kernel     locations.KernelSymbolizer
 	// ProcRoot is where procfs is mounted; "" means /proc.
 	ProcRoot string
 	// NoSideband skips the perf tracking events and finds processes

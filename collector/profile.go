@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/stacks/locations"
 )
 
 // mappingKey makes processes that map the same file at the same place
@@ -14,26 +15,13 @@ type mappingKey struct {
 	start, limit, offset uint64
 }
 
-// locationKey identifies a Location. A return address is symbolized one
-// byte earlier, inside its call, so it is a different Location from the
-// same address as a leaf.
-type locationKey struct {
-	m      *stacks.Mapping
-	addr   uint64
-	isCall bool
-}
-
 // builder resolves each distinct address once while building a Profile.
 type builder struct {
 	c        *Collector
 	p        *stacks.Profile
+	locs     *locations.Table
 	mappings map[mappingKey]*stacks.Mapping
-	kernel   *stacks.Mapping
-	unknown  *stacks.Mapping
-	locs     map[locationKey]*stacks.Location
-	locIDs   map[*stacks.Location]uint64
 	failed   map[*binaryFile]bool
-	frames   []stacks.Frame
 }
 
 // Profile builds the profile of everything aggregated so far: it resolves
@@ -50,17 +38,16 @@ func (c *Collector) Profile() *stacks.Profile {
 			Lost:     c.stats.Lost,
 		},
 		mappings: map[mappingKey]*stacks.Mapping{},
-		locs:     map[locationKey]*stacks.Location{},
-		locIDs:   map[*stacks.Location]uint64{},
 		failed:   map[*binaryFile]bool{},
 	}
+	b.locs = locations.New(b.p, c.opts.Kernel)
 	merged := map[string]*stacks.Sample{}
 	var key []byte
 	for i := range c.agg.entries {
 		e := &c.agg.entries[i]
 		s := &stacks.Sample{Count: e.count, Pid: e.pid, Tid: e.tid, Comm: commString(e.comm), Truncated: e.truncated}
 		for j, addr := range e.kernel.of(c.agg.words) {
-			s.Stack = append(s.Stack, b.kernelLocation(addr, j > 0))
+			s.Stack = append(s.Stack, b.locs.Kernel(addr, j > 0))
 		}
 		for j, addr := range e.user.of(c.agg.words) {
 			s.Stack = append(s.Stack, b.userLocation(e.set, addr, j > 0))
@@ -99,79 +86,33 @@ func (b *builder) sampleKey(key []byte, s *stacks.Sample) []byte {
 	key = append(key, s.Comm...)
 	key = append(key, 0)
 	for _, l := range s.Stack {
-		key = binary.AppendUvarint(key, b.locIDs[l])
+		key = binary.AppendUvarint(key, b.locs.ID(l))
 	}
 	return key
-}
-
-func (b *builder) location(k locationKey, symbolize func() []stacks.Frame) *stacks.Location {
-	if l := b.locs[k]; l != nil {
-		return l
-	}
-	l := &stacks.Location{Mapping: k.m, Address: k.addr}
-	if fr := symbolize(); len(fr) > 0 {
-		l.Frames = append([]stacks.Frame(nil), fr...)
-	}
-	b.locs[k] = l
-	b.locIDs[l] = uint64(len(b.locIDs))
-	return l
-}
-
-// symbolAddr is where to look up addr: a return address points after its
-// call, which may be the first byte of the next function.
-func symbolAddr(addr uint64, isCall bool) uint64 {
-	if isCall && addr > 0 {
-		return addr - 1
-	}
-	return addr
-}
-
-func (b *builder) kernelLocation(addr uint64, isCall bool) *stacks.Location {
-	if b.kernel == nil {
-		b.kernel = b.addMapping(&stacks.Mapping{Kind: stacks.Kernel, File: stacks.KernelFile, Start: addr, Limit: addr + 1})
-	}
-	b.kernel.Start, b.kernel.Limit = min(b.kernel.Start, addr), max(b.kernel.Limit, addr+1)
-	return b.location(locationKey{b.kernel, addr, isCall}, func() []stacks.Frame {
-		if b.c.opts.Kernel == nil {
-			return nil
-		}
-		b.frames = b.c.opts.Kernel.Symbolize(b.frames[:0], symbolAddr(addr, isCall))
-		return b.frames
-	})
 }
 
 func (b *builder) userLocation(set *mapSet, addr uint64, isCall bool) *stacks.Location {
 	m := set.find(addr)
 	if m == nil {
-		if b.unknown == nil {
-			b.unknown = b.addMapping(&stacks.Mapping{Kind: stacks.Unknown, File: stacks.UnknownFile})
-		}
-		return b.location(locationKey{b.unknown, addr, false}, func() []stacks.Frame { return nil })
+		return b.locs.Unknown(addr)
 	}
 	mk := mappingKey{m.bin, m.start, m.limit, m.offset}
 	sm := b.mappings[mk]
 	if sm == nil {
-		sm = b.addMapping(&stacks.Mapping{Kind: stacks.User, Start: m.start, Limit: m.limit, Offset: m.offset, File: m.bin.name, BuildID: m.bin.buildID})
+		sm = b.locs.AddMapping(&stacks.Mapping{Kind: stacks.User, Start: m.start, Limit: m.limit, Offset: m.offset, File: m.bin.name, BuildID: m.bin.buildID})
 		b.mappings[mk] = sm
 	}
-	return b.location(locationKey{sm, addr, isCall}, func() []stacks.Frame {
+	return b.locs.User(sm, addr, isCall, func(dst []stacks.Frame, at uint64) []stacks.Frame {
 		sym := b.c.opts.Symbolizer
 		if sym == nil || b.failed[m.bin] || !m.bin.readable() {
-			return nil
+			return dst
 		}
-		off := symbolAddr(addr, isCall) - m.start + m.offset
-		fr, err := sym.Symbolize(b.frames[:0], m.bin.binary(), off)
+		fr, err := sym.Symbolize(dst, m.bin.binary(), at-m.start+m.offset)
 		if err != nil {
 			b.failed[m.bin] = true
 			b.c.stats.SymbolizeErrors++
-			return nil
+			return dst
 		}
-		b.frames = fr
 		return fr
 	})
-}
-
-func (b *builder) addMapping(m *stacks.Mapping) *stacks.Mapping {
-	b.p.Mappings = append(b.p.Mappings, m)
-	return m
 }

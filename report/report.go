@@ -11,14 +11,10 @@ import (
 	"github.com/sprof/sprof/cbf"
 	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
 	"github.com/sprof/sprof/symbolize/buildid"
 )
-
-// KernelSymbolizer names kernel addresses; *symbolize.Kernel is one.
-type KernelSymbolizer interface {
-	Symbolize(dst []stacks.Frame, addr uint64) []stacks.Frame
-}
 
 // Options select the samples of a recording and say how to symbolize
 // them. The zero value converts every sample and symbolizes nothing.
@@ -34,7 +30,7 @@ type Options struct {
 	// Symbolizer names user addresses, Kernel kernel ones; either may be
 	// nil, leaving those frames unnamed.
 	Symbolizer symbolize.Symbolizer
-	Kernel     KernelSymbolizer
+	Kernel     locations.KernelSymbolizer
 	// Progress, when not nil, is told how many bytes of the recording
 	// have been read, as they are.
 	Progress func(read int64)
@@ -173,9 +169,9 @@ func (c *converter) profile(end *recording.End) *stacks.Profile {
 			Lost:     c.lost,
 		},
 		mappings: map[imageKey]*stacks.Mapping{},
-		locs:     map[locationKey]*stacks.Location{},
 		binaries: map[binaryKey]*binary{},
 	}
+	b.locs = locations.New(b.p, c.opts.Kernel)
 	var frames []cbf.Frame
 	for _, k := range c.order {
 		s := &stacks.Sample{Count: c.counts[k], Pid: k.pid, Tid: k.tid, Comm: k.comm, Truncated: k.truncated}
@@ -183,7 +179,7 @@ func (c *converter) profile(end *recording.End) *stacks.Profile {
 			frames = k.table.Stack(frames[:0], k.kernel)
 			for j, f := range frames {
 				if f.Kind != cbf.Truncated {
-					s.Stack = append(s.Stack, b.kernelLocation(f.Addr, j > 0))
+					s.Stack = append(s.Stack, b.locs.Kernel(f.Addr, j > 0))
 				}
 			}
 		}
@@ -205,20 +201,9 @@ type builder struct {
 	opts     Options
 	res      *Result
 	p        *stacks.Profile
+	locs     *locations.Table
 	mappings map[imageKey]*stacks.Mapping
-	kernel   *stacks.Mapping
-	unknown  *stacks.Mapping
-	locs     map[locationKey]*stacks.Location
 	binaries map[binaryKey]*binary
-	frames   []stacks.Frame
-}
-
-// locationKey identifies a Location: a return address is symbolized one
-// byte earlier, inside its call, so it differs from the same leaf address.
-type locationKey struct {
-	m      *stacks.Mapping
-	addr   uint64
-	isCall bool
 }
 
 // imageKey identifies a mapping: the same file at the same place in
@@ -236,72 +221,33 @@ type binary struct {
 	usable bool // found, with the recorded build ID; not failed
 }
 
-func (b *builder) location(k locationKey, symbolize func() []stacks.Frame) *stacks.Location {
-	if l := b.locs[k]; l != nil {
-		return l
-	}
-	l := &stacks.Location{Mapping: k.m, Address: k.addr}
-	if fr := symbolize(); len(fr) > 0 {
-		l.Frames = slices.Clone(fr)
-	}
-	b.locs[k] = l
-	return l
-}
-
-// symbolAddr is where to look addr up: a return address points after its
-// call, which may be the first byte of the next function.
-func symbolAddr(addr uint64, isCall bool) uint64 {
-	if isCall && addr > 0 {
-		return addr - 1
-	}
-	return addr
-}
-
-func (b *builder) kernelLocation(addr uint64, isCall bool) *stacks.Location {
-	if b.kernel == nil {
-		b.kernel = b.addMapping(&stacks.Mapping{Kind: stacks.Kernel, File: stacks.KernelFile, Start: addr, Limit: addr + 1})
-	}
-	b.kernel.Start, b.kernel.Limit = min(b.kernel.Start, addr), max(b.kernel.Limit, addr+1)
-	return b.location(locationKey{b.kernel, addr, isCall}, func() []stacks.Frame {
-		if b.opts.Kernel == nil {
-			return nil
-		}
-		b.frames = b.opts.Kernel.Symbolize(b.frames[:0], symbolAddr(addr, isCall))
-		return b.frames
-	})
-}
-
 func (b *builder) userLocation(m *cbf.ImageMap, addr uint64, isCall bool) *stacks.Location {
 	i := -1
 	if m != nil {
 		i = m.Lookup(addr)
 	}
 	if i < 0 {
-		if b.unknown == nil {
-			b.unknown = b.addMapping(&stacks.Mapping{Kind: stacks.Unknown, File: stacks.UnknownFile})
-		}
-		return b.location(locationKey{b.unknown, addr, false}, func() []stacks.Frame { return nil })
+		return b.locs.Unknown(addr)
 	}
 	im := m.Image(i)
 	key := imageKey{im.Path, string(im.BuildID), im.Base, im.EndOfText, im.TextOffset}
 	sm := b.mappings[key]
 	if sm == nil {
-		sm = b.addMapping(&stacks.Mapping{Kind: stacks.User, Start: im.Base, Limit: im.EndOfText, Offset: im.TextOffset,
+		sm = b.locs.AddMapping(&stacks.Mapping{Kind: stacks.User, Start: im.Base, Limit: im.EndOfText, Offset: im.TextOffset,
 			File: im.Path, BuildID: hex.EncodeToString(im.BuildID)})
 		b.mappings[key] = sm
 	}
-	return b.location(locationKey{sm, addr, isCall}, func() []stacks.Frame {
+	return b.locs.User(sm, addr, isCall, func(dst []stacks.Frame, at uint64) []stacks.Frame {
 		bin := b.binary(sm)
 		if b.opts.Symbolizer == nil || !bin.usable {
-			return nil
+			return dst
 		}
-		fr, err := b.opts.Symbolizer.Symbolize(b.frames[:0], bin.bin, im.FileOffset(symbolAddr(addr, isCall)))
+		fr, err := b.opts.Symbolizer.Symbolize(dst, bin.bin, im.FileOffset(at))
 		if err != nil {
 			bin.usable = false
 			b.res.SymbolizeErrors++
-			return nil
+			return dst
 		}
-		b.frames = fr
 		return fr
 	})
 }
@@ -329,11 +275,6 @@ func (b *builder) binary(m *stacks.Mapping) *binary {
 	}
 	bin.usable = true
 	return bin
-}
-
-func (b *builder) addMapping(m *stacks.Mapping) *stacks.Mapping {
-	b.p.Mappings = append(b.p.Mappings, m)
-	return m
 }
 
 // progressReader tells how many bytes have passed through it.

@@ -13,6 +13,7 @@ import (
 	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/report"
+	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
 )
 
@@ -162,7 +163,7 @@ func windowEdge(s string, start time.Time) (time.Duration, error) {
 
 // kernelFor returns the kernel symbolizer for a recording made on kernel
 // release recorded: this host's kallsyms, if it runs that release.
-func kernelFor(e *env, recorded string) report.KernelSymbolizer {
+func kernelFor(e *env, recorded string) locations.KernelSymbolizer {
 	var uts unix.Utsname
 	unix.Uname(&uts)
 	if running := unix.ByteSliceToString(uts.Release[:]); running != recorded {

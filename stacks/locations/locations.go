@@ -1,0 +1,116 @@
+// Package locations interns the Mappings and Locations of a profile under
+// construction, so that each distinct address becomes one stacks.Location
+// and is symbolized once.
+//
+// The live collector and the recording reader find an address's mapping in
+// different places (the process table, a recorded image map); from there on
+// the work is the same, and it lives here: return addresses are looked up
+// inside their call, kernel addresses share one [kernel.kallsyms] mapping
+// whose bounds grow with the addresses seen, and addresses in no mapping go
+// to one [unknown] mapping.
+package locations
+
+import (
+	"slices"
+
+	"github.com/sprof/sprof/stacks"
+)
+
+// KernelSymbolizer names kernel addresses; *symbolize.Kernel is one.
+type KernelSymbolizer interface {
+	// Symbolize appends the frames for the kernel instruction at addr to
+	// dst, nothing when no symbol covers it.
+	Symbolize(dst []stacks.Frame, addr uint64) []stacks.Frame
+}
+
+// Symbolizer appends to dst the frames of the instruction at address at of
+// one mapping (at is already inside the call for return addresses).
+type Symbolizer func(dst []stacks.Frame, at uint64) []stacks.Frame
+
+// key identifies a Location. A return address is symbolized one byte
+// earlier, inside its call, so it is a different Location from the same
+// address as a leaf.
+type key struct {
+	m      *stacks.Mapping
+	addr   uint64
+	isCall bool
+}
+
+// Table interns the locations of one profile.
+type Table struct {
+	p               *stacks.Profile
+	kernelSym       KernelSymbolizer
+	kernel, unknown *stacks.Mapping
+	locs            map[key]*stacks.Location
+	ids             map[*stacks.Location]uint64
+	frames          []stacks.Frame
+}
+
+// New returns a Table adding its mappings to p. kernel may be nil, leaving
+// kernel locations unnamed.
+func New(p *stacks.Profile, kernel KernelSymbolizer) *Table {
+	return &Table{p: p, kernelSym: kernel, locs: map[key]*stacks.Location{}, ids: map[*stacks.Location]uint64{}}
+}
+
+// AddMapping lists m in the profile and returns it.
+func (t *Table) AddMapping(m *stacks.Mapping) *stacks.Mapping {
+	t.p.Mappings = append(t.p.Mappings, m)
+	return m
+}
+
+// ID is a dense number of a Location this Table made, for building keys.
+func (t *Table) ID(l *stacks.Location) uint64 { return t.ids[l] }
+
+// Kernel returns the Location of a kernel address; isCall says it is a
+// return address.
+func (t *Table) Kernel(addr uint64, isCall bool) *stacks.Location {
+	if t.kernel == nil {
+		t.kernel = t.AddMapping(&stacks.Mapping{Kind: stacks.Kernel, File: stacks.KernelFile, Start: addr, Limit: addr + 1})
+	}
+	t.kernel.Start, t.kernel.Limit = min(t.kernel.Start, addr), max(t.kernel.Limit, addr+1)
+	return t.location(key{t.kernel, addr, isCall}, func(dst []stacks.Frame, at uint64) []stacks.Frame {
+		if t.kernelSym == nil {
+			return dst
+		}
+		return t.kernelSym.Symbolize(dst, at)
+	})
+}
+
+// Unknown returns the Location of an address found in no mapping.
+func (t *Table) Unknown(addr uint64) *stacks.Location {
+	if t.unknown == nil {
+		t.unknown = t.AddMapping(&stacks.Mapping{Kind: stacks.Unknown, File: stacks.UnknownFile})
+	}
+	return t.location(key{t.unknown, addr, false}, nil)
+}
+
+// User returns the Location of addr in m, a mapping listed with
+// AddMapping, calling symbolize the first time the Location is needed.
+func (t *Table) User(m *stacks.Mapping, addr uint64, isCall bool, symbolize Symbolizer) *stacks.Location {
+	return t.location(key{m, addr, isCall}, symbolize)
+}
+
+func (t *Table) location(k key, symbolize Symbolizer) *stacks.Location {
+	if l := t.locs[k]; l != nil {
+		return l
+	}
+	l := &stacks.Location{Mapping: k.m, Address: k.addr}
+	if symbolize != nil {
+		t.frames = symbolize(t.frames[:0], symbolAddr(k.addr, k.isCall))
+		if len(t.frames) > 0 {
+			l.Frames = slices.Clone(t.frames)
+		}
+	}
+	t.locs[k] = l
+	t.ids[l] = uint64(len(t.ids))
+	return l
+}
+
+// symbolAddr is where to look up addr: a return address points after its
+// call, which may be the first byte of the next function.
+func symbolAddr(addr uint64, isCall bool) uint64 {
+	if isCall && addr > 0 {
+		return addr - 1
+	}
+	return addr
+}
