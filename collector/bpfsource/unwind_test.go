@@ -79,7 +79,10 @@ func TestUnwindAccuracy(t *testing.T) {
 
 			perfShare, perfAll := perfReachMain(t, pid, path)
 			t.Logf("perf --call-graph dwarf: %d samples, %.2f%% reach main", perfAll, 100*perfShare)
-			if reach < perfShare {
+			// perf records the same process in a second window, so the two
+			// shares are different samples of one rate: one sample of
+			// difference (both near 100%) is noise, not a worse unwinder.
+			if reach+1/float64(all) < perfShare {
 				t.Errorf("sprof: %.2f%% of the samples reach main, perf: %.2f%%", 100*reach, 100*perfShare)
 			}
 		})
