@@ -11,9 +11,12 @@
 #   libc6-dbg          libc's separate debug file: symbolize's largest oracle test
 #   libbpf-dev         the BPF helper headers make check-generate compiles with
 #   python3-prometheus-client  Prometheus's text-format parser, for the agent's metrics
+#   libc6-arm64-cross  the aarch64 libc the CFI interpreter is checked against readelf on
+#   systemd            systemd-analyze verify, for the agent's unit file
+#   util-linux         setpriv, to rerun BPF tests with fewer capabilities
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
