@@ -133,7 +133,8 @@ func TestWalkBadFrames(t *testing.T) {
 	}{
 		{"below-sp", "spin_below_sp", []uint64{fx.returnAfterCall(t, "main", "spin_below_sp")}},
 		{"misaligned", "spin_misaligned", []uint64{fx.returnAfterCall(t, "main", "spin_misaligned")}},
-		{"self-loop", "spin_self_loop", []uint64{0x1234}},
+		{"self-loop", "spin_self_loop", []uint64{0x401234}},
+		{"bad-return", "spin_bad_return", nil},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			cmd, _ := startFixture(t, tc.mode)

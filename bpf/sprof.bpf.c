@@ -246,6 +246,9 @@ static __always_inline __u64 stack_end(__u64 sp)
  */
 #define LEAF_MAX_SIZE (8 << 10)
 #define MIN_USER_ADDR (64 << 10)
+/* Above every user address space (x86-64 with 5-level paging ends at 2^56,
+ * arm64 at 2^52): a return address there is garbage such as -1, no frame. */
+#define MAX_USER_ADDR (1ULL << 56)
 
 /* arm64 return addresses may carry a pointer authentication code in their
  * top bits; user addresses fit in 48 bits (Linux's default user VA size). */
@@ -428,7 +431,7 @@ static long fp_step(__u64 i, struct walk_ctx *c)
 	struct scratch_value *s = c->s;
 	struct fp_walk *w = &s->walk;
 	__u64 fp = w->fp;
-	__u64 rec[2];
+	__u64 rec[2], ret;
 
 	if (fp == 0)
 		return 1;
@@ -439,7 +442,12 @@ static long fp_step(__u64 i, struct walk_ctx *c)
 	}
 	if (rec[1] == 0)
 		return 1;
-	put_user_frame(s, code_addr(rec[1]));
+	ret = code_addr(rec[1]);
+	if (ret < MIN_USER_ADDR || ret >= MAX_USER_ADDR) {
+		w->flags |= SAMPLE_USER_TRUNCATED;
+		return 1;
+	}
+	put_user_frame(s, ret);
 	w->lo = fp + sizeof(rec);
 	w->fp = rec[0];
 	return w->flags & SAMPLE_USER_TRUNCATED;

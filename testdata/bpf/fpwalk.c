@@ -60,11 +60,18 @@ __asm__(".text\n"
 
 NOINLINE void spin_below_sp(void) { __asm__ volatile("lea -64(%rsp),%rbp\n1: jmp 1b"); }
 NOINLINE void spin_misaligned(void) { __asm__ volatile("lea 3(%rsp),%rbp\n1: jmp 1b"); }
-/* A frame record {saved rbp = itself, return address = 0x1234}. */
+/* A frame record {saved rbp = itself, return address = 0x401234}. */
 NOINLINE void spin_self_loop(void)
 {
-	__asm__ volatile("sub $16,%rsp\n\tmov %rsp,(%rsp)\n\tmovq $0x1234,8(%rsp)\n"
+	__asm__ volatile("sub $16,%rsp\n\tmov %rsp,(%rsp)\n\tmovq $0x401234,8(%rsp)\n"
 			 "\tmov %rsp,%rbp\n1: jmp 1b");
+}
+/* A frame record {saved rbp = 64 bytes higher, return address = -1}: the
+ * address is no user code, so the walk must stop before it. */
+NOINLINE void spin_bad_return(void)
+{
+	__asm__ volatile("sub $16,%rsp\n\tlea 64(%rsp),%rax\n\tmov %rax,(%rsp)\n\tmovq $-1,8(%rsp)\n"
+			 "\tmov %rsp,%rbp\n1: jmp 1b"); /* never returns: rax is free */
 }
 
 int main(int argc, char **argv)
@@ -81,6 +88,8 @@ int main(int argc, char **argv)
 		spin_misaligned();
 	else if (!strcmp(mode, "self-loop"))
 		spin_self_loop();
+	else if (!strcmp(mode, "bad-return"))
+		spin_bad_return();
 	else if (!strcmp(mode, "syscalls"))
 		sys_loop();
 	else if (!strcmp(mode, "deep") && argc > 2)
@@ -93,7 +102,7 @@ int main(int argc, char **argv)
 			a();
 		wait(NULL);
 	} else {
-		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|deep N|fork|syscalls\n");
+		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|bad-return|deep N|fork|syscalls\n");
 		return 2;
 	}
 	KEEP();
