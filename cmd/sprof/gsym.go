@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sprof/sprof/symbolize/gsym"
@@ -84,9 +83,11 @@ func runGsymConvert(e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "Loaded %d functions and %d public symbols from %s.\n", st.Functions, st.Publics, *breakpad)
 		}
 	} else {
-		bar := newProgressBar(e.stderr)
+		bar := newProgressBar(e.stderr, "compilation units")
 		var st convert.Stats
-		c, st, err = convert.ELF(bin, convert.Options{DebugDirs: *debugDirs, Progress: bar.update})
+		c, st, err = convert.ELF(bin, convert.Options{DebugDirs: *debugDirs, Progress: func(done, total int) {
+			bar.update(int64(done), int64(total))
+		}})
 		bar.done()
 		if err == nil {
 			order = st.ByteOrder
@@ -221,40 +222,4 @@ func runGsymDump(e *env, args []string) error {
 	w := bufio.NewWriterSize(e.stdout, 64<<10)
 	defer w.Flush()
 	return r.Dump(w)
-}
-
-// progressBar draws conversion progress on a terminal and nothing
-// elsewhere, so logs and pipes stay clean.
-type progressBar struct {
-	w    io.Writer
-	last time.Time
-	drew bool
-}
-
-func newProgressBar(w io.Writer) *progressBar {
-	f, ok := w.(*os.File)
-	if !ok {
-		return &progressBar{}
-	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return &progressBar{}
-	}
-	return &progressBar{w: w}
-}
-
-func (p *progressBar) update(done, total int) {
-	if p.w == nil || (done != total && time.Since(p.last) < 100*time.Millisecond) {
-		return
-	}
-	p.last = time.Now()
-	const width = 40
-	n := width * done / max(total, 1)
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d compilation units", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
-	p.drew = true
-}
-
-func (p *progressBar) done() {
-	if p.drew {
-		fmt.Fprintln(p.w)
-	}
 }

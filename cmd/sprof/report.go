@@ -112,8 +112,9 @@ func runReport(e *env, args []string) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	if bar := newReadProgress(e, f); bar != nil {
-		opts.Progress = bar.show
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		bar := newProgressBar(e.stderr, "bytes read")
+		opts.Progress = func(read int64) { bar.update(read, st.Size()) }
 		defer bar.done()
 	}
 	prof, res, err := report.Read(f, opts)
@@ -177,40 +178,3 @@ func kernelFor(e *env, recorded string) locations.KernelSymbolizer {
 	}
 	return k
 }
-
-// readProgress shows on a terminal how much of a recording has been read
-// (gsym.go's progressBar counts compilation units).
-type readProgress struct {
-	w     io.Writer
-	size  int64
-	shown time.Time
-}
-
-// newReadProgress returns a bar for reading f, nil when stderr is not a
-// terminal.
-func newReadProgress(e *env, f *os.File) *readProgress {
-	tty, ok := e.stderr.(*os.File)
-	if !ok {
-		return nil
-	}
-	if _, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS); err != nil {
-		return nil
-	}
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return nil
-	}
-	return &readProgress{w: tty, size: st.Size()}
-}
-
-func (b *readProgress) show(read int64) {
-	if now := time.Now(); now.Sub(b.shown) >= 100*time.Millisecond {
-		b.shown = now
-		const width = 30
-		n := int(int64(width) * min(read, b.size) / b.size)
-		fmt.Fprintf(b.w, "\rreading [%s%s] %3d%%", strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*min(read, b.size)/b.size)
-	}
-}
-
-// done clears the bar's line.
-func (b *readProgress) done() { fmt.Fprintf(b.w, "\r%s\r", strings.Repeat(" ", 50)) }
