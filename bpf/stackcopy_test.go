@@ -173,6 +173,11 @@ func TestSetCopy(t *testing.T) {
 	if err := s.SetCopy(mpid, true); err != nil {
 		t.Fatal(err)
 	}
+	// Samples taken between Open and the mark have no copy.
+	time.Sleep(10 * time.Millisecond)
+	if _, err := s.Read(func(*Sample) {}); err != nil {
+		t.Fatal(err)
+	}
 	count := func() (withCopy, without map[uint32]int) {
 		withCopy, without = map[uint32]int{}, map[uint32]int{}
 		collect(t, s, time.Second, func(x *Sample) bool {
