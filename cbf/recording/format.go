@@ -141,10 +141,13 @@ func parseHeader(p payload) (Header, error) {
 // appendString writes s as a string field. Names from the system (a
 // thread's comm is any 16 bytes) need not be UTF-8: invalid bytes become
 // U+FFFD and overlong strings are cut, so the reader's rules always hold.
-func appendString(dst []byte, s string) []byte {
+func appendString(dst []byte, s string) []byte { return appendStringMax(dst, s, maxString) }
+
+// appendStringMax writes s as a string field of at most max bytes.
+func appendStringMax(dst []byte, s string, max int) []byte {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > maxString {
-		s = strings.ToValidUTF8(s[:maxString], "")
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "")
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
@@ -233,9 +236,12 @@ func (p *payload) bytes(field string, max int) ([]byte, error) {
 	return p.b[p.off-int(n) : p.off : p.off], nil
 }
 
-func (p *payload) string(field string) (string, error) {
+// string reads a string field of at most maxString bytes.
+func (p *payload) string(field string) (string, error) { return p.stringMax(field, maxString) }
+
+func (p *payload) stringMax(field string, max int) (string, error) {
 	off := p.off
-	b, err := p.bytes(field, maxString)
+	b, err := p.bytes(field, max)
 	if err != nil {
 		return "", err
 	}

@@ -89,11 +89,13 @@ func (d *mapDict) appendMap(dst []byte, m *cbf.ImageMap) []byte {
 	return dst
 }
 
-// mapTable is the reader's side: the maps and images defined so far.
+// mapTable is the reader's side: the maps, images and containers that
+// process records defined so far.
 type mapTable struct {
-	maps    []*cbf.ImageMap
-	images  []cbf.Image // Base 0, EndOfText the text's length
-	scratch []cbf.Image
+	maps       []*cbf.ImageMap
+	images     []cbf.Image // Base 0, EndOfText the text's length
+	containers []string
+	scratch    []cbf.Image
 }
 
 // parseMap reads the map field of a process record.

@@ -102,7 +102,11 @@ func writeRecording(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	for pid := uint32(100); pid < 103; pid++ {
-		if err := w.Process(clock.now(), pid, "app", testMap(t, 0x400000)); err != nil {
+		container := ""
+		if pid == 101 {
+			container = "c101"
+		}
+		if err := w.ProcessInContainer(clock.now(), pid, "app", container, testMap(t, 0x400000)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,6 +210,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if len(procs) != 5 || !procs[0].Kernel || !procs[0].Map.Equal(kernelMap(t)) ||
 		procs[1].PID != 100 || procs[1].Comm != "app" || !procs[1].Map.Equal(testMap(t, 0x400000)) ||
+		procs[1].Container != "" || procs[2].Container != "c101" ||
 		!procs[4].Exited || procs[4].PID != 102 || procs[4].Time != 1500*time.Millisecond {
 		t.Errorf("process records %+v", procs)
 	}

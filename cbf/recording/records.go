@@ -19,8 +19,18 @@ type Process struct {
 	// Exited says the process is gone; Map is nil.
 	Exited bool
 	Comm   string
-	Map    *cbf.ImageMap
+	// Container names the container the process runs in (a container
+	// runtime's ID, as the collector found it in the process's cgroup);
+	// empty when unknown or not in a container. At most MaxContainer
+	// bytes: a writer cuts longer ones.
+	Container string
+	Map       *cbf.ImageMap
 }
+
+// MaxContainer caps a process record's container name. Container IDs are
+// 64 hex digits (Docker, containerd, CRI-O); the cap leaves room for
+// runtimes that name containers otherwise.
+const MaxContainer = 256
 
 // Bits of a process record's flags field.
 const (
@@ -46,8 +56,8 @@ func (pr *Process) appendRecord(dst []byte, d *mapDict) []byte {
 	return d.appendMap(dst, pr.Map)
 }
 
-// parseProcesses parses a Processes chunk, adding the maps and images it
-// defines to t.
+// parseProcesses parses a Processes chunk, adding the maps, images and
+// containers it defines to t.
 func parseProcesses(p payload, t *mapTable) ([]Process, error) {
 	n, err := p.count("process count", 5)
 	if err != nil {
@@ -59,7 +69,10 @@ func parseProcesses(p payload, t *mapTable) ([]Process, error) {
 			return nil, err
 		}
 	}
-	return procs, nil
+	if p.off == len(p.b) {
+		return procs, nil // written without containers
+	}
+	return procs, t.parseContainers(&p, procs)
 }
 
 func parseProcess(p *payload, pr *Process, maps *mapTable) error {

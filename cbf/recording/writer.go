@@ -53,15 +53,17 @@ type Writer struct {
 	lastFlush time.Time
 	err       error // sticky: the first write error, or ErrClosed
 
-	procs   []byte // process records pending, without their count
-	nprocs  int
-	maps    mapDict
-	stacks  *stackDict
-	batch   batch
-	samples uint64 // totals for the End chunk
-	lost    uint64
-	out     []byte // the chunks being written
-	scratch []byte // one payload being encoded
+	procs      []byte // process records pending, without their count
+	nprocs     int
+	containers []string // the containers of the pending records
+	maps       mapDict
+	cdict      containerDict
+	stacks     *stackDict
+	batch      batch
+	samples    uint64 // totals for the End chunk
+	lost       uint64
+	out        []byte // the chunks being written
+	scratch    []byte // one payload being encoded
 }
 
 // NewWriter writes the magic and the header to w and returns a Writer for
@@ -104,7 +106,14 @@ func (w *Writer) Start() time.Time { return w.start }
 // samples of pid from its time until the next record. m should have an
 // empty platform: the header describes the host once.
 func (w *Writer) Process(t time.Time, pid uint32, comm string, m *cbf.ImageMap) error {
-	return w.addProcess(Process{Time: t.Sub(w.start), PID: pid, Comm: comm, Map: m})
+	return w.ProcessInContainer(t, pid, comm, "", m)
+}
+
+// ProcessInContainer is Process for a process that runs in a container:
+// container names it (a runtime's container ID); "" is unknown, as with
+// Process. Names longer than MaxContainer bytes are cut.
+func (w *Writer) ProcessInContainer(t time.Time, pid uint32, comm, container string, m *cbf.ImageMap) error {
+	return w.addProcess(Process{Time: t.Sub(w.start), PID: pid, Comm: comm, Container: container, Map: m})
 }
 
 // Kernel records the image map of the kernel and its modules, which kernel
@@ -124,6 +133,7 @@ func (w *Writer) addProcess(pr Process) error {
 		return w.err
 	}
 	w.procs = pr.appendRecord(w.procs, &w.maps)
+	w.containers = append(w.containers, pr.Container)
 	w.nprocs++
 	return w.tick(w.opts.Clock())
 }
@@ -194,8 +204,9 @@ func (w *Writer) Flush() error {
 	if w.nprocs > 0 {
 		w.scratch = binary.AppendUvarint(w.scratch[:0], uint64(w.nprocs))
 		w.scratch = append(w.scratch, w.procs...)
+		w.scratch = w.cdict.appendContainers(w.scratch, w.containers)
 		w.out = appendChunk(w.out, ChunkProcesses, w.scratch)
-		w.procs, w.nprocs = w.procs[:0], 0
+		w.procs, w.nprocs, w.containers = w.procs[:0], 0, w.containers[:0]
 	}
 	if p, ok := w.stacks.appendPayload(w.scratch[:0]); ok {
 		w.scratch = p
