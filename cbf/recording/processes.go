@@ -60,6 +60,15 @@ func (t *ProcessTable) Comm(pid uint32, at time.Duration) string {
 	return ""
 }
 
+// Container returns the container of the record that applies at time at,
+// "" when unknown.
+func (t *ProcessTable) Container(pid uint32, at time.Duration) string {
+	if pr := applying(t.byPID[pid], at); pr != nil {
+		return pr.Container
+	}
+	return ""
+}
+
 func current(list []Process, at time.Duration) *cbf.ImageMap {
 	if pr := applying(list, at); pr != nil {
 		return pr.Map

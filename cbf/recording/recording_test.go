@@ -509,6 +509,9 @@ func TestProcessTable(t *testing.T) {
 			t.Errorf("Map(%d, %v) = %v; want %v", c.pid, c.at, got, c.want)
 		}
 	}
+	if c := table.Container(101, time.Second) + "," + table.Container(100, time.Second) + "," + table.Container(999, 0); c != "c101,," {
+		t.Errorf("containers of 101, 100, 999: %s", c)
+	}
 	if k := table.Kernel(time.Second); k == nil || !k.Equal(kernelMap(t)) {
 		t.Errorf("Kernel = %v", k)
 	}
