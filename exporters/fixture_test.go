@@ -15,7 +15,8 @@ import (
 // fixture is a small profile with every kind of frame: a symbolized
 // executable with inline levels and a name containing `;` and a newline,
 // a library no symbol covers, kernel frames, an unknown address, a
-// truncated stack, and two threads of one process.
+// truncated stack, and two threads of one process, which runs in a
+// container.
 func fixture() *stacks.Profile {
 	app := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x500000, Offset: 0x1000,
 		File: "/usr/bin/app", BuildID: "0123456789abcdef0123456789abcdef01234567"}
@@ -45,15 +46,18 @@ func fixture() *stacks.Profile {
 		Mappings: []*stacks.Mapping{app, libc, kern, unknown},
 		Lost:     3,
 		Samples: []*stacks.Sample{
-			{Stack: []*stacks.Location{work, mainLoc}, Count: 30, Pid: 42, Tid: 42, Comm: "app"},
-			{Stack: []*stacks.Location{work, mainLoc}, Count: 10, Pid: 42, Tid: 43, Comm: "app"},
-			{Stack: []*stacks.Location{kunsym, sysWrite, entry, write, mainLoc}, Count: 5, Pid: 42, Tid: 42, Comm: "app"},
-			{Stack: []*stacks.Location{jit, write}, Count: 2, Pid: 42, Tid: 43, Comm: "app", Truncated: true},
+			{Stack: []*stacks.Location{work, mainLoc}, Count: 30, Pid: 42, Tid: 42, Comm: "app", Container: fixtureContainer},
+			{Stack: []*stacks.Location{work, mainLoc}, Count: 10, Pid: 42, Tid: 43, Comm: "app", Container: fixtureContainer},
+			{Stack: []*stacks.Location{kunsym, sysWrite, entry, write, mainLoc}, Count: 5, Pid: 42, Tid: 42, Comm: "app", Container: fixtureContainer},
+			{Stack: []*stacks.Location{jit, write}, Count: 2, Pid: 42, Tid: 43, Comm: "app", Container: fixtureContainer, Truncated: true},
 			{Stack: []*stacks.Location{sysWrite, entry}, Count: 1, Pid: 7, Tid: 7, Comm: "kworker/0:1 x"},
-			{Stack: []*stacks.Location{mainLoc}, Count: 0, Pid: 42, Tid: 42, Comm: "app"},
+			{Stack: []*stacks.Location{mainLoc}, Count: 0, Pid: 42, Tid: 42, Comm: "app", Container: fixtureContainer},
 		},
 	}
 }
+
+// fixtureContainer is the container of the fixture's process 42.
+const fixtureContainer = "4f797c539e6c745de61a93ca3ff892358ecbcaccd8414d5db545c38428142970"
 
 // checkGolden compares got with testdata/exporters/name (-update rewrites it).
 func checkGolden(t *testing.T, name string, got []byte) {

@@ -16,6 +16,7 @@ func TestFoldedGolden(t *testing.T) {
 		{"fixture.folded", Options{}},
 		{"fixture-comm-pid.folded", Options{ProcessRoot: CommPidRoot}},
 		{"fixture-comm.folded", Options{ProcessRoot: CommRoot}},
+		{"fixture-container-comm.folded", Options{ProcessRoot: ContainerCommRoot}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			var buf bytes.Buffer

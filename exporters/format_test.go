@@ -51,8 +51,8 @@ func TestWriteDispatches(t *testing.T) {
 }
 
 func TestParseLabels(t *testing.T) {
-	got, err := ParseLabels("comm, tid,comm")
-	if err != nil || len(got) != 2 || got[0] != LabelComm || got[1] != LabelTid {
+	got, err := ParseLabels("comm, tid,comm,container_id")
+	if err != nil || len(got) != 3 || got[0] != LabelComm || got[1] != LabelTid || got[2] != LabelContainer {
 		t.Errorf("ParseLabels = %v, %v", got, err)
 	}
 	if got, err := ParseLabels("none"); err != nil || got == nil || len(got) != 0 {
@@ -61,7 +61,7 @@ func TestParseLabels(t *testing.T) {
 	if _, err := ParseLabels("cpu"); err == nil {
 		t.Error("ParseLabels accepted an unknown label")
 	}
-	for _, r := range []ProcessRoot{NoProcessRoot, CommRoot, CommPidRoot} {
+	for _, r := range []ProcessRoot{NoProcessRoot, CommRoot, CommPidRoot, ContainerCommRoot} {
 		if got, err := ParseProcessRoot(r.String()); err != nil || got != r {
 			t.Errorf("ParseProcessRoot(%q) = %v, %v", r, got, err)
 		}

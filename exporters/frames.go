@@ -33,6 +33,9 @@ type frame struct {
 // process root if asked for, `[truncated]` if the walk stopped early, then
 // every inline level of every Location, innermost inline level last.
 func rootFirst(dst []frame, s *stacks.Sample, root ProcessRoot) []frame {
+	if name := containerRootName(s, root); name != "" {
+		dst = append(dst, frame{name: name, kind: flamegraph.Synthetic})
+	}
 	if name := processRootName(s, root); name != "" {
 		dst = append(dst, frame{name: name, kind: flamegraph.Synthetic})
 	}
@@ -74,13 +77,31 @@ func processRootName(s *stacks.Sample, root ProcessRoot) string {
 		comm = "[unknown]"
 	}
 	switch root {
-	case CommRoot:
+	case CommRoot, ContainerCommRoot:
 		return comm
 	case CommPidRoot:
 		return comm + "-" + strconv.FormatUint(uint64(s.Pid), 10)
 	}
 	return ""
 }
+
+// containerRootName is the frame above the process root that names s's
+// container, `[container 4f797c539e6c]` with the short ID that `docker ps`
+// shows; "" unless root is ContainerCommRoot and s runs in a container.
+func containerRootName(s *stacks.Sample, root ProcessRoot) string {
+	if root != ContainerCommRoot || s.Container == "" {
+		return ""
+	}
+	id := cleanName(s.Container)
+	if len(id) > shortContainerID {
+		id = id[:shortContainerID]
+	}
+	return "[container " + id + "]"
+}
+
+// shortContainerID is the length of the short form of a container ID that
+// runtimes' tools show and accept.
+const shortContainerID = 12
 
 // functionName is the name of inline level j of loc, or loc's placeholder
 // when the symbolizer left the name empty, so no frame is ever nameless.
@@ -128,6 +149,8 @@ func aggregate(samples []*stacks.Sample, root ProcessRoot) []weightedStack {
 		} else {
 			key = append(key, 0)
 		}
+		key = append(key, containerRootName(s, root)...)
+		key = append(key, 0)
 		key = append(key, processRootName(s, root)...)
 		if i, ok := index[string(key)]; ok {
 			out[i].count += s.Count

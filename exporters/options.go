@@ -41,11 +41,16 @@ const (
 	LabelPid Label = "pid"
 	// LabelTid is the thread ID as a decimal string.
 	LabelTid Label = "tid"
+	// LabelContainer is the ID of the container the process runs in
+	// (stacks.Sample.Container), the full 64 hex digits; samples of
+	// processes in no container have no such label. Pyroscope and Alloy
+	// call it container_id too.
+	LabelContainer Label = "container_id"
 )
 
 // DefaultLabels are the labels pprof output carries unless Options.Labels
 // says otherwise.
-func DefaultLabels() []Label { return []Label{LabelComm, LabelPid, LabelTid} }
+func DefaultLabels() []Label { return []Label{LabelComm, LabelPid, LabelTid, LabelContainer} }
 
 // ParseLabels reads a comma-separated label list such as "comm,pid", as a
 // flag gives it; "" and "none" mean no labels.
@@ -58,9 +63,9 @@ func ParseLabels(s string) ([]Label, error) {
 	for _, name := range strings.Split(s, ",") {
 		l := Label(strings.TrimSpace(name))
 		switch l {
-		case LabelComm, LabelPid, LabelTid:
+		case LabelComm, LabelPid, LabelTid, LabelContainer:
 		default:
-			return nil, fmt.Errorf("unknown label %q; labels are: comm, pid, tid", name)
+			return nil, fmt.Errorf("unknown label %q; labels are: comm, pid, tid, container_id", name)
 		}
 		if !seen[l] {
 			seen[l] = true
@@ -80,9 +85,14 @@ const (
 	CommRoot
 	// CommPidRoot adds the command name and process ID, e.g. `nginx-1234`.
 	CommPidRoot
+	// ContainerCommRoot adds, above the command name, a frame naming the
+	// container of processes that run in one, e.g. `[container
+	// 4f797c539e6c]` `nginx`, so a host's graph separates its containers
+	// first.
+	ContainerCommRoot
 )
 
-var processRootNames = [...]string{NoProcessRoot: "none", CommRoot: "comm", CommPidRoot: "comm-pid"}
+var processRootNames = [...]string{NoProcessRoot: "none", CommRoot: "comm", CommPidRoot: "comm-pid", ContainerCommRoot: "container-comm"}
 
 func (r ProcessRoot) String() string {
 	if int(r) < len(processRootNames) {
@@ -91,7 +101,7 @@ func (r ProcessRoot) String() string {
 	return fmt.Sprintf("ProcessRoot(%d)", uint8(r))
 }
 
-// ParseProcessRoot reads "none", "comm" or "comm-pid".
+// ParseProcessRoot reads "none", "comm", "comm-pid" or "container-comm".
 func ParseProcessRoot(s string) (ProcessRoot, error) {
 	for r, name := range processRootNames {
 		if s == name {

@@ -83,8 +83,8 @@ type locationKey struct {
 type functionKey struct{ name, systemName, file string }
 
 type labelKey struct {
-	comm     string
-	pid, tid uint32
+	comm, container string
+	pid, tid        uint32
 }
 
 // sampleKey identifies a pprof sample: a stack and its label values.
@@ -172,6 +172,9 @@ func (b *pprofBuilder) addSample(s *stacks.Sample) {
 	if name := processRootName(s, b.root); name != "" {
 		locs = append(locs, b.syntheticLocation(name))
 	}
+	if name := containerRootName(s, b.root); name != "" {
+		locs = append(locs, b.syntheticLocation(name))
+	}
 	if b.maxDepth > 0 && len(locs) > b.maxDepth {
 		kept := len(locs) - (b.maxDepth - 1)
 		locs[kept-1] = b.syntheticLocation(TruncatedFrame)
@@ -217,6 +220,8 @@ func (b *pprofBuilder) labelKey(s *stacks.Sample) labelKey {
 			k.pid = s.Pid
 		case LabelTid:
 			k.tid = s.Tid
+		case LabelContainer:
+			k.container = s.Container
 		}
 	}
 	return k
@@ -240,6 +245,10 @@ func (b *pprofBuilder) labelMap(k labelKey) map[string][]string {
 			m[string(l)] = []string{strconv.FormatUint(uint64(k.pid), 10)}
 		case LabelTid:
 			m[string(l)] = []string{strconv.FormatUint(uint64(k.tid), 10)}
+		case LabelContainer:
+			if k.container != "" {
+				m[string(l)] = []string{cleanName(k.container)}
+			}
 		}
 	}
 	b.labelMaps[k] = m

@@ -113,6 +113,12 @@ type Sample struct {
 	Pid   uint32
 	Tid   uint32
 	Comm  string
+	// Container is the ID of the container the process runs in, as its
+	// runtime names it (Docker's, containerd's, CRI-O's or Podman's 64 hex
+	// digits), read from the process's cgroup; "" when the process runs in
+	// no container sprof recognises (see ContainerFromCgroup). It is a
+	// property of the process, the same for all of its samples.
+	Container string
 	// Truncated is set when the stack walk stopped before the outermost
 	// frame (a bad frame pointer, the depth limit). The frames it has are
 	// real; exporters show the gap as a `[truncated]` root frame.
