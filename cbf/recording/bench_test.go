@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/cbf"
 	"github.com/sprof/sprof/cbf/internal/cputime"
 )
 
@@ -18,11 +19,10 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// BenchmarkWriter replays the samples of the real fixture (perf record -g
-// of the Go compiler, testdata/cbf/gobuild.sprof) through a Writer, with a
-// chunk a second of recorded time, and reports the cost and size of a
-// sample and of a frame.
-func BenchmarkWriter(b *testing.B) {
+// fixtureSamples returns the samples and process records of the real
+// fixture (perf record -g of the Go compiler, testdata/cbf/gobuild.sprof)
+// in time order.
+func fixtureSamples(b *testing.B) ([]sample, []Process) {
 	data, err := os.ReadFile(fixture)
 	if err != nil {
 		b.Fatal(err)
@@ -32,6 +32,43 @@ func BenchmarkWriter(b *testing.B) {
 		b.Fatal(err)
 	}
 	sortSamples(samples)
+	return samples, procs
+}
+
+// replay writes samples and procs to out as a recording with a chunk a
+// second of recorded time.
+func replay(b *testing.B, out io.Writer, samples []sample, procs []Process) {
+	clock := newFakeClock()
+	w, err := NewWriter(out, Options{Clock: clock.now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := 0
+	for _, s := range samples {
+		clock.t = clock.at(s.t)
+		for next < len(procs) && procs[next].Time <= s.t {
+			w.addProcess(procs[next])
+			next++
+		}
+		w.Sample(clock.t, s.pid, s.tid, s.cpu, s.comm, s.user, s.kernel, s.flags, s.weight)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func frameCount(samples []sample) int {
+	frames := 0
+	for _, s := range samples {
+		frames += len(s.user) + len(s.kernel)
+	}
+	return frames
+}
+
+// BenchmarkWriter replays the samples of the real fixture through a
+// Writer and reports the cost and size of a sample and of a frame.
+func BenchmarkWriter(b *testing.B) {
+	samples, procs := fixtureSamples(b)
 	var out countingWriter
 	var cpu time.Duration
 	var last bytes.Buffer
@@ -39,29 +76,10 @@ func BenchmarkWriter(b *testing.B) {
 		out.n = 0
 		last.Reset()
 		meter := cputime.Start()
-		clock := newFakeClock()
-		w, err := NewWriter(io.MultiWriter(&out, &last), Options{Clock: clock.now})
-		if err != nil {
-			b.Fatal(err)
-		}
-		next := 0
-		for _, s := range samples {
-			clock.t = clock.at(s.t)
-			for next < len(procs) && procs[next].Time <= s.t {
-				w.addProcess(procs[next])
-				next++
-			}
-			w.Sample(clock.t, s.pid, s.tid, s.cpu, s.comm, s.user, s.kernel, s.flags, s.weight)
-		}
-		if err := w.Close(); err != nil {
-			b.Fatal(err)
-		}
+		replay(b, io.MultiWriter(&out, &last), samples, procs)
 		cpu += meter.Stop()
 	}
-	frames := 0
-	for _, s := range samples {
-		frames += len(s.user) + len(s.kernel)
-	}
+	frames := frameCount(samples)
 	n := float64(b.N) * float64(len(samples))
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/sample")
 	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/sample")
@@ -70,6 +88,53 @@ func BenchmarkWriter(b *testing.B) {
 	// the stack table alone.
 	b.ReportMetric(float64(out.n)/float64(frames), "bytes/frame")
 	b.ReportMetric(float64(chunkBytes(b, last.Bytes(), ChunkStacks))/float64(frames), "stack-bytes/frame")
+}
+
+// BenchmarkReader reads the recording of the real fixture as a report
+// does: every chunk, every group, and the frames of every sample's stacks.
+func BenchmarkReader(b *testing.B) {
+	samples, procs := fixtureSamples(b)
+	var file bytes.Buffer
+	replay(b, &file, samples, procs)
+	var frames []cbf.Frame
+	nframes := 0
+	for b.Loop() {
+		nframes = 0
+		r, err := NewReader(bytes.NewReader(file.Bytes()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			c, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if c.Type != ChunkSamples {
+				continue
+			}
+			batch, err := c.Batch()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, g := range batch.Groups {
+				for _, s := range [...]int{g.User, g.Kernel} {
+					if s >= 0 {
+						frames = batch.Stacks.Stack(frames[:0], s)
+						nframes += len(frames) * len(g.Times)
+					}
+				}
+			}
+		}
+	}
+	if nframes < frameCount(samples) {
+		b.Fatalf("read %d frames; the samples have %d", nframes, frameCount(samples))
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n/float64(len(samples)), "ns/sample")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n/float64(nframes), "ns/frame")
 }
 
 // chunkBytes returns the bytes the chunks of type t take in a recording.
