@@ -40,12 +40,15 @@ func appendSpan(words []uint64, w []uint64) ([]uint64, span) {
 }
 
 // stackKey is what makes two samples the same: the same thread under the
-// same mappings with the same name and the same stacks.
+// same mappings with the same name and the same stacks. The container is
+// not hashed: the pid and the mapSet all but decide it, and keys that
+// collide are told apart by comparing it.
 type stackKey struct {
 	set       *mapSet
 	pid, tid  uint32
 	comm      [16]byte
 	truncated bool
+	container string
 }
 
 // entry is one aggregated stack.

@@ -423,6 +423,7 @@ func (c *Collector) add(p *pending) {
 	p.key.set = c.table.none
 	if img != nil {
 		p.key.set = img.setFor(user, kernel)
+		c.table.settle(img)
 	}
 	if c.unw != nil && img != nil {
 		if img.exited == 0 {
@@ -434,6 +435,9 @@ func (c *Collector) add(p *pending) {
 			c.unw.countBPF(p.key.set, user)
 		}
 	}
+	if img != nil {
+		p.key.container = img.container
+	}
 	h := c.agg.hash(&p.key, user, kernel)
 	if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
 		c.agg.entries[i].count++
@@ -443,7 +447,7 @@ func (c *Collector) add(p *pending) {
 	if img != nil && p.key.set == img.maps && !covers(p.key.set, user) && !c.changesLater(p.key.pid) {
 		img = c.table.refresh(img, p.time)
 		if p.key.set != img.maps {
-			p.key.set = img.maps
+			p.key.set, p.key.container = img.maps, img.container
 			h = c.agg.hash(&p.key, user, kernel)
 			if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
 				c.agg.entries[i].count++

@@ -45,7 +45,7 @@ func (c *Collector) Profile() *stacks.Profile {
 	var key []byte
 	for i := range c.agg.entries {
 		e := &c.agg.entries[i]
-		s := &stacks.Sample{Count: e.count, Pid: e.pid, Tid: e.tid, Comm: commString(e.comm), Truncated: e.truncated}
+		s := &stacks.Sample{Count: e.count, Pid: e.pid, Tid: e.tid, Comm: commString(e.comm), Container: e.container, Truncated: e.truncated}
 		for j, addr := range e.kernel.of(c.agg.words) {
 			s.Stack = append(s.Stack, b.locs.Kernel(addr, j > 0))
 		}
@@ -84,6 +84,8 @@ func (b *builder) sampleKey(key []byte, s *stacks.Sample) []byte {
 		key = append(key, 0)
 	}
 	key = append(key, s.Comm...)
+	key = append(key, 0)
+	key = append(key, s.Container...)
 	key = append(key, 0)
 	for _, l := range s.Stack {
 		key = binary.AppendUvarint(key, b.locs.ID(l))

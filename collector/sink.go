@@ -10,13 +10,15 @@ import (
 // time order, and a process's mappings come before the first sample that
 // uses them: a Process call whenever the mappings a pid's samples refer to
 // change (first sight, exec, mmap, a pid reused), an Exit when a process
-// ends. Slices are valid only during the call. An error (a full disk) is
-// counted in Stats.Errors and does not stop the recording.
+// ends. container is the ID of the process's container, "" for none
+// (stacks.Sample.Container); it changes only with the mappings. Slices
+// are valid only during the call. An error (a full disk) is counted in
+// Stats.Errors and does not stop the recording.
 //
 // Samples the sampler lost are not reported to a Sink: Run learns their
 // count at the end, in Stats.Lost.
 type Sink interface {
-	Process(t time.Time, pid uint32, comm string, maps []Mapping) error
+	Process(t time.Time, pid uint32, comm, container string, maps []Mapping) error
 	Exit(t time.Time, pid uint32) error
 	Sample(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool) error
 	// Tick is called after every drain, at least every Options.Interval,
@@ -71,7 +73,7 @@ func (s *sinkState) sample(p *pending, user, kernel []uint64) error {
 			s.maps = append(s.maps, Mapping{Start: m.start, Limit: m.limit, Offset: m.offset, Path: m.bin.name, BuildID: m.bin.buildID})
 		}
 		s.sent[p.key.pid] = set.id
-		if err := s.sink.Process(t, p.key.pid, comm, s.maps); err != nil {
+		if err := s.sink.Process(t, p.key.pid, comm, p.key.container, s.maps); err != nil {
 			return err
 		}
 	}

@@ -22,8 +22,8 @@ func (l *logSink) at(t time.Time) time.Duration {
 	return t.Sub(l.first)
 }
 
-func (l *logSink) Process(t time.Time, pid uint32, comm string, maps []Mapping) error {
-	l.log = append(l.log, fmt.Sprintf("%v process %d %s %v", l.at(t), pid, comm, maps))
+func (l *logSink) Process(t time.Time, pid uint32, comm, container string, maps []Mapping) error {
+	l.log = append(l.log, fmt.Sprintf("%v process %d %s %q %v", l.at(t), pid, comm, container, maps))
 	return nil
 }
 
@@ -63,10 +63,10 @@ func TestSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"0s process 10 p10 [{4096 12288 16384 /app aa}]",
+		"0s process 10 p10 \"\" [{4096 12288 16384 /app aa}]",
 		"0s sample 10/10 cpu0 p10 [1000] [] false",
 		"2µs sample 10/10 cpu0 p10 [1000 2000] [] false",
-		"4µs process 10 p10 [{4096 12288 16384 /app aa} {32768 36864 0 /lib.so }]",
+		"4µs process 10 p10 \"\" [{4096 12288 16384 /app aa} {32768 36864 0 /lib.so }]",
 		"4µs sample 10/10 cpu1 p10 [8000 2000] [ffffffff81000000] true",
 		"5µs exit 10",
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/sprof/sprof/collector/container"
 )
 
 // image is one program run by one process: from its exec (or from when
@@ -39,6 +41,13 @@ type image struct {
 	exited uint64
 	// lastSample is the time of the newest sample that used the image.
 	lastSample uint64
+	// container is the ID of the container the process runs in, "" for
+	// none (stacks.Sample.Container). It is read from /proc/PID/cgroup
+	// with the process's other /proc files, or at the image's first
+	// sample when the side band announced the image (see settle), and
+	// never again: processes do not change containers without an exec.
+	container      string
+	containerKnown bool
 }
 
 // exitedGrace is how long an exited process's image is kept after its exit
@@ -134,7 +143,35 @@ func (t *table) load(pid uint32, now uint64) (*image, error) {
 	}
 	img := t.newImage(pid, t.newSet(maps))
 	img.startTime, img.refreshed = start, now
+	t.readContainer(img)
 	return img, nil
+}
+
+// readContainer reads the container of img's process from /proc. A
+// process gone by now keeps what img inherited.
+func (t *table) readContainer(img *image) {
+	img.containerKnown = true
+	if id, err := container.OfProcess(t.procRoot, img.pid); err == nil {
+		img.container = id
+	}
+}
+
+// settle completes, at the first sample of an image that the side band
+// announced, what only /proc can tell: its container. An exec is where a
+// runtime's process enters its container (runc moves its child into the
+// container's cgroup, then execs the container's program), so the
+// container an exec'd image inherited may be out of date; a process that
+// has exited since keeps the inherited one, as /proc may show a reused
+// pid by now.
+func (t *table) settle(img *image) {
+	if img.containerKnown {
+		return
+	}
+	if img.exited != 0 {
+		img.containerKnown = true
+		return
+	}
+	t.readContainer(img)
 }
 
 // read returns pid's start time and executable mappings from /proc.
@@ -221,6 +258,7 @@ func (t *table) refresh(img *image, now uint64) *image {
 	if img.startTime != 0 && start != img.startTime {
 		n := t.newImage(img.pid, t.newSet(maps))
 		n.startTime, n.refreshed = start, now
+		t.readContainer(n)
 		return n
 	}
 	img.startTime = start
@@ -257,7 +295,10 @@ func (t *table) fork(pid, ppid uint32) {
 		parent.maps.frozen = true
 		set = parent.maps
 	}
-	t.newImage(pid, set)
+	img := t.newImage(pid, set)
+	if parent != nil { // a child starts in its parent's cgroup
+		img.container, img.containerKnown = parent.container, parent.containerKnown
+	}
 }
 
 // exec starts a new image for pid, empty until its mmap records arrive.
@@ -270,6 +311,7 @@ func (t *table) exec(pid uint32) {
 	if prev != nil {
 		prev.maps.frozen = true
 		img.beforeExec, img.process = prev.maps, prev.process
+		img.container = prev.container // until settle reads it
 	}
 }
 

@@ -116,7 +116,7 @@ type Sample struct {
 	// Container is the ID of the container the process runs in, as its
 	// runtime names it (Docker's, containerd's, CRI-O's or Podman's 64 hex
 	// digits), read from the process's cgroup; "" when the process runs in
-	// no container sprof recognises (see ContainerFromCgroup). It is a
+	// no container sprof recognises (see package collector/container). It is a
 	// property of the process, the same for all of its samples.
 	Container string
 	// Truncated is set when the stack walk stopped before the outermost

@@ -73,7 +73,7 @@ func createRecording(path string, frequency int) (*recordingFile, error) {
 	return &recordingFile{f: f, w: w}, nil
 }
 
-func (r *recordingFile) Process(t time.Time, pid uint32, comm string, maps []collector.Mapping) error {
+func (r *recordingFile) Process(t time.Time, pid uint32, comm, container string, maps []collector.Mapping) error {
 	r.images = r.images[:0]
 	for _, m := range maps {
 		id, _ := hex.DecodeString(m.BuildID)
@@ -83,7 +83,7 @@ func (r *recordingFile) Process(t time.Time, pid uint32, comm string, maps []col
 	if err != nil {
 		return fmt.Errorf("mappings of pid %d: %w", pid, err)
 	}
-	return r.w.Process(t, pid, comm, im)
+	return r.w.ProcessInContainer(t, pid, comm, container, im)
 }
 
 func (r *recordingFile) Exit(t time.Time, pid uint32) error { return r.w.Exit(t, pid) }

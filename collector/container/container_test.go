@@ -2,7 +2,10 @@ package container
 
 import (
 	"os"
+	"os/exec"
 	"testing"
+
+	"github.com/sprof/sprof/collector/container/containertest"
 )
 
 const (
@@ -100,4 +103,31 @@ func BenchmarkFromCgroup(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/process")
+}
+
+// TestOfProcessInCgroup moves a child into a cgroup named as Docker names a
+// container's, so that the kernel writes the line OfProcess reads, and
+// checks the child is found in the container and this process is not.
+func TestOfProcessInCgroup(t *testing.T) {
+	cg := containertest.New(t)
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	self, err := OfProcess("/proc", uint32(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg.Add(t, cmd.Process.Pid)
+	got, err := OfProcess("/proc", uint32(cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != cg.ID || self == cg.ID {
+		t.Errorf("the child is in container %q, this test in %q; want %q and another", got, self, cg.ID)
+	}
+	if _, err := OfProcess("/proc", 0); err == nil {
+		t.Error("OfProcess of pid 0 succeeded")
+	}
 }
