@@ -56,6 +56,7 @@ type Result struct {
 type sampleKey struct {
 	pid, tid     uint32
 	comm         string
+	container    string
 	maps         *cbf.ImageMap // the process's images at the sample's time
 	table        *recording.StackTable
 	user, kernel int
@@ -131,7 +132,7 @@ func (c *converter) add(b *recording.Batch) {
 			if t < c.opts.From || c.opts.To > 0 && t >= c.opts.To {
 				continue
 			}
-			k := sampleKey{pid: g.PID, tid: g.TID, comm: g.Comm, maps: c.procs.Map(g.PID, t), table: b.Stacks,
+			k := sampleKey{pid: g.PID, tid: g.TID, comm: g.Comm, container: c.procs.Container(g.PID, t), maps: c.procs.Map(g.PID, t), table: b.Stacks,
 				user: g.User, kernel: g.Kernel, truncated: g.Flags&recording.UserTruncated != 0}
 			if _, ok := c.counts[k]; !ok {
 				c.order = append(c.order, k)
@@ -174,7 +175,7 @@ func (c *converter) profile(end *recording.End) *stacks.Profile {
 	b.locs = locations.New(b.p, c.opts.Kernel)
 	var frames []cbf.Frame
 	for _, k := range c.order {
-		s := &stacks.Sample{Count: c.counts[k], Pid: k.pid, Tid: k.tid, Comm: k.comm, Truncated: k.truncated}
+		s := &stacks.Sample{Count: c.counts[k], Pid: k.pid, Tid: k.tid, Comm: k.comm, Container: k.container, Truncated: k.truncated}
 		if k.kernel >= 0 {
 			frames = k.table.Stack(frames[:0], k.kernel)
 			for j, f := range frames {

@@ -49,10 +49,13 @@ func spinMap(t *testing.T, buildID []byte) *cbf.ImageMap {
 	return m
 }
 
+// spinContainer is the container pid 100 of writeSpin runs in.
+const spinContainer = "4f797c539e6c745de61a93ca3ff892358ecbcaccd8414d5db545c38428142970"
+
 // writeSpin writes a recording of two processes running spin, pid 100
 // with spin's real build ID and pid 101 with another one (a binary since
 // replaced), 10 samples of each per second for 3 s; pid 100's have a
-// kernel stack too.
+// kernel stack too, and it runs in a container.
 func writeSpin(t *testing.T) []byte {
 	t.Helper()
 	id, err := buildid.File(spinPath)
@@ -67,7 +70,7 @@ func writeSpin(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Process(start, 100, "spin", spinMap(t, realID))
+	w.ProcessInContainer(start, 100, "spin", spinContainer, spinMap(t, realID))
 	w.Process(start, 101, "old", spinMap(t, []byte{1, 2, 3}))
 	kernel := []uint64{0xffffffff81000010, 0xffffffff81000020}
 	for i := range 30 {
@@ -120,13 +123,16 @@ func TestRead(t *testing.T) {
 	if got, want := names(s), []string{"kffffffff81000010", "kffffffff8100001f", "c", "b", "a", "main"}; !slices.Equal(got, want) {
 		t.Errorf("pid 100: %q; want %q", got, want)
 	}
-	if s.Count != 30 || s.Pid != 100 || s.Comm != "spin" {
-		t.Errorf("pid 100: count %d, pid %d, comm %q", s.Count, s.Pid, s.Comm)
+	if s.Count != 30 || s.Pid != 100 || s.Comm != "spin" || s.Container != spinContainer {
+		t.Errorf("pid 100: count %d, pid %d, comm %q, container %q", s.Count, s.Pid, s.Comm, s.Container)
 	}
 	// The same file recorded with another build ID: found, but not used.
 	s = p.Samples[1]
 	if got := names(s); !slices.Equal(got, []string{"", "", "", ""}) {
 		t.Errorf("pid 101, another build ID: %q; want unnamed frames", got)
+	}
+	if s.Container != "" {
+		t.Errorf("pid 101, in no container: container %q", s.Container)
 	}
 	if s.Stack[0].Placeholder() != "spin+0x11c4" || len(res.Missing) != 1 {
 		t.Errorf("pid 101: placeholder %q, missing %q", s.Stack[0].Placeholder(), res.Missing)
