@@ -211,6 +211,9 @@ func New(opts Options) (*Collector, error) {
 
 // Close releases the side band and the files kept open for symbolization.
 func (c *Collector) Close() error {
+	if c.unw != nil {
+		c.unw.builds.close()
+	}
 	c.table.files.close()
 	if c.tracker != nil {
 		err := c.tracker.Close()
@@ -244,6 +247,7 @@ loop:
 		}
 	}
 	c.note(c.drain(src, true))
+	c.settleHeld()
 	lost, err := src.Lost()
 	if err != nil {
 		return nil, c.Stats(), fmt.Errorf("read lost sample count: %w", err)
@@ -285,6 +289,7 @@ func (c *Collector) drain(src Source, final bool) error {
 	if c.unw != nil {
 		c.unw.attach(src)
 		c.unw.stack = c.unw.stack[:0]
+		c.releaseHeld(false, flushEnd)
 	}
 	// Samples first, then the side band: every record older than a
 	// sample just read is then in the side band's rings too.
@@ -402,7 +407,7 @@ func (c *Collector) apply(e *event) {
 		}
 	case eventExit:
 		c.table.exit(e.pid, e.tid, e.time)
-		c.note(c.sink.exit(e))
+		c.note(c.emitExit(e))
 		if c.unw != nil && e.pid == e.tid {
 			c.unw.exited(e.pid)
 		}
@@ -416,9 +421,6 @@ func (c *Collector) add(p *pending) {
 	}
 	c.stats.Samples++
 	user, kernel := p.user.of(c.arena), p.kernel.of(c.arena)
-	if c.sink != nil { // with the stacks and mappings add settles on
-		defer func() { c.note(c.sink.sample(p, user, kernel)) }()
-	}
 	img := c.table.forSample(p.key.pid, p.time)
 	p.key.set = c.table.none
 	if img != nil {
@@ -430,10 +432,22 @@ func (c *Collector) add(p *pending) {
 			c.unw.considerSet(p.key.pid, img.maps)
 		}
 		if p.copy.n > 0 {
-			img, user = c.unwindSample(p, img, user)
+			var unwound bool
+			if img, user, unwound = c.unwindSample(p, img, user); !unwound {
+				return // held back until its table is built (unwind_hold.go)
+			}
 		} else if c.unw.debug {
 			c.unw.countBPF(p.key.set, user)
 		}
+	}
+	c.aggregate(p, img, user, kernel)
+}
+
+// aggregate counts a sample's stacks, as add or the release of a held-back
+// sample settled them, and hands it to the Sink.
+func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
+	if c.sink != nil { // with the stacks and mappings aggregate settles on
+		defer func() { c.note(c.emit(p, user, kernel)) }()
 	}
 	if img != nil {
 		p.key.container = img.container
@@ -444,7 +458,7 @@ func (c *Collector) add(p *pending) {
 		return
 	}
 	// A new stack: make sure its addresses are known before keeping it.
-	if img != nil && p.key.set == img.maps && !covers(p.key.set, user) && !c.changesLater(p.key.pid) {
+	if img != nil && p.key.set == img.maps && !covers(p.key.set, user) && c.stable(p.key.pid, img) {
 		img = c.table.refresh(img, p.time)
 		if p.key.set != img.maps {
 			p.key.set, p.key.container = img.maps, img.container

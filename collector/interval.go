@@ -31,6 +31,7 @@ const maxBuildIDCache = 8192
 // hold every program that ever ran.
 func (c *Collector) Cut(src Source) (*stacks.Profile, Stats) {
 	c.note(c.Drain(src))
+	c.flushHeld(flushCut)
 	before := c.stats.Lost
 	if lost, err := src.Lost(); err != nil {
 		c.note(fmt.Errorf("read lost sample count: %w", err))

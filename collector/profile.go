@@ -26,8 +26,11 @@ type builder struct {
 
 // Profile builds the profile of everything aggregated so far: it resolves
 // every distinct address to its mapping as the process had it when the
-// sample was taken, and symbolizes it once.
+// sample was taken, and symbolizes it once. Samples held back for unwind
+// tables still being built are aggregated first, after waiting for those
+// tables a while (see unwind_hold.go).
 func (c *Collector) Profile() *stacks.Profile {
+	c.settleHeld()
 	began := time.Now()
 	b := &builder{
 		c: c,

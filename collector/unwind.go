@@ -12,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/sprof/sprof/sframe"
-	"github.com/sprof/sprof/sframe/synth"
 )
 
 // Unwinding in userspace.
@@ -28,8 +27,10 @@ import (
 // program calling a C library through cgo, or a C program whose
 // libc callbacks run code with .sframe.
 //
-// Tables are built once per build ID, on the first sample that needs them,
-// and kept under a memory budget (least recently used first out). Which
+// Tables are built once per build ID, in the background, when a sample
+// first needs them (unwind_build.go); samples that need a table still being
+// built are held back until it is ready (unwind_hold.go). Tables are kept
+// under a memory budget (least recently used first out). Which
 // processes need the copy is decided when their mappings become known (the
 // side band's mmap records, /proc): a process mapping any executable file
 // that is not known to keep frame pointers is marked through CopyMarker.
@@ -79,13 +80,19 @@ func (m Method) String() string {
 // could not express.
 const stopNoTable = sframe.StopFull + 1
 
+// stopPending is the stop of a held-back sample's unwind, flushed before
+// the table of the binary it stopped at was built.
+const stopPending = stopNoTable + 1
+
 // numStops sizes the per-binary stop counters.
-const numStops = int(stopNoTable) + 1
+const numStops = int(stopPending) + 1
 
 func stopName(r sframe.StopReason) string {
 	switch r {
 	case stopNoTable:
 		return "no unwind table"
+	case stopPending:
+		return "table still being built (sample flushed)"
 	case sframe.StopNoRule:
 		return "no rule for PC (unsupported or missing CFI)"
 	case sframe.StopReadFault:
@@ -130,13 +137,16 @@ type unwindInfo struct {
 	hasSFrame     bool
 	loads         []load
 	// built: the table was built (or failed to be: err); table is nil
-	// for a binary without one.
-	built bool
-	table *sframe.Table
-	kind  Method
-	size  int64
-	err   error
-	used  uint64 // the unwinder's clock at the last use, for eviction
+	// for a binary without one. building: it is being built.
+	built, building bool
+	// cfiBytes is the size of the binary's CFI sections, what building
+	// its table costs.
+	cfiBytes int64
+	table    *sframe.Table
+	kind     Method
+	size     int64
+	err      error
+	used     uint64 // the unwinder's clock at the last use, for eviction
 	// Counters: frames each method produced with this binary's rules,
 	// and why unwinds stopped in it.
 	frames [NumMethods]uint64
@@ -183,6 +193,21 @@ type unwinder struct {
 	// stack holds the stack bytes of the current drain's samples.
 	stack []byte
 	stats UnwindStats
+
+	// builds builds tables in the background (unwind_build.go).
+	builds *tableBuilder
+	// forced: unwind without waiting for tables still being built, for
+	// held-back samples being flushed.
+	forced bool
+	// The samples held back (unwind_hold.go): in time order, heldBytes
+	// their size, bounded by maxHeld; finalWait bounds the wait for
+	// tables at the end. releasing: a held sample is being let go, so
+	// its Sink call must not queue behind the others.
+	held      []heldSample
+	heldBytes int
+	maxHeld   int
+	finalWait time.Duration
+	releasing bool
 }
 
 func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
@@ -198,6 +223,9 @@ func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
 		budget:     budget,
 		marked:     map[uint32]bool{},
 		considered: map[uint32]*mapSet{},
+		builds:     newTableBuilder(buildTable),
+		maxHeld:    maxHeldBytes,
+		finalWait:  finalBuildWait,
 	}
 	u.res.u = u
 	u.sf = sframe.Unwinder{Arch: nativeArch(), Resolver: &u.res}
@@ -218,6 +246,9 @@ func (u *unwinder) keep(s *Sample) stackCopy {
 	}
 	u.stats.Copies++
 	u.stats.CopyBytes += uint64(len(s.StackCopy))
+	if s.StackCopyTruncated {
+		u.stats.TruncatedCopies++
+	}
 	if len(u.stack)+len(s.StackCopy) > maxCopyBytes {
 		u.stats.DroppedCopies++
 		return stackCopy{}
@@ -265,6 +296,9 @@ func (u *unwinder) classify(in *unwindInfo, pid uint32, m *mapping) {
 				in.framePointers = true
 			case ".sframe":
 				in.hasSFrame = true
+				in.cfiBytes += int64(s.Size)
+			case ".eh_frame", ".debug_frame":
+				in.cfiBytes += int64(s.Size)
 			}
 		}
 		for _, p := range f.Progs {
@@ -282,7 +316,7 @@ func (u *unwinder) classify(in *unwindInfo, pid uint32, m *mapping) {
 }
 
 // withELF opens the file of m as pid maps it and calls fn with it.
-func (u *unwinder) withELF(pid uint32, m *mapping, fn func(*elf.File) error) (err error) {
+func (u *unwinder) withELF(pid uint32, m *mapping, fn func(*elf.File) error) error {
 	var r io.ReaderAt
 	if h := m.bin.pinned; h != nil {
 		r = h
@@ -294,61 +328,37 @@ func (u *unwinder) withELF(pid uint32, m *mapping, fn func(*elf.File) error) (er
 		defer h.Close()
 		r = h
 	}
+	return readELF(r, m.bin.name, fn)
+}
+
+// readELF calls fn with the ELF file r, named name in errors.
+func readELF(r io.ReaderAt, name string, fn func(*elf.File) error) (err error) {
 	// debug/elf is not hardened against hostile files; contain it here.
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: reading ELF: %v", m.bin.name, p)
+			err = fmt.Errorf("%s: reading ELF: %v", name, p)
 		}
 	}()
 	f, err := elf.NewFile(r)
 	if err != nil {
-		return fmt.Errorf("%s: %w", m.bin.name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return fn(f)
 }
 
-// ensureTable builds in's unwind table the first time a sample needs it.
-func (u *unwinder) ensureTable(in *unwindInfo, pid uint32, m *mapping) {
+// ensureTable reports whether in's table is there (or known not to be),
+// and asks for it to be built the first time a sample needs it.
+func (u *unwinder) ensureTable(in *unwindInfo, pid uint32, m *mapping) bool {
 	u.clock++
 	in.used = u.clock
-	if in.built {
-		return
+	switch {
+	case in.built:
+	case in.framePointers:
+		in.built = true // Go: frame pointers throughout, no table needed
+	case !in.building:
+		u.requestBuild(in, pid, m)
 	}
-	in.built = true
-	if in.framePointers {
-		return // Go: frame pointers throughout, no table needed
-	}
-	began := time.Now()
-	in.err = u.withELF(pid, m, func(f *elf.File) error {
-		var sf *sframe.Table
-		if in.hasSFrame {
-			var err error
-			if sf, err = sframe.FromELF(f); err != nil {
-				u.stats.TableErrors++
-			}
-		}
-		eh, _, err := synth.FromELF(f)
-		switch {
-		case sf != nil && err == nil:
-			in.table, in.kind = fillGaps(sf, eh), MethodSFrame
-		case sf != nil:
-			in.table, in.kind = sf, MethodSFrame
-		case err != nil:
-			return err
-		default:
-			in.table, in.kind = eh, MethodEHFrame
-		}
-		return nil
-	})
-	u.stats.BuildTime += time.Since(began)
-	if in.err != nil {
-		u.stats.TableErrors++
-		return
-	}
-	in.size = tableSize(in.table)
-	u.stats.Tables++
-	u.stats.TableBytes += in.size
-	u.evict(in)
+	return in.built
 }
 
 // fillGaps returns sf, a binary's .sframe table, with the functions of eh,
@@ -462,6 +472,11 @@ type resolver struct {
 	set   *mapSet
 	seen  [4]resolved
 	nseen int
+	// waiting is the first binary of the unwind whose table is still
+	// being built: the unwind stopped there, and the sample waits.
+	// skipped says the unwind, forced, went on without such a table.
+	waiting *unwindInfo
+	skipped bool
 }
 
 // resolved is a mapping the resolver found, and what the unwinder needs
@@ -473,7 +488,7 @@ type resolved struct {
 }
 
 func (r *resolver) reset(pid uint32, set *mapSet) {
-	r.pid, r.set, r.nseen = pid, set, 0
+	r.pid, r.set, r.nseen, r.waiting, r.skipped = pid, set, 0, nil, false
 	r.u.nsteps = 0
 }
 
@@ -492,7 +507,13 @@ func (r *resolver) Resolve(pc uint64) (sframe.Mapping, bool) {
 	}
 	in := u.info(m)
 	u.classify(in, r.pid, m)
-	u.ensureTable(in, r.pid, m)
+	if !u.ensureTable(in, r.pid, m) {
+		if u.forced {
+			r.skipped = true
+		} else if r.waiting == nil {
+			r.waiting = in
+		}
+	}
 	s := &r.seen[r.nseen%len(r.seen)]
 	r.nseen++
 	*s = resolved{m, in, sframe.Mapping{Table: in.table, Bias: in.bias(m), FramePointers: in.framePointers}}
@@ -538,24 +559,38 @@ func (s *step) method() Method {
 // unwindSample unwinds the stack copy of p, a sample of img, and returns
 // the user stack to aggregate, setting p's mapSet and truncation. A PC in
 // no known mapping rereads /proc (rate-limited) as for BPF stacks, so the
-// image returned may be a new one.
-func (c *Collector) unwindSample(p *pending, img *image, bpf []uint64) (*image, []uint64) {
-	u := c.unw
-	if p.copy.truncated {
-		u.stats.TruncatedCopies++
+// image returned may be a new one. It returns false, having held p back,
+// if the unwind needs a table still being built.
+func (c *Collector) unwindSample(p *pending, img *image, bpf []uint64) (*image, []uint64, bool) {
+	img, user, wait := c.unwindCopy(p, img, bpf)
+	if wait != nil {
+		c.hold(p, img, wait)
+		return img, nil, false
 	}
+	return img, user, true
+}
+
+// unwindCopy is unwindSample without holding back: it returns the binary
+// whose table the unwind waits for instead.
+func (c *Collector) unwindCopy(p *pending, img *image, bpf []uint64) (*image, []uint64, *unwindInfo) {
+	u := c.unw
 	us, stop := u.unwind(p.key.pid, p.key.set, &p.copy)
-	if stop == sframe.StopNoMapping && p.key.set == img.maps && !c.changesLater(p.key.pid) {
+	if u.res.waiting != nil {
+		return img, nil, u.res.waiting
+	}
+	if stop == sframe.StopNoMapping && p.key.set == img.maps && c.stable(p.key.pid, img) {
 		if n := c.table.refresh(img, p.time); n.maps != p.key.set {
 			img, p.key.set = n, n.maps
-			us, stop = u.unwind(p.key.pid, p.key.set, &p.copy)
+			if us, stop = u.unwind(p.key.pid, p.key.set, &p.copy); u.res.waiting != nil {
+				return img, nil, u.res.waiting
+			}
 		}
 	}
 	user, userspace := u.account(p.key.set, us, stop, bpf)
 	if userspace {
 		p.key.truncated = stop == sframe.StopFull
 	}
-	return img, user
+	return img, user, nil
 }
 
 // unwind walks a stack copy over the mappings set.
@@ -576,6 +611,9 @@ func (u *unwinder) account(set *mapSet, us []uint64, stop sframe.StopReason, bpf
 		last = steps[len(steps)-1].info
 		if stop == sframe.StopNoRule && last.table == nil {
 			stop = stopNoTable
+			if last.building {
+				stop = stopPending
+			}
 		}
 	}
 	last.stops[stop]++

@@ -3,6 +3,7 @@ package collector
 import (
 	"encoding/binary"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/sprof/sprof/sframe"
@@ -90,4 +91,61 @@ func BenchmarkUnwind(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/sample")
 	b.ReportMetric(cpu, "cpu-ns/sample")
 	b.ReportMetric(cpu/depth, "cpu-ns/frame")
+}
+
+// loopSource hands out the same samples at every Read, as a sampler
+// under a steady load does.
+type loopSource struct{ samples []Sample }
+
+func (s *loopSource) Read(fn func(*Sample)) (int, error) {
+	for i := range s.samples {
+		fn(&s.samples[i])
+	}
+	return len(s.samples), nil
+}
+
+func (*loopSource) Lost() (uint64, error) { return 0, nil }
+
+// BenchmarkDrainCopies measures a whole drain of samples with stack
+// copies in the steady state (every table built): copying them out of
+// the source, ordering, unwinding 32 frames and aggregating. Its figures
+// are per sample.
+func BenchmarkDrainCopies(b *testing.B) {
+	const depth, perDrain = 32, 256
+	u, set, cp := benchStack(b, depth)
+	stack := slices.Clone(u.stack[:cp.n])
+	c, err := New(Options{Frequency: 99, ProcRoot: b.TempDir(), NoSideband: true, StackCopy: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	c.unw = u
+	src := &loopSource{}
+	for pid := uint32(1); pid <= 4; pid++ {
+		c.table.newImage(pid, set)
+	}
+	for i := range perDrain {
+		pid := uint32(1 + i%4)
+		src.samples = append(src.samples, Sample{Time: uint64(i + 1), Pid: pid, Tid: pid,
+			PC: cp.regs.PC, SP: cp.regs.SP, User: []uint64{cp.regs.PC}, StackCopy: stack})
+	}
+	if err := c.Drain(src); err != nil {
+		b.Fatal(err)
+	}
+	if st := c.UnwindStats(); st.Userspace != perDrain || st.Frames[MethodEHFrame] != perDrain*(depth-1) {
+		b.Fatalf("first drain: %d userspace unwinds, %d frames; want %d, %d", st.Userspace, st.Frames[MethodEHFrame], perDrain, perDrain*(depth-1))
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	b.ResetTimer()
+	began := threadCPU()
+	for b.Loop() {
+		if err := c.Drain(src); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := float64((threadCPU() - began).Nanoseconds()) / float64(b.N*perDrain)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perDrain), "ns/sample")
+	b.ReportMetric(cpu, "cpu-ns/sample")
 }

@@ -42,6 +42,15 @@ type UnwindStats struct {
 	Evicted     int
 	TableErrors int
 	BuildTime   time.Duration
+	// Held counts the samples held back because a table their unwind
+	// needed was still being built; Released those unwound once it was
+	// there, and FlushedFull, FlushedCut and FlushedEnd those unwound
+	// without it because the hold-back queue was full, the interval was
+	// cut, or the recording ended (see the binaries' "table still being
+	// built" stops). Building is the number of tables under way.
+	Held, Released                      uint64
+	FlushedFull, FlushedCut, FlushedEnd uint64
+	Building                            int
 	// Binaries breaks frames and stops down by binary, most frames
 	// first.
 	Binaries []BinaryUnwind
@@ -73,6 +82,9 @@ func (u *unwinder) report() UnwindStats {
 	s := u.stats
 	s.Binaries = nil
 	for _, in := range append(u.infos(), &u.unknown) {
+		if in.building {
+			s.Building++
+		}
 		b := BinaryUnwind{Name: in.name, BuildID: in.buildID, Table: in.tableText(), Frames: in.frames}
 		for r, n := range in.stops {
 			if n > 0 {
@@ -113,6 +125,8 @@ func (in *unwindInfo) tableText() string {
 		return "none: " + in.err.Error()
 	case in.table != nil:
 		return in.kind.String()
+	case in.building:
+		return "being built"
 	case !in.built:
 		return "not built"
 	}
@@ -135,6 +149,8 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, ")\nunwind tables: %d, %.1f MiB, %d evicted, %d failed, built in %v\n",
 		s.Tables, float64(s.TableBytes)/(1<<20), s.Evicted, s.TableErrors, s.BuildTime.Round(time.Millisecond))
+	fmt.Fprintf(tw, "held back for tables being built: %d samples (%d unwound with the table; flushed without it: %d queue full, %d interval cut, %d at the end); %d tables being built\n",
+		s.Held, s.Released, s.FlushedFull, s.FlushedCut, s.FlushedEnd, s.Building)
 	fmt.Fprintf(tw, "frames:")
 	for m, n := range s.Frames {
 		fmt.Fprintf(tw, " %s %d", Method(m), n)
