@@ -1,7 +1,7 @@
 package convert
 
 import (
-	"debug/dwarf"
+	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
@@ -13,47 +13,40 @@ import (
 
 // DWARF language codes whose names LLVM qualifies with their enclosing
 // scopes ("ns::Class::method").
-var qualifiedLanguages = map[int64]bool{
-	0x02: true, // DW_LANG_C
-	0x04: true, // DW_LANG_C_plus_plus
-	0x11: true, // DW_LANG_ObjC_plus_plus
-	0x19: true, // DW_LANG_C_plus_plus_03
-	0x1a: true, // DW_LANG_C_plus_plus_11
-	0x21: true, // DW_LANG_C_plus_plus_14
+func qualifiedLanguage(lang uint64) bool {
+	switch lang {
+	case 0x02, // DW_LANG_C
+		0x04, // DW_LANG_C_plus_plus
+		0x11, // DW_LANG_ObjC_plus_plus
+		0x19, // DW_LANG_C_plus_plus_03
+		0x1a, // DW_LANG_C_plus_plus_11
+		0x21: // DW_LANG_C_plus_plus_14
+		return true
+	}
+	return false
 }
 
-const attrMIPSLinkageName = dwarf.Attr(0x2007)
-
-// node is a DIE of the compilation unit being converted, linked into the
-// unit's tree.
+// node is a DIE of the compilation unit being converted, one of the tags
+// the conversion reads (see keptTag), linked into the unit's tree. Its
+// attributes are decoded again when needed, which costs less than keeping
+// them.
 type node struct {
-	off        dwarf.Offset
-	tag        dwarf.Tag
-	e          *dwarf.Entry // nil for tags the conversion never reads
-	parent     int32
+	off        uint64
+	tag        uint16
+	parent     int32 // -1 for the unit DIE, or a parent of another tag
 	firstChild int32
 	next       int32
 }
 
-// keptTags are the DIEs whose attributes the conversion reads: functions,
-// inlined calls, the blocks between them, and the scopes that qualify
-// names. Other entries (types, variables, parameters: most of the DWARF)
-// are dropped as soon as they are linked, which keeps a unit's live heap
-// small.
-var keptTags = map[dwarf.Tag]bool{
-	dwarf.TagCompileUnit: true, dwarf.TagSubprogram: true, dwarf.TagInlinedSubroutine: true,
-	dwarf.TagLexDwarfBlock: true, dwarf.TagNamespace: true, dwarf.TagClassType: true,
-	dwarf.TagStructType: true, dwarf.TagUnionType: true,
-}
-
-// dieRef is a DIE: an index into the unit's nodes, or (idx < 0) an entry of
-// another unit, read on its own without its parents.
+// dieRef is a DIE: an index into the unit's nodes, or (idx < 0) a DIE of
+// another unit (or of a tag not in nodes), read on its own without its
+// parents. off 0 means none.
 type dieRef struct {
 	idx int32
-	e   *dwarf.Entry
+	off uint64
 }
 
-func (d dieRef) valid() bool { return d.e != nil }
+func (d dieRef) valid() bool { return d.off != 0 }
 
 // unitResult is what one compilation unit contributes: functions whose file
 // indexes point into paths (index k stands for paths[k-1]).
@@ -65,28 +58,32 @@ type unitResult struct {
 
 // unitConverter converts one compilation unit; one runs per worker.
 type unitConverter struct {
-	d        *dwarf.Data
-	secs     *lineSections
-	validPC  func(uint64) bool
-	nodes    []node
-	foreign  map[dwarf.Offset]*dwarf.Entry
-	lang     int64
-	compDir  string
-	addrSize int
-	lt       *lineTable
-	out      unitResult
-	pathIdx  map[string]uint32 // maps of this converter's part of the unit
-	fileIdx  map[uint64]int64  // DWARF file number → path index, -1 invalid
-	rowBuf   []int
+	d       *dwarfData
+	unit    *unitHeader
+	cu      dieAttrs // the unit DIE
+	validPC func(uint64) bool
+	nodes   []node
+	lang    uint64
+	compDir string
+	lt      *lineTable
+	rows    []lineRow // a buffer for lt's rows
+	out     unitResult
+	pathIdx map[string]uint32 // maps of this converter's part of the unit
+	fileIdx map[uint64]int64  // DWARF file number → path index, -1 invalid
+	rowBuf  []int
+	rngBuf  [][2]uint64
+	findBuf dieAttrs // findRecursively's, kept off the stack of a callback
 }
 
 // convertDWARF adds a FunctionInfo for every function range in d, working
 // on units in parallel and adding their results in unit order, so the
 // output does not depend on scheduling.
-func convertDWARF(c *gsym.Creator, d *dwarf.Data, secs *lineSections, workers int, progress func(done, total int)) (int, error) {
-	units, err := unitOffsets(d)
-	if err != nil {
-		return 0, err
+func convertDWARF(c *gsym.Creator, d *dwarfData, workers int, progress func(done, total int)) (int, error) {
+	var units []*unitHeader
+	for i := range d.units {
+		if t := d.units[i].tag; t == tagCompileUnit || t == tagPartialUnit {
+			units = append(units, &d.units[i])
+		}
 	}
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -104,9 +101,16 @@ func convertDWARF(c *gsym.Creator, d *dwarf.Data, secs *lineSections, workers in
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Reused from unit to unit: no result refers to them.
+			var nodes []node
+			var rows []lineRow
 			for i := range jobs {
-				u := &unitConverter{d: d, secs: secs, validPC: c.ValidTextAddress}
-				results[i] <- u.convert(units[i], workers)
+				u := &unitConverter{d: d, unit: units[i], validPC: c.ValidTextAddress, nodes: nodes[:0], rows: rows}
+				results[i] <- u.convert(workers)
+				nodes = u.nodes
+				if u.lt != nil {
+					rows = u.lt.rows
+				}
 			}
 		}()
 	}
@@ -122,7 +126,7 @@ func convertDWARF(c *gsym.Creator, d *dwarf.Data, secs *lineSections, workers in
 	for i := range units {
 		for _, res := range <-results[i] {
 			if res.err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("compilation unit at %#x: %w", units[i], res.err)
+				firstErr = fmt.Errorf("compilation unit at %#x: %w", units[i].off, res.err)
 			}
 			n += addUnitResult(c, res)
 		}
@@ -162,66 +166,40 @@ func remapInline(n *gsym.InlineInfo, global []uint32) {
 	}
 }
 
-// unitOffsets lists the compilation units. Walking them once, in one
-// goroutine, also makes debug/dwarf finish its lazy per-unit setup before
-// workers share the Data.
-func unitOffsets(d *dwarf.Data) ([]dwarf.Offset, error) {
-	var offs []dwarf.Offset
-	r := d.Reader()
-	last := dwarf.Offset(0)
-	for i := 0; ; i++ {
-		e, err := r.Next()
-		if err != nil {
-			return offs, err
-		}
-		if e == nil {
-			return offs, nil
-		}
-		// debug/dwarf can loop on corrupt sibling links, returning the
-		// same entry again: insist on progress.
-		if i > 0 && e.Offset <= last {
-			return offs, fmt.Errorf("DWARF entry at %#x does not follow %#x", e.Offset, last)
-		}
-		last = e.Offset
-		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit {
-			offs = append(offs, e.Offset)
-		}
-		r.SkipChildren()
-	}
-}
-
 // splitSubprograms is the number of functions above which a unit's
 // functions are converted by several goroutines: one huge unit (an
 // amalgamation like SQLite's) would otherwise use one core.
 const splitSubprograms = 1024
 
-// convert converts the unit at off into one or more results, in order.
-func (u *unitConverter) convert(off dwarf.Offset, parts int) []unitResult {
+// convert converts the unit into one or more results, in order.
+func (u *unitConverter) convert(parts int) []unitResult {
+	if err := u.d.readDIE(u.unit, u.unit.dieOff, &u.cu); err != nil {
+		return []unitResult{{err: err}}
+	}
+	if u.cu.tag != tagCompileUnit {
+		return nil
+	}
 	// The line program does not depend on the DIEs: parse it while they
 	// are read.
 	ltc := make(chan *lineTable, 1)
 	go func() {
-		defer func() {
-			if recover() != nil {
-				ltc <- nil
-			}
-		}()
-		ltc <- u.lineTableAt(off)
+		var lt *lineTable
+		catch(func() error {
+			lt = u.lineTable()
+			return nil
+		})
+		ltc <- lt
 	}()
-	err := catch(func() error { return u.load(off) })
+	err := catch(u.load)
 	u.lt = <-ltc
 	if err != nil {
 		return []unitResult{{err: err}}
 	}
-	if len(u.nodes) == 0 || u.nodes[0].tag != dwarf.TagCompileUnit {
-		return nil
-	}
-	cu := u.nodes[0].e
-	u.lang, _ = cu.Val(dwarf.AttrLanguage).(int64)
-	u.compDir, _ = cu.Val(dwarf.AttrCompDir).(string)
+	u.lang, _ = u.cu.constant(slotLanguage)
+	u.compDir, _ = u.cu.str(slotCompDir)
 	var subs []int32
 	for i := range u.nodes {
-		if u.nodes[i].tag == dwarf.TagSubprogram {
+		if u.nodes[i].tag == tagSubprogram {
 			subs = append(subs, int32(i))
 		}
 	}
@@ -231,8 +209,8 @@ func (u *unitConverter) convert(off dwarf.Offset, parts int) []unitResult {
 	out := make([]unitResult, parts)
 	var wg sync.WaitGroup
 	for p := range parts {
-		part := &unitConverter{d: u.d, secs: u.secs, validPC: u.validPC, nodes: u.nodes,
-			lang: u.lang, compDir: u.compDir, addrSize: u.addrSize, lt: u.lt,
+		part := &unitConverter{d: u.d, unit: u.unit, cu: u.cu, validPC: u.validPC, nodes: u.nodes,
+			lang: u.lang, compDir: u.compDir, lt: u.lt,
 			pathIdx: map[string]uint32{}, fileIdx: map[uint64]int64{}}
 		chunk := subs[p*len(subs)/parts : (p+1)*len(subs)/parts]
 		wg.Add(1)
@@ -253,8 +231,8 @@ func (u *unitConverter) convert(off dwarf.Offset, parts int) []unitResult {
 	return out
 }
 
-// catch runs f, turning a panic in debug/dwarf on corrupt input into an
-// error.
+// catch runs f, turning a panic (a bug on hostile input) into an error
+// rather than the end of the process that converts.
 func catch(f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -264,41 +242,32 @@ func catch(f func() error) (err error) {
 	return f()
 }
 
-// lineTableAt parses the line program of the unit at off, nil if it has
-// none or it cannot be read.
-func (u *unitConverter) lineTableAt(off dwarf.Offset) *lineTable {
-	r := u.d.Reader()
-	r.Seek(off)
-	cu, err := r.Next()
-	if err != nil || cu == nil || u.secs.line == nil {
+// lineTable parses the unit's line program, nil if it has none or it
+// cannot be read.
+func (u *unitConverter) lineTable() *lineTable {
+	stmt, ok := u.cu.constant(slotStmtList)
+	if !ok || u.d.line == nil {
 		return nil
 	}
-	stmt, ok := cu.Val(dwarf.AttrStmtList).(int64)
-	if !ok {
-		return nil
-	}
-	lt, _ := parseLineTable(u.secs, uint64(stmt), r.AddressSize())
+	lt, _ := parseLineTable(u.d, stmt, u.unit.addrSize, u.rows)
 	return lt
 }
 
-// load reads the unit's DIEs and links them into a tree.
-func (u *unitConverter) load(off dwarf.Offset) error {
-	r := u.d.Reader()
-	r.Seek(off)
-	u.addrSize = r.AddressSize()
+// load walks the unit's DIEs and links those of kept tags into a tree.
+// Other DIEs are stepped over without decoding their attributes.
+func (u *unitConverter) load() error {
+	unit := u.unit
+	b := cursor{name: "debug_info", b: u.d.info[:unit.end], off: int(unit.dieOff), order: u.d.order}
+	// For each open DIE with children: its node index (-1 when not kept)
+	// and its last kept child.
 	var stack, lastChild []int32
-	for i := 0; ; i++ {
-		e, err := r.Next()
-		if err != nil {
-			return err
-		}
-		if e == nil {
-			return nil
-		}
-		if i > 0 && e.Tag != 0 && e.Offset <= u.nodes[len(u.nodes)-1].off {
-			return fmt.Errorf("DWARF entry at %#x does not follow %#x", e.Offset, u.nodes[len(u.nodes)-1].off)
-		}
-		if e.Tag == 0 {
+	for b.off < len(b.b) {
+		off := uint64(b.off)
+		code := b.uleb()
+		if code == 0 {
+			if b.err != nil {
+				return b.err
+			}
 			if len(stack) == 0 {
 				return nil
 			}
@@ -308,120 +277,171 @@ func (u *unitConverter) load(off dwarf.Offset) error {
 			}
 			continue
 		}
-		i := int32(len(u.nodes))
-		n := node{off: e.Offset, tag: e.Tag, parent: -1, firstChild: -1, next: -1}
-		if keptTags[e.Tag] {
-			n.e = e
+		ab := unit.abbrevs.lookup(code)
+		if ab == nil {
+			return fmt.Errorf("debug_info: unknown abbreviation %d at offset %#x", code, off)
 		}
-		if len(stack) > 0 {
-			p := stack[len(stack)-1]
-			n.parent = p
-			if l := lastChild[len(lastChild)-1]; l < 0 {
-				u.nodes[p].firstChild = i
+		for i := range ab.skip {
+			op := &ab.skip[i]
+			if op.size != varSize && uint64(len(b.b)-b.off) >= uint64(op.size) {
+				b.off += int(op.size)
 			} else {
-				u.nodes[l].next = i
+				b.skipAttr(op, unit)
 			}
-			lastChild[len(lastChild)-1] = i
 		}
-		u.nodes = append(u.nodes, n)
-		if e.Children {
+		if b.err != nil {
+			return b.err
+		}
+		i := int32(-1)
+		if ab.kept {
+			i = int32(len(u.nodes))
+			n := node{off: off, tag: uint16(ab.tag), parent: -1, firstChild: -1, next: -1}
+			if len(stack) > 0 && stack[len(stack)-1] >= 0 {
+				p := stack[len(stack)-1]
+				n.parent = p
+				if l := lastChild[len(lastChild)-1]; l < 0 {
+					u.nodes[p].firstChild = i
+				} else {
+					u.nodes[l].next = i
+				}
+				lastChild[len(lastChild)-1] = i
+			}
+			u.nodes = append(u.nodes, n)
+		}
+		if ab.children {
 			stack, lastChild = append(stack, i), append(lastChild, -1)
 		} else if len(stack) == 0 {
 			return nil // a unit DIE without children
 		}
 	}
+	return b.err
 }
 
-// ref resolves a reference attribute of d.
-func (u *unitConverter) ref(d dieRef, a dwarf.Attr) dieRef {
-	off, ok := d.e.Val(a).(dwarf.Offset)
-	if !ok {
+// ref resolves reference attribute s of a.
+func (u *unitConverter) ref(a *dieAttrs, s int) dieRef {
+	off, ok := a.ref(s)
+	if !ok || off == 0 {
 		return dieRef{}
 	}
-	i, found := slices.BinarySearchFunc(u.nodes, off, func(n node, o dwarf.Offset) int {
-		switch {
-		case n.off < o:
-			return -1
-		case n.off > o:
-			return 1
-		}
-		return 0
-	})
+	i, found := slices.BinarySearchFunc(u.nodes, off, func(n node, o uint64) int { return cmp.Compare(n.off, o) })
 	if found {
-		return dieRef{idx: int32(i), e: u.nodes[i].e}
+		return dieRef{idx: int32(i), off: off}
 	}
-	if e, ok := u.foreign[off]; ok {
-		return dieRef{idx: -1, e: e}
+	if u.unit.dieOff <= off && off < u.unit.end {
+		return dieRef{} // a DIE of a tag the conversion does not read
 	}
-	r := u.d.Reader()
-	r.Seek(off)
-	e, err := r.Next()
-	if err != nil || e == nil {
-		e = nil
-	}
-	if u.foreign == nil {
-		u.foreign = map[dwarf.Offset]*dwarf.Entry{}
-	}
-	u.foreign[off] = e
-	return dieRef{idx: -1, e: e}
+	return dieRef{idx: -1, off: off}
 }
 
-// findRecursively looks for the first of attrs on d, then on the DIEs its
-// abstract origin and specification name, as LLVM's findRecursively does.
-func (u *unitConverter) findRecursively(d dieRef, attrs ...dwarf.Attr) any {
-	work := []dieRef{d}
-	var seen []*dwarf.Entry
+// decode reads the attributes of d, false if it cannot be read.
+func (u *unitConverter) decode(d dieRef, a *dieAttrs) bool {
+	unit := u.unit
+	if d.idx < 0 {
+		if unit = u.d.unitAt(d.off); unit == nil {
+			return false
+		}
+	}
+	return u.d.readDIE(unit, d.off, a) == nil
+}
+
+// findRecursively calls found on d, then on the DIEs its abstract origin
+// and specification name, until found returns true, as LLVM's
+// findRecursively looks for an attribute.
+func (u *unitConverter) findRecursively(d dieRef, found func(a *dieAttrs) bool) {
+	var workBuf [8]dieRef
+	var seenBuf [16]uint64
+	work, seen := append(workBuf[:0], d), seenBuf[:0]
+	a := &u.findBuf
 	for len(work) > 0 && len(seen) < 16 {
 		d := work[len(work)-1]
 		work = work[:len(work)-1]
-		if !d.valid() || slices.Contains(seen, d.e) {
+		if !d.valid() || slices.Contains(seen, d.off) || !u.decode(d, a) {
 			continue
 		}
-		seen = append(seen, d.e)
-		for _, a := range attrs {
-			if v := d.e.Val(a); v != nil {
-				return v
-			}
+		seen = append(seen, d.off)
+		if found(a) {
+			return
 		}
-		for _, a := range []dwarf.Attr{dwarf.AttrAbstractOrigin, dwarf.AttrSpecification} {
-			if r := u.ref(d, a); r.valid() {
+		for _, s := range [...]int{slotOrigin, slotSpec} {
+			if r := u.ref(a, s); r.valid() {
 				work = append(work, r)
 			}
 		}
 	}
-	return nil
+}
+
+// names returns the linkage name and the name of d, each from the first
+// DIE that has one in findRecursively's order; ok is false when the
+// attribute is missing or not a string.
+func (u *unitConverter) names(d dieRef) (linkage string, linkageOK bool, name string) {
+	var haveLinkage, haveName bool
+	u.findRecursively(d, func(a *dieAttrs) bool {
+		if !haveLinkage {
+			for _, sl := range [...]int{slotMIPSLinkage, slotLinkage} {
+				if a.has(sl) {
+					linkage, linkageOK = a.str(sl)
+					haveLinkage = true
+					break
+				}
+			}
+		}
+		if !haveName && a.has(slotName) {
+			name, _ = a.str(slotName)
+			haveName = true
+		}
+		return haveLinkage && haveName
+	})
+	return linkage, linkageOK, name
+}
+
+// decl returns d's declaration file and line, found as names finds names.
+func (u *unitConverter) decl(d dieRef) (file, line uint64, ok bool) {
+	var haveFile, haveLine, fileOK, lineOK bool
+	u.findRecursively(d, func(a *dieAttrs) bool {
+		if !haveFile && a.has(slotDeclFile) {
+			file, fileOK = a.constant(slotDeclFile)
+			haveFile = true
+		}
+		if !haveLine && a.has(slotDeclLine) {
+			line, lineOK = a.constant(slotDeclLine)
+			haveLine = true
+		}
+		return haveFile && haveLine
+	})
+	return file, line, fileOK && lineOK
 }
 
 func (u *unitConverter) shortName(d dieRef) string {
-	s, _ := u.findRecursively(d, dwarf.AttrName).(string)
+	_, _, s := u.names(d)
 	return s
 }
 
 // parentDeclContext is LLVM's GetParentDeclContextDIE: the namespace,
 // type or function that declares d.
 func (u *unitConverter) parentDeclContext(d dieRef, depth int) dieRef {
-	if depth > 32 || !d.valid() {
+	var a dieAttrs
+	if depth > 32 || !d.valid() || !u.decode(d, &a) {
 		return dieRef{}
 	}
-	for _, a := range []dwarf.Attr{dwarf.AttrSpecification, dwarf.AttrAbstractOrigin} {
-		if r := u.ref(d, a); r.valid() {
+	for _, s := range []int{slotSpec, slotOrigin} {
+		if r := u.ref(&a, s); r.valid() {
 			if p := u.parentDeclContext(r, depth+1); p.valid() {
 				return p
 			}
 		}
 	}
-	if d.e.Tag == dwarf.TagInlinedSubroutine || d.idx < 0 {
+	if a.tag == tagInlinedSubroutine || d.idx < 0 {
 		return dieRef{}
 	}
 	pi := u.nodes[d.idx].parent
 	if pi < 0 {
 		return dieRef{}
 	}
-	p := dieRef{idx: pi, e: u.nodes[pi].e}
+	p := dieRef{idx: pi, off: u.nodes[pi].off}
 	switch u.nodes[pi].tag {
-	case dwarf.TagNamespace, dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagClassType, dwarf.TagSubprogram:
+	case tagNamespace, tagStructType, tagUnionType, tagClassType, tagSubprogram:
 		return p
-	case dwarf.TagLexDwarfBlock:
+	case tagLexicalBlock:
 		return u.parentDeclContext(p, depth+1)
 	}
 	return dieRef{}
@@ -430,14 +450,14 @@ func (u *unitConverter) parentDeclContext(d dieRef, depth int) dieRef {
 // qualifiedName is the name LLVM gives a function DIE: its linkage name if
 // it has one, else its name qualified by its enclosing scopes for C and C++.
 func (u *unitConverter) qualifiedName(d dieRef) (string, bool) {
-	if s, ok := u.findRecursively(d, attrMIPSLinkageName, dwarf.AttrLinkageName).(string); ok && s != "" {
-		return s, true
+	linkage, ok, short := u.names(d)
+	if ok && linkage != "" {
+		return linkage, true
 	}
-	short := u.shortName(d)
 	if short == "" {
 		return "", false
 	}
-	if !qualifiedLanguages[u.lang] {
+	if !qualifiedLanguage(u.lang) {
 		return short, true
 	}
 	if strings.HasPrefix(short, "_Z") && (strings.Contains(short, ".isra.") || strings.Contains(short, ".part.")) {
@@ -458,7 +478,7 @@ func (u *unitConverter) qualifiedName(d dieRef) (string, bool) {
 }
 
 func (u *unitConverter) isTombstone(a uint64) bool {
-	switch u.addrSize {
+	switch u.unit.addrSize {
 	case 4:
 		return a == 0xffffffff
 	case 8:
@@ -467,29 +487,18 @@ func (u *unitConverter) isTombstone(a uint64) bool {
 	return false
 }
 
-// ranges returns the non-empty ranges of d, sorted and merged.
-func (u *unitConverter) ranges(e *dwarf.Entry) ([][2]uint64, []gsym.Range) {
-	var rs [][2]uint64
-	if low, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && e.Val(dwarf.AttrRanges) == nil {
-		// The common case, without debug/dwarf's Ranges, which re-reads
-		// the unit's DIE on every call.
-		switch f := e.AttrField(dwarf.AttrHighpc); {
-		case f == nil:
-			return nil, nil
-		case f.Class == dwarf.ClassConstant:
-			v, _ := f.Val.(int64)
-			rs = [][2]uint64{{low, low + uint64(v)}}
-		case f.Class == dwarf.ClassAddress:
-			v, _ := f.Val.(uint64)
-			rs = [][2]uint64{{low, v}}
-		default:
+// ranges returns the ranges of DIE a in DWARF order (in dst), and its
+// non-empty ones sorted and merged.
+func (u *unitConverter) ranges(a *dieAttrs, dst [][2]uint64) ([][2]uint64, []gsym.Range) {
+	rs := dst[:0]
+	if low, ok := a.address(slotLowPC); ok && !a.has(slotRanges) {
+		high, ok := a.highPC(low)
+		if !ok {
 			return nil, nil
 		}
-	} else {
-		var err error
-		if rs, err = u.d.Ranges(e); err != nil {
-			return nil, nil
-		}
+		rs = append(rs, [2]uint64{low, high})
+	} else if rs, ok = u.d.rangesOf(a, &u.cu, rs); !ok {
+		return nil, nil
 	}
 	var merged []gsym.Range
 	for _, r := range rs {
@@ -502,14 +511,23 @@ func (u *unitConverter) ranges(e *dwarf.Entry) ([][2]uint64, []gsym.Range) {
 
 // subprogram emits one FunctionInfo per address range of DIE i.
 func (u *unitConverter) subprogram(i int32) {
-	d := dieRef{idx: i, e: u.nodes[i].e}
-	rs, _ := u.ranges(d.e)
+	d := dieRef{idx: i, off: u.nodes[i].off}
+	var a dieAttrs
+	if !u.decode(d, &a) {
+		return
+	}
+	rs, _ := u.ranges(&a, u.rngBuf)
 	if len(rs) == 0 {
 		return
 	}
+	u.rngBuf = rs
 	name, ok := u.qualifiedName(d)
 	if !ok {
 		return
+	}
+	// inline below reuses rngBuf.
+	if len(rs) > 1 {
+		rs = slices.Clone(rs)
 	}
 	for _, r := range rs {
 		if r[0] >= r[1] || u.isTombstone(r[0]) || !u.validPC(r[0]) {
@@ -556,12 +574,11 @@ func (u *unitConverter) fileIndex(dwarfFile uint64) (uint32, bool) {
 func (u *unitConverter) lines(d dieRef, fr gsym.Range) []gsym.LineEntry {
 	u.rowBuf = u.lt.rowsForRange(fr.Start, fr.End, u.rowBuf)
 	if len(u.rowBuf) == 0 {
-		file, okf := u.findRecursively(d, dwarf.AttrDeclFile).(int64)
-		line, okl := u.findRecursively(d, dwarf.AttrDeclLine).(int64)
-		if !okf || !okl {
+		file, line, ok := u.decl(d)
+		if !ok {
 			return nil
 		}
-		fi, ok := u.fileIndex(uint64(file))
+		fi, ok := u.fileIndex(file)
 		if !ok {
 			return nil
 		}
@@ -602,9 +619,9 @@ func (u *unitConverter) lines(d dieRef, fr gsym.Range) []gsym.LineEntry {
 // looking into nested functions.
 func (u *unitConverter) hasInline(i int32, depth int) bool {
 	switch u.nodes[i].tag {
-	case dwarf.TagInlinedSubroutine:
+	case tagInlinedSubroutine:
 		return true
-	case dwarf.TagSubprogram:
+	case tagSubprogram:
 		if depth != 0 {
 			return false
 		}
@@ -623,10 +640,15 @@ func (u *unitConverter) inline(i int32, depth int, parent *gsym.InlineInfo) {
 	if depth > 256 || !u.hasInline(i, depth) {
 		return
 	}
-	e := u.nodes[i].e
 	switch u.nodes[i].tag {
-	case dwarf.TagInlinedSubroutine:
-		_, all := u.ranges(e)
+	case tagInlinedSubroutine:
+		d := dieRef{idx: i, off: u.nodes[i].off}
+		var a dieAttrs
+		if !u.decode(d, &a) {
+			return
+		}
+		var all []gsym.Range
+		u.rngBuf, all = u.ranges(&a, u.rngBuf)
 		var n gsym.InlineInfo
 		for _, r := range all {
 			if gsym.RangesContainRange(parent.Ranges, r) {
@@ -636,22 +658,22 @@ func (u *unitConverter) inline(i int32, depth int, parent *gsym.InlineInfo) {
 		if len(n.Ranges) == 0 {
 			return
 		}
-		n.Name, _ = u.qualifiedName(dieRef{idx: i, e: e})
-		if cf, ok := e.Val(dwarf.AttrCallFile).(int64); ok {
-			fi, ok := u.fileIndex(uint64(cf))
+		n.Name, _ = u.qualifiedName(d)
+		if cf, ok := a.constant(slotCallFile); ok {
+			fi, ok := u.fileIndex(cf)
 			if !ok {
 				return
 			}
 			n.CallFile = fi
 		}
-		if cl, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
+		if cl, ok := a.constant(slotCallLine); ok {
 			n.CallLine = uint32(cl)
 		}
 		for c := u.nodes[i].firstChild; c >= 0; c = u.nodes[c].next {
 			u.inline(c, depth+1, &n)
 		}
 		parent.Children = append(parent.Children, n)
-	case dwarf.TagSubprogram, dwarf.TagLexDwarfBlock:
+	case tagSubprogram, tagLexicalBlock:
 		for c := u.nodes[i].firstChild; c >= 0; c = u.nodes[c].next {
 			u.inline(c, depth+1, parent)
 		}

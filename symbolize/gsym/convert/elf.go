@@ -3,7 +3,6 @@ package convert
 import (
 	"bytes"
 	"compress/zlib"
-	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
@@ -89,21 +88,35 @@ func ELF(path string, opts Options) (c *gsym.Creator, st Stats, err error) {
 			dbg, st.DebugFile = df, p
 		}
 	}
-	if hasDWARF(dbg) {
-		st.HasDWARF = true
-		d, secs, err := loadDWARF(dbg, opts.MaxSectionSize)
-		if err != nil {
-			return nil, st, fmt.Errorf("convert %s: %w", path, err)
-		}
-		if st.FromDWARF, err = convertDWARF(c, d, secs, opts.Workers, opts.Progress); err != nil {
-			return nil, st, fmt.Errorf("convert %s: %w", path, err)
-		}
-	}
 	symFile := bin
 	if bin.Section(".symtab") == nil && dbg.Section(".symtab") != nil {
 		symFile = dbg
 	}
-	st.FromSymtab = addSymbols(c, symFile)
+	// The symbol table is read while the DWARF is converted; its functions
+	// are added after DWARF's, as LLVM adds them.
+	syms := make(chan []gsym.FunctionInfo, 1)
+	go func() {
+		var fs []gsym.FunctionInfo
+		catch(func() error { fs = funcSymbols(c, symFile); return nil })
+		syms <- fs
+	}()
+	if hasDWARF(dbg) {
+		st.HasDWARF = true
+		d, err := loadDWARF(dbg, opts.MaxSectionSize)
+		if err != nil {
+			<-syms
+			return nil, st, fmt.Errorf("convert %s: %w", path, err)
+		}
+		if st.FromDWARF, err = convertDWARF(c, d, opts.Workers, opts.Progress); err != nil {
+			<-syms
+			return nil, st, fmt.Errorf("convert %s: %w", path, err)
+		}
+	}
+	symFuncs := <-syms
+	for _, f := range symFuncs {
+		c.AddFunction(f)
+	}
+	st.FromSymtab = len(symFuncs)
 	fs, err := c.Finalize()
 	if err != nil {
 		return nil, st, err
@@ -127,22 +140,22 @@ func hasDWARF(f *elf.File) bool {
 	return f.Section(".debug_info") != nil || f.Section(".zdebug_info") != nil
 }
 
-// addSymbols adds a bare FunctionInfo for each function symbol of .symtab
-// that lies in a text range; Finalize drops those DWARF also describes.
-func addSymbols(c *gsym.Creator, f *elf.File) int {
+// funcSymbols returns a bare FunctionInfo for each function symbol of
+// .symtab that lies in a text range of c; Finalize drops those DWARF also
+// describes.
+func funcSymbols(c *gsym.Creator, f *elf.File) []gsym.FunctionInfo {
 	syms, err := f.Symbols()
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var out []gsym.FunctionInfo
 	for _, s := range syms {
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Name == "" || !c.ValidTextAddress(s.Value) {
 			continue
 		}
-		c.AddFunction(gsym.FunctionInfo{Range: gsym.Range{Start: s.Value, End: s.Value + s.Size}, Name: s.Name})
-		n++
+		out = append(out, gsym.FunctionInfo{Range: gsym.Range{Start: s.Value, End: s.Value + s.Size}, Name: s.Name})
 	}
-	return n
+	return out
 }
 
 // buildID returns the GNU build ID note's payload, nil when there is none.
@@ -199,28 +212,11 @@ const maxDebuglink = 4 << 10
 // and types are never decompressed.
 var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", "line_str", "rnglists", "str_offsets"}
 
-// loadDWARF opens f's DWARF, decompressing (SHF_COMPRESSED or .zdebug)
+// loadDWARF reads f's DWARF, decompressing (SHF_COMPRESSED or .zdebug)
 // the sections it needs once each, in parallel.
-func loadDWARF(f *elf.File, maxSize uint64) (*dwarf.Data, *lineSections, error) {
+func loadDWARF(f *elf.File, maxSize uint64) (*dwarfData, error) {
 	if maxSize == 0 {
 		maxSize = 4 << 30
-	}
-	if f.Type == elf.ET_REL {
-		// Object files need relocations applied, which debug/elf does.
-		d, err := f.DWARF()
-		if err != nil {
-			return nil, nil, fmt.Errorf("read DWARF: %w", err)
-		}
-		secs := &lineSections{order: f.ByteOrder}
-		for _, x := range []struct {
-			name string
-			dst  *[]byte
-		}{{"line", &secs.line}, {"str", &secs.str}, {"line_str", &secs.lineStr}} {
-			if *x.dst, err = debugSection(f, x.name, maxSize); err != nil {
-				return nil, nil, err
-			}
-		}
-		return d, secs, nil
 	}
 	data := make([][]byte, len(dwarfSections))
 	errs := make([]error, len(dwarfSections))
@@ -230,25 +226,94 @@ func loadDWARF(f *elf.File, maxSize uint64) (*dwarf.Data, *lineSections, error) 
 		go func() {
 			defer wg.Done()
 			data[i], errs[i] = debugSection(f, name, maxSize)
+			if errs[i] == nil && f.Type == elf.ET_REL {
+				errs[i] = relocate(f, name, data[i])
+			}
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sect := func(name string) []byte { return data[slices.Index(dwarfSections, name)] }
-	d, err := dwarf.New(sect("abbrev"), nil, nil, sect("info"), sect("line"), nil, sect("ranges"), sect("str"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("read DWARF: %w", err)
+	d := &dwarfData{
+		info: sect("info"), abbrev: sect("abbrev"), str: sect("str"), lineStr: sect("line_str"),
+		strOffsets: sect("str_offsets"), addr: sect("addr"), ranges: sect("ranges"),
+		rnglists: sect("rnglists"), line: sect("line"), order: f.ByteOrder,
 	}
-	for _, name := range []string{"addr", "line_str", "rnglists", "str_offsets"} {
-		if b := sect(name); b != nil {
-			if err := d.AddSection(".debug_"+name, b); err != nil {
-				return nil, nil, fmt.Errorf("read DWARF: %w", err)
+	if err := newDWARFData(d); err != nil {
+		return nil, fmt.Errorf("read DWARF: %w", err)
+	}
+	return d, nil
+}
+
+// relocate applies the relocations of an object file's .debug_NAME
+// section: in object files, references between debug sections are
+// relocations against section symbols. Only the absolute relocations
+// compilers use there, for x86-64 and arm64, are known.
+func relocate(f *elf.File, name string, data []byte) error {
+	var target int
+	for i, s := range f.Sections {
+		if s.Name == ".debug_"+name {
+			target = i
+		}
+	}
+	if target == 0 || data == nil {
+		return nil
+	}
+	var syms []elf.Symbol
+	for _, rs := range f.Sections {
+		if rs.Type != elf.SHT_RELA || int(rs.Info) != target {
+			continue
+		}
+		if f.Class != elf.ELFCLASS64 {
+			return fmt.Errorf(".debug_%s: relocations of 32-bit objects are not supported", name)
+		}
+		if syms == nil {
+			var err error
+			if syms, err = f.Symbols(); err != nil {
+				return fmt.Errorf(".debug_%s relocations: %w", name, err)
+			}
+		}
+		rels, err := rs.Data()
+		if err != nil {
+			return fmt.Errorf("%s: %w", rs.Name, err)
+		}
+		for len(rels) >= 24 {
+			off := f.ByteOrder.Uint64(rels)
+			info := f.ByteOrder.Uint64(rels[8:])
+			addend := f.ByteOrder.Uint64(rels[16:])
+			rels = rels[24:]
+			sym, typ := info>>32, uint32(info)
+			if sym == 0 || sym > uint64(len(syms)) {
+				continue
+			}
+			s := syms[sym-1]
+			if s.Section == elf.SHN_UNDEF || s.Section >= elf.SHN_LORESERVE {
+				continue
+			}
+			size := 0
+			switch {
+			case f.Machine == elf.EM_X86_64 && typ == uint32(elf.R_X86_64_64),
+				f.Machine == elf.EM_AARCH64 && typ == uint32(elf.R_AARCH64_ABS64):
+				size = 8
+			case f.Machine == elf.EM_X86_64 && typ == uint32(elf.R_X86_64_32),
+				f.Machine == elf.EM_AARCH64 && typ == uint32(elf.R_AARCH64_ABS32):
+				size = 4
+			default:
+				return fmt.Errorf("%s: relocation type %d of %v is not supported", rs.Name, typ, f.Machine)
+			}
+			if off > uint64(len(data)) || uint64(len(data))-off < uint64(size) {
+				return fmt.Errorf("%s: relocation at %#x outside .debug_%s", rs.Name, off, name)
+			}
+			if v := s.Value + addend; size == 8 {
+				f.ByteOrder.PutUint64(data[off:], v)
+			} else {
+				f.ByteOrder.PutUint32(data[off:], uint32(v))
 			}
 		}
 	}
-	return d, &lineSections{line: sect("line"), str: sect("str"), lineStr: sect("line_str"), order: f.ByteOrder}, nil
+	return nil
 }
 
 // debugSection returns the contents of .debug_NAME or .zdebug_NAME.

@@ -50,8 +50,8 @@ func FuzzLineProgram(f *testing.F) {
 		f.Add(b, uint64(0x1150), uint64(0x40))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, start, size uint64) {
-		secs := &lineSections{line: data, str: data, lineStr: data, order: binary.LittleEndian}
-		lt, err := parseLineTable(secs, 0, 8)
+		secs := &dwarfData{line: data, str: data, lineStr: data, order: binary.LittleEndian}
+		lt, err := parseLineTable(secs, 0, 8, nil)
 		if err != nil {
 			return
 		}

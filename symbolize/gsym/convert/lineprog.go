@@ -41,27 +41,25 @@ type lineTable struct {
 	seqs    []lineSeq // sorted by high address
 }
 
-// lineSections are the sections a line program refers to.
-type lineSections struct {
-	line, str, lineStr []byte
-	order              binary.ByteOrder
-}
-
-type lineBuf struct {
+// cursor reads a DWARF section, bound-checked: the first failed read
+// records an error naming the section and the offset, and every read after
+// it returns zero, so parsers check once, at the end of a record.
+type cursor struct {
+	name  string // section, for errors
 	b     []byte
 	off   int
 	order binary.ByteOrder
 	err   error
 }
 
-func (b *lineBuf) fail(what string) {
+func (b *cursor) fail(what string) {
 	if b.err == nil {
-		b.err = fmt.Errorf("debug_line: %s at offset %#x", what, b.off)
+		b.err = fmt.Errorf("%s: %s at offset %#x", b.name, what, b.off)
 	}
 	b.off = len(b.b)
 }
 
-func (b *lineBuf) bytes(n int) []byte {
+func (b *cursor) bytes(n int) []byte {
 	if b.err != nil || n < 0 || len(b.b)-b.off < n {
 		b.fail("truncated")
 		return nil
@@ -71,31 +69,43 @@ func (b *lineBuf) bytes(n int) []byte {
 	return p
 }
 
-func (b *lineBuf) u8() uint8 {
-	if p := b.bytes(1); p != nil {
-		return p[0]
+func (b *cursor) skip(n uint64) {
+	if b.err != nil || uint64(len(b.b)-b.off) < n {
+		b.fail("truncated")
+		return
 	}
+	b.off += int(n)
+}
+
+func (b *cursor) u8() uint8 {
+	if b.off < len(b.b) {
+		b.off++
+		return b.b[b.off-1]
+	}
+	b.fail("truncated")
 	return 0
 }
-func (b *lineBuf) u16() uint16 {
+func (b *cursor) u16() uint16 {
 	if p := b.bytes(2); p != nil {
 		return b.order.Uint16(p)
 	}
 	return 0
 }
-func (b *lineBuf) u32() uint32 {
+func (b *cursor) u32() uint32 {
 	if p := b.bytes(4); p != nil {
 		return b.order.Uint32(p)
 	}
 	return 0
 }
-func (b *lineBuf) u64() uint64 {
+func (b *cursor) u64() uint64 {
 	if p := b.bytes(8); p != nil {
 		return b.order.Uint64(p)
 	}
 	return 0
 }
-func (b *lineBuf) uint(n int) uint64 {
+
+// uint reads an n-byte unsigned integer, n from 1 to 8.
+func (b *cursor) uint(n int) uint64 {
 	switch n {
 	case 1:
 		return uint64(b.u8())
@@ -106,58 +116,72 @@ func (b *lineBuf) uint(n int) uint64 {
 	case 8:
 		return b.u64()
 	}
-	b.fail(fmt.Sprintf("unsupported size %d", n))
-	return 0
+	p := b.bytes(n)
+	if p == nil || n > 8 {
+		b.fail(fmt.Sprintf("unsupported size %d", n))
+		return 0
+	}
+	var v uint64
+	for i := range p {
+		if b.order == binary.BigEndian {
+			v = v<<8 | uint64(p[i])
+		} else {
+			v |= uint64(p[i]) << (8 * i)
+		}
+	}
+	return v
 }
 
-func (b *lineBuf) uleb() uint64 {
+func (b *cursor) uleb() uint64 {
 	var v uint64
 	var shift uint
-	for b.err == nil {
-		c := b.u8()
+	for i := b.off; i < len(b.b); i++ {
+		c := b.b[i]
 		if shift < 64 {
 			v |= uint64(c&0x7f) << shift
 		}
 		shift += 7
-		if c&0x80 == 0 {
+		if c < 0x80 {
+			b.off = i + 1
 			return v
 		}
 	}
+	b.fail("truncated LEB128")
 	return 0
 }
 
-func (b *lineBuf) sleb() int64 {
+func (b *cursor) sleb() int64 {
 	var v int64
 	var shift uint
-	for b.err == nil {
-		c := b.u8()
+	for i := b.off; i < len(b.b); i++ {
+		c := b.b[i]
 		if shift < 64 {
 			v |= int64(c&0x7f) << shift
 		}
 		shift += 7
-		if c&0x80 == 0 {
+		if c < 0x80 {
 			if shift < 64 && c&0x40 != 0 {
 				v |= -1 << shift
 			}
+			b.off = i + 1
 			return v
 		}
 	}
+	b.fail("truncated LEB128")
 	return 0
 }
 
-func (b *lineBuf) cstr() string {
-	if b.err != nil {
-		return ""
+func (b *cursor) skipLEB() {
+	for i := b.off; i < len(b.b); i++ {
+		if b.b[i] < 0x80 {
+			b.off = i + 1
+			return
+		}
 	}
-	i := bytes.IndexByte(b.b[b.off:], 0)
-	if i < 0 {
-		b.fail("unterminated string")
-		return ""
-	}
-	s := string(b.b[b.off : b.off+i])
-	b.off += i + 1
-	return s
+	b.fail("truncated LEB128")
 }
+
+func (b *cursor) cstr() string { return string(b.cstrBytes()) }
 
 func strAt(sect []byte, off uint64) (string, bool) {
 	if off >= uint64(len(sect)) {
@@ -170,36 +194,15 @@ func strAt(sect []byte, off uint64) (string, bool) {
 	return string(s), true
 }
 
-// DWARF 5 line-table content types and forms used in file tables.
+// DWARF 5 line-table content types used in file tables.
 const (
 	lnctPath           = 1
 	lnctDirectoryIndex = 2
-
-	formBlock     = 0x09
-	formBlock1    = 0x0a
-	formData1     = 0x0b
-	formData2     = 0x05
-	formData4     = 0x06
-	formData8     = 0x07
-	formData16    = 0x1e
-	formString    = 0x08
-	formBlock2    = 0x03
-	formBlock4    = 0x04
-	formStrp      = 0x0e
-	formLineStrp  = 0x1f
-	formUdata     = 0x0f
-	formSdata     = 0x0d
-	formStrx      = 0x1a
-	formStrx1     = 0x25
-	formStrx2     = 0x26
-	formStrx3     = 0x27
-	formStrx4     = 0x28
-	formSecOffset = 0x17
 )
 
-// formValue reads one attribute value of a v5 entry format; s is set for
-// string forms.
-func (b *lineBuf) formValue(form uint64, dwarf64 bool, secs *lineSections) (v uint64, s string, isStr bool) {
+// lineFormValue reads one attribute value of a v5 entry format; s is set
+// for string forms.
+func (b *cursor) lineFormValue(form uint64, dwarf64 bool, secs *dwarfData) (v uint64, s string, isStr bool) {
 	offSize := 4
 	if dwarf64 {
 		offSize = 8
@@ -257,12 +260,13 @@ func (b *lineBuf) formValue(form uint64, dwarf64 bool, secs *lineSections) (v ui
 
 var errNoLineTable = errors.New("no line table")
 
-// parseLineTable parses the line program at off.
-func parseLineTable(secs *lineSections, off uint64, addrSize int) (*lineTable, error) {
+// parseLineTable parses the line program at off, appending its rows to
+// rows[:0] (a buffer from an earlier table, no longer used).
+func parseLineTable(secs *dwarfData, off uint64, addrSize int, rows []lineRow) (*lineTable, error) {
 	if off >= uint64(len(secs.line)) {
 		return nil, fmt.Errorf("debug_line offset %#x out of range: %w", off, errNoLineTable)
 	}
-	b := &lineBuf{b: secs.line, off: int(off), order: secs.order}
+	b := &cursor{name: "debug_line", b: secs.line, off: int(off), order: secs.order}
 	unitLen := uint64(b.u32())
 	dwarf64 := false
 	if unitLen == 0xffffffff {
@@ -333,8 +337,11 @@ func parseLineTable(secs *lineSections, off uint64, addrSize int) (*lineTable, e
 		return nil, b.err
 	}
 	b.off = progStart
-	// A row costs a byte or two of program: size the matrix once.
-	t.rows = make([]lineRow, 0, (end-progStart)/2+16)
+	// A row costs a few bytes of program: size the matrix once.
+	t.rows = rows[:0]
+	if n := (end-progStart)/4 + 16; cap(t.rows) < n {
+		t.rows = make([]lineRow, 0, n)
+	}
 	t.run(b, addrSize, minInst, lineBase, lineRange, opBase, stdLens)
 	if b.err != nil && len(t.rows) == 0 {
 		return nil, b.err
@@ -346,7 +353,7 @@ func parseLineTable(secs *lineSections, off uint64, addrSize int) (*lineTable, e
 
 // v5Entries reads a DWARF 5 directory or file table; with files nil it
 // returns directory paths, otherwise it fills *files.
-func (b *lineBuf) v5Entries(secs *lineSections, dwarf64 bool, files *[]lineFile) []string {
+func (b *cursor) v5Entries(secs *dwarfData, dwarf64 bool, files *[]lineFile) []string {
 	nfmt := int(b.u8())
 	type pair struct{ typ, form uint64 }
 	fmts := make([]pair, 0, nfmt)
@@ -358,7 +365,7 @@ func (b *lineBuf) v5Entries(secs *lineSections, dwarf64 bool, files *[]lineFile)
 	for i := uint64(0); i < n && b.err == nil; i++ {
 		var f lineFile
 		for _, p := range fmts {
-			v, s, isStr := b.formValue(p.form, dwarf64, secs)
+			v, s, isStr := b.lineFormValue(p.form, dwarf64, secs)
 			switch p.typ {
 			case lnctPath:
 				if isStr {
@@ -378,7 +385,7 @@ func (b *lineBuf) v5Entries(secs *lineSections, dwarf64 bool, files *[]lineFile)
 }
 
 // run executes the line-number program, appending rows and sequences.
-func (t *lineTable) run(b *lineBuf, addrSize int, minInst uint64, lineBase int64, lineRange uint64, opBase uint8, stdLens []byte) {
+func (t *lineTable) run(b *cursor, addrSize int, minInst uint64, lineBase int64, lineRange uint64, opBase uint8, stdLens []byte) {
 	type state struct {
 		addr uint64
 		file uint32
