@@ -51,8 +51,7 @@ type recordOptions struct {
 	ringBuffer  int
 	stackCopy   int
 	debugUnwind bool
-	symbolizer  string
-	cacheDir    string
+	symbolizer  symbolizerFlags
 	command     []string
 }
 
@@ -74,8 +73,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.Var((*sizeValue)(&o.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
 	fs.BoolVar(&o.debugUnwind, "debug-unwind", false, "print per binary how many frames each unwinding method found and why unwinds stopped")
 	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = sized from the rate and CPU count")
-	fs.StringVar(&o.symbolizer, "symbolizer", symbolizerGSYM, "gsym: convert each binary's debug info once into a GSYM file in --cache-dir, fast on later runs; elf: read it on every run")
-	fs.StringVar(&o.cacheDir, "cache-dir", "", "where --symbolizer gsym keeps its files (default /var/cache/sprof as root, else $XDG_CACHE_HOME/sprof or ~/.cache/sprof)")
+	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -99,7 +97,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	if o.userOnly && o.kernelOnly {
 		return nil, usagef("--user-only and --kernel-only exclude each other; give at most one")
 	}
-	if err := checkSymbolizer(o.symbolizer); err != nil {
+	if err := o.symbolizer.check(); err != nil {
 		return nil, err
 	}
 	if o.stackCopy > bpf.MaxStackCopy {

@@ -72,7 +72,7 @@ func runRecord(e *env, args []string) error {
 		Frequency:   o.frequency,
 		Pids:        pids,
 		FollowForks: follow,
-		Symbolizer:  newSymbolizer(e, "record", o.symbolizer, o.cacheDir),
+		Symbolizer:  o.symbolizer.newSymbolizer(e, "record"),
 		StackCopy:   o.stackCopy > 0,
 		DebugUnwind: o.debugUnwind,
 	}

@@ -24,6 +24,8 @@ a profile: record now on a busy host, symbolize later, here or on another
 host that has the same binaries. Each binary is found by the path it had
 when recorded and used only if its build ID is the recorded one; kernel
 frames are named when this host runs the kernel release that was recorded.
+Symbols, inline frames and source lines come from the binaries' debug info
+through the same GSYM cache as 'sprof record' (--symbolizer, --cache-dir).
 A recording cut short (sprof killed, disk full) is reported up to the cut.
 
 Examples:
@@ -44,6 +46,7 @@ type reportOptions struct {
 	pids          []uint32
 	comms         []string
 	from, to      string
+	symbolizer    symbolizerFlags
 }
 
 func parseReport(e *env, args []string) (*reportOptions, error) {
@@ -55,6 +58,7 @@ func parseReport(e *env, args []string) (*reportOptions, error) {
 	fs.StringSliceVar(&o.comms, "comm", nil, "only threads or processes of this name (repeat, or separate with commas)")
 	fs.StringVar(&o.from, "from", "", "start of the window: an offset from the recording's start (10, 1m30s) or a time (RFC 3339)")
 	fs.StringVar(&o.to, "to", "", "end of the window, as --from; default the end of the recording")
+	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -62,6 +66,9 @@ func parseReport(e *env, args []string) (*reportOptions, error) {
 		return nil, usagef("want one REC.sprof, got %d arguments", fs.NArg())
 	}
 	o.input = fs.Arg(0)
+	if err := o.symbolizer.check(); err != nil {
+		return nil, err
+	}
 	var err error
 	if *format != "" {
 		o.format, err = exporters.ParseFormat(*format)
@@ -98,7 +105,7 @@ func runReport(e *env, args []string) error {
 		return err
 	}
 	h := rd.Header()
-	opts := report.Options{Pids: o.pids, Comms: o.comms, Symbolizer: symbolize.NewELF(symbolize.Options{})}
+	opts := report.Options{Pids: o.pids, Comms: o.comms, Symbolizer: o.symbolizer.newSymbolizer(e, "report")}
 	if opts.From, err = windowEdge(o.from, h.Start); err != nil {
 		return usagef("--from: %v", err)
 	}

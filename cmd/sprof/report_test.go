@@ -1,14 +1,22 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sprof/sprof/cbf"
+	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/symbolize/buildid"
 )
 
 // TestReportRoundTrip records a fixture whose stacks are known into a
@@ -104,5 +112,127 @@ func TestReportFilters(t *testing.T) {
 		if code, _, _ := runSprof(args...); code != 2 {
 			t.Errorf("%q: exit %d; want 2", args, code)
 		}
+	}
+}
+
+// cinline is a C fixture built at -O2 with DWARF, in which mix and mix2
+// (inl.h) are inlined into hash, and add and twice into fill; its text is
+// at file offset and address 0x1000.
+const cinline = "../../testdata/gsym/cinline"
+
+// writeCinlineRecording writes a recording of one process running cinline,
+// loaded at load, with one sample at each of the addresses.
+func writeCinlineRecording(t *testing.T, path string, load uint64, addrs []uint64) {
+	t.Helper()
+	bin, err := filepath.Abs(cinline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := buildid.File(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := hex.DecodeString(id)
+	m, err := cbf.NewImageMap("", cbf.Word64, []cbf.Image{{Path: bin, BuildID: raw, Base: load + 0x1000, EndOfText: load + 0x12ad, TextOffset: 0x1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	start := time.Now().Add(-time.Minute)
+	w, err := recording.NewWriter(f, recording.Options{Host: "h", Kernel: "recorded-elsewhere", Arch: "x86_64", Frequency: 99, Start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Process(start, 300, "cinline", m); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range addrs {
+		if err := w.Sample(start.Add(time.Duration(i)*time.Millisecond), 300, 300, 0, "cinline", []uint64{load + a}, nil, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReportSymbolizers reports a recording of a binary with DWARF through
+// each symbolizer and compares every location's inline frames — function,
+// file and line, innermost first — with llvm-symbolizer's for the same
+// address. With --symbolizer gsym (the default) the binary's GSYM file
+// lands in --cache-dir.
+func TestReportSymbolizers(t *testing.T) {
+	llvm := testenv.RequireTool(t, "llvm-symbolizer-22")
+	const load = 0x555555554000
+	// PCs in hash under mix2 and mix (inl.h), and in fill under twice
+	// and add.
+	addrs := []uint64{0x1215, 0x1278, 0x1280}
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "cinline.sprof")
+	writeCinlineRecording(t, rec, load, addrs)
+
+	var args []string
+	for _, a := range addrs {
+		args = append(args, fmt.Sprintf("0x%x", a))
+	}
+	out, err := exec.Command(llvm, append([]string{"--inlining", "--no-demangle", "--relative-address", "--obj=" + cinline}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("llvm-symbolizer: %v", err)
+	}
+	// One block per address: function and file:line:column lines.
+	var want [][]string
+	for _, block := range strings.Split(strings.TrimSpace(string(out)), "\n\n") {
+		lines := strings.Split(block, "\n")
+		var frames []string
+		for i := 0; i+1 < len(lines); i += 2 {
+			fileLine := lines[i+1][:strings.LastIndexByte(lines[i+1], ':')]
+			frames = append(frames, lines[i]+" "+fileLine)
+		}
+		want = append(want, frames)
+	}
+	if len(want) != len(addrs) {
+		t.Fatalf("llvm-symbolizer answered %d addresses of %d:\n%s", len(want), len(addrs), out)
+	}
+
+	for _, kind := range []string{"gsym", "elf"} {
+		t.Run(kind, func(t *testing.T) {
+			cache := filepath.Join(dir, "cache-"+kind)
+			pb := filepath.Join(dir, kind+".pb.gz")
+			code, _, errs := runSprof("report", rec, "--symbolizer", kind, "--cache-dir", cache, "-o", pb)
+			if code != 0 {
+				t.Fatalf("report: exit %d\n%s", code, errs)
+			}
+			p := parseProfile(t, pb)
+			inline := false
+			for _, l := range p.Location {
+				var got []string
+				for _, ln := range l.Line {
+					got = append(got, fmt.Sprintf("%s %s:%d", ln.Function.Name, ln.Function.Filename, ln.Line))
+				}
+				i := slices.Index(addrs, l.Address-load)
+				if i < 0 {
+					t.Fatalf("a location at 0x%x", l.Address)
+				}
+				if !slices.Equal(got, want[i]) {
+					t.Errorf("0x%x: %q; llvm-symbolizer says %q", addrs[i], got, want[i])
+				}
+				inline = inline || len(l.Line) > 1
+			}
+			m := p.Mapping[0]
+			if len(p.Location) != len(addrs) || !inline || !m.HasFunctions || !m.HasFilenames || !m.HasLineNumbers || !m.HasInlineFrames {
+				t.Errorf("%d locations, inline frames %v, mapping %+v", len(p.Location), inline, m)
+			}
+			ents, _ := os.ReadDir(filepath.Join(cache, "gsym"))
+			if (kind == "gsym") != (len(ents) > 0) {
+				t.Errorf("--symbolizer %s left %d files in the GSYM cache", kind, len(ents))
+			}
+		})
+	}
+	if code, _, _ := runSprof("report", rec, "--symbolizer", "dwarf"); code != 2 {
+		t.Errorf("--symbolizer dwarf: exit %d; want 2", code)
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sprof/sprof/symbolize"
 	"github.com/sprof/sprof/symbolize/debuginfod"
 )
@@ -13,10 +15,22 @@ const (
 	symbolizerELF  = "elf"
 )
 
-// checkSymbolizer checks the value of --symbolizer.
-func checkSymbolizer(kind string) error {
-	if kind != symbolizerGSYM && kind != symbolizerELF {
-		return usagef("--symbolizer %q: one of %s, %s", kind, symbolizerGSYM, symbolizerELF)
+// symbolizerFlags are --symbolizer and --cache-dir, which every command
+// that symbolizes takes.
+type symbolizerFlags struct {
+	kind, cacheDir string
+}
+
+// add defines the flags on fs.
+func (f *symbolizerFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.kind, "symbolizer", symbolizerGSYM, "gsym: convert each binary's debug info once into a GSYM file in --cache-dir, fast on later runs; elf: read it on every run")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "where --symbolizer gsym keeps its files (default /var/cache/sprof as root, else $XDG_CACHE_HOME/sprof or ~/.cache/sprof)")
+}
+
+// check checks the value of --symbolizer.
+func (f *symbolizerFlags) check() error {
+	if f.kind != symbolizerGSYM && f.kind != symbolizerELF {
+		return usagef("--symbolizer %q: one of %s, %s", f.kind, symbolizerGSYM, symbolizerELF)
 	}
 	return nil
 }
@@ -28,9 +42,9 @@ func checkSymbolizer(kind string) error {
 // cannot be made (a read-only file system), sprof says so and reads DWARF
 // as the ELF symbolizer does. Debug files missing on the host are fetched
 // from the servers in DEBUGINFOD_URLS, if set, into the same cache.
-func newSymbolizer(e *env, cmd, kind, cacheDir string) symbolize.Symbolizer {
-	if kind == symbolizerGSYM {
-		s, err := symbolize.NewGSYM(symbolize.GSYMOptions{CacheDir: cacheDir, Debuginfod: debuginfod.FromEnv("")})
+func (f *symbolizerFlags) newSymbolizer(e *env, cmd string) symbolize.Symbolizer {
+	if f.kind == symbolizerGSYM {
+		s, err := symbolize.NewGSYM(symbolize.GSYMOptions{CacheDir: f.cacheDir, Debuginfod: debuginfod.FromEnv("")})
 		if err == nil {
 			return s
 		}
