@@ -73,7 +73,7 @@ func TestContainers(t *testing.T) {
 
 func TestContainerErrors(t *testing.T) {
 	// One record of pid 1 without a map, then the containers.
-	const record = "\x01\x00\x01\x00\x00\x00"
+	const record = "\x01\x00\x02\x00\x00\x00"
 	for _, c := range []struct{ name, containers string }{
 		{"more containers than records", "\x02\x00\x00"},
 		{"undefined container", "\x01\x02"},
@@ -81,12 +81,12 @@ func TestContainerErrors(t *testing.T) {
 		{"too long", "\x01\x01\x81\x02" + strings.Repeat("c", 257)},
 		{"not UTF-8", "\x01\x01\x01\xff"},
 	} {
-		if _, err := parseProcesses(payload{b: []byte(record + c.containers)}, &mapTable{}); err == nil {
+		if _, err := parseProcesses(payload{b: []byte(record + c.containers), version: Version}, &mapTable{}); err == nil {
 			t.Errorf("%s: accepted", c.name)
 		}
 	}
 	var tab mapTable
-	procs, err := parseProcesses(payload{b: []byte(record + "\x01\x01\x03abc" + "from a later version")}, &tab)
+	procs, err := parseProcesses(payload{b: []byte(record + "\x01\x01\x03abc" + "from a later version"), version: Version}, &tab)
 	if err != nil || procs[0].Container != "abc" || len(tab.containers) != 1 {
 		t.Errorf("a container and a later field: %+v, %v", procs, err)
 	}

@@ -12,12 +12,13 @@
 // it does not know are skipped by their length, so older readers read newer
 // files.
 //
-// Stacks are stored in the Compact Backtrace Format of package cbf and
-// image maps in its Compact ImageMap Format, each distinct one once per
+// Each distinct stack and each distinct image map is stored once per
 // recording: a stack table, whose entries share their outer frames with
-// earlier ones, and a map table grow as the recording does, and samples
-// refer to them. A chunk refers only to entries of chunks before it or of
-// itself, so a cut never leaves a reference dangling. Samples equal but
-// for their time are stored once per batch, with their times. The byte
-// layout is specified in cbf/FORMAT.md.
+// earlier ones, and map and image tables grow as the recording does, and
+// samples and process records refer to them. A chunk refers only to
+// entries of chunks before it or of itself, so a cut never leaves a
+// reference dangling. Samples equal but for their time are stored once per
+// batch, with their times, and a batch stores of each group only what
+// differs from the group before. The byte layout is specified in
+// cbf/FORMAT.md; the reader reads format versions 2 and 3.
 package recording

@@ -16,10 +16,16 @@ import (
 // transfers that mangle binary files, as PNG's signature does.
 const Magic = "\x89sprof\r\n"
 
-// Version is the format version this package writes and reads. Additions
-// that old readers can skip (new chunk types, fields appended to a chunk)
-// keep the version; anything else changes it.
-const Version = 2
+// Version is the format version this package writes. Additions that old
+// readers can skip (new chunk types, fields appended to a chunk) keep the
+// version; anything else changes it. The reader reads every version from
+// MinVersion on.
+const Version = 3
+
+// MinVersion is the oldest format version this package reads: version 2,
+// whose stack table entries hold CBF records and whose times are in
+// nanoseconds.
+const MinVersion = 2
 
 // ChunkType says what a chunk holds.
 type ChunkType uint8
@@ -116,8 +122,8 @@ func parseHeader(p payload) (Header, error) {
 	if err != nil {
 		return h, err
 	}
-	if v != Version {
-		return h, p.errorf(0, "version", "version %d; this reader knows %d", v, Version)
+	if v < MinVersion || v > Version {
+		return h, p.errorf(0, "version", "version %d; this reader knows %d to %d", v, MinVersion, Version)
 	}
 	h.Version = int(v)
 	start, err := p.varint("start time")
@@ -138,6 +144,24 @@ func parseHeader(p payload) (Header, error) {
 	return h, err
 }
 
+// Version 3 stores times, but for the header's start and the end chunk's,
+// in microseconds: a sampling profiler's clock needs no finer grain, and a
+// sample's time then takes 2 bytes instead of 3 or 4.
+const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+
+// micros converts a time in nanoseconds to microseconds. It truncates, so
+// it keeps the order of times.
+func micros(ns int64) int64 { return ns / int64(time.Microsecond) }
+
+// addMicros returns the time t+d in µs, or an error when it is out of the
+// range of a time.Duration. t is within that range.
+func addMicros(t, d int64) (int64, error) {
+	if d > maxMicros || d < -maxMicros || t+d > maxMicros || t+d < -maxMicros {
+		return 0, fmt.Errorf("%d%+d µs is out of range", t, d)
+	}
+	return t + d, nil
+}
+
 // appendString writes s as a string field. Names from the system (a
 // thread's comm is any 16 bytes) need not be UTF-8: invalid bytes become
 // U+FFFD and overlong strings are cut, so the reader's rules always hold.
@@ -156,9 +180,10 @@ func appendStringMax(dst []byte, s string, max int) []byte {
 // payload reads the fields of a chunk's payload; base is the payload's
 // offset in the file, so errors name file offsets.
 type payload struct {
-	b    []byte
-	off  int
-	base int64
+	b       []byte
+	off     int
+	base    int64
+	version int // the recording's format version
 }
 
 func (p *payload) errorf(off int, field, format string, args ...any) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"os"
 	"testing"
 
 	"github.com/sprof/sprof/cbf"
@@ -19,6 +20,10 @@ func FuzzReader(f *testing.F) {
 	f.Add(data)
 	ends := chunkEnds(f, data)
 	f.Add(data[:ends[3]+7])
+	// The start of a version 2 recording: real stacks and maps.
+	if v2, err := os.ReadFile(fixture); err == nil {
+		f.Add(v2[:chunkEnds(f, v2)[6]])
+	}
 	// Seeds where the checksum holds but the payload lies.
 	for _, payload := range []string{"\x00\x00\x01\x05hello\x01\x03\x02\x02\x00\x01", "\x01\x00\x00\x01\xff\xff\xff\x0f", "\x00\x00\x00\x01\x02\x02\x00\x02\x80\x00\x00"} {
 		bad := append([]byte(nil), data[:ends[0]]...)

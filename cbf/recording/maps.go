@@ -2,6 +2,7 @@ package recording
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 
 	"github.com/sprof/sprof/cbf"
@@ -83,10 +84,39 @@ func (d *mapDict) appendMap(dst []byte, m *cbf.ImageMap) []byte {
 			dst = binary.AppendUvarint(dst, im.TextOffset)
 			dst = binary.AppendUvarint(dst, k.length)
 		}
-		dst = binary.AppendUvarint(dst, im.Base-prev)
+		dst = appendBase(dst, im.Base-prev)
 		prev = im.Base
 	}
 	return dst
+}
+
+// appendBase appends the difference between two bases of a map: in pages
+// when it is a multiple of the page size (always, for what /proc/PID/maps
+// shows), else in bytes after a marker.
+func appendBase(dst []byte, d uint64) []byte {
+	if d%pageSize == 0 {
+		return binary.AppendUvarint(dst, d/pageSize<<1)
+	}
+	return binary.AppendUvarint(append(dst, 1), d)
+}
+
+// pageSize is the unit of base differences. 4096 is the smallest page
+// size of the architectures Linux runs on; larger pages are multiples.
+const pageSize = 4096
+
+// parseBase reads what appendBase wrote; version 2 stored bytes.
+func parseBase(p *payload) (uint64, error) {
+	off := p.off
+	v, err := p.uvarint("image base")
+	switch {
+	case err != nil || p.version == 2:
+		return v, err
+	case v == 1:
+		return p.uvarint("image base")
+	case v&1 != 0 || v>>1 > math.MaxUint64/pageSize:
+		return 0, p.errorf(off, "image base", "%d is neither pages nor the byte marker", v)
+	}
+	return v >> 1 * pageSize, nil
 }
 
 // mapTable is the reader's side: the maps, images and containers that
@@ -124,7 +154,7 @@ func (t *mapTable) parseMap(p *payload) (*cbf.ImageMap, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, err := p.uvarint("image base")
+		d, err := parseBase(p)
 		if err != nil {
 			return nil, err
 		}

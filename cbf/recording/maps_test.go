@@ -36,19 +36,44 @@ func TestMapTable(t *testing.T) {
 }
 
 func TestMapErrors(t *testing.T) {
-	for _, c := range []struct{ name, payload string }{
-		{"map not defined", "\x01\x00\x01\x00\x00\x05"},
-		{"image not defined", "\x01\x00\x01\x00\x00\x01\x01\x03\x00"},
-		{"no text", "\x01\x00\x01\x00\x00\x01\x01\x00\x01a\x00\x00\x00\x10"},
-		{"overlapping images", "\x01\x00\x01\x00\x00\x01\x02\x00\x01a\x00\x00\x20\x10\x01\x08"},
-		{"past the end", "\x01\x00\x01\x00\x00\x01\x01\x00\x01a\x00\x00\x20\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"},
+	// One record (time 0, pid 1, flags 0, comm ""), then its map: version
+	// 3 stores the pid as a difference and a base in pages or, after 01,
+	// in bytes; version 2 the pid itself and a base in bytes.
+	for _, c := range []struct {
+		name    string
+		version int
+		payload string
+	}{
+		{"map not defined", 3, "\x01\x00\x02\x00\x00\x05"},
+		{"image not defined", 3, "\x01\x00\x02\x00\x00\x01\x01\x03\x00"},
+		{"no text", 3, "\x01\x00\x02\x00\x00\x01\x01\x00\x01a\x00\x00\x00\x02"},
+		{"overlapping images", 3, "\x01\x00\x02\x00\x00\x01\x02\x00\x01a\x00\x00\x80\x40\x02\x01\x02"},
+		{"past the end", 3, "\x01\x00\x02\x00\x00\x01\x01\x00\x01a\x00\x00\x80\x40\xfe\xff\xff\xff\xff\xff\xff\x7f"},
+		{"base in pages out of range", 3, "\x01\x00\x02\x00\x00\x01\x01\x00\x01a\x00\x00\x20\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01"},
+		{"base neither pages nor bytes", 3, "\x01\x00\x02\x00\x00\x01\x01\x00\x01a\x00\x00\x20\x03"},
+		{"map not defined", 2, "\x01\x00\x01\x00\x00\x05"},
+		{"image not defined", 2, "\x01\x00\x01\x00\x00\x01\x01\x03\x00"},
+		{"no text", 2, "\x01\x00\x01\x00\x00\x01\x01\x00\x01a\x00\x00\x00\x10"},
+		{"overlapping images", 2, "\x01\x00\x01\x00\x00\x01\x02\x00\x01a\x00\x00\x20\x10\x01\x08"},
+		{"past the end", 2, "\x01\x00\x01\x00\x00\x01\x01\x00\x01a\x00\x00\x20\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"},
 	} {
-		if _, err := parseProcesses(payload{b: []byte(c.payload)}, &mapTable{}); err == nil {
-			t.Errorf("%s: accepted", c.name)
+		if _, err := parseProcesses(payload{b: []byte(c.payload), version: c.version}, &mapTable{}); err == nil {
+			t.Errorf("version %d: %s: accepted", c.version, c.name)
 		}
 	}
-	var good mapTable
-	if _, err := parseProcesses(payload{b: []byte("\x01\x00\x01\x00\x00\x01\x01\x00\x01a\x00\x00\x20\x10")}, &good); err != nil || len(good.maps) != 1 {
-		t.Errorf("a map of one image: %v", err)
+	for _, c := range []struct {
+		version int
+		payload string
+		base    uint64
+	}{
+		{3, "\x01\x00\x02\x00\x00\x01\x01\x00\x01a\x00\x00\x20\x01\x10", 0x10},    // in bytes
+		{3, "\x01\x00\x02\x00\x00\x01\x01\x00\x01a\x00\x00\x20\x82\x01", 0x41000}, // 0x41 pages
+		{2, "\x01\x00\x01\x00\x00\x01\x01\x00\x01a\x00\x00\x20\x10", 0x10},
+	} {
+		var good mapTable
+		procs, err := parseProcesses(payload{b: []byte(c.payload), version: c.version}, &good)
+		if err != nil || len(good.maps) != 1 || procs[0].PID != 1 || good.maps[0].Images()[0].Base != c.base {
+			t.Errorf("version %d: a map of one image at %#x: %v, %v", c.version, c.base, procs, err)
+		}
 	}
 }

@@ -40,10 +40,11 @@ type Chunk struct {
 	stacks  *StackTable
 	nstacks int
 	procs   []Process
+	version int
 }
 
 func (c *Chunk) payload() payload {
-	return payload{b: c.Payload, base: c.Offset + chunkHead}
+	return payload{b: c.Payload, base: c.Offset + chunkHead, version: c.version}
 }
 
 // Processes returns the records of a Processes chunk, which Next parsed.
@@ -107,6 +108,7 @@ func (r *Reader) Next() (Chunk, error) {
 		return Chunk{}, r.err
 	}
 	c, err := r.next()
+	c.version = r.header.Version
 	if err == nil {
 		switch c.Type {
 		case ChunkStacks:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -534,5 +535,47 @@ func TestNamesNotUTF8(t *testing.T) {
 	h, samples, _, _, err := readAll(t, buf.Bytes())
 	if err != io.EOF || len(samples) != 2 || h.Host != "h\uFFFD" || samples[0].comm != "bad\uFFFDcomm" || len(samples[1].comm) != maxString {
 		t.Errorf("host %q, samples %v, %v", h.Host, samples, err)
+	}
+}
+
+// TestRoundTripExtremes writes samples at the edges of every field: times
+// before the start and within a microsecond, pids and cpus at their limits,
+// addresses whose differences span the address space, weights of 0 and
+// 2^64−1, an empty truncated stack.
+func TestRoundTripExtremes(t *testing.T) {
+	far := []uint64{0x7fffffffffff0000, 0x10, 0xc000000000000000, 0x10, 0xffffffffffffffff}
+	want := []sample{
+		{t: -5 * time.Millisecond, pid: 0, tid: math.MaxUint32, cpu: math.MaxUint32, comm: "a", user: far, weight: 0},
+		{t: 1500 * time.Nanosecond, pid: math.MaxUint32, tid: 0, cpu: 0, comm: "b", user: far[1:], kernel: far[2:], weight: math.MaxUint64},
+		{t: 1700 * time.Nanosecond, pid: math.MaxUint32, tid: 0, cpu: 0, comm: "b", user: far[1:], kernel: far[2:], weight: math.MaxUint64},
+		{t: time.Hour, pid: 1, tid: 1, cpu: 3, comm: "", flags: UserTruncated | KernelTruncated, weight: 1},
+		{t: time.Hour, pid: 1, tid: 1, cpu: 3, comm: "", user: far[:1], flags: UserTruncated, weight: 1},
+	}
+	clock := newFakeClock()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, clock.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range want {
+		if err := w.Sample(clock.at(s.t), s.pid, s.tid, s.cpu, s.comm, s.user, s.kernel, s.flags, s.weight); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	_, got, _, _, err := readAll(t, buf.Bytes())
+	if err != io.EOF {
+		t.Fatal(err)
+	}
+	sortSamples(got)
+	// Times are kept to the microsecond.
+	want[1].t, want[2].t = time.Microsecond, time.Microsecond
+	if len(got) != len(want) {
+		t.Fatalf("%d samples; want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].String() != want[i].String() {
+			t.Errorf("sample %d:\n%v\nwant\n%v", i, got[i], want[i])
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"math/bits"
 	"slices"
 
 	"github.com/sprof/sprof/cbf"
@@ -96,21 +97,118 @@ func parseStacks(p payload, t *StackTable) (*StackTable, error) {
 	case first != uint64(t.Len()):
 		return t, p.errorf(off, "first stack", "%d; the table holds %d stacks", first, t.Len())
 	}
-	n, err := p.count("stack count", 4)
+	n, err := p.count("stack count", 2)
 	if err != nil {
 		return t, err
 	}
 	t.entries = slices.Grow(t.entries, n)
 	var frames []cbf.Frame
 	for range n {
-		if frames, err = t.parseEntry(&p, frames[:0]); err != nil {
+		if p.version == 2 {
+			frames, err = t.parseEntryV2(&p, frames[:0])
+		} else {
+			err = t.parseEntry(&p)
+		}
+		if err != nil {
 			return t, err
 		}
 	}
 	return t, nil
 }
 
-func (t *StackTable) parseEntry(p *payload, frames []cbf.Frame) ([]cbf.Frame, error) {
+// Bits of an entry's head below its frame count.
+const (
+	headShift    = 4
+	headLowMask  = 1<<headShift - 1
+	headTrunc    = 1           // without a parent: the stack is truncated
+	headSkipMore = headLowMask // with a parent: skip − 15 follows
+)
+
+func (t *StackTable) parseEntry(p *payload) error {
+	e := stackEntry{parent: -1}
+	off := p.off
+	parent, err := p.uvarint("stack parent")
+	if err != nil {
+		return err
+	}
+	if parent > uint64(len(t.entries)) {
+		return p.errorf(off, "stack parent", "stack %d of %d", parent, len(t.entries))
+	}
+	off = p.off
+	head, err := p.uvarint("stack head")
+	if err != nil {
+		return err
+	}
+	n, low := head>>headShift, head&headLowMask
+	var join uint64 // the frame after the entry's own: they are stored relative to it
+	if parent > 0 {
+		e.parent = int32(parent - 1)
+		pe := &t.entries[e.parent]
+		skip := low
+		if low == headSkipMore {
+			more, err := p.uvarint("stack skip")
+			if err != nil {
+				return err
+			}
+			skip += min(more, maxStackFrames)
+		}
+		if skip >= uint64(pe.n) {
+			return p.errorf(off, "stack skip", "%d of a parent's %d own frames", skip, pe.n)
+		}
+		e.skip, e.depth, e.truncated = int32(skip), pe.depth-int32(skip), pe.truncated
+		join = t.words[pe.off+e.skip]
+	} else if low > headTrunc {
+		return p.errorf(off, "stack head", "%#x: bits of a skip without a parent", head)
+	} else {
+		e.truncated = low == headTrunc
+	}
+	if n > maxStackFrames || n > uint64(len(p.b)-p.off) {
+		return p.errorf(off, "stack head", "%d frames; the limit is %d and %d bytes are left", n, maxStackFrames, len(p.b)-p.off)
+	}
+	e.off, e.n = int32(len(t.words)), int32(n)
+	e.depth += e.n
+	if e.depth > maxStackFrames || len(t.words)+int(n) > maxTableFrames {
+		return p.errorf(off, "stack", "%d frames in the stack, %d in the table; limits %d and %d",
+			e.depth, len(t.words)+int(n), maxStackFrames, maxTableFrames)
+	}
+	// Stored from the outermost frame in; the words are leaf first.
+	t.words = slices.Grow(t.words, int(n))[:len(t.words)+int(n)]
+	end := int64(len(t.words))
+	for i := int64(e.n) - 1; i >= 0; i-- {
+		off := p.off
+		v, err := p.uvarint("stack frame")
+		if err != nil {
+			return err
+		}
+		switch {
+		case v == frameFar:
+			d, err := p.varint("stack frame")
+			if err != nil {
+				return err
+			}
+			join += uint64(d)
+		case v&1 != 0:
+			// A reference back to a word already there: of an earlier
+			// entry, or of this one's read so far.
+			back := v >> 1
+			at := end - int64(min(back, uint64(end)))
+			if back > uint64(end) || at >= int64(e.off) && at <= int64(e.off)+i {
+				return p.errorf(off, "stack frame", "a reference %d words back, to no frame read yet", back)
+			}
+			join = t.words[at]
+		default:
+			z := v >> 1
+			join += uint64(int64(z>>1) ^ -int64(z&1))
+		}
+		t.words[int64(e.off)+i] = join
+	}
+	t.entries = append(t.entries, e)
+	return nil
+}
+
+// parseEntryV2 reads an entry of format version 2: its own frames are a CBF
+// record, and its skip may reach into the parent's parents.
+func (t *StackTable) parseEntryV2(p *payload, frames []cbf.Frame) ([]cbf.Frame, error) {
 	e := stackEntry{parent: -1}
 	off := p.off
 	parent, err := p.uvarint("stack parent")
@@ -172,7 +270,11 @@ type stackDict struct {
 	seed maphash.Seed
 	// index maps the hash of every stack suffix the table can express to
 	// an entry and the frames to skip of it.
-	index   map[uint64]suffix
+	index map[uint64]suffix
+	// last maps each address of the table to the position in words
+	// where it was last stored, so that a frame seen before is stored as
+	// a reference when that is shorter than a difference.
+	last    map[uint64]int32
 	entries []stackEntry
 	words   []uint64
 	// defined counts the entries already written; pending holds the
@@ -184,15 +286,20 @@ type stackDict struct {
 	maxWords int
 }
 
-type suffix struct{ entry, skip int32 }
+// suffix says where the table holds a stack: the frames of entry from
+// skip on, skip less than the entry's own frames, so that an entry that
+// takes it for parent starts right at a frame of the parent's own. whole
+// is the entry whose stack it is exactly, -1 when none has it (yet).
+type suffix struct{ entry, skip, whole int32 }
 
 func newStackDict() *stackDict {
-	return &stackDict{seed: maphash.MakeSeed(), index: map[uint64]suffix{}, maxWords: writerTableFrames}
+	return &stackDict{seed: maphash.MakeSeed(), index: map[uint64]suffix{}, last: map[uint64]int32{}, maxWords: writerTableFrames}
 }
 
 // reset forgets every entry; the next Stacks chunk starts a new table.
 func (d *stackDict) reset() {
 	clear(d.index)
+	clear(d.last)
 	d.entries, d.words, d.defined, d.pending = d.entries[:0], d.words[:0], 0, d.pending[:0]
 }
 
@@ -214,9 +321,12 @@ func (d *stackDict) suffixHashes(pcs []uint64, truncated bool) []uint64 {
 	return h
 }
 
-// matches reports whether the stack of entry e without its first skip
-// frames is pcs with the given truncation.
+// matches reports whether the stack s names is pcs with the given
+// truncation.
 func (d *stackDict) matches(s suffix, pcs []uint64, truncated bool) bool {
+	if s.entry < 0 { // the empty stack, truncated: only whole has it
+		s = suffix{entry: s.whole}
+	}
 	e := &d.entries[s.entry]
 	if e.depth-s.skip != int32(len(pcs)) || e.truncated != truncated {
 		return false
@@ -245,29 +355,79 @@ func (d *stackDict) matches(s suffix, pcs []uint64, truncated bool) bool {
 func (d *stackDict) stack(pcs []uint64, truncated bool) int32 {
 	h := d.suffixHashes(pcs, truncated)
 	// The longest suffix the table holds, the whole stack at best.
-	at, found := len(pcs), suffix{entry: -1}
+	at, found := len(pcs), suffix{entry: -1, whole: -1}
 	for i := range len(pcs) + 1 {
 		if s, ok := d.index[h[i]]; ok && d.matches(s, pcs[i:], truncated) {
 			at, found = i, s
 			break
 		}
 	}
-	if at == 0 && found.entry >= 0 && found.skip == 0 {
-		return found.entry
+	if at == 0 && found.whole >= 0 {
+		return found.whole
 	}
 	id := int32(len(d.entries))
 	e := stackEntry{parent: found.entry, skip: found.skip, off: int32(len(d.words)), n: int32(at), depth: int32(len(pcs)), truncated: truncated}
 	d.words = append(d.words, pcs[:at]...)
 	d.entries = append(d.entries, e)
-	d.index[h[0]] = suffix{entry: id}
+	if at == 0 {
+		// A suffix of a stored stack: an entry of no frames of its own.
+		// Others keep the stored stack for their parent.
+		found.whole = id
+		d.index[h[0]] = found
+	} else {
+		d.index[h[0]] = suffix{entry: id, whole: id}
+	}
 	for i := 1; i < at; i++ {
-		d.index[h[i]] = suffix{entry: id, skip: int32(i)}
+		d.index[h[i]] = suffix{entry: id, skip: int32(i), whole: -1}
 	}
 	d.pending = binary.AppendUvarint(d.pending, uint64(found.entry+1))
-	d.pending = binary.AppendUvarint(d.pending, uint64(found.skip))
-	d.pending = cbf.AppendStack(d.pending, cbf.Word64, pcs[:at], truncated && found.entry < 0)
+	var join uint64 // the frame after the new ones
+	if found.entry >= 0 {
+		pe := &d.entries[found.entry]
+		join = d.words[pe.off+found.skip]
+		low := min(found.skip, headSkipMore)
+		d.pending = binary.AppendUvarint(d.pending, uint64(at)<<headShift|uint64(low))
+		if low == headSkipMore {
+			d.pending = binary.AppendUvarint(d.pending, uint64(found.skip-headSkipMore))
+		}
+	} else {
+		head := uint64(at) << headShift
+		if truncated {
+			head |= headTrunc
+		}
+		d.pending = binary.AppendUvarint(d.pending, head)
+	}
+	end := e.off + e.n
+	for i := at - 1; i >= 0; i-- {
+		a := pcs[i]
+		p, seen := d.last[a]
+		d.pending = appendFrame(d.pending, a-join, end-p, seen)
+		d.last[a] = e.off + int32(i)
+		join = a
+	}
 	return id
 }
+
+// appendFrame appends a frame of an entry: as a reference back to where
+// the table last stored its address (back words before the entry's end),
+// when it has and that is shorter, else as the difference delta from the
+// frame after it.
+func appendFrame(dst []byte, delta uint64, back int32, seen bool) []byte {
+	z := uint64(int64(delta)<<1 ^ int64(delta)>>63) // zigzag
+	switch {
+	case seen && (z>>63 != 0 || uvarintLen(uint64(back)<<1|1) < uvarintLen(z<<1)):
+		return binary.AppendUvarint(dst, uint64(back)<<1|1)
+	case z>>63 != 0: // too far for a tagged difference
+		return binary.AppendVarint(append(dst, frameFar), int64(delta))
+	}
+	return binary.AppendUvarint(dst, z<<1)
+}
+
+// frameFar marks a difference too large for a tagged uvarint (a reference
+// back 0 words, which cannot be).
+const frameFar = 1
+
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // appendPayload encodes the entries added since the last call as a Stacks
 // chunk's payload; ok is false when there are none.

@@ -2,6 +2,7 @@ package recording
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
@@ -114,12 +115,21 @@ func TestStackSharing(t *testing.T) {
 	if id := d.stack(abcd[1:], false); id != 3 || len(d.words) != 9 || d.entries[3].n != 0 {
 		t.Errorf("a suffix of a stored stack: id %d, %d words, entry %+v", id, len(d.words), d.entries[id])
 	}
+	// A stack ending in that suffix has the stack holding it for parent,
+	// not the entry of no frames.
+	fbcd := []uint64{0xf, 0xb, 0xc, 0xd}
+	if id := d.stack(fbcd, false); id != 4 || d.entries[4] != (stackEntry{parent: 0, skip: 1, off: 9, n: 1, depth: 4}) {
+		t.Errorf("a stack ending in a suffix: id %d, entry %+v", id, d.entries[id])
+	}
+	if id := d.stack(abcd[1:], false); id != 3 {
+		t.Errorf("the suffix again: id %d", id)
+	}
 	var table StackTable
 	p, _ := d.appendPayload(nil)
-	if _, err := parseStacks(payload{b: p}, &table); err != nil {
+	if _, err := parseStacks(payload{b: p, version: Version}, &table); err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range [][]uint64{abcd, abcd, xcd, abcd[1:]} {
+	for i, want := range [][]uint64{abcd, abcd, xcd, abcd[1:], fbcd} {
 		var got []uint64
 		for _, f := range table.Stack(nil, i) {
 			got = append(got, f.Addr)
@@ -134,17 +144,49 @@ func TestStackSharing(t *testing.T) {
 }
 
 func TestStacksChunkErrors(t *testing.T) {
-	for _, c := range []struct{ name, payload string }{
-		{"first beyond the table", "\x05\x01\x00\x00\x02\x10\x01\x00"},
-		{"parent not yet defined", "\x00\x01\x01\x00\x02\x10\x01\x00"},
-		{"skip without a parent", "\x00\x01\x00\x01\x02\x10\x01\x00"},
-		{"skip beyond the parent", "\x00\x02\x00\x00\x02\x10\x01\x00\x01\x02\x02\x00"},
-		{"trunc below a parent", "\x00\x02\x00\x00\x02\x10\x01\x00\x01\x00\x02\x10\x01\x01"},
-		{"omit frame", "\x00\x01\x00\x00\x02\x10\x01\x40\x00"},
-		{"cut record", "\x00\x01\x00\x00\x02\x10\x01"},
+	for _, c := range []struct {
+		name    string
+		version int
+		payload string
+	}{
+		{"first beyond the table", 3, "\x05\x01\x00\x10\x02"},
+		{"parent not yet defined", 3, "\x01\x01\x01\x10\x02"},
+		{"skip without a parent", 3, "\x00\x01\x00\x12\x02"},
+		{"skip beyond the parent's own frames", 3, "\x00\x02\x00\x20\x02\x02\x01\x12\x02"},
+		{"skip far beyond", 3, "\x00\x02\x00\x10\x02\x01\x1f\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x02"},
+		{"the parent of a parentless stack is empty", 3, "\x00\x02\x00\x00\x01\x10\x02"},
+		{"frames cut short", 3, "\x00\x01\x00\x20\x02"},
+		{"more frames than bytes", 3, "\x00\x01\x00\x80\x80\x80\x01\x02"},
+		{"bad frame varint", 3, "\x00\x01\x00\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f"},
+		{"reference before the table", 3, "\x00\x01\x00\x10\x05"},
+		{"reference to a frame not read yet", 3, "\x00\x01\x00\x20\x03\x02"},
+		{"far difference cut short", 3, "\x00\x01\x00\x10\x01"},
+		{"first beyond the table", 2, "\x05\x01\x00\x00\x02\x10\x01\x00"},
+		{"parent not yet defined", 2, "\x00\x01\x01\x00\x02\x10\x01\x00"},
+		{"skip without a parent", 2, "\x00\x01\x00\x01\x02\x10\x01\x00"},
+		{"skip beyond the parent", 2, "\x00\x02\x00\x00\x02\x10\x01\x00\x01\x02\x02\x00"},
+		{"trunc below a parent", 2, "\x00\x02\x00\x00\x02\x10\x01\x00\x01\x00\x02\x10\x01\x01"},
+		{"omit frame", 2, "\x00\x01\x00\x00\x02\x10\x01\x40\x00"},
+		{"cut record", 2, "\x00\x01\x00\x00\x02\x10\x01"},
 	} {
-		if _, err := parseStacks(payload{b: []byte(c.payload)}, &StackTable{}); err == nil {
-			t.Errorf("%s: accepted", c.name)
+		if _, err := parseStacks(payload{b: []byte(c.payload), version: c.version}, &StackTable{}); err == nil {
+			t.Errorf("version %d: %s: accepted", c.version, c.name)
+		}
+	}
+	// Version 3: a truncated stack of two frames, 0x1010 and 0x1000 (stored
+	// outermost first: +0x1010, then −0x10, zigzag and shifted); one that
+	// shares the outer frame and has 0x1016 (+6); one with the outer frame
+	// and a reference to 0x1000, 4 words back (the first word); one with the outer frame
+	// and 0x1017, a difference too large for a tagged one.
+	var table StackTable
+	const valid = "\x00\x04\x00\x21\xc0\x80\x01\x3e\x01\x11\x18\x01\x11\x09\x01\x11\x01\x0e"
+	if _, err := parseStacks(payload{b: []byte(valid), version: 3}, &table); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"[pc 0x1000 ra 0x1010 truncated]", "[pc 0x1016 ra 0x1010 truncated]",
+		"[pc 0x1000 ra 0x1010 truncated]", "[pc 0x1017 ra 0x1010 truncated]"} {
+		if got := fmt.Sprint(table.Stack(nil, i)); got != want {
+			t.Errorf("stack %d: %s; want %s", i, got, want)
 		}
 	}
 }

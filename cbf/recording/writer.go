@@ -1,10 +1,13 @@
 package recording
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/sprof/sprof/cbf"
@@ -55,7 +58,8 @@ type Writer struct {
 
 	procs      []byte // process records pending, without their count
 	nprocs     int
-	containers []string // the containers of the pending records
+	procBase   recordBase // the last pending record's time and pid
+	containers []string   // the containers of the pending records
 	maps       mapDict
 	cdict      containerDict
 	stacks     *stackDict
@@ -132,7 +136,7 @@ func (w *Writer) addProcess(pr Process) error {
 	if w.err != nil {
 		return w.err
 	}
-	w.procs = pr.appendRecord(w.procs, &w.maps)
+	w.procs = pr.appendRecord(w.procs, &w.procBase, &w.maps)
 	w.containers = append(w.containers, pr.Container)
 	w.nprocs++
 	return w.tick(w.opts.Clock())
@@ -206,7 +210,7 @@ func (w *Writer) Flush() error {
 		w.scratch = append(w.scratch, w.procs...)
 		w.scratch = w.cdict.appendContainers(w.scratch, w.containers)
 		w.out = appendChunk(w.out, ChunkProcesses, w.scratch)
-		w.procs, w.nprocs, w.containers = w.procs[:0], 0, w.containers[:0]
+		w.procs, w.nprocs, w.containers, w.procBase = w.procs[:0], 0, w.containers[:0], recordBase{}
 	}
 	if p, ok := w.stacks.appendPayload(w.scratch[:0]); ok {
 		w.scratch = p
@@ -272,11 +276,12 @@ type batch struct {
 	commIdx map[string]uint32
 	groups  []group
 	groupID map[groupKey]int
-	nbytes  int // estimate of the encoded size
+	order   []int // scratch: the order groups are written in
+	nbytes  int   // estimate of the encoded size
 }
 
 func (b *batch) reset() {
-	*b = batch{commIdx: b.commIdx, groupID: b.groupID, comms: b.comms[:0], groups: b.groups[:0]}
+	*b = batch{commIdx: b.commIdx, groupID: b.groupID, comms: b.comms[:0], groups: b.groups[:0], order: b.order}
 	if b.commIdx == nil {
 		b.commIdx, b.groupID = map[string]uint32{}, map[groupKey]int{}
 	}
@@ -304,41 +309,103 @@ func (b *batch) add(k groupKey, t int64) {
 		i = len(b.groups)
 		b.groups = append(b.groups, group{key: k})
 		b.groupID[k] = i
-		b.nbytes += 16
+		b.nbytes += 8
 	}
 	b.groups[i].times = append(b.groups[i].times, t)
-	b.nbytes += 3
+	b.nbytes += 2
 }
 
 func (b *batch) size() int { return b.nbytes }
 
 func (b *batch) appendPayload(dst []byte) []byte {
-	dst = binary.AppendVarint(dst, b.base)
+	// Groups go by cpu, then by time: one after the other, the samples of
+	// a cpu are mostly of the same thread, so a group usually stores only
+	// its stacks and its time, and the times only grow.
+	b.order = b.order[:0]
+	base := int64(math.MaxInt64)
+	for i := range b.groups {
+		g := &b.groups[i]
+		slices.Sort(g.times)
+		for j, t := range g.times {
+			g.times[j] = micros(t)
+		}
+		base = min(base, g.times[0])
+		b.order = append(b.order, i)
+	}
+	slices.SortFunc(b.order, func(i, j int) int {
+		gi, gj := &b.groups[i], &b.groups[j]
+		return cmp.Or(cmp.Compare(gi.key.cpu, gj.key.cpu), cmp.Compare(gi.times[0], gj.times[0]))
+	})
+	if len(b.groups) == 0 {
+		base = micros(b.base)
+	}
+	dst = binary.AppendVarint(dst, base)
 	dst = binary.AppendUvarint(dst, b.lost)
 	dst = binary.AppendUvarint(dst, uint64(len(b.comms)))
 	for _, c := range b.comms {
 		dst = appendString(dst, c)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(b.groups)))
-	// Groups come in the order of their first samples, mostly from few
-	// threads: pids, tids and first times are stored as differences.
-	prevPID, prevFirst := int64(0), b.base
-	for i := range b.groups {
+	prev := groupKey{user: 1, kernel: 1} // the first stacks are from entry 0
+	prevFirst := base
+	for _, i := range b.order {
 		g := &b.groups[i]
-		pid := int64(g.key.pid)
-		dst = binary.AppendVarint(dst, pid-prevPID)
-		dst = binary.AppendVarint(dst, int64(g.key.tid)-pid)
-		prevPID = pid
-		for _, v := range [...]uint64{uint64(g.key.cpu), uint64(g.key.comm), uint64(g.key.user), uint64(g.key.kernel),
-			uint64(g.key.flags), g.key.weight, uint64(len(g.times))} {
-			dst = binary.AppendUvarint(dst, v)
+		k := &g.key
+		var head uint64
+		set := func(bit uint64, on bool) {
+			if on {
+				head |= bit
+			}
 		}
-		prev := prevFirst
+		set(groupPID, k.pid != prev.pid)
+		set(groupTID, k.tid != k.pid)
+		set(groupComm, k.comm != prev.comm)
+		set(groupUser, k.user != 0)
+		set(groupKernel, k.kernel != 0)
+		set(groupUserTrunc, k.flags&UserTruncated != 0)
+		set(groupCount, len(g.times) > 1)
+		set(groupCPU, k.cpu != prev.cpu)
+		set(groupKernelTrunc, k.flags&KernelTruncated != 0)
+		set(groupWeight, k.weight != 1)
+		dst = binary.AppendUvarint(dst, head)
+		if head&groupPID != 0 {
+			dst = binary.AppendVarint(dst, int64(k.pid)-int64(prev.pid))
+		}
+		if head&groupTID != 0 {
+			dst = binary.AppendVarint(dst, int64(k.tid)-int64(k.pid))
+		}
+		if head&groupCPU != 0 {
+			dst = binary.AppendUvarint(dst, uint64(k.cpu))
+			prevFirst = base
+		}
+		if head&groupComm != 0 {
+			dst = binary.AppendUvarint(dst, uint64(k.comm))
+		}
+		// Stacks are references i+1 to entry i, 0 for none; stored as
+		// entry differences, each from the last stack of its kind.
+		user, kernel := prev.user, prev.kernel
+		if k.user != 0 {
+			dst = binary.AppendVarint(dst, int64(k.user)-int64(prev.user))
+			user = k.user
+		}
+		if k.kernel != 0 {
+			dst = binary.AppendVarint(dst, int64(k.kernel)-int64(prev.kernel))
+			kernel = k.kernel
+		}
+		if head&groupWeight != 0 {
+			dst = binary.AppendUvarint(dst, k.weight)
+		}
+		if head&groupCount != 0 {
+			dst = binary.AppendUvarint(dst, uint64(len(g.times)))
+		}
+		t := prevFirst
 		prevFirst = g.times[0]
-		for _, t := range g.times {
-			dst = binary.AppendVarint(dst, t-prev)
-			prev = t
+		for _, v := range g.times {
+			dst = binary.AppendUvarint(dst, uint64(v-t))
+			t = v
 		}
+		prev = *k
+		prev.user, prev.kernel = user, kernel
 	}
 	return dst
 }
