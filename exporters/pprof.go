@@ -1,11 +1,13 @@
 package exporters
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +33,11 @@ func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
 // sample types samples/count and cpu/nanoseconds, values [n, n·period].
 // The result has passed CheckPprof.
 //
-// Mappings come user first (pprof calls the first one the main binary),
-// then [kernel.kallsyms], then [unknown]. A mapping is marked HasFunctions
+// Mappings come user first, then [kernel.kallsyms], then [unknown]. pprof
+// calls the first one the main binary and names it in every report's
+// header ("File: nginx"), so the first is the executable of the process
+// with the most samples (see mainMapping), not whichever mapping came
+// first. A mapping is marked HasFunctions
 // (and the other Has* flags) only when its symbols really are there: at
 // least one of its addresses symbolized. An address no symbol covers keeps
 // its address and gets its placeholder (`libc.so.6+0x1a2b`) as function
@@ -50,7 +55,7 @@ func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
 			b.addSample(s)
 		}
 	}
-	b.finish()
+	b.finish(b.mainMapping(p.Samples))
 	if err := CheckPprof(b.out); err != nil {
 		return nil, fmt.Errorf("pprof: %w", err)
 	}
@@ -113,6 +118,8 @@ type pprofBuilder struct {
 	stacks    [][]*profile.Location
 	samples   map[sampleKey]*profile.Sample
 	labelMaps map[labelKey]map[string][]string
+	// pidSamples counts the samples of each process, for mainMapping.
+	pidSamples map[uint32]int64
 	synthetic map[string]*profile.Location
 	root      ProcessRoot
 	// key and locs are scratch space reused for every sample.
@@ -154,6 +161,7 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 		stackIDs:   map[string]int{},
 		samples:    map[sampleKey]*profile.Sample{},
 		labelMaps:  map[labelKey]map[string][]string{},
+		pidSamples: map[uint32]int64{},
 		synthetic:  map[string]*profile.Location{},
 		root:       opt.ProcessRoot,
 	}
@@ -162,6 +170,7 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 // addSample adds s, merging it into an earlier sample with the same stack
 // and label values.
 func (b *pprofBuilder) addSample(s *stacks.Sample) {
+	b.pidSamples[s.Pid] += s.Count
 	locs := b.locs[:0]
 	for _, loc := range s.Stack {
 		locs = append(locs, b.location(loc))
@@ -362,8 +371,8 @@ func (b *pprofBuilder) function(name, systemName, file string) *profile.Function
 }
 
 // finish settles what depends on all samples: HasFunctions, the bounds of
-// the synthetic mappings, and the mapping order.
-func (b *pprofBuilder) finish() {
+// the synthetic mappings, and the mapping order, main first.
+func (b *pprofBuilder) finish(main *pprofMapping) {
 	for _, pm := range b.order {
 		pm.m.HasFunctions = pm.symbolized
 		if pm.kind != stacks.User && pm.lo <= pm.hi {
@@ -374,7 +383,13 @@ func (b *pprofBuilder) finish() {
 			}
 		}
 	}
-	slices.SortStableFunc(b.order, func(x, y *pprofMapping) int { return mappingRank(x.kind) - mappingRank(y.kind) })
+	rank := func(pm *pprofMapping) int {
+		if pm == main {
+			return -1
+		}
+		return mappingRank(pm.kind)
+	}
+	slices.SortStableFunc(b.order, func(x, y *pprofMapping) int { return rank(x) - rank(y) })
 	for i, pm := range b.order {
 		pm.m.ID = uint64(i + 1)
 		b.out.Mapping = append(b.out.Mapping, pm.m)
@@ -402,6 +417,83 @@ func cleanName(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// maxMainCandidates bounds the processes mainMapping looks at, busiest
+// first, for one with user-space samples, and maxMainSamples the samples
+// of each it looks at: a few thousand tell where a process runs as well
+// as a million, at a thousandth of the cost.
+const (
+	maxMainCandidates = 8
+	maxMainSamples    = 4096
+)
+
+// mainMapping returns the mapping of the executable of the process with
+// the most samples, nil if it finds none. Which file a process runs is not
+// in the samples, so it is the one of the process's mappings that its
+// samples pass through most, preferring a file to a shared library
+// (libc.so.6, libjvm.so) and either to what pprof cannot open (memfd JIT
+// code, anonymous memory, [vdso]). Processes with kernel stacks only are
+// passed over for the next busiest.
+func (b *pprofBuilder) mainMapping(samples []*stacks.Sample) *pprofMapping {
+	pids := make([]uint32, 0, len(b.pidSamples))
+	for pid := range b.pidSamples {
+		pids = append(pids, pid)
+	}
+	slices.SortFunc(pids, func(x, y uint32) int {
+		if c := cmp.Compare(b.pidSamples[y], b.pidSamples[x]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	for _, pid := range pids[:min(len(pids), maxMainCandidates)] {
+		through := map[*pprofMapping]int64{}
+		var seen []*stacks.Mapping // the mappings of one sample: a few
+		looked := 0
+		for _, s := range samples {
+			if s.Pid != pid || s.Count <= 0 {
+				continue
+			}
+			if looked++; looked > maxMainSamples {
+				break
+			}
+			seen = seen[:0]
+			for _, loc := range s.Stack {
+				if m := loc.Mapping; m != nil && m.Kind == stacks.User && !slices.Contains(seen, m) {
+					seen = append(seen, m)
+					through[b.byMapping[m]] += s.Count
+				}
+			}
+		}
+		var best *pprofMapping
+		for _, pm := range b.order { // in first-seen order, for ties
+			if _, ok := through[pm]; !ok {
+				continue
+			}
+			if best == nil || executableRank(pm.m.File) < executableRank(best.m.File) ||
+				executableRank(pm.m.File) == executableRank(best.m.File) && through[pm] > through[best] {
+				best = pm
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
+}
+
+// executableRank says how likely a mapped file is a process's executable:
+// 0 for a file, 1 for a shared library, 2 for what pprof cannot open.
+func executableRank(file string) int {
+	base := filepath.Base(file)
+	switch {
+	case file == "" || file[0] == '[' || strings.HasPrefix(file, "/memfd:") || strings.HasPrefix(file, "//anon") ||
+		strings.HasPrefix(file, "/dev/") || strings.HasPrefix(base, "linux-vdso"):
+		return 2
+	case strings.HasSuffix(base, ".so") || strings.Contains(base, ".so."):
+		return 1
+	}
+	return 0
 }
 
 func mappingRank(k stacks.MappingKind) int {

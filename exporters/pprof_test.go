@@ -326,3 +326,51 @@ func TestPprofAddressAtTopOfAddressSpace(t *testing.T) {
 		t.Fatalf("CheckPprof: %v", err)
 	}
 }
+
+// TestPprofMainMapping checks the "File:" line of `go tool pprof -top`:
+// the executable of the busiest process, though another process's
+// mapping and the busy process's JIT code (a memfd) and libc were seen
+// first.
+func TestPprofMainMapping(t *testing.T) {
+	user := func(file string, start uint64) *stacks.Mapping {
+		return &stacks.Mapping{Kind: stacks.User, Start: start, Limit: start + 0x10000, File: file}
+	}
+	other, jit := user("/usr/bin/other", 0x400000), user("/memfd:jit (deleted)", 0x7e0000000000)
+	libc, app := user("/usr/lib/x86_64-linux-gnu/libc.so.6", 0x7f0000000000), user("/opt/app/bin/server", 0x500000)
+	loc := func(m *stacks.Mapping) *stacks.Location { return &stacks.Location{Mapping: m, Address: m.Start + 0x100} }
+	p := &stacks.Profile{Start: time.Unix(1700000000, 0), Duration: time.Second, Period: 10 * time.Millisecond,
+		Mappings: []*stacks.Mapping{other, jit, libc, app},
+		Samples: []*stacks.Sample{
+			{Pid: 2, Tid: 2, Comm: "other", Count: 30, Stack: []*stacks.Location{loc(other)}},
+			// JIT code and libc in every stack, the executable in most.
+			{Pid: 1, Tid: 1, Comm: "server", Count: 20, Stack: []*stacks.Location{loc(jit), loc(libc)}},
+			{Pid: 1, Tid: 3, Comm: "worker", Count: 25, Stack: []*stacks.Location{loc(jit), loc(libc), loc(app)}},
+		},
+	}
+	for _, tc := range []struct {
+		name, want string
+		samples    []*stacks.Sample
+	}{
+		{"busiest process", "server", p.Samples},
+		{"no other process", "server", p.Samples[1:]},
+		{"only a library", "libc.so.6", p.Samples[1:2]},
+		{"kernel stacks only in the busiest", "other", append([]*stacks.Sample{
+			{Pid: 9, Tid: 9, Comm: "kworker/0:1", Count: 99, Stack: []*stacks.Location{{Mapping: &stacks.Mapping{Kind: stacks.Kernel, File: stacks.KernelFile}, Address: 0xffffffff81000000}}},
+		}, p.Samples[:1]...)},
+	} {
+		q := *p
+		q.Samples = tc.samples
+		var buf bytes.Buffer
+		if err := WritePprof(&buf, &q, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "cpu.pb.gz")
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		top := string(goTool(t, "pprof", "-top", "-symbolize=none", path))
+		if first, _, _ := strings.Cut(top, "\n"); first != "File: "+tc.want {
+			t.Errorf("%s: header %q; want File: %s", tc.name, first, tc.want)
+		}
+	}
+}
