@@ -120,8 +120,8 @@ type pprofBuilder struct {
 	labelMaps map[labelKey]map[string][]string
 	// pidSamples counts the samples of each process, for mainMapping.
 	pidSamples map[uint32]int64
-	synthetic map[string]*profile.Location
-	root      ProcessRoot
+	synthetic  map[string]*profile.Location
+	root       ProcessRoot
 	// key and locs are scratch space reused for every sample.
 	key  []byte
 	locs []*profile.Location

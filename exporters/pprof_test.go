@@ -337,7 +337,9 @@ func TestPprofMainMapping(t *testing.T) {
 	}
 	other, jit := user("/usr/bin/other", 0x400000), user("/memfd:jit (deleted)", 0x7e0000000000)
 	libc, app := user("/usr/lib/x86_64-linux-gnu/libc.so.6", 0x7f0000000000), user("/opt/app/bin/server", 0x500000)
-	loc := func(m *stacks.Mapping) *stacks.Location { return &stacks.Location{Mapping: m, Address: m.Start + 0x100} }
+	loc := func(m *stacks.Mapping) *stacks.Location {
+		return &stacks.Location{Mapping: m, Address: m.Start + 0x100}
+	}
 	p := &stacks.Profile{Start: time.Unix(1700000000, 0), Duration: time.Second, Period: 10 * time.Millisecond,
 		Mappings: []*stacks.Mapping{other, jit, libc, app},
 		Samples: []*stacks.Sample{
