@@ -13,6 +13,7 @@ import (
 	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/symbolize/buildid"
 )
 
 // formatRecording is `sprof record`'s own output format: the samples as
@@ -36,8 +37,16 @@ func outputFormat(path, format string) (exporters.Format, error) {
 
 // kernelImage stands for the kernel and its modules in a recording: the
 // upper half of the address space. `sprof report` names kernel frames from
-// kallsyms when the recording's kernel release is the running one.
-var kernelImage = cbf.Image{Path: "[kernel.kallsyms]", Base: 0xffff800000000000, EndOfText: 0xffffffffffffffff}
+// kallsyms when the recording's kernel release is the running one. The
+// running kernel's build ID (/sys/kernel/notes, as perf reads it) names
+// its vmlinux for symbolizers elsewhere; none when unreadable.
+func kernelImage() cbf.Image {
+	im := cbf.Image{Path: "[kernel.kallsyms]", Base: 0xffff800000000000, EndOfText: 0xffffffffffffffff}
+	if id, err := buildid.Kernel(); err == nil {
+		im.BuildID, _ = hex.DecodeString(id)
+	}
+	return im
+}
 
 // recordingFile is a collector.Sink that writes a recording. The file is
 // written in place, not renamed into place at the end: a recording is
@@ -62,7 +71,7 @@ func createRecording(path string, frequency int) (*recordingFile, error) {
 		Arch: unix.ByteSliceToString(uts.Machine[:]), Frequency: uint64(frequency)})
 	if err == nil {
 		var m *cbf.ImageMap
-		if m, err = cbf.NewImageMap("", cbf.Word64, []cbf.Image{kernelImage}); err == nil {
+		if m, err = cbf.NewImageMap("", cbf.Word64, []cbf.Image{kernelImage()}); err == nil {
 			err = w.Kernel(m)
 		}
 	}

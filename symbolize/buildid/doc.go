@@ -1,4 +1,5 @@
-// Package buildid reads the GNU build ID of an ELF file.
+// Package buildid reads the GNU build ID of an ELF file, and of the running
+// kernel from the note stream it exports.
 //
 // The build ID is how sprof names a binary: caches of unwind tables and
 // symbols, separate debug files and debuginfod are all keyed by it, so a
