@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -106,7 +107,14 @@ func convertDWARF(c *gsym.Creator, d *dwarfData, workers int, progress func(done
 			var rows []lineRow
 			for i := range jobs {
 				u := &unitConverter{d: d, unit: units[i], validPC: c.ValidTextAddress, nodes: nodes[:0], rows: rows}
-				results[i] <- u.convert(workers)
+				var res []unitResult
+				if err := catch(func() error {
+					res = u.convert(workers)
+					return nil
+				}); err != nil {
+					res = []unitResult{{err: err}}
+				}
+				results[i] <- res
 				nodes = u.nodes
 				if u.lt != nil {
 					rows = u.lt.rows
@@ -190,7 +198,7 @@ func (u *unitConverter) convert(parts int) []unitResult {
 		})
 		ltc <- lt
 	}()
-	err := catch(u.load)
+	err := u.load()
 	u.lt = <-ltc
 	if err != nil {
 		return []unitResult{{err: err}}
@@ -231,9 +239,11 @@ func (u *unitConverter) convert(parts int) []unitResult {
 	return out
 }
 
-// catch runs f, turning a panic (a bug on hostile input) into an error
-// rather than the end of the process that converts.
+// catch runs f, turning a panic (a bug on hostile input, or a fault
+// reading a mapped file truncated under us) into an error rather than the
+// end of the process that converts.
 func catch(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("malformed DWARF: %v", p)
@@ -588,7 +598,7 @@ func (u *unitConverter) lines(d dieRef, fr gsym.Range) []gsym.LineEntry {
 	var prevAddr uint64
 	for k, ri := range u.rowBuf {
 		row := u.lt.rows[ri]
-		fi, ok := u.fileIndex(uint64(row.file))
+		fi, ok := u.fileIndex(uint64(row.fileNum()))
 		if !ok {
 			continue
 		}
@@ -605,7 +615,7 @@ func (u *unitConverter) lines(d dieRef, fr gsym.Range) []gsym.LineEntry {
 		if n := len(out); n > 0 && out[n-1].File == fi && out[n-1].Line == row.line {
 			continue
 		}
-		if row.endSeq {
+		if row.endSeq() {
 			prevAddr = 0
 		} else {
 			out = append(out, gsym.LineEntry{Addr: addr, File: fi, Line: row.line})

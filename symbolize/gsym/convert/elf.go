@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
+	"syscall"
 
 	"github.com/sprof/sprof/symbolize/debugfile"
 	"github.com/sprof/sprof/symbolize/gsym"
@@ -102,12 +105,11 @@ func ELF(path string, opts Options) (c *gsym.Creator, st Stats, err error) {
 	}()
 	if hasDWARF(dbg) {
 		st.HasDWARF = true
-		d, err := loadDWARF(dbg, opts.MaxSectionSize)
-		if err != nil {
-			<-syms
-			return nil, st, fmt.Errorf("convert %s: %w", path, err)
+		dbgPath := path
+		if st.DebugFile != "" {
+			dbgPath = st.DebugFile
 		}
-		if st.FromDWARF, err = convertDWARF(c, d, opts.Workers, opts.Progress); err != nil {
+		if st.FromDWARF, err = dwarfFunctions(c, dbg, dbgPath, opts); err != nil {
 			<-syms
 			return nil, st, fmt.Errorf("convert %s: %w", path, err)
 		}
@@ -123,6 +125,48 @@ func ELF(path string, opts Options) (c *gsym.Creator, st Stats, err error) {
 	}
 	st.Pruned, st.Total, st.NumOverlaps = fs.Before-fs.After, fs.After, fs.Overlaps
 	return c, st, nil
+}
+
+// dwarfFunctions adds the functions of f's DWARF (f is the file at path).
+func dwarfFunctions(c *gsym.Creator, f *elf.File, path string, opts Options) (int, error) {
+	mapped, err := mapFile(path)
+	if err != nil {
+		return 0, err
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	d, err := loadDWARF(f, mapped, opts.MaxSectionSize)
+	n := 0
+	if err == nil {
+		n, err = convertDWARF(c, d, opts.Workers, opts.Progress)
+	}
+	// Not deferred: after a panic, goroutines may still read the mapping,
+	// which is then left mapped. Nothing converted refers to it: strings
+	// are copied out.
+	if mapped != nil {
+		syscall.Munmap(mapped)
+	}
+	return n, err
+}
+
+// mapFile maps the file at path read-only; nil for an empty file.
+func mapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() <= 0 || fi.Size() != int64(int(fi.Size())) {
+		return nil, nil
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", path, err)
+	}
+	return m, nil
 }
 
 // imageBase is the first PT_LOAD segment's virtual address, LLVM's GSYM
@@ -213,8 +257,10 @@ const maxDebuglink = 4 << 10
 var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", "line_str", "rnglists", "str_offsets"}
 
 // loadDWARF reads f's DWARF, decompressing (SHF_COMPRESSED or .zdebug)
-// the sections it needs once each, in parallel.
-func loadDWARF(f *elf.File, maxSize uint64) (*dwarfData, error) {
+// the sections it needs once each, in parallel. Uncompressed sections are
+// used in place when f's file is mapped (mapped not nil), sparing a copy
+// and the page faults of fresh memory, which cost much in VMs.
+func loadDWARF(f *elf.File, mapped []byte, maxSize uint64) (*dwarfData, error) {
 	if maxSize == 0 {
 		maxSize = 4 << 30
 	}
@@ -225,7 +271,10 @@ func loadDWARF(f *elf.File, maxSize uint64) (*dwarfData, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			data[i], errs[i] = debugSection(f, name, maxSize)
+			if f.Type == elf.ET_REL {
+				mapped = nil // relocate writes into the sections
+			}
+			data[i], errs[i] = debugSection(f, mapped, name, maxSize)
 			if errs[i] == nil && f.Type == elf.ET_REL {
 				errs[i] = relocate(f, name, data[i])
 			}
@@ -317,8 +366,13 @@ func relocate(f *elf.File, name string, data []byte) error {
 }
 
 // debugSection returns the contents of .debug_NAME or .zdebug_NAME.
-func debugSection(f *elf.File, name string, maxSize uint64) ([]byte, error) {
+// An uncompressed section is a slice of mapped, the file mapped in memory,
+// when that is not nil.
+func debugSection(f *elf.File, mapped []byte, name string, maxSize uint64) ([]byte, error) {
 	if s := f.Section(".debug_" + name); s != nil && s.Type != elf.SHT_NOBITS {
+		if end := s.Offset + s.FileSize; s.Flags&elf.SHF_COMPRESSED == 0 && mapped != nil && end >= s.Offset && end <= uint64(len(mapped)) {
+			return mapped[s.Offset:end:end], nil
+		}
 		// Size is the decompressed size for SHF_COMPRESSED sections: trust
 		// it no further than zlib's best ratio allows.
 		limit := min(maxSize, s.FileSize)

@@ -42,7 +42,7 @@ func FuzzLineProgram(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		b, err := debugSection(ef, "line", 1<<20)
+		b, err := debugSection(ef, nil, "line", 1<<20)
 		ef.Close()
 		if err != nil {
 			f.Fatal(err)
