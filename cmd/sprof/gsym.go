@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -142,10 +141,8 @@ func runGsymLookup(e *env, args []string) error {
 	defer r.Close()
 	fmt.Fprintf(w, "Looking up addresses in %q:\n", fs.Arg(0))
 	var res gsym.LookupResult
-	var buf []byte
 	for _, a := range addrs {
-		buf = appendLookup(buf[:0], r, &res, a)
-		w.Write(buf)
+		w.Write(appendLookup(w.AvailableBuffer(), r, &res, a))
 	}
 	return nil
 }
@@ -159,8 +156,8 @@ func appendLookup(b []byte, r *gsym.Reader, res *gsym.LookupResult, a uint64) []
 }
 
 // lookupFromStdin answers lines "ADDR FILE.gsym", keeping each file open.
-// Lines are split in place: a lookup costs no allocation once its
-// function is cached.
+// Lines are split in place and answers appended to w's buffer: a lookup
+// costs no allocation, and a run is mostly lookups (BenchmarkGsymLookupStdin).
 func lookupFromStdin(in io.Reader, w *bufio.Writer) error {
 	readers := map[string]*gsym.Reader{}
 	defer func() {
@@ -171,39 +168,71 @@ func lookupFromStdin(in io.Reader, w *bufio.Writer) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var res gsym.LookupResult
-	var buf []byte
 	for sc.Scan() {
 		addrField, rest := nextField(sc.Bytes())
 		path, _ := nextField(rest)
 		if len(path) == 0 {
 			continue
 		}
-		a, err := strconv.ParseUint(string(addrField), 0, 64)
-		if err != nil {
+		a, ok := parseAddress(addrField)
+		if !ok {
 			return fmt.Errorf("invalid address %q", addrField)
 		}
 		r, ok := readers[string(path)]
 		if !ok {
+			var err error
 			if r, err = gsym.Open(string(path)); err != nil {
 				return err
 			}
 			readers[string(path)] = r
 		}
-		buf = appendLookup(buf[:0], r, &res, a)
-		buf = append(buf, '\n')
-		w.Write(buf)
+		buf := appendLookup(w.AvailableBuffer(), r, &res, a)
+		w.Write(append(buf, '\n'))
 	}
 	return sc.Err()
 }
 
-// nextField returns the first space-separated field of b and the rest.
-func nextField(b []byte) (field, rest []byte) {
-	b = bytes.TrimLeft(b, " \t\r")
-	i := bytes.IndexAny(b, " \t\r")
-	if i < 0 {
-		return b, nil
+// parseAddress parses an address as strconv.ParseUint with base 0 does,
+// the usual "0x" hex form without allocating.
+func parseAddress(b []byte) (uint64, bool) {
+	if len(b) > 2 && len(b) <= 18 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
+		var v uint64
+		for _, c := range b[2:] {
+			switch {
+			case '0' <= c && c <= '9':
+				c -= '0'
+			case 'a' <= c && c <= 'f':
+				c -= 'a' - 10
+			case 'A' <= c && c <= 'F':
+				c -= 'A' - 10
+			default:
+				return parseUint(b)
+			}
+			v = v<<4 | uint64(c)
+		}
+		return v, true
 	}
-	return b[:i], b[i:]
+	return parseUint(b)
+}
+
+func parseUint(b []byte) (uint64, bool) {
+	v, err := strconv.ParseUint(string(b), 0, 64)
+	return v, err == nil
+}
+
+// nextField returns the first field of b, as separated by spaces, tabs
+// or carriage returns, and the rest.
+func nextField(b []byte) (field, rest []byte) {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	j := i
+	for j < len(b) && !isSpace(b[j]) {
+		j++
+	}
+	return b[i:j], b[j:]
 }
 
 func runGsymDump(e *env, args []string) error {

@@ -2,10 +2,19 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/symbolize/gsym"
 )
 
 const gsymFixtures = "../../testdata/gsym"
@@ -63,4 +72,103 @@ func TestGsymUsage(t *testing.T) {
 			t.Errorf("sprof %v: exit %d, want 2", args, code)
 		}
 	}
+}
+
+// benchGsymFile returns the large GSYM file of the lookup benchmarks
+// ($GSYM_BENCH_FILE or scripts/gsym-bench-file.sh's).
+func benchGsymFile(b *testing.B) string {
+	if p := os.Getenv("GSYM_BENCH_FILE"); p != "" {
+		return p
+	}
+	out, err := exec.Command("../../scripts/gsym-bench-file.sh").Output()
+	if err != nil {
+		b.Skipf("no large GSYM file (set GSYM_BENCH_FILE): scripts/gsym-bench-file.sh: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// stdinLookups returns 100,000 lines "ADDR FILE" for llvm-gsymutil's
+// --addresses-from-stdin, each address in a function picked at random.
+func stdinLookups(b *testing.B, file string) []byte {
+	r, err := gsym.Open(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var in []byte
+	for range 100_000 {
+		f := rng.IntN(r.NumFunctions() - 1)
+		a := r.Address(f) + rng.Uint64N(max(r.Address(f+1)-r.Address(f), 1))
+		in = fmt.Appendf(in, "0x%x %s\n", a, file)
+	}
+	return in
+}
+
+// BenchmarkGsymLookupStdin measures `sprof gsym lookup
+// --addresses-from-stdin` in-process on 100,000 addresses in a large Go
+// binary: parsing, lookups and output, per line.
+func BenchmarkGsymLookupStdin(b *testing.B) {
+	in := stdinLookups(b, benchGsymFile(b))
+	lines := 0
+	cpu0 := cpuTime()
+	for b.Loop() {
+		var e bytes.Buffer
+		if code := run(&env{bytes.NewReader(in), io.Discard, &e}, []string{"gsym", "lookup", "--addresses-from-stdin"}); code != 0 {
+			b.Fatalf("exit %d: %s", code, e.String())
+		}
+		lines += 100_000
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(lines), "ns/lookup")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(lines), "cpu-ns/lookup")
+}
+
+// cpuTime is the process's user and system CPU time in nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkGsymLookupProcess runs `sprof gsym lookup
+// --addresses-from-stdin` and `llvm-gsymutil-22 --addresses-from-stdin`
+// as whole processes on the same 100,000 addresses in a large Go binary,
+// and reports each one's time and sprof's as a fraction of LLVM's (wall
+// and CPU). Their outputs must be identical.
+func BenchmarkGsymLookupProcess(b *testing.B) {
+	llvm := testenv.RequireTool(b, "llvm-gsymutil-22")
+	file := benchGsymFile(b)
+	sprof := filepath.Join(b.TempDir(), "sprof")
+	if out, err := exec.Command("go", "build", "-o", sprof, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	in := stdinLookups(b, file)
+	run := func(name string, args ...string) (out []byte, wall, cpu time.Duration) {
+		cmd := exec.Command(name, args...)
+		cmd.Stdin = bytes.NewReader(in)
+		start := time.Now()
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		return out, time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	var ours, theirs struct{ wall, cpu time.Duration }
+	n := 0
+	for b.Loop() {
+		o, wall, cpu := run(sprof, "gsym", "lookup", "--addresses-from-stdin")
+		ours.wall, ours.cpu = ours.wall+wall, ours.cpu+cpu
+		t, wall, cpu := run(llvm, "--addresses-from-stdin")
+		theirs.wall, theirs.cpu = theirs.wall+wall, theirs.cpu+cpu
+		if !bytes.Equal(o, t) {
+			b.Fatal("sprof's output differs from llvm-gsymutil's")
+		}
+		n++
+	}
+	b.ReportMetric(float64(ours.wall.Milliseconds())/float64(n), "sprof-ms")
+	b.ReportMetric(float64(theirs.wall.Milliseconds())/float64(n), "llvm-ms")
+	b.ReportMetric(float64(ours.wall)/float64(theirs.wall), "wall-ratio")
+	b.ReportMetric(float64(ours.cpu)/float64(theirs.cpu), "cpu-ratio")
 }

@@ -20,10 +20,13 @@
 // gives the same answers for files sprof writes, and a file LLVM wrote
 // decodes and re-encodes to the same bytes.
 //
-// A Reader decodes the function a lookup lands on into rows and inline
-// nodes once and keeps it in a lock-free cache sized to the file, so the
-// hot functions of a profile cost two binary searches per address. Result
-// strings point into the mapped file and stay valid until Close.
+// A Reader finds the function in a small index over the address table,
+// then streams what the answer needs from the function's encoded line
+// table and inline tree, allocating nothing; functions looked up again
+// and again (a profile's hot code) are decoded once into rows and inline
+// nodes and kept in a lock-free cache, so they cost two binary searches
+// per address. Result strings point into the mapped file and stay valid
+// until Close.
 //
 // Converting binaries (DWARF, ELF symbol tables, Breakpad) is the job of
 // the subpackage gsym/convert; this package is the format alone.

@@ -76,7 +76,20 @@ func (x *extractor) uint(width int, field string) uint64 {
 	}
 }
 
+// uleb reads an unsigned LEB128 number. One-byte numbers, most of those
+// in line tables and inline trees, take an inlined fast path (a failed
+// extractor is at its end, so it never takes it).
 func (x *extractor) uleb(field string) uint64 {
+	if i := x.off; uint(i) < uint(len(x.b)) {
+		if c := x.b[i]; c < 0x80 {
+			x.off = i + 1
+			return uint64(c)
+		}
+	}
+	return x.ulebSlow(field)
+}
+
+func (x *extractor) ulebSlow(field string) uint64 {
 	if x.err != nil {
 		return 0
 	}
@@ -89,7 +102,18 @@ func (x *extractor) uleb(field string) uint64 {
 	return v
 }
 
+// sleb reads a signed LEB128 number, one-byte ones inline.
 func (x *extractor) sleb(field string) int64 {
+	if i := x.off; uint(i) < uint(len(x.b)) {
+		if c := x.b[i]; c < 0x80 {
+			x.off = i + 1
+			return int64(c) << 57 >> 57
+		}
+	}
+	return x.slebSlow(field)
+}
+
+func (x *extractor) slebSlow(field string) int64 {
 	if x.err != nil {
 		return 0
 	}

@@ -7,8 +7,9 @@ import (
 )
 
 // record is a FunctionInfo decoded into the Reader's internal form, its
-// strings pointing into the file. Lookups keep recent ones in a cache.
+// strings pointing into the file. Lookups keep hot ones in a cache.
 type record struct {
+	index       int // in the address table: the cache's tag
 	start, size uint64
 	name        string      // points into the file
 	lines       []LineEntry // nil when the function has no line table

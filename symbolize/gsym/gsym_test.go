@@ -229,3 +229,63 @@ func TestClosed(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestStreamedMatchesDecoded looks every byte of every function of LLVM's
+// files (the first 512 of larger ones) up twice: streamed from the file and from decoded records. The two
+// paths must give the same text (the oracle tests in gsym/convert hold the
+// answers to llvm-gsymutil's).
+func TestStreamedMatchesDecoded(t *testing.T) {
+	for _, name := range llvmFiles {
+		var out [2][]byte
+		for k, promote := range []uint32{1 << 31, 1} {
+			r, err := NewReader(readFixture(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.cache.promote = promote
+			var res LookupResult
+			for i := 0; i < r.NumFunctions(); i++ {
+				f, err := r.FunctionInfo(i)
+				if err != nil {
+					t.Fatalf("%s: function %d: %v", name, i, err)
+				}
+				for a := f.Range.Start; a <= f.Range.End && a-f.Range.Start <= 512; a++ {
+					if err := r.LookupInto(&res, a); err != nil {
+						out[k] = AppendLookupError(out[k], a, err)
+					} else {
+						out[k] = res.AppendText(out[k])
+					}
+				}
+			}
+		}
+		if !bytes.Equal(out[0], out[1]) {
+			t.Errorf("%s: streamed and decoded lookups differ", name)
+		}
+		if len(out[0]) == 0 {
+			t.Errorf("%s: no lookups", name)
+		}
+	}
+}
+
+// TestIndexMatchesSearch: the address index gives the binary search's
+// answer around every entry of a Go fixture's table.
+func TestIndexMatchesSearch(t *testing.T) {
+	r, err := NewReader(readFixture(t, "gofix.llvm.gsym"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.index.first == nil {
+		t.Fatal("no index built")
+	}
+	index := r.index
+	for i := 0; i < r.NumFunctions(); i++ {
+		for _, off := range []uint64{r.addrOffset(i) - 1, r.addrOffset(i), r.addrOffset(i) + 1, r.addrOffset(i) + 1<<index.shift} {
+			r.index = index
+			got := r.lowerBound(off)
+			r.index = addrIndex{}
+			if want := r.lowerBound(off); got != want {
+				t.Fatalf("lowerBound(0x%x) = %d through the index, %d by binary search", off, got, want)
+			}
+		}
+	}
+}

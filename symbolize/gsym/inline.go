@@ -80,19 +80,94 @@ func (r *Reader) decodeInlineNode(x *extractor, base uint64, depth int, nodes *[
 	return x.err == nil
 }
 
-// lookupInline walks the subtree at nodes[i] as LLVM's InlineInfo::lookup
-// does: a node that covers addr is entered, its deepest covering
+// What streamInline found at a node of an encoded inline tree.
+const (
+	inlineEnd     = iota // a node without ranges: the end of a sibling list
+	inlineMissed         // a node not covering the address, skipped with its subtree
+	inlineEntered        // a node covering the address
+)
+
+// streamInline walks the encoded inline node at x and its subtree as
+// LLVM's InlineInfo::lookup does, from the mapped bytes and without
+// allocating: a node that covers addr is entered, its deepest covering
+// descendant is handled first (only the first covering child is
+// followed), and each node with a call site turns the last location into
+// the inlined function and appends its caller. base is the parent's first
+// range start; skip walks a subtree only to step over it. Once a node is
+// entered nothing after it is read.
+func (r *Reader) streamInline(x *extractor, base, addr uint64, depth int, skip bool, locs *[]SourceLocation) (int, error) {
+	if depth > maxInlineDepth {
+		x.fail("InlineInfo", "nested too deep")
+		return inlineEnd, x.err
+	}
+	// Ranges as LLVM's AddressRanges holds them: empty ones dropped, the
+	// lowest start first (the base of the children's ranges).
+	first, any, covers := uint64(0), false, false
+	for n := x.uleb("InlineInfo NumRanges"); n > 0 && x.err == nil; n-- {
+		s := base + x.uleb("InlineInfo range start")
+		e := s + x.uleb("InlineInfo range size")
+		if s < e {
+			if !any || s < first {
+				first = s
+			}
+			any = true
+			covers = covers || s <= addr && addr < e
+		}
+	}
+	if x.err != nil {
+		return inlineEnd, x.err
+	}
+	if !any {
+		return inlineEnd, nil
+	}
+	hasChildren := x.u8("InlineInfo HasChildren") != 0
+	nameOff := x.uint(r.strp, "InlineInfo Name")
+	callFile := uint32(x.uleb("InlineInfo CallFile"))
+	callLine := uint32(x.uleb("InlineInfo CallLine"))
+	if x.err != nil {
+		return inlineEnd, x.err
+	}
+	enter := covers && !skip
+	for hasChildren {
+		st, err := r.streamInline(x, first, addr, depth+1, !enter, locs)
+		if err != nil {
+			return inlineEnd, err
+		}
+		if st == inlineEnd || st == inlineEntered {
+			break
+		}
+	}
+	if !enter {
+		return inlineMissed, nil
+	}
+	f, ok := r.fileStrings(callFile)
+	if !ok {
+		return inlineEnd, formatErr(x.base, "InlineInfo CallFile", "failed to extract file[%d]", callFile)
+	}
+	if f.valid {
+		last := &(*locs)[len(*locs)-1]
+		caller := SourceLocation{Name: last.Name, Offset: last.Offset,
+			Dir: f.dir, Base: f.base, Line: callLine}
+		last.Name = r.String(nameOff)
+		last.Offset = addr - first
+		*locs = append(*locs, caller)
+	}
+	return inlineEntered, nil
+}
+
+// lookupNodes walks the decoded subtree at nodes[i] as streamInline walks
+// the encoded one: a node that covers addr is entered, its deepest covering
 // descendant is handled first (only the first covering child is
 // followed), and each node with a call site turns the last location into
 // the inlined function and appends its caller. entered reports whether
 // the node covered addr.
-func (r *Reader) lookupInline(nodes []inlineNode, i int, addr uint64, locs []SourceLocation) (_ []SourceLocation, entered bool, err error) {
+func (r *Reader) lookupNodes(nodes []inlineNode, i int, addr uint64, locs []SourceLocation) (_ []SourceLocation, entered bool, err error) {
 	n := &nodes[i]
 	if addr < n.first || addr >= n.last || !rangesContain(n.ranges, addr) {
 		return locs, false, nil
 	}
 	for c := i + 1; c < int(n.end); c = int(nodes[c].end) {
-		if locs, entered, err = r.lookupInline(nodes, c, addr, locs); err != nil || entered {
+		if locs, entered, err = r.lookupNodes(nodes, c, addr, locs); err != nil || entered {
 			break
 		}
 	}

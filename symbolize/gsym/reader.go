@@ -67,7 +67,8 @@ type Reader struct {
 	numFiles uint32
 	strtab   []byte
 	strp     int // width of string offsets: 4 (V1) or 8 (V2)
-	cache    *recordCache
+	cache    recordCache
+	index    addrIndex
 
 	filesOnce sync.Once
 	fileStrs  []fileStr
@@ -114,6 +115,7 @@ func (r *Reader) Close() error {
 	r.unmap, r.data, r.addrOffs, r.infoOffs, r.files, r.strtab = nil, nil, nil, nil, nil, nil
 	r.hdr.NumAddresses, r.numFiles, r.infoEnd = 0, 0, 0
 	r.cache = newRecordCache(0)
+	r.index = addrIndex{}
 	r.fileStrs = nil
 	return err
 }
@@ -150,6 +152,7 @@ func NewReader(data []byte) (*Reader, error) {
 		return nil, err
 	}
 	r.cache = newRecordCache(int(r.hdr.NumAddresses))
+	r.index = r.buildIndex()
 	return r, nil
 }
 
@@ -364,22 +367,80 @@ func (r *Reader) addrOffset(i int) uint64 {
 	}
 }
 
+// addrIndex narrows the address-table search to a few entries: the
+// offsets from the first function's on are cut into buckets of 1<<shift
+// bytes, and first[b] is the first entry at or above bucket b's start. A
+// binary search over a large table takes a dozen dependent loads spread
+// over the table, most of them cache misses when lookups spread over a
+// binary; through the index a lookup reads one bucket and the one or two
+// cache lines of table entries the bucket spans.
+type addrIndex struct {
+	first []uint32 // len = buckets + 1; the last is NumAddresses
+	min   uint64   // the first entry's offset
+	shift uint
+}
+
+// entriesPerBucket sizes the index at one byte per function: buckets of
+// about four entries, which a search covers in one cache line.
+const entriesPerBucket = 4
+
+// buildIndex returns the index of the address table, or none when the
+// table is too small to need one or is not sorted (a corrupt file, which
+// the plain binary search handles as LLVM's does).
+func (r *Reader) buildIndex() addrIndex {
+	n := int(r.hdr.NumAddresses)
+	if n < 64 || n >= 1<<32-1 {
+		return addrIndex{}
+	}
+	for i := 1; i < n; i++ {
+		if r.addrOffset(i) < r.addrOffset(i-1) {
+			return addrIndex{}
+		}
+	}
+	x := addrIndex{min: r.addrOffset(0)}
+	span := r.addrOffset(n-1) - x.min
+	for span>>x.shift >= uint64(n/entriesPerBucket) {
+		x.shift++
+	}
+	buckets := int(span>>x.shift) + 1
+	x.first = make([]uint32, buckets+1)
+	j := 0
+	for b := range buckets {
+		t := x.min + uint64(b)<<x.shift
+		for j < n && r.addrOffset(j) < t {
+			j++
+		}
+		x.first[b] = uint32(j)
+	}
+	x.first[buckets] = uint32(n)
+	return x
+}
+
 // lowerBound returns the index of the first address-table entry >= off.
 // The common layouts get their own loops so each search step is one load
 // and one compare.
 func (r *Reader) lowerBound(off uint64) int {
-	n := int(r.hdr.NumAddresses)
+	lo, hi := 0, int(r.hdr.NumAddresses)
+	if x := &r.index; x.first != nil {
+		if off <= x.min {
+			return 0
+		}
+		b := (off - x.min) >> x.shift
+		if b >= uint64(len(x.first)-1) {
+			return hi
+		}
+		lo, hi = int(x.first[b]), int(x.first[b+1])
+	}
 	if r.le {
 		switch r.hdr.AddrOffSize {
 		case 2:
-			return searchTable(r.addrOffs, n, off, 2, func(b []byte) uint64 { return uint64(binary.LittleEndian.Uint16(b)) })
+			return searchTable(r.addrOffs, lo, hi, off, 2, func(b []byte) uint64 { return uint64(binary.LittleEndian.Uint16(b)) })
 		case 4:
-			return searchTable(r.addrOffs, n, off, 4, func(b []byte) uint64 { return uint64(binary.LittleEndian.Uint32(b)) })
+			return searchTable(r.addrOffs, lo, hi, off, 4, func(b []byte) uint64 { return uint64(binary.LittleEndian.Uint32(b)) })
 		case 8:
-			return searchTable(r.addrOffs, n, off, 8, binary.LittleEndian.Uint64)
+			return searchTable(r.addrOffs, lo, hi, off, 8, binary.LittleEndian.Uint64)
 		}
 	}
-	lo, hi := 0, n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if r.addrOffset(m) < off {
@@ -391,10 +452,9 @@ func (r *Reader) lowerBound(off uint64) int {
 	return lo
 }
 
-// searchTable is a lower-bound search over n entries of width w; load is
-// inlined into each instantiation's loop.
-func searchTable(t []byte, n int, off uint64, w int, load func([]byte) uint64) int {
-	lo, hi := 0, n
+// searchTable is a lower-bound search over entries [lo, hi) of width w;
+// load is inlined into each instantiation's loop.
+func searchTable(t []byte, lo, hi int, off uint64, w int, load func([]byte) uint64) int {
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if load(t[w*m:]) < off {

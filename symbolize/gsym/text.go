@@ -53,7 +53,7 @@ func (l *SourceLocation) appendText(b []byte) []byte {
 		return b
 	}
 	b = append(b, " @ "...)
-	b = append(b, l.Path()...)
+	b = l.appendPath(b)
 	b = append(b, ':')
 	return strconv.AppendUint(b, uint64(l.Line), 10)
 }
@@ -61,18 +61,25 @@ func (l *SourceLocation) appendText(b []byte) []byte {
 // Path joins Dir and Base as llvm-gsymutil prints them ("<invalid-file>"
 // stands for a missing base name).
 func (l *SourceLocation) Path() string {
-	base := l.Base
-	if base == "" {
-		base = "<invalid-file>"
+	if l.Dir == "" && l.Base != "" {
+		return l.Base
 	}
-	if l.Dir == "" {
-		return base
+	return string(l.appendPath(nil))
+}
+
+func (l *SourceLocation) appendPath(b []byte) []byte {
+	if l.Dir != "" {
+		b = append(b, l.Dir...)
+		if strings.IndexByte(l.Dir, '/') < 0 && strings.IndexByte(l.Dir, '\\') >= 0 {
+			b = append(b, '\\')
+		} else {
+			b = append(b, '/')
+		}
 	}
-	sep := "/"
-	if strings.Contains(l.Dir, `\`) && !strings.Contains(l.Dir, "/") {
-		sep = `\`
+	if l.Base == "" {
+		return append(b, "<invalid-file>"...)
 	}
-	return l.Dir + sep + base
+	return append(b, l.Base...)
 }
 
 // Dump writes a human-readable listing of the whole file: header, tables
