@@ -59,21 +59,23 @@ type unitResult struct {
 
 // unitConverter converts one compilation unit; one runs per worker.
 type unitConverter struct {
-	d       *dwarfData
-	unit    *unitHeader
-	cu      dieAttrs // the unit DIE
-	validPC func(uint64) bool
-	nodes   []node
-	lang    uint64
-	compDir string
-	lt      *lineTable
-	rows    []lineRow // a buffer for lt's rows
-	out     unitResult
-	pathIdx map[string]uint32 // maps of this converter's part of the unit
-	fileIdx map[uint64]int64  // DWARF file number → path index, -1 invalid
-	rowBuf  []int
-	rngBuf  [][2]uint64
-	findBuf dieAttrs // findRecursively's, kept off the stack of a callback
+	d         *dwarfData
+	unit      *unitHeader
+	cu        dieAttrs // the unit DIE
+	validPC   func(uint64) bool
+	nodes     []node
+	lang      uint64
+	compDir   string
+	lt        *lineTable
+	rows      []lineRow // a buffer for lt's rows
+	out       unitResult
+	pathIdx   map[string]uint32 // maps of this converter's part of the unit
+	fileIdx   []int64           // DWARF file number → path index, -1 invalid, 0 unknown
+	rowBuf    []int
+	lineBuf   []gsym.LineEntry
+	rngBuf    [][2]uint64
+	findBuf   dieAttrs // findRecursively's, kept off the stack of a callback
+	nameCache map[uint64]dieNames
 }
 
 // convertDWARF adds a FunctionInfo for every function range in d, working
@@ -219,7 +221,7 @@ func (u *unitConverter) convert(parts int) []unitResult {
 	for p := range parts {
 		part := &unitConverter{d: u.d, unit: u.unit, cu: u.cu, validPC: u.validPC, nodes: u.nodes,
 			lang: u.lang, compDir: u.compDir, lt: u.lt,
-			pathIdx: map[string]uint32{}, fileIdx: map[uint64]int64{}}
+			pathIdx: map[string]uint32{}}
 		chunk := subs[p*len(subs)/parts : (p+1)*len(subs)/parts]
 		wg.Add(1)
 		go func() {
@@ -380,28 +382,76 @@ func (u *unitConverter) findRecursively(d dieRef, found func(a *dieAttrs) bool) 
 	}
 }
 
-// names returns the linkage name and the name of d, each from the first
-// DIE that has one in findRecursively's order; ok is false when the
-// attribute is missing or not a string.
+// dieNames are the names findRecursively finds for a DIE: each from the
+// first DIE that has the attribute; OK is false when it is not a string.
+type dieNames struct {
+	linkage, name         string
+	linkageOK             bool
+	haveLinkage, haveName bool
+}
+
+func (n *dieNames) complete() bool { return n.haveLinkage && n.haveName }
+
+// fill takes from o what n lacks.
+func (n *dieNames) fill(o dieNames) {
+	if !n.haveLinkage && o.haveLinkage {
+		n.linkage, n.linkageOK, n.haveLinkage = o.linkage, o.linkageOK, true
+	}
+	if !n.haveName && o.haveName {
+		n.name, n.haveName = o.name, true
+	}
+}
+
+// names returns the linkage name and the name of d as findRecursively
+// would find them: from d, else depth first from its specification, then
+// its abstract origin. The DIEs that others refer to (the abstract
+// functions of inlined calls) are resolved once per unit and cached.
 func (u *unitConverter) names(d dieRef) (linkage string, linkageOK bool, name string) {
-	var haveLinkage, haveName bool
-	u.findRecursively(d, func(a *dieAttrs) bool {
-		if !haveLinkage {
-			for _, sl := range [...]int{slotMIPSLinkage, slotLinkage} {
-				if a.has(sl) {
-					linkage, linkageOK = a.str(sl)
-					haveLinkage = true
-					break
-				}
+	n := u.namesOf(d, 0)
+	return n.linkage, n.linkageOK, n.name
+}
+
+// maxRefDepth bounds chains of references (cycles are corrupt DWARF).
+const maxRefDepth = 16
+
+func (u *unitConverter) namesOf(d dieRef, depth int) dieNames {
+	var n dieNames
+	a := &u.findBuf
+	if depth > maxRefDepth || !d.valid() || !u.decode(d, a) {
+		return n
+	}
+	for _, sl := range [...]int{slotMIPSLinkage, slotLinkage} {
+		if a.has(sl) {
+			n.linkage, n.linkageOK = a.str(sl)
+			n.haveLinkage = true
+			break
+		}
+	}
+	if a.has(slotName) {
+		n.name, _ = a.str(slotName)
+		n.haveName = true
+	}
+	if n.complete() {
+		return n
+	}
+	spec, origin := u.ref(a, slotSpec), u.ref(a, slotOrigin)
+	for _, r := range [...]dieRef{spec, origin} {
+		if !r.valid() || r.off == d.off {
+			continue
+		}
+		v, ok := u.nameCache[r.off]
+		if !ok {
+			v = u.namesOf(r, depth+1)
+			if u.nameCache == nil {
+				u.nameCache = map[uint64]dieNames{}
 			}
+			u.nameCache[r.off] = v
 		}
-		if !haveName && a.has(slotName) {
-			name, _ = a.str(slotName)
-			haveName = true
+		if n.fill(v); n.complete() {
+			break
 		}
-		return haveLinkage && haveName
-	})
-	return linkage, linkageOK, name
+	}
+	return n
 }
 
 // decl returns d's declaration file and line, found as names finds names.
@@ -561,8 +611,19 @@ func (u *unitConverter) subprogram(i int32) {
 // fileIndex maps a DWARF file number to the unit's path list; false for an
 // invalid number.
 func (u *unitConverter) fileIndex(dwarfFile uint64) (uint32, bool) {
-	if i, ok := u.fileIdx[dwarfFile]; ok {
-		return uint32(i), i >= 0
+	// Numbers past the file table are invalid in every DWARF version, and
+	// all are without a line table.
+	if u.lt == nil || dwarfFile > uint64(len(u.lt.files)) {
+		return 0, false
+	}
+	if u.fileIdx == nil {
+		u.fileIdx = make([]int64, len(u.lt.files)+1)
+	}
+	switch i := u.fileIdx[dwarfFile]; {
+	case i > 0:
+		return uint32(i), true
+	case i < 0:
+		return 0, false
 	}
 	p, ok := u.lt.filePath(dwarfFile, u.compDir)
 	if !ok {
@@ -594,7 +655,7 @@ func (u *unitConverter) lines(d dieRef, fr gsym.Range) []gsym.LineEntry {
 		}
 		return []gsym.LineEntry{{Addr: fr.Start, File: fi, Line: uint32(line)}}
 	}
-	var out []gsym.LineEntry
+	out := u.lineBuf[:0]
 	var prevAddr uint64
 	for k, ri := range u.rowBuf {
 		row := u.lt.rows[ri]
@@ -622,7 +683,11 @@ func (u *unitConverter) lines(d dieRef, fr gsym.Range) []gsym.LineEntry {
 			prevAddr = row.addr
 		}
 	}
-	return out
+	u.lineBuf = out
+	if len(out) == 0 {
+		return nil
+	}
+	return slices.Clone(out)
 }
 
 // hasInline reports whether an inlined subroutine lies under DIE i, not
@@ -659,12 +724,9 @@ func (u *unitConverter) inline(i int32, depth int, parent *gsym.InlineInfo) {
 		}
 		var all []gsym.Range
 		u.rngBuf, all = u.ranges(&a, u.rngBuf)
+		// all is sorted and merged, and so is any subset of it.
 		var n gsym.InlineInfo
-		for _, r := range all {
-			if gsym.RangesContainRange(parent.Ranges, r) {
-				n.Ranges = gsym.AddRange(n.Ranges, r)
-			}
-		}
+		n.Ranges = slices.DeleteFunc(all, func(r gsym.Range) bool { return !gsym.RangesContainRange(parent.Ranges, r) })
 		if len(n.Ranges) == 0 {
 			return
 		}

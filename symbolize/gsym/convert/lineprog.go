@@ -428,16 +428,29 @@ func (t *lineTable) run(b *cursor, addrSize int, minInst uint64, lineBase int64,
 			st = reset
 		}
 	}
+	// What each special opcode adds to the address and the line: most of
+	// a program is special opcodes.
+	var special [256]struct {
+		addr uint64
+		line uint32
+	}
+	if lineRange != 0 {
+		for op := int(opBase); op < 256; op++ {
+			adj := uint64(op - int(opBase))
+			special[op].addr = adj / lineRange * minInst
+			special[op].line = uint32(lineBase + int64(adj%lineRange))
+		}
+	}
 	for b.err == nil && b.off < len(b.b) {
-		op := b.u8()
-		switch {
-		case op >= opBase:
-			adj := uint64(op - opBase)
-			if lineRange != 0 {
-				st.addr += adj / lineRange * minInst
-				st.line += uint32(lineBase + int64(adj%lineRange))
-			}
+		op := b.b[b.off]
+		b.off++
+		if op >= opBase {
+			st.addr += special[op].addr
+			st.line += special[op].line
 			emit(false)
+			continue
+		}
+		switch {
 		case op == 0: // extended
 			n := b.uleb()
 			if n == 0 || n > uint64(len(b.b)-b.off) {
