@@ -87,16 +87,38 @@ func TestRingBufferSize(t *testing.T) {
 	for _, tc := range []struct {
 		hz, cpus, copy, want int
 	}{
-		{99, 2, 0, minRingSize},               // 198 KiB of typical records → the floor
-		{99, 64, 0, 8 << 20},                  // 6.2 MiB → next power of two
-		{99, 2, 16384, 4 << 20},               // 3.3 MiB with 16 KiB stack copies
-		{999, 16, 8192, 256 << 20},            // 141 MiB with 8 KiB copies
-		{999, 64, 16384, maxDefaultRingSize},  // 1.1 GiB: capped
+		{99, 2, 0, minRingSize},               // 198 KiB of typical records a second → the floor
+		{99, 64, 0, 8 << 20},                  // 6.2 MiB a second → next power of two
 		{100000, 4096, 0, maxDefaultRingSize}, // capped
+		// With copies, 64 ms of records:
+		{99, 2, 16384, minRingSize},       // 216 KiB → the floor
+		{499, 2, 16384, 2 << 20},          // 1.06 MiB → 2 MiB
+		{499, 2, 8192, 1 << 20},           // 575 KiB → 1 MiB
+		{999, 16, 8192, maxCopyRingSize},  // 9 MiB: capped
+		{999, 64, 16384, maxCopyRingSize}, // 68 MiB: capped
+		{1, 1, MaxStackCopy, minRingSize}, // 4 KiB → the floor
 	} {
 		got, err := ringBufferSize(Config{Frequency: tc.hz, StackCopy: tc.copy}, tc.cpus)
 		if err != nil || got != tc.want {
 			t.Errorf("ringBufferSize(%d Hz, %d CPUs, %d-byte copies) = %d, %v; want %d", tc.hz, tc.cpus, tc.copy, got, err, tc.want)
+		}
+	}
+}
+
+func TestBacklogSize(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		cpus int
+		want int
+	}{
+		{Config{Frequency: 99}, 2, minBacklog},                       // 0.8 MiB in 4 s → the floor
+		{Config{Frequency: 499, StackCopy: 16384}, 2, 69_492_736},    // 4 s of 17.4 MB/s
+		{Config{Frequency: 999, StackCopy: 16384}, 64, maxBacklog},   // capped
+		{Config{Frequency: 99, Backlog: 12345}, 2, 12345},            // as asked
+		{Config{Frequency: 99, StackCopy: 16384, Backlog: -1}, 2, 0}, // none
+	} {
+		if got := backlogSize(tc.cfg, tc.cpus); got != tc.want {
+			t.Errorf("backlogSize(%+v, %d CPUs) = %d, want %d", tc.cfg, tc.cpus, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -18,13 +19,22 @@ import (
 
 // Config says what to sample and how often.
 type Config struct {
-	Frequency      int      // samples per second per CPU
-	Pids           []uint32 // only these processes (tgids); empty = all
-	FollowForks    bool     // add children of Pids as they are forked
-	CgroupID       uint64   // cgroup v2 id (inode of its directory); 0 = any. Descendants match too.
-	IncludeIdle    bool     // also sample the idle task (pid 0)
-	User, Kernel   bool     // which stacks to capture
-	RingBufferSize int      // bytes, power of two ≥ page size; 0 = sized from Frequency × CPUs
+	Frequency    int      // samples per second per CPU
+	Pids         []uint32 // only these processes (tgids); empty = all
+	FollowForks  bool     // add children of Pids as they are forked
+	CgroupID     uint64   // cgroup v2 id (inode of its directory); 0 = any. Descendants match too.
+	IncludeIdle  bool     // also sample the idle task (pid 0)
+	User, Kernel bool     // which stacks to capture
+	// RingBufferSize is the BPF ring's size in bytes, a power of two of
+	// at least a page; 0 sizes it from Frequency × CPUs × record size
+	// (see DefaultRingBufferSize).
+	RingBufferSize int
+	// Backlog bounds, in bytes, the records the Sampler moves out of the
+	// ring into its own memory when the ring passes half full before the
+	// caller drained it (see Ready); records beyond are lost and counted.
+	// 0 means four seconds of records at the full rate, at least 4 MiB
+	// and at most 256 MiB; negative means no backlog.
+	Backlog int
 
 	// StackCopy is how many bytes of the user stack above SP each sample of
 	// a process marked by SetCopy carries in Sample.StackCopy, for user
@@ -32,13 +42,9 @@ type Config struct {
 	// The copy stops at the end of the thread's stack. At most
 	// MaxStackCopy; needs User.
 	//
-	// Copies make the ring's memory traffic the sampler's main cost: the
-	// default ring, a second of records, is always written where no cache
-	// holds it. On a shared 2-CPU VM, BenchmarkBPFRunStackCopy measured a
-	// 16 KiB copy at 12-17 µs per sample with the default ring (4 MiB at
-	// 99 Hz, 64 MiB at 999 Hz) and at 0.6-4 µs with a 256 KiB ring
-	// drained every 10 ms. Callers that copy should drain often and may
-	// set a RingBufferSize of a few drain intervals' worth.
+	// Copies make the ring's memory traffic the sampler's main cost, so
+	// with copies the default ring is small enough to stay in the caches
+	// and callers drain it when Ready says so (see DefaultRingBufferSize).
 	StackCopy int
 	// CopyAll copies the stack of every process, marked or not: for hosts
 	// where most code lacks frame pointers, and for tests.
@@ -50,9 +56,15 @@ type Config struct {
 // practice, and each copied byte costs time in the sampling interrupt.
 const MaxStackCopy = 1 << 16 // MAX_STACK_COPY
 
-// Stats are the BPF program's run-time statistics since Open.
+// Stats are the BPF program's run-time statistics since Open, and how its
+// ring fared.
 type Stats struct {
 	RunCount, RunTimeNs uint64
+	// RingSize is the ring's size in bytes. Spilled counts the records
+	// moved into the backlog because the ring passed half full before
+	// the caller read it.
+	RingSize int
+	Spilled  uint64
 }
 
 const (
@@ -60,30 +72,50 @@ const (
 	// plus the stack copy when there is one. Most records are smaller, a
 	// few are up to 1152 frames plus the copy.
 	typicalRecordSize = 1024
-	// The default ring holds one second of typical records, four drain
-	// periods at the collector's 250 ms, within these bounds. The default
-	// stays below maxDefaultRingSize, locked kernel memory a production
-	// host should not lose unasked; a larger ring must be asked for.
+	// Without stack copies the default ring holds one second of typical
+	// records, four drain periods at the collector's 250 ms, within these
+	// bounds. The default stays below maxDefaultRingSize, locked kernel
+	// memory a production host should not lose unasked; a larger ring
+	// must be asked for.
 	minRingSize        = 256 << 10
 	maxDefaultRingSize = 256 << 20
 	maxRingSize        = 1 << 30
+	// With stack copies the default ring holds copyRingWindow of records
+	// at the full rate, within minRingSize and maxCopyRingSize: see
+	// DefaultRingBufferSize.
+	copyRingWindow  = 64 * time.Millisecond
+	maxCopyRingSize = 8 << 20
+	// The default backlog holds backlogWindow of records at the full
+	// rate within these bounds: more than the default ring held before
+	// there was a backlog (one to two seconds), as it costs memory only
+	// while it is used.
+	backlogWindow = 4 * time.Second
+	minBacklog    = 4 << 20
+	maxBacklog    = maxDefaultRingSize
 )
 
 // Sampler owns the loaded program, its maps and the perf events that run it.
-// One goroutine reads; AddPid, SetCopy, Lost and Stats may be called from
-// others meanwhile.
+// One goroutine reads; AddPid, SetCopy, Lost, Stats and Ready may be called
+// from others meanwhile.
 type Sampler struct {
 	objs       sprofObjects
 	hooks      []link.Link // fork and exit hooks of the pid filter
 	clocks     []*cpuClock
 	reader     *ringbuf.Reader
+	ringSize   int
+	waiter     *waiter
+	ready      chan struct{}
 	stats      io.Closer
 	statsErr   error // why run-time statistics are off, if they are
 	filterPids bool
 	stackCopy  bool // samples may carry stack copies (Config.StackCopy > 0)
 
-	rec    ringbuf.Record
-	sample Sample
+	// mu is held while the ring is read, by Read or by the waiter's spill.
+	mu      sync.Mutex
+	backlog backlog
+	waitErr error // the waiter's first error, for Read to return
+	rec     ringbuf.Record
+	sample  Sample
 }
 
 // Open checks the host, loads the program, fills the filters and starts
@@ -126,7 +158,9 @@ func Open(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 
-	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0}
+	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0, ringSize: ringSize,
+		ready: make(chan struct{}, 1)}
+	s.backlog.max = backlogSize(cfg, len(online))
 	if err := s.load(cfg, ringSize); err != nil {
 		return nil, err
 	}
@@ -137,16 +171,60 @@ func Open(cfg Config) (*Sampler, error) {
 }
 
 func ringBufferSize(cfg Config, cpus int) (int, error) {
-	page := os.Getpagesize()
 	if n := cfg.RingBufferSize; n != 0 {
+		page := os.Getpagesize()
 		if n < page || n&(n-1) != 0 || n > maxRingSize {
 			return 0, fmt.Errorf("bpf: ring buffer size %d is not a power of two between %d and %d", n, page, maxRingSize)
 		}
 		return n, nil
 	}
-	want := uint64(cfg.Frequency) * uint64(cpus) * uint64(typicalRecordSize+cfg.StackCopy)
+	return DefaultRingBufferSize(cfg.Frequency, cpus, cfg.StackCopy), nil
+}
+
+// DefaultRingBufferSize is the ring's size for a RingBufferSize of 0: the
+// bytes that hz samples a second on cpus CPUs write in a while, rounded up
+// to a power of two, each sample a typical 1 KiB record plus stackCopy
+// bytes.
+//
+// Without stack copies the while is a second, between 256 KiB and
+// 256 MiB: records are small, and a ring that outlasts several drain
+// intervals costs little.
+//
+// With stack copies it is copyRingWindow, 64 ms, between 256 KiB and
+// 8 MiB. Writing a 16 KiB copy into ring memory that no cache holds cost
+// 12-21 µs per sample on a 2-CPU EPYC VM with the ring of one second used
+// before (4 MiB at 99 Hz, 32 MiB at 499 Hz); into a ring of 0.25-2 MiB
+// whose lines the reader read milliseconds before it costs 1-3 µs. So the
+// ring is small, the program wakes the reader when it passes a quarter
+// full (Ready), and a Sampler goroutine moves its records into user memory
+// when it passes half full (Config.Backlog). The ring overflows only if
+// that goroutine sleeps through the second half: 32 ms or more when every
+// CPU samples a copying process, longer at lower rates and for the shorter
+// copies of shallow stacks. On 2 CPUs with 16 KiB copies that is a
+// 256 KiB ring at 99 Hz (38 ms to spill) and 2 MiB at 499 Hz (60 ms).
+// A wakeup latency that long is rare but happens on an overloaded host,
+// and more often when sprof's own goroutines hold every P.
+func DefaultRingBufferSize(hz, cpus, stackCopy int) int {
+	perSecond := uint64(hz) * uint64(cpus) * uint64(typicalRecordSize+stackCopy)
+	want, most := perSecond, uint64(maxDefaultRingSize)
+	if stackCopy > 0 {
+		want = perSecond * uint64(copyRingWindow) / uint64(time.Second)
+		most = maxCopyRingSize
+	}
 	size := uint64(1) << bits.Len64(want-1)
-	return int(min(max(size, minRingSize, uint64(page)), maxDefaultRingSize)), nil
+	return int(min(max(size, minRingSize, uint64(os.Getpagesize())), most))
+}
+
+// backlogSize is Config.Backlog's meaning in bytes.
+func backlogSize(cfg Config, cpus int) int {
+	switch {
+	case cfg.Backlog > 0:
+		return cfg.Backlog
+	case cfg.Backlog < 0:
+		return 0
+	}
+	perSecond := uint64(cfg.Frequency) * uint64(cpus) * uint64(typicalRecordSize+cfg.StackCopy)
+	return int(min(max(perSecond*uint64(backlogWindow/time.Second), minBacklog), maxBacklog))
 }
 
 func (s *Sampler) load(cfg Config, ringSize int) error {
@@ -232,8 +310,11 @@ func (s *Sampler) start(cfg Config, online []int) error {
 	}
 	s.reader = reader
 	// A deadline in the past makes reads return at once when the ring is
-	// empty: the program never wakes us, the caller polls on a timer.
+	// empty: the waiter, not the reader, sleeps until the program wakes it.
 	s.reader.SetDeadline(time.Unix(1, 0))
+	if err := s.startWaiter(); err != nil {
+		return err
+	}
 	for _, cpu := range online {
 		c, err := openCPUClock(cpu, cfg.Frequency, cfg.IncludeIdle, s.objs.Sample)
 		if err != nil {
@@ -249,11 +330,26 @@ func (s *Sampler) start(cfg Config, online []int) error {
 	return nil
 }
 
-// Read hands every record now in the ring buffer to fn, in order, and
-// returns how many it handed. It never blocks. The *Sample and its slices
-// are reused: valid only during fn.
+// Ready receives when the ring has passed a quarter full since the last
+// Read, or was spilled into the backlog: the caller should Read soon. It
+// never receives per sample. A caller that only reads on a timer may
+// ignore it; records then wait in the backlog.
+func (s *Sampler) Ready() <-chan struct{} { return s.ready }
+
+// Read hands every record now in the backlog and the ring buffer to fn, in
+// order, and returns how many it handed. It does not wait for records. The
+// *Sample and its slices are reused: valid only during fn.
 func (s *Sampler) Read(fn func(*Sample)) (int, error) {
-	n := 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.waitErr; err != nil {
+		s.waitErr = nil
+		return 0, err
+	}
+	n, err := s.backlog.read(&s.sample, fn)
+	if err != nil {
+		return n, err
+	}
 	for {
 		err := s.reader.ReadInto(&s.rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -307,13 +403,14 @@ func (s *Sampler) SetCopy(pid uint32, on bool) error {
 }
 
 // Lost returns how many samples found the ring buffer full, summed over
-// CPUs. They passed the filters and were dropped whole.
+// CPUs, plus those that found the backlog full. They passed the filters
+// and were dropped whole.
 func (s *Sampler) Lost() (uint64, error) {
 	var perCPU []uint64
 	if err := s.objs.Lost.Lookup(uint32(0), &perCPU); err != nil {
 		return 0, fmt.Errorf("read lost-sample counters: %w", err)
 	}
-	var sum uint64
+	sum := s.backlog.lost.Load()
 	for _, n := range perCPU {
 		sum += n
 	}
@@ -331,7 +428,7 @@ func (s *Sampler) Stats() (Stats, error) {
 	if st.RunCount == 0 && s.statsErr != nil {
 		return Stats{}, s.statsErr
 	}
-	return Stats{RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime)}, nil
+	return Stats{RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime), RingSize: s.ringSize, Spilled: s.backlog.spilled.Load()}, nil
 }
 
 // Close stops sampling and frees everything Open set up.
@@ -343,6 +440,7 @@ func (s *Sampler) Close() error {
 	for _, l := range s.hooks {
 		errs = append(errs, l.Close())
 	}
+	errs = append(errs, s.stopWaiter())
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
 	}

@@ -227,7 +227,7 @@ func TestLostSamples(t *testing.T) {
 	requireFixture(t)
 	cmd, _ := startFixture(t, "deep", "100") // records of ~900 bytes: four fill the ring
 	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
-		RingBufferSize: os.Getpagesize()})
+		RingBufferSize: os.Getpagesize(), Backlog: -1})
 	lost := waitLost(t, s)
 	n, err := s.Read(func(x *Sample) {
 		if len(x.User) < 100 {

@@ -527,6 +527,46 @@ static __always_inline void copy_stack(struct scratch_value *s, __u64 sp, __u64 
 	s->rec.hdr.stack_bytes = n;
 }
 
+/*
+ * When to wake user space. Never per sample: a wakeup is an irq_work and a
+ * context switch, as dear as a sample. The reader is woken once when the
+ * ring passes a quarter full (WAKE_DRAIN: user space drains it) and once
+ * more when it passes half (WAKE_SPILL: user space was too busy to drain
+ * and moves the records out of the ring into its own memory), each time at
+ * most once per consumer position, that is until the reader has read
+ * something. So the ring can be small enough to stay in the caches: with
+ * stack copies, writing records into ring memory that no cache holds was
+ * most of a sample's cost. woken_at holds the consumer position + 1 at each
+ * level's last wakeup (0: none yet); two CPUs racing may both wake, which
+ * is harmless.
+ */
+enum wake_level {
+	WAKE_DRAIN,
+	WAKE_SPILL,
+	WAKE_LEVELS,
+};
+
+__u64 woken_at[WAKE_LEVELS];
+
+static __always_inline __u64 wakeup(__u64 size)
+{
+	__u64 ring = bpf_ringbuf_query(&samples, BPF_RB_RING_SIZE);
+	__u64 avail = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size;
+	__u64 at = bpf_ringbuf_query(&samples, BPF_RB_CONS_POS) + 1;
+	int level;
+
+	if (avail >= ring / 2)
+		level = WAKE_SPILL;
+	else if (avail >= ring / 4)
+		level = WAKE_DRAIN;
+	else
+		return BPF_RB_NO_WAKEUP;
+	if (woken_at[level] == at)
+		return BPF_RB_NO_WAKEUP;
+	woken_at[level] = at;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
 static __always_inline bool wants_copy(__u32 tgid)
 {
 	return stack_copy_size && capture_user && (copy_all || bpf_map_lookup_elem(&copy_pids, &tgid));
@@ -598,7 +638,7 @@ int sample(struct bpf_perf_event_data *ctx)
 	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
 	if (size > sizeof(s->rec) + stack_copy_size)
 		size = sizeof(s->rec) + stack_copy_size;
-	if (bpf_ringbuf_output(&samples, &s->rec, size, BPF_RB_NO_WAKEUP)) {
+	if (bpf_ringbuf_output(&samples, &s->rec, size, wakeup(size))) {
 		__u64 *count = bpf_map_lookup_elem(&lost, &zero);
 		if (count)
 			*count += 1;

@@ -80,6 +80,7 @@ const (
 	sprofVarIncludeIdle   = "include_idle"
 	sprofVarSelfTgid      = "self_tgid"
 	sprofVarStackCopySize = "stack_copy_size"
+	sprofVarWokenAt       = "woken_at"
 )
 
 // loadSprof returns the embedded CollectionSpec for sprof.
@@ -154,6 +155,7 @@ type sprofVariableSpecs struct {
 	IncludeIdle   *ebpf.VariableSpec `ebpf:"include_idle"`
 	SelfTgid      *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize *ebpf.VariableSpec `ebpf:"stack_copy_size"`
+	WokenAt       *ebpf.VariableSpec `ebpf:"woken_at"`
 }
 
 // sprofObjects contains all objects after they have been loaded into the kernel.
@@ -208,6 +210,7 @@ type sprofVariables struct {
 	IncludeIdle   *ebpf.Variable `ebpf:"include_idle"`
 	SelfTgid      *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize *ebpf.Variable `ebpf:"stack_copy_size"`
+	WokenAt       *ebpf.Variable `ebpf:"woken_at"`
 }
 
 // sprofPrograms contains all programs after they have been loaded into the kernel.

@@ -36,6 +36,12 @@ type Source interface {
 	Lost() (uint64, error)
 }
 
+// A Notifier is a Source that asks to be drained before the next
+// Interval: its ring is filling (bpf.Sampler.Ready). Run drains it then.
+type Notifier interface {
+	Ready() <-chan struct{}
+}
+
 // Options configure a Collector.
 type Options struct {
 	// Frequency is the sampling frequency in Hz; it sets Profile.Period.
@@ -223,7 +229,8 @@ func (c *Collector) Close() error {
 	return nil
 }
 
-// Run drains src every Interval until ctx is done or exited is closed
+// Run drains src every Interval, and when src is a Notifier that is
+// ready, until ctx is done or exited is closed
 // (for a profiled command; nil if none), drains once more, and returns the
 // profile (nil with a Sink) and the recording's statistics. Errors while draining are
 // counted in Stats and do not stop the recording. It closes the Collector.
@@ -235,6 +242,10 @@ func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{})
 	}
 	tick := time.NewTicker(c.interval)
 	defer tick.Stop()
+	var ready <-chan struct{} // nil, never ready, unless src is a Notifier
+	if n, ok := src.(Notifier); ok {
+		ready = n.Ready()
+	}
 loop:
 	for {
 		select {
@@ -243,6 +254,8 @@ loop:
 		case <-exited:
 			break loop
 		case <-tick.C:
+			c.note(c.Drain(src))
+		case <-ready:
 			c.note(c.Drain(src))
 		}
 	}

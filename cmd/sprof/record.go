@@ -72,7 +72,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	o.stackCopy = 16 << 10
 	fs.Var((*sizeValue)(&o.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
 	fs.BoolVar(&o.debugUnwind, "debug-unwind", false, "print per binary how many frames each unwinding method found and why unwinds stopped")
-	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = sized from the rate and CPU count")
+	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = rate × CPUs × record size for 1s, or with --stack-copy 64-128ms: small enough to stay in the CPU caches, drained when a quarter full")
 	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err

@@ -5,7 +5,9 @@
 // kernel, while this adapter, a field-by-field copy of each sample header
 // (the stacks and stack copies are not copied), is tested end to end
 // against the real sampler. It marks processes for stack copies on the
-// collector's behalf (collector.CopyMarker).
+// collector's behalf (collector.CopyMarker) and tells the collector when to
+// drain (collector.Notifier): with stack copies the sampler's ring is
+// small, sized for the caches, and must not wait for a timer.
 package bpfsource
 
 import (
@@ -38,11 +40,15 @@ func (src *Source) deliver(s *bpf.Sample) {
 	src.fn(&src.out)
 }
 
-// Read drains the sampler's ring without blocking.
+// Read drains the sampler's backlog and ring without blocking.
 func (src *Source) Read(fn func(*collector.Sample)) (int, error) {
 	src.fn = fn
 	return src.sampler.Read(src.convert)
 }
+
+// Ready receives when the sampler's ring is filling and should be read
+// before the collector's next Interval (collector.Notifier).
+func (src *Source) Ready() <-chan struct{} { return src.sampler.Ready() }
 
 // SetCopy marks pid for stack copies (collector.CopyMarker).
 func (src *Source) SetCopy(pid uint32, on bool) error { return src.sampler.SetCopy(pid, on) }

@@ -1,0 +1,156 @@
+package bpf
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// The backlog gives back what it was given, in order, 8-byte aligned
+// whatever the records' lengths, and counts what does not fit as lost.
+func TestBacklogRoundTrip(t *testing.T) {
+	var recs [][]byte
+	for i, n := range []int{0, 1, 13, 4096, 7} {
+		stack := bytes.Repeat([]byte{byte(i + 1)}, n)
+		recs = append(recs, makeCopyRecord(i, i+1, stack))
+	}
+	size := 0
+	for _, r := range recs {
+		size += backlogHeader + (len(r)+7)&^7
+	}
+	b := backlog{max: size + 7} // room for all, not for one more
+	for _, r := range recs {
+		b.add(r)
+	}
+	b.add(recs[0])
+	if b.lost.Load() != 1 || b.spilled.Load() != uint64(len(recs)) {
+		t.Fatalf("lost %d, spilled %d; want 1 and %d", b.lost.Load(), b.spilled.Load(), len(recs))
+	}
+	var s Sample
+	i := 0
+	n, err := b.read(&s, func(x *Sample) {
+		if i >= len(recs) {
+			t.Fatalf("more records than the %d added", len(recs))
+		}
+		var want Sample
+		if err := want.decode(recs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(x.Kernel, want.Kernel) || !slices.Equal(x.User, want.User) || !bytes.Equal(x.StackCopy, want.StackCopy) {
+			t.Errorf("record %d: kernel %v user %v %d stack bytes; want %v %v %d", i,
+				x.Kernel, x.User, len(x.StackCopy), want.Kernel, want.User, len(want.StackCopy))
+		}
+		if len(x.User) > 0 && uintptr(unsafe.Pointer(&x.User[0]))%8 != 0 {
+			t.Errorf("record %d: frames not 8-byte aligned in the backlog", i)
+		}
+		i++
+	})
+	if err != nil || n != len(recs) {
+		t.Fatalf("read %d records, %v; want %d", n, err, len(recs))
+	}
+	if n, _ := b.read(&s, func(*Sample) { t.Error("a record read twice") }); n != 0 {
+		t.Errorf("second read handed %d records", n)
+	}
+}
+
+// A reader that drains when Ready says so is woken before the ring is half
+// full and keeps up without losses, and is not woken per sample: 16 KiB
+// copies of two busy processes at 499 Hz in the default ring.
+func TestReadyBeforeHalfFull(t *testing.T) {
+	requireFixture(t)
+	f1, _ := startBinary(t, nofpPath, "deep")
+	f2, _ := startBinary(t, nofpPath, "deep")
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(f1.Process.Pid), uint32(f2.Process.Pid)},
+		User: true, Kernel: true, StackCopy: 16 << 10, CopyAll: true})
+	var avail []int // ring contents at each Ready
+	samples := 0
+	timeout := time.After(20 * time.Second)
+	for len(avail) < 30 {
+		select {
+		case <-s.Ready():
+		case <-timeout:
+			t.Fatalf("Ready received %d times in 20 s, %d samples", len(avail), samples)
+		}
+		avail = append(avail, s.reader.AvailableBytes())
+		if _, err := s.Read(func(*Sample) { samples++ }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := s.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(avail)
+	t.Logf("%d samples, %d wakeups, ring %d KiB, contents at wakeup %d..%d KiB (median %d), %d spilled, %d lost",
+		samples, len(avail), st.RingSize>>10, avail[0]>>10, avail[len(avail)-1]>>10, avail[len(avail)/2]>>10, st.Spilled, lost)
+	if median := avail[len(avail)/2]; median >= st.RingSize/2 {
+		t.Errorf("the ring held %d bytes at the median wakeup, half of the %d-byte ring or more", median, st.RingSize)
+	}
+	// A quarter ring holds over 20 records of 16 KiB at least.
+	if perSample := len(avail) * 4; perSample > samples {
+		t.Errorf("%d wakeups for %d samples: woken per sample or nearly", len(avail), samples)
+	}
+	if lost != 0 {
+		t.Errorf("%d samples lost", lost)
+	}
+}
+
+// A reader that does not read for seconds loses nothing: the Sampler moves
+// the records out of its small ring into the backlog, and Read hands them
+// over first, in order.
+func TestBacklogKeepsSlowReaderSamples(t *testing.T) {
+	requireFixture(t)
+	f1, _ := startBinary(t, nofpPath, "deep")
+	f2, _ := startBinary(t, nofpPath, "deep")
+	ring := 256 << 10 // 15 records; 2 s at 99 Hz on two CPUs is 400
+	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{uint32(f1.Process.Pid), uint32(f2.Process.Pid)},
+		User: true, Kernel: true, StackCopy: 16 << 10, CopyAll: true, RingBufferSize: ring})
+	time.Sleep(2 * time.Second)
+	last := map[uint32]uint64{} // time of the last sample per CPU
+	samples, backwards := 0, 0
+	if _, err := s.Read(func(x *Sample) {
+		samples++
+		if x.Time < last[x.CPU] {
+			backwards++
+		}
+		last[x.CPU] = x.Time
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := s.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d samples, %d spilled, %d lost", samples, st.Spilled, lost)
+	if st.Spilled == 0 || samples*16<<10 < 2*ring {
+		t.Errorf("%d samples, %d spilled: the %d-byte ring was never spilled", samples, st.Spilled, ring)
+	}
+	if lost != 0 {
+		t.Errorf("%d samples lost", lost)
+	}
+	if backwards != 0 {
+		t.Errorf("%d samples older than the one before them on their CPU", backwards)
+	}
+}
+
+// A full backlog counts its losses like a full ring.
+func TestBacklogLoss(t *testing.T) {
+	requireFixture(t)
+	f1, _ := startBinary(t, nofpPath, "deep")
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(f1.Process.Pid)},
+		User: true, Kernel: true, StackCopy: 16 << 10, CopyAll: true, RingBufferSize: 256 << 10, Backlog: 64 << 10})
+	waitLost(t, s)
+	if lost, spilled := s.backlog.lost.Load(), s.backlog.spilled.Load(); lost == 0 || spilled == 0 {
+		t.Fatalf("the backlog lost %d records, took %d; want both > 0 with 64 KiB and no reads", lost, spilled)
+	}
+}
