@@ -46,9 +46,9 @@ type Config struct {
 	// ring; collector.DefaultInterval if zero.
 	DrainEvery time.Duration
 	// ServiceName files every profile under one service; when empty each
-	// process is a service named after its command (see the package
-	// documentation). ProcRoot ("" means /proc) is where a process's
-	// command name is read when its main thread had no sample.
+	// process is a service named after its command (pyroscope.Services).
+	// ProcRoot ("" means /proc) is where a process's command name is read
+	// when its main thread had no sample.
 	ServiceName string
 	ProcRoot    string
 	// ProcessRoot adds a root frame naming each sample's process, which
@@ -252,8 +252,8 @@ func (a *Agent) cutInterval() {
 		a.log.Warn("no process side band: processes that exit between drains may be unattributed", "err", st.Sideband)
 		a.sidebandWarned = true
 	}
-	items := splitServices(p, a.cfg.ServiceName, a.cfg.ProcRoot)
-	a.log.Debug("interval", "start", p.Start, "samples", st.Samples, "lost", p.Lost, "services", len(items))
+	items := pyroscope.Split(p, pyroscope.Services(a.cfg.ServiceName, p.Samples, a.cfg.ProcRoot))
+	a.log.Debug("interval", "start", p.Start, "samples", st.Samples, "lost", p.Lost, "series", len(items))
 	if len(items) == 0 {
 		return
 	}
@@ -307,13 +307,13 @@ func (a *Agent) pushLoop(ctx context.Context) {
 	}
 }
 
-// pushBatch pushes b's services in turn, removing each one delivered or
+// pushBatch pushes b's series in turn, removing each one delivered or
 // refused for good. It stops at the first failure worth retrying, leaving
 // the rest of b for later.
 func (a *Agent) pushBatch(ctx context.Context, b *batch) error {
 	for len(b.items) > 0 {
 		it := b.items[0]
-		err := a.pusher.push(ctx, it.service, it.profile)
+		err := a.pusher.push(ctx, it)
 		if err == nil {
 			a.metrics.pushesOK.Add(1)
 			a.metrics.lastPushedTime.Store(time.Now().UnixNano())
@@ -329,7 +329,7 @@ func (a *Agent) pushBatch(ctx context.Context, b *batch) error {
 			return err
 		}
 		a.metrics.dropped[reason].Add(1)
-		a.log.Error("profile dropped", "service", it.service, "reason", reason.String(), "err", err)
+		a.log.Error("profile dropped", "service", it.Service, "container", it.Container, "reason", reason.String(), "err", err)
 		b.items = b.items[1:]
 	}
 	return nil

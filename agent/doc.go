@@ -20,7 +20,11 @@
 // host, or each process's command name — the main thread's, since worker
 // threads are often named after their pool ("tokio-runtime-w") — cut at
 // its first '/', so kernel threads such as kworker/3:1 make one service,
-// not one per CPU.
+// not one per CPU. Processes in containers add a container_id label with
+// the container's ID, so two containers running the same program are two
+// series (pyroscope.Split says why the ID is a label, not the service
+// name); the agent splits profiles the same way for Pyroscope and for its
+// output directory.
 //
 // Credentials come from a file or the environment (LoadCredentials),
 // never from the command line, where every user on the host can read

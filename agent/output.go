@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/pyroscope"
 )
 
 // stampLayout begins every file name: the interval's start in UTC, to the
@@ -18,8 +19,15 @@ const stampLayout = "20060102T150405.000Z"
 // fileSuffix ends every file name; the format is pprof, gzip-compressed.
 const fileSuffix = ".pb.gz"
 
+// shortContainer is how much of a container ID a file name holds: the 12
+// digits `docker ps` shows. The profile inside has the whole ID as
+// container_id label.
+const shortContainer = 12
+
 // outputDir writes each interval's profiles as pprof files named
-// STAMP_SERVICE.pb.gz and keeps the newest keep intervals.
+// STAMP_SERVICE.pb.gz, or STAMP_SERVICE_CONTAINER.pb.gz with the short
+// container ID for a container's series, and keeps the newest keep
+// intervals.
 type outputDir struct {
 	dir  string
 	keep int
@@ -35,15 +43,19 @@ func (o *outputDir) open() error {
 	return nil
 }
 
-// write writes one file per service and then removes the oldest intervals'
+// write writes one file per series and then removes the oldest intervals'
 // files. It returns how many files it wrote and the errors it met.
-func (o *outputDir) write(start time.Time, items []item) (int, []error) {
+func (o *outputDir) write(start time.Time, items []pyroscope.Series) (int, []error) {
 	stamp := start.UTC().Format(stampLayout)
 	var errs []error
 	n := 0
 	for _, it := range items {
-		path := filepath.Join(o.dir, stamp+"_"+fileSafe(it.service)+fileSuffix)
-		if err := writeAtomic(path, func(f *os.File) error { return exporters.WritePprof(f, it.profile, o.opts) }); err != nil {
+		name := stamp + "_" + fileSafe(it.Service)
+		if it.Container != "" {
+			name += "_" + fileSafe(it.Container[:min(len(it.Container), shortContainer)])
+		}
+		path := filepath.Join(o.dir, name+fileSuffix)
+		if err := writeAtomic(path, func(f *os.File) error { return exporters.WritePprof(f, it.Profile, o.opts) }); err != nil {
 			errs = append(errs, err)
 			continue
 		}

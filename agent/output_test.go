@@ -11,6 +11,8 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/stacks"
 )
 
 // TestOutputRotation: each interval leaves one pprof file per service,
@@ -123,6 +125,29 @@ func TestFileSafe(t *testing.T) {
 	} {
 		if got := fileSafe(in); got != want {
 			t.Errorf("fileSafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestOutputContainers: a container's series has a file of its own, named
+// with the short container ID, whose samples carry the whole ID.
+func TestOutputContainers(t *testing.T) {
+	const id = "4f797c539e6c745de61a93ca3ff892358ecbcaccd8414d5db545c38428142970"
+	dir := t.TempDir()
+	o := &outputDir{dir: dir, keep: 1}
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	sample := func(container string) *stacks.Profile {
+		return &stacks.Profile{Start: start, Duration: time.Second, Period: time.Second / 19,
+			Samples: []*stacks.Sample{{Pid: 1, Tid: 1, Comm: "web", Container: container, Count: 1}}}
+	}
+	n, errs := o.write(start, []pyroscope.Series{{Service: "web", Profile: sample("")}, {Service: "web", Container: id, Profile: sample(id)}})
+	if n != 2 || errs != nil {
+		t.Fatalf("wrote %d files: %v", n, errs)
+	}
+	for name, want := range map[string][]string{"20261122T100000.000Z_web.pb.gz": nil, "20261122T100000.000Z_web_4f797c539e6c.pb.gz": {id}} {
+		p := readPprof(t, filepath.Join(dir, name))
+		if got := p.Sample[0].Label["container_id"]; !slices.Equal(got, want) {
+			t.Errorf("%s: container_id %q; want %q", name, got, want)
 		}
 	}
 }

@@ -13,21 +13,20 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sprof/sprof/exporters/pyroscope"
-	"github.com/sprof/sprof/stacks"
 )
 
 // defaultPushTimeout bounds one request, as Grafana Alloy's remote_timeout.
 const defaultPushTimeout = 10 * time.Second
 
-// pusher sends one service's profile to Pyroscope.
+// pusher sends one series to Pyroscope.
 type pusher struct {
 	template pyroscope.Config
 	mu       sync.Mutex
 	creds    Credentials
 }
 
-// newPusher checks cfg once with a placeholder service name, so a bad URL
-// or label fails at start-up rather than on every push.
+// newPusher checks cfg once, so a bad URL or label fails at start-up
+// rather than on every push.
 func newPusher(cfg pyroscope.Config, sent *atomic.Uint64) (*pusher, error) {
 	// A request that never ends would stall every push after it.
 	hc := http.Client{Timeout: cmp.Or(cfg.Timeout, defaultPushTimeout)}
@@ -41,7 +40,7 @@ func newPusher(cfg pyroscope.Config, sent *atomic.Uint64) (*pusher, error) {
 	hc.Transport = &countingTransport{base: base, sent: sent}
 	cfg.HTTPClient = &hc
 	p := &pusher{template: cfg}
-	if _, err := p.client("check"); err != nil {
+	if _, err := p.client(); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -53,23 +52,22 @@ func (p *pusher) setCredentials(c Credentials) {
 	p.mu.Unlock()
 }
 
-// client returns a client for service with the current credentials. A
-// client is cheap and shares the HTTP transport, hence the connections.
-func (p *pusher) client(service string) (*pyroscope.Client, error) {
+// client returns a client with the current credentials. A client is
+// cheap and shares the HTTP transport, hence the connections.
+func (p *pusher) client() (*pyroscope.Client, error) {
 	cfg := p.template
-	cfg.ServiceName = service
 	p.mu.Lock()
 	cfg.BasicAuthUser, cfg.BasicAuthPassword, cfg.BearerToken = p.creds.User, p.creds.Password, p.creds.Token
 	p.mu.Unlock()
 	return pyroscope.New(cfg)
 }
 
-func (p *pusher) push(ctx context.Context, service string, prof *stacks.Profile) error {
-	c, err := p.client(service)
+func (p *pusher) push(ctx context.Context, s pyroscope.Series) error {
+	c, err := p.client()
 	if err != nil {
 		return err
 	}
-	return c.Push(ctx, prof)
+	return c.PushSeries(ctx, s)
 }
 
 // countingTransport counts the request bytes it sends.

@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"sync"
+
+	"github.com/sprof/sprof/exporters/pyroscope"
 )
 
-// batch is one interval's profiles still to push, one per service.
+// batch is one interval's profiles still to push, one per series.
 type batch struct {
-	items []item
+	items []pyroscope.Series
 }
 
 // queue holds the intervals waiting for the server, at most capacity of

@@ -73,84 +73,53 @@ func New(cfg Config) (*Client, error) {
 	}, nil
 }
 
-// series is one set of labels and the samples filed under it.
-type series struct {
-	service string
-	labels  []*typesv1.LabelPair
-	profile *stacks.Profile
-}
-
-// Push sends p: one series per service, each split into as many pprof
-// profiles as the server's limits need. It tries every series even when
-// one fails and returns the errors joined; test them with Retryable.
+// Push sends p, split into its series (Split, with the services that
+// Services names from the configured ServiceName and ProcRoot), each as
+// as many pprof profiles as the server's limits need. It tries every
+// series even when one fails and returns the errors joined; test them with
+// Retryable.
 func (c *Client) Push(ctx context.Context, p *stacks.Profile) error {
-	if !p.Start.IsZero() {
-		if age := c.now().Sub(p.Start); age > c.limits.MaxAge {
-			return fmt.Errorf("pyroscope: %w: started %s ago, the limit is %s", ErrTooOld, age.Round(time.Second), c.limits.MaxAge)
-		}
-	}
 	var errs []error
-	for _, s := range c.series(p) {
-		raws, err := c.encode(s.profile)
-		if err == nil {
-			if c.cfg.API == Ingest {
-				err = c.ingestAll(ctx, s, raws)
-			} else {
-				err = c.pushAll(ctx, s, raws)
+	for _, s := range Split(p, Services(c.cfg.ServiceName, p.Samples, c.cfg.ProcRoot)) {
+		if err := c.PushSeries(ctx, s); err != nil {
+			if errors.Is(err, ErrTooOld) {
+				return err // so is every other series
 			}
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pyroscope: service %q: %w", s.service, err))
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// series groups p's samples by service: everything under the configured
-// service name, or per process under its command name. Processes sharing
-// a command share a series.
-func (c *Client) series(p *stacks.Profile) []series {
-	bySvc := map[string]*stacks.Profile{}
-	svcOfPid := map[uint32]string{}
-	var names []string
-	for _, s := range p.Samples {
-		svc := c.cfg.ServiceName
-		if svc == "" {
-			var ok bool
-			if svc, ok = svcOfPid[s.Pid]; !ok {
-				svc = serviceFromComm(s.Comm)
-				svcOfPid[s.Pid] = svc
-			}
+// PushSeries sends one series, split into as many pprof profiles as the
+// server's limits need, for a caller that splits profiles itself (with
+// Split) and queues the series.
+func (c *Client) PushSeries(ctx context.Context, s Series) error {
+	if p := s.Profile; !p.Start.IsZero() {
+		if age := c.now().Sub(p.Start); age > c.limits.MaxAge {
+			return fmt.Errorf("pyroscope: %w: started %s ago, the limit is %s", ErrTooOld, age.Round(time.Second), c.limits.MaxAge)
 		}
-		sp, ok := bySvc[svc]
-		if !ok {
-			sp = &stacks.Profile{Start: p.Start, Duration: p.Duration, Period: p.Period, Mappings: p.Mappings, Lost: p.Lost}
-			bySvc[svc] = sp
-			names = append(names, svc)
+	}
+	raws, err := c.encode(s.Profile)
+	if err == nil {
+		if c.cfg.API == Ingest {
+			err = c.ingestAll(ctx, s, raws)
+		} else {
+			err = c.pushAll(ctx, c.labels(s), raws)
 		}
-		sp.Samples = append(sp.Samples, s)
 	}
-	slices.Sort(names)
-	out := make([]series, 0, len(names))
-	for _, svc := range names {
-		out = append(out, series{service: svc, labels: c.labels(svc), profile: bySvc[svc]})
+	if err != nil {
+		return fmt.Errorf("pyroscope: service %q: %w", s.Service, err)
 	}
-	return out
+	return nil
 }
 
-// serviceFromComm turns a command name into a service name: valid UTF-8,
-// and "unknown" rather than empty.
-func serviceFromComm(comm string) string {
-	comm = strings.TrimSpace(strings.ToValidUTF8(comm, "_"))
-	if comm == "" {
-		return "unknown"
+// labels returns the series labels of s, sorted by name.
+func (c *Client) labels(s Series) []*typesv1.LabelPair {
+	ls := []*typesv1.LabelPair{{Name: labelName, Value: metricName}, {Name: labelService, Value: s.Service}}
+	if s.Container != "" {
+		ls = append(ls, &typesv1.LabelPair{Name: labelContainer, Value: s.Container})
 	}
-	return comm
-}
-
-// labels returns the series labels of service, sorted by name.
-func (c *Client) labels(service string) []*typesv1.LabelPair {
-	ls := []*typesv1.LabelPair{{Name: labelName, Value: metricName}, {Name: labelService, Value: service}}
 	if c.cfg.Host != "" {
 		ls = append(ls, &typesv1.LabelPair{Name: labelHost, Value: c.cfg.Host})
 	}
@@ -225,16 +194,16 @@ func gzipBytes(b []byte) []byte {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// pushAll sends raws under s's labels with as few Push requests as the
+// pushAll sends raws under labels with as few Push requests as the
 // request size bound allows.
-func (c *Client) pushAll(ctx context.Context, s series, raws [][]byte) error {
+func (c *Client) pushAll(ctx context.Context, labels []*typesv1.LabelPair, raws [][]byte) error {
 	for len(raws) > 0 {
 		n, size := 0, 0
 		for n < len(raws) && (n == 0 || size+len(raws[n]) <= maxRequestBytes) {
 			size += len(raws[n])
 			n++
 		}
-		rs := &pushv1.RawProfileSeries{Labels: s.labels}
+		rs := &pushv1.RawProfileSeries{Labels: labels}
 		for _, raw := range raws[:n] {
 			rs.Samples = append(rs.Samples, &pushv1.RawSample{RawProfile: raw, ID: newUUID()})
 		}

@@ -331,10 +331,11 @@ func TestConfigChecks(t *testing.T) {
 		{"bad API", Config{URL: "http://x", API: "grpc"}, "API"},
 		{"reserved label", Config{URL: "http://x", Labels: map[string]string{"__name__": "x"}}, "__"},
 		{"service label", Config{URL: "http://x", Labels: map[string]string{"service_name": "x"}}, "own option"},
+		{"container label", Config{URL: "http://x", Labels: map[string]string{"container_id": "x"}}, "sprof sets it"},
 		{"bad label name", Config{URL: "http://x", Labels: map[string]string{"1abc": "x"}}, "names are"},
 		{"long value", Config{URL: "http://x", Labels: map[string]string{"a": long}}, "2048"},
 		{"both auths", Config{URL: "http://x", BearerToken: "t", BasicAuthUser: "u"}, "exclusive"},
-		{"too many labels", Config{URL: "http://x", Labels: manyLabels(28)}, "at most 30"},
+		{"too many labels", Config{URL: "http://x", Labels: manyLabels(27)}, "at most 30"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -345,6 +346,10 @@ func TestConfigChecks(t *testing.T) {
 	}
 	if _, err := New(Config{URL: "https://x/", Labels: map[string]string{"k8s.namespace": "a", "env": "b"}}); err != nil {
 		t.Errorf("a valid config was refused: %v", err)
+	}
+	// __name__, service_name, host, container_id and 26 more make 30.
+	if _, err := New(Config{URL: "https://x/", Host: "h", Labels: manyLabels(26)}); err != nil {
+		t.Errorf("30 labels were refused: %v", err)
 	}
 }
 
@@ -420,11 +425,14 @@ func TestIngestName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.ingestName("my app:v2"); got != "my_app_v2{team=a_b_c_}" {
+	if got := c.ingestName(Series{Service: "my app:v2"}); got != "my_app_v2{team=a_b_c_}" {
 		t.Errorf("ingestName = %q", got)
 	}
+	if got := c.ingestName(Series{Service: "web", Container: containerA}); got != "web{container_id="+containerA+",team=a_b_c_}" {
+		t.Errorf("ingestName with a container = %q", got)
+	}
 	c.cfg.Labels = nil
-	if got := c.ingestName("web"); got != "web{}" {
+	if got := c.ingestName(Series{Service: "web"}); got != "web{}" {
 		t.Errorf("ingestName without labels = %q", got)
 	}
 }

@@ -37,8 +37,11 @@ type Config struct {
 	// API is Push (the default when empty) or Ingest.
 	API API
 	// ServiceName labels every profile. When empty each process gets its
-	// own series named after its command.
+	// own series named after its command (see Services), read from
+	// ProcRoot/PID/comm when its main thread has no sample; ProcRoot ""
+	// reads nothing.
 	ServiceName string
+	ProcRoot    string
 	// ProcessRoot adds a root frame naming each sample's process, Alloy's
 	// comm = "stackframe": with one ServiceName for a whole host it tells
 	// programs apart without a series per process.
@@ -112,6 +115,9 @@ const (
 	labelService = "service_name"
 	labelHost    = "host"
 	metricName   = "process_cpu"
+	// labelContainer is the series label of Series.Container, named as
+	// the pprof label (exporters.LabelContainer) and as Alloy names it.
+	labelContainer = string(exporters.LabelContainer)
 )
 
 // check validates the configuration up front, so a bad label fails at
@@ -127,14 +133,17 @@ func (c *Config) check() error {
 	if c.BearerToken != "" && (c.BasicAuthUser != "" || c.BasicAuthPassword != "") {
 		return errors.New("pyroscope: basic auth and a bearer token are exclusive")
 	}
-	// __name__, service_name, maybe host, plus the others.
-	if n := 3 + len(c.Labels); n > c.Limits.MaxLabelNames {
+	// __name__, service_name, maybe host and container_id, plus the
+	// others.
+	if n := 4 + len(c.Labels); n > c.Limits.MaxLabelNames {
 		return fmt.Errorf("pyroscope: %d labels, the server accepts at most %d", n, c.Limits.MaxLabelNames)
 	}
 	for name, value := range c.Labels {
 		switch {
 		case name == labelService || name == labelHost:
 			return fmt.Errorf("pyroscope label %q: set it with its own option", name)
+		case name == labelContainer:
+			return fmt.Errorf("pyroscope label %q: sprof sets it to the container each process runs in", name)
 		case !validLabelName(name):
 			return fmt.Errorf("pyroscope label %q: names are letters, digits, _ and ., not starting with a digit or __", name)
 		case len(name) > c.Limits.MaxNameLength:

@@ -4,10 +4,14 @@
 // a fallback for servers and proxies that only know that.
 //
 // A profile leaves as pprof in the Go runtime's CPU shape, so Pyroscope
-// files it as process_cpu, one series per service: the configured service
-// name, or each process's command name. Pyroscope rejects or silently
-// mangles profiles past its limits, so the client stays inside them
-// itself: it splits a series whose pprof would exceed 16,000 samples or
+// files it as process_cpu, one series per service — the configured service
+// name, or each process's command name (Services) — and, for processes in
+// containers, per container, labelled container_id (Split). The split
+// lives here once, for Push and for callers such as sprof agent that queue
+// series themselves and send them with PushSeries.
+//
+// Pyroscope rejects or silently mangles profiles past its limits, so the
+// client stays inside them itself: it splits a series whose pprof would exceed 16,000 samples or
 // 4 MiB uncompressed into several profiles, caps stacks at 1,000 frames
 // with a visible `[truncated]` marker, keeps per-sample pid/tid labels out
 // (each distinct label set would become a series), checks series labels

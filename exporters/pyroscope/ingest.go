@@ -26,10 +26,10 @@ func (e *StatusError) Error() string {
 }
 
 // ingestAll posts each raw profile to the legacy /ingest endpoint.
-func (c *Client) ingestAll(ctx context.Context, s series, raws [][]byte) error {
-	p := s.profile
+func (c *Client) ingestAll(ctx context.Context, s Series, raws [][]byte) error {
+	p := s.Profile
 	q := url.Values{}
-	q.Set("name", c.ingestName(s.service))
+	q.Set("name", c.ingestName(s))
 	q.Set("format", "pprof")
 	q.Set("spyName", "sprof")
 	if !p.Start.IsZero() {
@@ -53,18 +53,18 @@ func (c *Client) ingestAll(ctx context.Context, s series, raws [][]byte) error {
 // ingestName is the name parameter: `app{k=v,…}`, the app name standing for
 // service_name. /ingest parses it loosely, so characters with a meaning in
 // that syntax are replaced.
-func (c *Client) ingestName(service string) string {
+func (c *Client) ingestName(s Series) string {
 	var b strings.Builder
 	b.WriteString(strings.Map(func(r rune) rune {
 		if r == '_' || r == '.' || r == '-' || r == '/' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
 			return r
 		}
 		return '_'
-	}, service))
+	}, s.Service))
 	b.WriteByte('{')
 	escape := strings.NewReplacer(",", "_", "{", "_", "}", "_", "=", "_")
 	first := true
-	for _, l := range c.labels(service) {
+	for _, l := range c.labels(s) {
 		if l.Name == labelName || l.Name == labelService {
 			continue
 		}
