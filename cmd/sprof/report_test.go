@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/sprof/sprof/cbf"
 	"github.com/sprof/sprof/cbf/recording"
+	"github.com/sprof/sprof/collector/container/containertest"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize/buildid"
@@ -234,5 +237,45 @@ func TestReportSymbolizers(t *testing.T) {
 	}
 	if code, _, _ := runSprof("report", rec, "--symbolizer", "dwarf"); code != 2 {
 		t.Errorf("--symbolizer dwarf: exit %d; want 2", code)
+	}
+}
+
+// TestRecordContainer runs a program that enters a container's cgroup and
+// then execs, as runtimes start a container's program, and expects its
+// samples labelled with the container's ID both in the profile `sprof
+// record` writes and in the one `sprof report` makes of a recording.
+func TestRecordContainer(t *testing.T) {
+	testenv.RequireRoot(t)
+	cg := containertest.New(t)
+	spin, err := filepath.Abs("../../testdata/e2e/spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	command := []string{"--", "sh", "-c", "echo $$ > " + cg.Procs() + " && exec " + spin + " 1"}
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "spin.sprof")
+	if code, _, errs := runSprof(append([]string{"record", "-F", "499", "-o", rec}, command...)...); code != 0 {
+		t.Fatalf("record: exit %d\n%s", code, errs)
+	}
+	reported := filepath.Join(dir, "spin.pb.gz")
+	if code, _, errs := runSprof("report", rec, "-o", reported); code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, errs)
+	}
+	direct, _ := recordProfile(t, append([]string{"-F", "499"}, command...)...)
+	for name, p := range map[string]*profile.Profile{"record -o x.sprof, report": parseProfile(t, reported), "record -o x.pb.gz": direct} {
+		var in, out int64
+		for _, s := range p.Sample {
+			if c := s.Label["comm"]; len(c) != 1 || c[0] != "spin" {
+				continue
+			}
+			if id := s.Label["container_id"]; len(id) == 1 && id[0] == cg.ID {
+				in += s.Value[0]
+			} else {
+				out += s.Value[0]
+			}
+		}
+		if in < 100 || out > in/100 {
+			t.Errorf("%s: %d samples of spin in container %.12s, %d outside it", name, in, cg.ID, out)
+		}
 	}
 }

@@ -69,10 +69,15 @@ func New(t testing.TB) *Cgroup {
 // Add moves process pid into the container's cgroup.
 func (c *Cgroup) Add(t testing.TB, pid int) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+	if err := os.WriteFile(c.Procs(), []byte(strconv.Itoa(pid)), 0); err != nil {
 		t.Fatalf("move pid %d into %s: %v", pid, c.dir, err)
 	}
 }
+
+// Procs is the cgroup's cgroup.procs file: a process that writes its pid
+// there enters the container, as a runtime's does before it execs the
+// container's program.
+func (c *Cgroup) Procs() string { return filepath.Join(c.dir, "cgroup.procs") }
 
 // mount finds the cgroup v2 hierarchy: /sys/fs/cgroup on a unified host,
 // /sys/fs/cgroup/unified on a hybrid one.
