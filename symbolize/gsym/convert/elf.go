@@ -55,18 +55,30 @@ type Stats struct {
 // debug file) and its symbol table, finalized. Encode the result with
 // Creator.Encode using Stats.ByteOrder to write what llvm-gsymutil writes.
 func ELF(path string, opts Options) (c *gsym.Creator, st Stats, err error) {
+	var maps [][]byte
 	defer func() {
-		// debug/elf and debug/dwarf are not hardened against hostile
-		// input; a panic in them is an error in this file, not a crash.
+		// debug/elf is not hardened against hostile input; a panic in it
+		// (or in this package) is an error in this file, not a crash.
 		if p := recover(); p != nil {
 			c, err = nil, fmt.Errorf("convert %s: malformed ELF or DWARF: %v", path, p)
+			return // leaving the files mapped: goroutines may read them still
+		}
+		for _, m := range maps {
+			syscall.Munmap(m)
 		}
 	}()
+	// A fault reading a mapped file (truncated under us) is a panic.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	bin, err := elf.Open(path)
 	if err != nil {
 		return nil, st, fmt.Errorf("convert %s: %w", path, err)
 	}
 	defer bin.Close()
+	binMap, err := mapFile(path)
+	if err != nil {
+		return nil, st, fmt.Errorf("convert %s: %w", path, err)
+	}
+	maps = append(maps, binMap)
 	c = gsym.NewCreator()
 	st.ByteOrder = bin.ByteOrder
 	if base, ok := imageBase(bin); ok {
@@ -80,7 +92,7 @@ func ELF(path string, opts Options) (c *gsym.Creator, st Stats, err error) {
 	id := buildID(bin)
 	c.SetUUID(id)
 
-	dbg := bin
+	dbg, dbgMap := bin, binMap
 	if !hasDWARF(bin) {
 		if p := findDebugFile(bin, path, id, opts.DebugDirs); p != "" {
 			df, err := elf.Open(p)
@@ -88,28 +100,28 @@ func ELF(path string, opts Options) (c *gsym.Creator, st Stats, err error) {
 				return nil, st, fmt.Errorf("convert %s: debug file %s: %w", path, p, err)
 			}
 			defer df.Close()
+			if dbgMap, err = mapFile(p); err != nil {
+				return nil, st, fmt.Errorf("convert %s: debug file: %w", path, err)
+			}
+			maps = append(maps, dbgMap)
 			dbg, st.DebugFile = df, p
 		}
 	}
-	symFile := bin
+	symFile, symMap := bin, binMap
 	if bin.Section(".symtab") == nil && dbg.Section(".symtab") != nil {
-		symFile = dbg
+		symFile, symMap = dbg, dbgMap
 	}
 	// The symbol table is read while the DWARF is converted; its functions
 	// are added after DWARF's, as LLVM adds them.
 	syms := make(chan []gsym.FunctionInfo, 1)
 	go func() {
 		var fs []gsym.FunctionInfo
-		catch(func() error { fs = funcSymbols(c, symFile); return nil })
+		catch(func() error { fs = funcSymbols(c, symFile, symMap); return nil })
 		syms <- fs
 	}()
 	if hasDWARF(dbg) {
 		st.HasDWARF = true
-		dbgPath := path
-		if st.DebugFile != "" {
-			dbgPath = st.DebugFile
-		}
-		if st.FromDWARF, err = dwarfFunctions(c, dbg, dbgPath, opts); err != nil {
+		if st.FromDWARF, err = dwarfFunctions(c, dbg, dbgMap, opts); err != nil {
 			<-syms
 			return nil, st, fmt.Errorf("convert %s: %w", path, err)
 		}
@@ -127,25 +139,13 @@ func ELF(path string, opts Options) (c *gsym.Creator, st Stats, err error) {
 	return c, st, nil
 }
 
-// dwarfFunctions adds the functions of f's DWARF (f is the file at path).
-func dwarfFunctions(c *gsym.Creator, f *elf.File, path string, opts Options) (int, error) {
-	mapped, err := mapFile(path)
+// dwarfFunctions adds the functions of f's DWARF; mapped is f's file.
+func dwarfFunctions(c *gsym.Creator, f *elf.File, mapped []byte, opts Options) (int, error) {
+	d, err := loadDWARF(f, mapped, opts.MaxSectionSize)
 	if err != nil {
 		return 0, err
 	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	d, err := loadDWARF(f, mapped, opts.MaxSectionSize)
-	n := 0
-	if err == nil {
-		n, err = convertDWARF(c, d, opts.Workers, opts.Progress)
-	}
-	// Not deferred: after a panic, goroutines may still read the mapping,
-	// which is then left mapped. Nothing converted refers to it: strings
-	// are copied out.
-	if mapped != nil {
-		syscall.Munmap(mapped)
-	}
-	return n, err
+	return convertDWARF(c, d, opts.Workers, opts.Progress)
 }
 
 // mapFile maps the file at path read-only; nil for an empty file.
@@ -186,20 +186,68 @@ func hasDWARF(f *elf.File) bool {
 
 // funcSymbols returns a bare FunctionInfo for each function symbol of
 // .symtab that lies in a text range of c; Finalize drops those DWARF also
-// describes.
-func funcSymbols(c *gsym.Creator, f *elf.File) []gsym.FunctionInfo {
-	syms, err := f.Symbols()
-	if err != nil {
+// describes. It reads the table in place in mapped (f's file), creating
+// names only for the functions kept: Go binaries have tens of thousands of
+// symbols.
+func funcSymbols(c *gsym.Creator, f *elf.File, mapped []byte) []gsym.FunctionInfo {
+	symtab := f.SectionByType(elf.SHT_SYMTAB)
+	if symtab == nil || symtab.Link == 0 || int(symtab.Link) >= len(f.Sections) {
+		return nil
+	}
+	data, ok := sectionBytes(mapped, symtab)
+	strs, ok2 := sectionBytes(mapped, f.Sections[symtab.Link])
+	entSize := 24
+	if f.Class == elf.ELFCLASS32 {
+		entSize = 16
+	}
+	if !ok || !ok2 || len(data)%entSize != 0 {
 		return nil
 	}
 	var out []gsym.FunctionInfo
-	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Name == "" || !c.ValidTextAddress(s.Value) {
+	order := f.ByteOrder
+	// The first entry is the null symbol.
+	for data = data[min(entSize, len(data)):]; len(data) > 0; data = data[entSize:] {
+		var info uint8
+		var value, size uint64
+		if entSize == 24 {
+			info, value, size = data[4], order.Uint64(data[8:]), order.Uint64(data[16:])
+		} else {
+			info, value, size = data[12], uint64(order.Uint32(data[4:])), uint64(order.Uint32(data[8:]))
+		}
+		if elf.ST_TYPE(info) != elf.STT_FUNC || !c.ValidTextAddress(value) {
 			continue
 		}
-		out = append(out, gsym.FunctionInfo{Range: gsym.Range{Start: s.Value, End: s.Value + s.Size}, Name: s.Name})
+		name := symbolName(strs, order.Uint32(data))
+		if name == "" {
+			continue
+		}
+		out = append(out, gsym.FunctionInfo{Range: gsym.Range{Start: value, End: value + size}, Name: name})
 	}
 	return out
+}
+
+// symbolName is the NUL-terminated string at off, "" when there is none,
+// as debug/elf reads symbol names.
+func symbolName(strs []byte, off uint32) string {
+	if uint64(off) >= uint64(len(strs)) {
+		return ""
+	}
+	s := strs[off:]
+	i := bytes.IndexByte(s, 0)
+	if i < 0 {
+		return ""
+	}
+	return string(s[:i])
+}
+
+// sectionBytes is the contents of an uncompressed section in mapped, its
+// file, false when it has none there.
+func sectionBytes(mapped []byte, s *elf.Section) ([]byte, bool) {
+	end := s.Offset + s.FileSize
+	if s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_COMPRESSED != 0 || end < s.Offset || end > uint64(len(mapped)) {
+		return nil, false
+	}
+	return mapped[s.Offset:end:end], true
 }
 
 // buildID returns the GNU build ID note's payload, nil when there is none.
@@ -247,6 +295,26 @@ func findDebugFile(f *elf.File, binPath string, id []byte, dirs []string) string
 		req.BinaryDirs = []string{filepath.Dir(abs)}
 	}
 	return debugfile.Find(req)
+}
+
+// sectionReader reads a compressed section: zlib straight from mapped when
+// that holds it (sparing debug/elf's copies), else through debug/elf,
+// which also knows zstd.
+func sectionReader(f *elf.File, mapped []byte, s *elf.Section) io.Reader {
+	hdr := uint64(24) // Elf64_Chdr: type, reserved, size, alignment
+	if f.Class == elf.ELFCLASS32 {
+		hdr = 12
+	}
+	end := s.Offset + s.FileSize
+	if s.Type == elf.SHT_NOBITS || end < s.Offset || end > uint64(len(mapped)) || s.FileSize < hdr ||
+		elf.CompressionType(f.ByteOrder.Uint32(mapped[s.Offset:])) != elf.COMPRESS_ZLIB {
+		return s.Open()
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(mapped[s.Offset+hdr : end]))
+	if err != nil {
+		return s.Open() // which reports the error
+	}
+	return zr
 }
 
 // maxDebuglink bounds the .gnu_debuglink section read: a file name and a CRC.
@@ -370,8 +438,8 @@ func relocate(f *elf.File, name string, data []byte) error {
 // when that is not nil.
 func debugSection(f *elf.File, mapped []byte, name string, maxSize uint64) ([]byte, error) {
 	if s := f.Section(".debug_" + name); s != nil && s.Type != elf.SHT_NOBITS {
-		if end := s.Offset + s.FileSize; s.Flags&elf.SHF_COMPRESSED == 0 && mapped != nil && end >= s.Offset && end <= uint64(len(mapped)) {
-			return mapped[s.Offset:end:end], nil
+		if b, ok := sectionBytes(mapped, s); ok {
+			return b, nil
 		}
 		// Size is the decompressed size for SHF_COMPRESSED sections: trust
 		// it no further than zlib's best ratio allows.
@@ -383,7 +451,7 @@ func debugSection(f *elf.File, mapped []byte, name string, maxSize uint64) ([]by
 			return nil, fmt.Errorf(".debug_%s claims %d bytes, more than %d", name, s.Size, limit)
 		}
 		b := make([]byte, s.Size)
-		if _, err := io.ReadFull(s.Open(), b); err != nil {
+		if _, err := io.ReadFull(sectionReader(f, mapped, s), b); err != nil {
 			return nil, fmt.Errorf("read .debug_%s: %w", name, err)
 		}
 		return b, nil
