@@ -271,10 +271,14 @@ type stackDict struct {
 	// index maps the hash of every stack suffix the table can express to
 	// an entry and the frames to skip of it.
 	index map[uint64]suffix
-	// last maps each address of the table to the position in words
-	// where it was last stored, so that a frame seen before is stored as
-	// a reference when that is shorter than a difference.
-	last    map[uint64]int32
+	// bare maps the hash of a stack to its entry for the few entries of
+	// no frames of their own: index keeps the stack they are a suffix of,
+	// for entries that take it for parent.
+	bare map[uint64]int32
+	// last remembers where in words the table last stored an address,
+	// so that a frame seen before is stored as a reference when that is
+	// shorter than a difference.
+	last    *addressCache
 	entries []stackEntry
 	words   []uint64
 	// defined counts the entries already written; pending holds the
@@ -288,18 +292,18 @@ type stackDict struct {
 
 // suffix says where the table holds a stack: the frames of entry from
 // skip on, skip less than the entry's own frames, so that an entry that
-// takes it for parent starts right at a frame of the parent's own. whole
-// is the entry whose stack it is exactly, -1 when none has it (yet).
-type suffix struct{ entry, skip, whole int32 }
+// takes it for parent starts right at a frame of the parent's own.
+type suffix struct{ entry, skip int32 }
 
 func newStackDict() *stackDict {
-	return &stackDict{seed: maphash.MakeSeed(), index: map[uint64]suffix{}, last: map[uint64]int32{}, maxWords: writerTableFrames}
+	return &stackDict{seed: maphash.MakeSeed(), index: map[uint64]suffix{}, bare: map[uint64]int32{}, last: new(addressCache), maxWords: writerTableFrames}
 }
 
 // reset forgets every entry; the next Stacks chunk starts a new table.
 func (d *stackDict) reset() {
 	clear(d.index)
-	clear(d.last)
+	clear(d.bare)
+	d.last.reset()
 	d.entries, d.words, d.defined, d.pending = d.entries[:0], d.words[:0], 0, d.pending[:0]
 }
 
@@ -324,9 +328,6 @@ func (d *stackDict) suffixHashes(pcs []uint64, truncated bool) []uint64 {
 // matches reports whether the stack s names is pcs with the given
 // truncation.
 func (d *stackDict) matches(s suffix, pcs []uint64, truncated bool) bool {
-	if s.entry < 0 { // the empty stack, truncated: only whole has it
-		s = suffix{entry: s.whole}
-	}
 	e := &d.entries[s.entry]
 	if e.depth-s.skip != int32(len(pcs)) || e.truncated != truncated {
 		return false
@@ -355,30 +356,30 @@ func (d *stackDict) matches(s suffix, pcs []uint64, truncated bool) bool {
 func (d *stackDict) stack(pcs []uint64, truncated bool) int32 {
 	h := d.suffixHashes(pcs, truncated)
 	// The longest suffix the table holds, the whole stack at best.
-	at, found := len(pcs), suffix{entry: -1, whole: -1}
-	for i := range len(pcs) + 1 {
+	at, found := len(pcs), suffix{entry: -1}
+	for i := range len(pcs) {
 		if s, ok := d.index[h[i]]; ok && d.matches(s, pcs[i:], truncated) {
 			at, found = i, s
 			break
 		}
 	}
-	if at == 0 && found.whole >= 0 {
-		return found.whole
+	if at == 0 {
+		if found.entry >= 0 && found.skip == 0 {
+			return found.entry
+		}
+		if id, ok := d.bare[h[0]]; ok && d.matches(suffix{entry: id}, pcs, truncated) {
+			return id
+		}
 	}
 	id := int32(len(d.entries))
 	e := stackEntry{parent: found.entry, skip: found.skip, off: int32(len(d.words)), n: int32(at), depth: int32(len(pcs)), truncated: truncated}
 	d.words = append(d.words, pcs[:at]...)
 	d.entries = append(d.entries, e)
 	if at == 0 {
-		// A suffix of a stored stack: an entry of no frames of its own.
-		// Others keep the stored stack for their parent.
-		found.whole = id
-		d.index[h[0]] = found
-	} else {
-		d.index[h[0]] = suffix{entry: id, whole: id}
+		d.bare[h[0]] = id // a suffix of a stored stack, or the empty one
 	}
-	for i := 1; i < at; i++ {
-		d.index[h[i]] = suffix{entry: id, skip: int32(i), whole: -1}
+	for i := range at {
+		d.index[h[i]] = suffix{entry: id, skip: int32(i)}
 	}
 	d.pending = binary.AppendUvarint(d.pending, uint64(found.entry+1))
 	var join uint64 // the frame after the new ones
@@ -400,9 +401,8 @@ func (d *stackDict) stack(pcs []uint64, truncated bool) int32 {
 	end := e.off + e.n
 	for i := at - 1; i >= 0; i-- {
 		a := pcs[i]
-		p, seen := d.last[a]
+		p, seen := d.last.swap(a, e.off+int32(i))
 		d.pending = appendFrame(d.pending, a-join, end-p, seen)
-		d.last[a] = e.off + int32(i)
 		join = a
 	}
 	return id
@@ -442,3 +442,24 @@ func (d *stackDict) appendPayload(dst []byte) (_ []byte, ok bool) {
 	d.defined, d.pending = len(d.entries), d.pending[:0]
 	return dst, true
 }
+
+// addressCache maps addresses to where the table last stored them, like a
+// map but of fixed size and without growth: a direct-mapped cache, where a
+// newer address evicts an older one of the same slot. It finds most
+// repeated addresses for a fraction of a map's cost (the writer looks up
+// every new frame); one it misses is stored as a difference instead.
+type addressCache [1 << 13]struct {
+	addr uint64
+	pos  int32 // position in words + 1; 0 for an empty slot
+}
+
+// swap returns where addr was last stored, if the cache knows, and
+// records pos as its new place.
+func (c *addressCache) swap(addr uint64, pos int32) (int32, bool) {
+	slot := &c[(addr*0x9e3779b97f4a7c15)>>(64-13)]
+	old, ok := slot.pos-1, slot.pos != 0 && slot.addr == addr
+	slot.addr, slot.pos = addr, pos+1
+	return old, ok
+}
+
+func (c *addressCache) reset() { *c = addressCache{} }
