@@ -33,6 +33,7 @@ Examples:
   sprof report cpu.sprof --comm nginx -o nginx.svg     # one program's threads
   sprof report cpu.sprof -p 1234 --from 10s --to 40s -o app.folded
   sprof report cpu.sprof --from 2026-11-22T11:30:00Z -o later.speedscope.json
+  sprof report cpu.sprof --process-root container-comm -o host.svg  # by container
 
 The output format follows the file's extension unless --format says
 otherwise: .pb.gz, .pprof, .pb (pprof); .folded, .txt (folded stacks);
@@ -47,6 +48,7 @@ type reportOptions struct {
 	comms         []string
 	from, to      string
 	symbolizer    symbolizerFlags
+	export        exporters.Options
 }
 
 func parseReport(e *env, args []string) (*reportOptions, error) {
@@ -58,6 +60,12 @@ func parseReport(e *env, args []string) (*reportOptions, error) {
 	fs.StringSliceVar(&o.comms, "comm", nil, "only threads or processes of this name (repeat, or separate with commas)")
 	fs.StringVar(&o.from, "from", "", "start of the window: an offset from the recording's start (10, 1m30s) or a time (RFC 3339)")
 	fs.StringVar(&o.to, "to", "", "end of the window, as --from; default the end of the recording")
+	var defaultLabels []string
+	for _, l := range exporters.DefaultLabels() {
+		defaultLabels = append(defaultLabels, string(l))
+	}
+	labels := fs.String("labels", strings.Join(defaultLabels, ","), "pprof sample labels, comma-separated (none for none); container_id is there only for processes in containers")
+	processRoot := fs.String("process-root", "none", "root frame naming each sample's process: none, comm, comm-pid, container-comm (the container's short ID above the comm)")
 	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -65,11 +73,17 @@ func parseReport(e *env, args []string) (*reportOptions, error) {
 	if fs.NArg() != 1 {
 		return nil, usagef("want one REC.sprof, got %d arguments", fs.NArg())
 	}
+	var err error
+	if o.export.Labels, err = exporters.ParseLabels(*labels); err != nil {
+		return nil, usagef("--labels: %v", err)
+	}
+	if o.export.ProcessRoot, err = exporters.ParseProcessRoot(*processRoot); err != nil {
+		return nil, usagef("--process-root: %v", err)
+	}
 	o.input = fs.Arg(0)
 	if err := o.symbolizer.check(); err != nil {
 		return nil, err
 	}
-	var err error
 	if *format != "" {
 		o.format, err = exporters.ParseFormat(*format)
 	} else {
@@ -133,7 +147,7 @@ func runReport(e *env, args []string) error {
 		return err
 	}
 	defer out.abort()
-	if err := exporters.Write(out, prof, o.format, exporters.Options{}); err != nil {
+	if err := exporters.Write(out, prof, o.format, o.export); err != nil {
 		return fmt.Errorf("write %s: %w", o.output, err)
 	}
 	if err := out.commit(); err != nil {

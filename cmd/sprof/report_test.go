@@ -111,6 +111,8 @@ func TestReportFilters(t *testing.T) {
 		{"report", fixture, "--from", "10s", "--to", "5s"},
 		{"report", fixture, "--from", "2000-01-01T00:00:00Z"},
 		{"report", fixture, "-o", "x.sprof"},
+		{"report", fixture, "--labels", "cpu"},
+		{"report", fixture, "--process-root", "pid"},
 	} {
 		if code, _, _ := runSprof(args...); code != 2 {
 			t.Errorf("%q: exit %d; want 2", args, code)
@@ -237,6 +239,18 @@ func TestReportSymbolizers(t *testing.T) {
 	}
 	if code, _, _ := runSprof("report", rec, "--symbolizer", "dwarf"); code != 2 {
 		t.Errorf("--symbolizer dwarf: exit %d; want 2", code)
+	}
+
+	// The labels and the root frame are the caller's choice.
+	pb := filepath.Join(dir, "labels.pb.gz")
+	if code, _, errs := runSprof("report", rec, "--labels", "pid", "--process-root", "comm-pid", "-o", pb); code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, errs)
+	}
+	for _, s := range parseProfile(t, pb).Sample {
+		root := s.Location[len(s.Location)-1].Line[0].Function.Name
+		if len(s.Label) != 1 || len(s.Label["pid"]) != 1 || root != "cinline-300" {
+			t.Errorf("labels %v, root frame %q; want pid only and cinline-300", s.Label, root)
+		}
 	}
 }
 
