@@ -403,6 +403,13 @@ func TestSummarize(t *testing.T) {
 		s.Duration() != 2991*time.Millisecond || s.Intact != int64(len(data)) || s.Damaged != nil {
 		t.Errorf("summary %+v", s)
 	}
+	var total int64
+	for _, n := range s.Bytes {
+		total += n
+	}
+	if total != int64(len(data)-len(Magic)) || s.Bytes[ChunkStacks] == 0 || s.Bytes[ChunkSamples] == 0 || s.Bytes[ChunkHeader] != 36 {
+		t.Errorf("bytes by chunk type %v, %d in all; want the %d bytes after the magic", s.Bytes, total, len(data)-len(Magic))
+	}
 	s, err = Summarize(bytes.NewReader(data[:len(data)-3]))
 	if err != nil {
 		t.Fatal(err)

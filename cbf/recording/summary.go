@@ -16,8 +16,11 @@ type Summary struct {
 	// Chunks counts intact chunks, Unknown those of types this package
 	// does not know (written by a newer sprof).
 	Chunks, Unknown int
-	Samples         uint64
-	Lost            uint64
+	// Bytes counts the bytes of the intact chunks by type, their headers
+	// and checksums included: where the size of a recording goes.
+	Bytes   map[ChunkType]int64
+	Samples uint64
+	Lost    uint64
 	// Stacks counts the entries of the stack tables: the distinct stacks
 	// and the shared parts of stacks, each stored once.
 	Stacks int
@@ -52,7 +55,7 @@ func Summarize(r io.Reader) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Summary{Header: rd.Header()}
+	s := &Summary{Header: rd.Header(), Bytes: map[ChunkType]int64{ChunkHeader: rd.Offset() - int64(len(Magic))}}
 	pids := map[uint32]bool{}
 	images := map[string]bool{}
 	for {
@@ -67,6 +70,7 @@ func Summarize(r io.Reader) (*Summary, error) {
 			return nil, err
 		}
 		s.Chunks++
+		s.Bytes[c.Type] += chunkHead + int64(len(c.Payload)) + chunkTail
 		if err := s.add(&c, pids, images); err != nil {
 			return nil, fmt.Errorf("recording: %v chunk at offset %d: %w", c.Type, c.Offset, err)
 		}
