@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"time"
-	"unsafe"
 
 	"github.com/sprof/sprof/sframe"
 )
@@ -415,17 +414,6 @@ func function(t *sframe.Table, f *sframe.FDE) sframe.Function {
 		}
 	}
 	return fn
-}
-
-// tableSize estimates the memory a table holds.
-func tableSize(t *sframe.Table) int64 {
-	var fde sframe.FDE
-	var row sframe.Row
-	n := int64(len(t.FDEs())) * int64(unsafe.Sizeof(fde))
-	for i := range t.FDEs() {
-		n += int64(len(t.Rows(&t.FDEs()[i]))) * int64(unsafe.Sizeof(row))
-	}
-	return n
 }
 
 // evict drops the least recently used tables until the cache fits its

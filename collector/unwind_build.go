@@ -217,7 +217,7 @@ func (u *unwinder) install() {
 			u.noTable(in, j.err)
 			continue
 		}
-		size := tableSize(j.table)
+		size := j.table.MemSize()
 		if size > u.budget {
 			u.noTable(in, fmt.Errorf("%s: a table of %d MiB, more than the unwind cache's %d MiB", in.name, size>>20, u.budget>>20))
 			continue

@@ -57,7 +57,9 @@ func NewTable(abi ABI, funcs []Function) (*Table, error) {
 		return nil, fmt.Errorf("sframe: building a table: %d functions, %d rows: too many", len(sorted), nrows)
 	}
 	t.fdes = make([]FDE, 0, len(sorted))
-	t.rows = make([]Row, 0, nrows)
+	t.rowStart = make([]uint32, 0, nrows)
+	t.rowRule = make([]uint32, 0, nrows)
+	t.ruleIDs = map[Row]uint32{}
 	for i := range sorted {
 		f := &sorted[i]
 		if err := t.addFunction(f); err != nil {
@@ -68,7 +70,7 @@ func NewTable(abi ABI, funcs []Function) (*Table, error) {
 		}
 	}
 	t.Header.NumFDEs = uint32(len(t.fdes))
-	t.Header.NumFREs = uint32(len(t.rows))
+	t.Header.NumFREs = uint32(t.NumRows())
 	lay, err := t.layout(Version3)
 	if err != nil {
 		return nil, fmt.Errorf("sframe: building a table: %w", err)
@@ -98,7 +100,7 @@ func (t *Table) addFunction(f *Function) error {
 	if f.Signal {
 		fde.Info |= 0x80
 	}
-	fde.rows = uint32(len(t.rows))
+	fde.rows = uint32(t.NumRows())
 	fde.nrows = uint32(len(f.Rows))
 	limit := f.Size
 	if f.RepSize != 0 {
@@ -120,7 +122,7 @@ func (t *Table) addFunction(f *Function) error {
 			return fmt.Errorf("row %d at +%#x: %w", j, r.Start, err)
 		}
 		r.Info = info
-		t.rows = append(t.rows, r)
+		t.addRow(r)
 		last = r.Start
 	}
 	switch {

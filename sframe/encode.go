@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 )
 
 // encLayout is where the parts of an encoded section go.
@@ -16,17 +15,21 @@ type encLayout struct {
 	// first row in the FRE sub-section.
 	rowsAt []uint64
 	nrows  int // rows written
+	// rows holds the rows of one FDE at a time.
+	rows []Row
 }
 
-// encodedRows returns the rows of f that version v can hold: V1 and V2
-// readers (binutils before 2.46) do not know the outermost-frame row
-// without data words, so there its PCs become a gap.
-func (t *Table) encodedRows(v Version, f *FDE) []Row {
-	rows := t.Rows(f)
-	if v == Version3 || !slices.ContainsFunc(rows, func(r Row) bool { return r.Outermost() }) {
-		return rows
+// encodedRows returns the rows of f that version v can hold, in l.rows:
+// V1 and V2 readers (binutils before 2.46) do not know the outermost-frame
+// row without data words, so there its PCs become a gap.
+func (t *Table) encodedRows(v Version, f *FDE, l *encLayout) []Row {
+	l.rows = l.rows[:0]
+	for k := range f.nrows {
+		if r := t.row(f.rows + k); v == Version3 || !r.Outermost() {
+			l.rows = append(l.rows, r)
+		}
 	}
-	return slices.DeleteFunc(slices.Clone(rows), func(r Row) bool { return r.Outermost() })
+	return l.rows
 }
 
 // layout sizes the section that Encode writes for version v.
@@ -40,7 +43,7 @@ func (t *Table) layout(v Version) (encLayout, error) {
 			l.freLen += attrSize
 		}
 		startSize := uint64(1) << f.FREType()
-		rows := t.encodedRows(v, f)
+		rows := t.encodedRows(v, f, &l)
 		l.nrows += len(rows)
 		for _, r := range rows {
 			w, n, err := t.rowWords(&r)
@@ -104,7 +107,7 @@ func (t *Table) Encode(v Version, addr uint64) ([]byte, error) {
 // encodeFDE writes FDE i and its rows.
 func (t *Table) encodeFDE(out []byte, order binary.ByteOrder, v Version, l *encLayout, i int, addr uint64) error {
 	f := &t.fdes[i]
-	rows := t.encodedRows(v, f)
+	rows := t.encodedRows(v, f, l)
 	at := headerSize + uint64(i)*l.fdeSize
 	d := out[at:]
 	info := f.Info &^ 0x40 // bit 6 is unused

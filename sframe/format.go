@@ -222,7 +222,7 @@ type FDE struct {
 	Info2   uint8 // V3: the FDE type
 	RepSize uint8 // PCMask: the size of the repeated block
 	Offset  uint32
-	// rows and nrows locate the function's rows in Table.rows.
+	// rows and nrows locate the function's rows in the Table.
 	rows  uint32
 	nrows uint32
 }

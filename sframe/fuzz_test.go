@@ -88,8 +88,8 @@ func checkInvariants(t *testing.T, tab *Table) {
 			}
 		}
 	}
-	if uint64(len(tab.rows)) > uint64(tab.Header.NumFREs) {
-		t.Fatalf("%d rows, header says %d", len(tab.rows), tab.Header.NumFREs)
+	if uint64(tab.NumRows()) > uint64(tab.Header.NumFREs) {
+		t.Fatalf("%d rows, header says %d", tab.NumRows(), tab.Header.NumFREs)
 	}
 }
 

@@ -15,17 +15,17 @@ type Rule struct {
 // row. A V3 function without rows is the outermost frame: its rule's RA
 // is LocUndefined.
 func (t *Table) Lookup(pc uint64) (Rule, bool) {
-	f, r := t.find(pc)
+	f, i := t.find(pc)
 	if f == nil {
 		return Rule{}, false
 	}
-	if r == nil {
+	if i < 0 {
 		if !t.outermostFDE(f) {
 			return Rule{}, false
 		}
 		return Rule{FDE: *f, Row: outermostRow()}, true
 	}
-	return Rule{FDE: *f, Row: *r}, true
+	return Rule{FDE: *f, Row: t.row(uint32(i))}, true
 }
 
 // outermostFDE says f marks the outermost frame by having no rows (V3
@@ -34,39 +34,40 @@ func (t *Table) outermostFDE(f *FDE) bool {
 	return f.nrows == 0 && t.Header.Version == Version3 && f.Type() == FDETypeDefault
 }
 
-// find returns the FDE covering pc and the row for it. The row is nil when
-// the FDE has no row for pc; the FDE is nil when no function covers pc.
-func (t *Table) find(pc uint64) (*FDE, *Row) {
+// find returns the FDE covering pc and the index of the row for it. The
+// index is -1 when the FDE has no row for pc; the FDE is nil when no
+// function covers pc.
+func (t *Table) find(pc uint64) (*FDE, int) {
 	// The last FDE starting at or before pc: first its block, then in it.
 	blk := lastAtOrBefore(t.coarse, pc)
 	if blk < 0 {
-		return nil, nil
+		return nil, -1
 	}
 	lo := blk * coarseStep
 	i := lastAtOrBefore(t.starts[lo:min(lo+coarseStep, len(t.starts))], pc)
 	f := &t.fdes[lo+i]
 	off := pc - f.Start
 	if off >= uint64(f.Size) {
-		return nil, nil
+		return nil, -1
 	}
 	if f.PCMask() {
 		off %= uint64(f.RepSize)
 	}
 	// The last row starting at or before off.
-	rows := t.rows[f.rows : f.rows+f.nrows]
-	lo, hi := 0, len(rows)
+	starts := t.rowStart[f.rows : f.rows+f.nrows]
+	lo, hi := 0, len(starts)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if uint64(rows[m].Start) <= off {
+		if uint64(starts[m]) <= off {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
 	if lo == 0 {
-		return f, nil
+		return f, -1
 	}
-	return f, &rows[lo-1]
+	return f, int(f.rows) + lo - 1
 }
 
 // lastAtOrBefore returns the index of the last element of the sorted s

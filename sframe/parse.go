@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // Table is a parsed SFrame section: its header, its valid FDEs sorted by
@@ -24,7 +25,15 @@ type Table struct {
 
 	arch Arch
 	fdes []FDE
-	rows []Row
+	// The rows, compactly: row i starts rowStart[i] bytes into its
+	// function (or repeated block) and has the rule rules[rowRule[i]], a
+	// Row whose Start is 0. A table has few distinct rules (libLLVM's 1.2
+	// million rows, 728), so a row costs 8 bytes instead of a Row's 36.
+	rowStart []uint32
+	rowRule  []uint32
+	rules    []Row
+	// ruleIDs interns the rules while the table is made; nil after.
+	ruleIDs map[Row]uint32
 	// starts holds fdes[i].Start, so that a lookup's binary search
 	// touches 8 bytes per step instead of a whole FDE; coarse holds
 	// every coarseStep-th of them, small enough to stay in cache, so
@@ -55,9 +64,57 @@ func (t *Table) Unsupported() int {
 	return n
 }
 
-// Rows returns the rows of f, which must come from t.FDEs. The slice
-// belongs to the table and must not be modified.
-func (t *Table) Rows(f *FDE) []Row { return t.rows[f.rows : f.rows+f.nrows] }
+// Rows returns the rows of f, which must come from t.FDEs, in a new
+// slice.
+func (t *Table) Rows(f *FDE) []Row {
+	rows := make([]Row, f.nrows)
+	for k := range rows {
+		rows[k] = t.row(f.rows + uint32(k))
+	}
+	return rows
+}
+
+// NumRows returns the number of rows of the table's FDEs.
+func (t *Table) NumRows() int { return len(t.rowStart) }
+
+// MemSize returns the bytes the table's FDEs, rows and lookup index take
+// in memory.
+func (t *Table) MemSize() int64 {
+	var f FDE
+	var r Row
+	return int64(len(t.fdes))*int64(unsafe.Sizeof(f)) +
+		int64(len(t.rowStart))*(4+4) + int64(len(t.rules))*int64(unsafe.Sizeof(r)) +
+		int64(len(t.starts)+len(t.coarse))*8
+}
+
+// row returns row i of the table.
+func (t *Table) row(i uint32) Row {
+	r := t.rules[t.rowRule[i]]
+	r.Start = t.rowStart[i]
+	return r
+}
+
+// rule returns the rule of row i of the table.
+func (t *Table) rule(i int) *Row { return &t.rules[t.rowRule[i]] }
+
+// addRow appends a row to the table, interning its rule.
+func (t *Table) addRow(r Row) {
+	start := r.Start
+	r.Start = 0
+	id, ok := t.ruleIDs[r]
+	if !ok {
+		id = uint32(len(t.rules))
+		t.rules = append(t.rules, r)
+		t.ruleIDs[r] = id
+	}
+	t.rowStart = append(t.rowStart, start)
+	t.rowRule = append(t.rowRule, id)
+}
+
+// truncateRows drops the rows from n on (their rules stay).
+func (t *Table) truncateRows(n uint32) {
+	t.rowStart, t.rowRule = t.rowStart[:n], t.rowRule[:n]
+}
 
 // parser holds what decoding the FDEs and rows needs.
 type parser struct {
@@ -84,6 +141,7 @@ func Parse(data []byte, addr uint64) (*Table, error) {
 
 // index builds the lookup index once the set of FDEs is final.
 func (t *Table) index() {
+	t.ruleIDs = nil
 	t.starts = make([]uint64, len(t.fdes))
 	t.coarse = make([]uint64, 0, (len(t.fdes)+coarseStep-1)/coarseStep)
 	for i := range t.fdes {
@@ -109,8 +167,10 @@ func parse(data []byte, addr uint64) (*Table, error) {
 		BigEndian: order == binary.BigEndian,
 		arch:      h.ABI.Arch(),
 		// Both counts are bounded by the section size (checkLayout).
-		fdes: make([]FDE, 0, h.NumFDEs),
-		rows: make([]Row, 0, h.NumFREs),
+		fdes:     make([]FDE, 0, h.NumFDEs),
+		rowStart: make([]uint32, 0, h.NumFREs),
+		rowRule:  make([]uint32, 0, h.NumFREs),
+		ruleIDs:  map[Row]uint32{},
 	}
 	p.t = t
 	fdeStart := uint64(headerSize) + uint64(h.FDEOff)
@@ -280,13 +340,13 @@ func (p *parser) fde(i int, off uint64) (FDE, error) {
 	if nrows > (p.freEnd-min(rowsAt, p.freEnd))/2 {
 		return f, formatErr(off, field("num_fres"), "%d rows cannot fit in the FRE sub-section", nrows)
 	}
-	if uint64(len(p.t.rows))+nrows > uint64(h.NumFREs) {
+	if uint64(p.t.NumRows())+nrows > uint64(h.NumFREs) {
 		return f, formatErr(off, field("num_fres"), "rows exceed header.num_fres %d", h.NumFREs)
 	}
-	f.rows = uint32(len(p.t.rows))
+	f.rows = uint32(p.t.NumRows())
 	f.nrows = uint32(nrows)
 	if err := p.decodeRows(i, &f, rowsAt); err != nil {
-		p.t.rows = p.t.rows[:f.rows]
+		p.t.truncateRows(f.rows)
 		return f, err
 	}
 	return f, nil
@@ -334,7 +394,7 @@ func (p *parser) decodeRows(i int, f *FDE, off uint64) error {
 				words[k] = p.order.Uint32(at)
 			}
 		}
-		if j > 0 && start <= p.t.rows[len(p.t.rows)-1].Start {
+		if j > 0 && start <= p.t.rowStart[len(p.t.rowStart)-1] {
 			return formatErr(off, field(".start_addr"), "row start %#x does not increase", start)
 		}
 		if start > f.Size {
@@ -352,7 +412,7 @@ func (p *parser) decodeRows(i int, f *FDE, off uint64) error {
 		}
 		r.Start = start
 		r.Info = info
-		p.t.rows = append(p.t.rows, r)
+		p.t.addRow(r)
 		off = end
 	}
 	return nil

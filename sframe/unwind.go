@@ -158,8 +158,12 @@ func (u *Unwinder) step(fr *frame, mem Memory) StopReason {
 		r *Row
 	)
 	if m.Table != nil {
-		f, r = m.Table.find(pc - m.Bias)
-		if f != nil && r == nil && m.Table.outermostFDE(f) {
+		var i int
+		f, i = m.Table.find(pc - m.Bias)
+		switch {
+		case i >= 0:
+			r = m.Table.rule(i)
+		case f != nil && m.Table.outermostFDE(f):
 			return StopOutermost
 		}
 	}

@@ -124,8 +124,11 @@ type synthesizer struct {
 	regs  regs
 	in    cfi.Interpreter
 	funcs []sframe.Function
-	// rows holds the rows of every function: each function's Rows is
-	// a full slice of it, so appending never changes one.
+	// rows holds the rows of the functions, in chunks of at least
+	// rowChunk rows: each function's Rows is a full slice of a chunk,
+	// and a full chunk is left as it is for a new one (the open
+	// function's rows move along), so rows are not copied again and
+	// again as one growing slice would, nor kept twice.
 	rows  []sframe.Row
 	stats Stats
 }
@@ -179,9 +182,7 @@ func synthesize(abi sframe.ABI, inCode func(start, end uint64) bool, frames []*c
 		return nil, s.stats, err
 	}
 	s.stats.Functions = len(t.FDEs())
-	for i := range t.FDEs() {
-		s.stats.TableRows += len(t.Rows(&t.FDEs()[i]))
-	}
+	s.stats.TableRows = t.NumRows()
 	return t, s.stats, nil
 }
 
@@ -293,8 +294,16 @@ func (b *builder) row(r *cfi.Row, end uint64) {
 	if n := len(s.rows); n > b.first && sameRule(&s.rows[n-1], &sr) {
 		return
 	}
+	if len(s.rows) == cap(s.rows) {
+		moving := s.rows[b.first:]
+		s.rows = append(make([]sframe.Row, 0, max(rowChunk, 2*len(moving))), moving...)
+		b.first = 0
+	}
 	s.rows = append(s.rows, sr)
 }
+
+// rowChunk is the size of a chunk of synthesizer.rows: 1.2 MiB.
+const rowChunk = 32 << 10
 
 // close ends the function being built at end.
 func (b *builder) close(end uint64) {
