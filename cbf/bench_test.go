@@ -1,6 +1,7 @@
 package cbf_test
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -149,6 +150,28 @@ func benchStacks(b *testing.B, name string, stacks [][]uint64) {
 		b.ReportMetric(float64(size)/float64(frames), "bytes/frame")
 		b.ReportMetric(float64(size)/float64(len(stacks)), "bytes/stack")
 	})
+	// The same stacks as samples of a recording (a sample each 10 ms, all
+	// of one thread): its stack table stores each distinct stack once,
+	// sharing outer frames, so a sampled frame costs less than a CBF
+	// frame. table-bytes counts the stacks chunks, file-bytes all of it.
+	b.Run(name+"/recording", func(b *testing.B) {
+		var file bytes.Buffer
+		cpu := cputime.Start()
+		for b.Loop() {
+			file.Reset()
+			writeSamples(b, &file, stacks)
+		}
+		n := float64(b.N) * float64(frames)
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/frame")
+		b.ReportMetric(float64(cpu.Stop().Nanoseconds())/n, "cpu-ns/frame")
+		s, err := recording.Summarize(bytes.NewReader(file.Bytes()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(s.Bytes[recording.ChunkStacks])/float64(frames), "table-bytes/frame")
+		b.ReportMetric(float64(file.Len())/float64(frames), "file-bytes/frame")
+		b.ReportMetric(float64(file.Len())/float64(len(stacks)), "file-bytes/sample")
+	})
 	b.Run(name+"/decode", func(b *testing.B) {
 		out := make([]cbf.Frame, 0, 256)
 		b.ReportAllocs()
@@ -163,9 +186,31 @@ func benchStacks(b *testing.B, name string, stacks [][]uint64) {
 	})
 }
 
+// writeSamples writes each stack as the user stack of a sample.
+func writeSamples(b *testing.B, out io.Writer, stacks [][]uint64) {
+	start := time.Unix(1_700_000_000, 0)
+	now := start
+	w, err := recording.NewWriter(out, recording.Options{Frequency: 99, Start: start, Clock: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range stacks {
+		now = now.Add(10 * time.Millisecond)
+		if err := w.Sample(now, 1, 1, 0, "app", s, nil, 0, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkCBF measures CBF on real stacks (the perf fixture: the Go
 // compiler, a 20 MB binary, plus kernel stacks) and on synthetic ones
-// shaped like a C++ service.
+// shaped like a C++ service (30–60 frames across a main binary and shared
+// libraries, repeated hot paths): plain per-stack CBF (encode, decode;
+// bytes/frame), and the stacks as the samples of a recording (recording;
+// table-bytes/frame, file-bytes/frame).
 func BenchmarkCBF(b *testing.B) {
 	benchStacks(b, "fixture", fixtureStacks(b))
 	benchStacks(b, "synthetic", syntheticStacks(4096))
