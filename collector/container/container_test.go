@@ -131,3 +131,15 @@ func TestOfProcessInCgroup(t *testing.T) {
 		t.Error("OfProcess of pid 0 succeeded")
 	}
 }
+
+// BenchmarkOfProcess reads and parses this process's cgroup file: what
+// the collector pays once per process.
+func BenchmarkOfProcess(b *testing.B) {
+	pid := uint32(os.Getpid())
+	for b.Loop() {
+		if _, err := OfProcess("/proc", pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/process")
+}
