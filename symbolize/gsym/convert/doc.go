@@ -16,5 +16,10 @@
 // Conversion reads one compilation unit at a time on every core and adds
 // the units' functions in unit order, so the output does not depend on
 // scheduling and memory holds the decompressed sections plus the units in
-// flight, not a tree of the whole DWARF.
+// flight, not a tree of the whole DWARF. The DWARF reader is the
+// package's own: a converter needs a dozen attributes of eight tags, so it
+// walks DIEs in place with abbreviations compiled into skip steps and
+// decodes attributes only when it reads them, where debug/dwarf decoded
+// every attribute of every DIE into allocated fields. Uncompressed
+// sections and the symbol table are read from the mapped file.
 package convert

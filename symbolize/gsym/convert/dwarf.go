@@ -477,15 +477,17 @@ func (u *unitConverter) shortName(d dieRef) string {
 }
 
 // parentDeclContext is LLVM's GetParentDeclContextDIE: the namespace,
-// type or function that declares d.
-func (u *unitConverter) parentDeclContext(d dieRef, depth int) dieRef {
+// type or function that declares d. budget bounds the DIEs it reads, as
+// references can form cycles in corrupt DWARF (LLVM recurses without
+// bound).
+func (u *unitConverter) parentDeclContext(d dieRef, budget *int) dieRef {
 	var a dieAttrs
-	if depth > 32 || !d.valid() || !u.decode(d, &a) {
+	if *budget--; *budget < 0 || !d.valid() || !u.decode(d, &a) {
 		return dieRef{}
 	}
 	for _, s := range []int{slotSpec, slotOrigin} {
 		if r := u.ref(&a, s); r.valid() {
-			if p := u.parentDeclContext(r, depth+1); p.valid() {
+			if p := u.parentDeclContext(r, budget); p.valid() {
 				return p
 			}
 		}
@@ -502,10 +504,14 @@ func (u *unitConverter) parentDeclContext(d dieRef, depth int) dieRef {
 	case tagNamespace, tagStructType, tagUnionType, tagClassType, tagSubprogram:
 		return p
 	case tagLexicalBlock:
-		return u.parentDeclContext(p, depth+1)
+		return u.parentDeclContext(p, budget)
 	}
 	return dieRef{}
 }
+
+// maxDeclContextDIEs bounds the DIEs read to qualify one name: C++
+// nesting is a handful of scopes deep.
+const maxDeclContextDIEs = 256
 
 // qualifiedName is the name LLVM gives a function DIE: its linkage name if
 // it has one, else its name qualified by its enclosing scopes for C and C++.
@@ -524,7 +530,8 @@ func (u *unitConverter) qualifiedName(d dieRef) (string, bool) {
 		return short, true
 	}
 	name := short
-	for p, n := u.parentDeclContext(d, 0), 0; p.valid() && n < 64; p, n = u.parentDeclContext(p, 0), n+1 {
+	budget := maxDeclContextDIEs
+	for p := u.parentDeclContext(d, &budget); p.valid(); p = u.parentDeclContext(p, &budget) {
 		pn := u.shortName(p)
 		switch {
 		case pn == "":

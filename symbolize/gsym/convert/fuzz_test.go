@@ -88,3 +88,41 @@ func FuzzELF(f *testing.F) {
 		c.Encode(gsym.EncodeOptions{ByteOrder: st.ByteOrder})
 	})
 }
+
+// FuzzDWARF converts arbitrary debug sections: unit headers, abbreviation
+// tables, DIEs, range lists, string and address tables and line programs
+// all come from the fuzzer. Errors are fine; panics, hangs and runaway
+// allocations are not.
+func FuzzDWARF(f *testing.F) {
+	for _, name := range []string{"cinline", "cxx", "debuglink.debug", "gofix"} {
+		ef, err := elf.Open(filepath.Join(fixtures, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		d, err := loadDWARF(ef, nil, 64<<20)
+		ef.Close()
+		if err != nil {
+			f.Fatal(err)
+		}
+		// The Go fixture's DWARF is large: its first units are enough.
+		info := d.info
+		if len(d.units) > 4 {
+			info = info[:d.units[4].off]
+		}
+		f.Add(info, d.abbrev, d.str, d.line, d.lineStr, d.ranges, d.rnglists, d.addr, d.strOffsets)
+	}
+	f.Fuzz(func(t *testing.T, info, abbrev, str, line, lineStr, ranges, rnglists, addr, strOffsets []byte) {
+		d := &dwarfData{info: info, abbrev: abbrev, str: str, line: line, lineStr: lineStr, ranges: ranges,
+			rnglists: rnglists, addr: addr, strOffsets: strOffsets, order: binary.LittleEndian}
+		if err := newDWARFData(d); err != nil {
+			return
+		}
+		c := gsym.NewCreator()
+		if _, err := convertDWARF(c, d, 1, nil); err != nil {
+			return
+		}
+		if _, err := c.Finalize(); err == nil && c.NumFunctions() > 0 {
+			c.Encode(gsym.EncodeOptions{})
+		}
+	})
+}
