@@ -14,9 +14,10 @@
 #   libc6-arm64-cross  the aarch64 libc the CFI interpreter is checked against readelf on
 #   systemd            systemd-analyze verify, for the agent's unit file
 #   util-linux         setpriv, to rerun BPF tests with fewer capabilities
+#   gcc, gcc-aarch64-linux-gnu  compile the object files the GSYM converter's relocation test reads
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
