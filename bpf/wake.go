@@ -14,12 +14,14 @@ import (
 // wakeups (see wakeup in sprof.bpf.c), never by a timer and never per
 // sample. When the ring passes a quarter full, Ready receives and the
 // caller drains with Read: one copy, out of ring memory that the caches
-// still hold. When it passes half full, the caller was busy elsewhere (a
-// collector building unwind tables for a binary it has not seen can take a
-// second): a goroutine of the Sampler's own moves the records into the
-// backlog, user-space memory that Read hands out first, so a slow caller
-// costs memory rather than samples. The ring itself can then be sized for
-// the caches instead of for the caller's worst pause (see ringBufferSize).
+// still hold. When it passes half full, the caller was busy elsewhere (on
+// a new binary, in a long drain, or starved on an overloaded host): a
+// goroutine of the Sampler's own moves the records into the backlog,
+// user-space memory that Read hands out first, so a slow caller costs
+// memory rather than samples. The ring itself can then be sized for the
+// caches instead of for the caller's worst pause (DefaultRingBufferSize);
+// only the waiting goroutine's own wakeup latency is left to its second
+// half.
 
 // waiter is the goroutine that sleeps until the program wakes it.
 type waiter struct {
@@ -30,7 +32,8 @@ type waiter struct {
 
 // startWaiter registers the ring's fd edge-triggered: epoll then reports
 // each wakeup the program asks for once, while level-triggered it would
-// report the ring readable as long as a single record waits.
+// report the ring readable as long as a single record waits. A wakeup that
+// comes while the goroutine is busy stays queued for its next epoll_wait.
 func (s *Sampler) startWaiter() error {
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {

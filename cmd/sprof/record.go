@@ -68,7 +68,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
 	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
 	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
-	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and sprof's userspace ns per sample")
+	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and per sample, its ring size and backlog use, and sprof's userspace ns per sample")
 	o.stackCopy = 16 << 10
 	fs.Var((*sizeValue)(&o.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
 	fs.BoolVar(&o.debugUnwind, "debug-unwind", false, "print per binary how many frames each unwinding method found and why unwinds stopped")

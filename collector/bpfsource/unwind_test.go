@@ -56,7 +56,7 @@ func TestUnwindAccuracy(t *testing.T) {
 			defer s.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), accuracyDuration)
 			defer cancel()
-			prof, _, err := col.Run(ctx, bpfsource.New(s), nil)
+			prof, stats, err := col.Run(ctx, bpfsource.New(s), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestUnwindAccuracy(t *testing.T) {
 			st.WriteText(&text)
 			share, all, bad := unwindcheck.Share(prof, pid, path)
 			reach := unwindcheck.ReachMain(prof, pid, path)
-			t.Logf("sprof: %d samples, %.2f%% with the known chain, %.2f%% reach main\n%s", all, 100*share, 100*reach, text.String())
+			t.Logf("sprof: %d samples (%d lost), %.2f%% with the known chain, %.2f%% reach main\n%s", all, stats.Lost, 100*share, 100*reach, text.String())
 			// The fixture spins on one CPU; a loaded host leaves it less.
 			if all < 100 {
 				t.Fatalf("only %d samples in %v at %d Hz", all, accuracyDuration, accuracyHz)
