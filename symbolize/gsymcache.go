@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
@@ -79,6 +80,17 @@ type GSYM struct {
 	fallback *ELF
 	tables   *cache[*gsymTable]
 	results  sync.Pool // of *gsym.LookupResult
+
+	// front is the tables the cache holds, by key, in a map that is
+	// replaced, never changed: the warm path reads it without a lock
+	// (the cache's mutex cost a fifth of a warm lookup). It is rebuilt
+	// after every load, the only time the cache adds or evicts tables.
+	// epoch counts the loads; a table found in front is touched in the
+	// cache's LRU order once per epoch, which is all the order eviction
+	// (only ever at a load) needs.
+	front   atomic.Pointer[map[string]*gsymTable]
+	frontMu sync.Mutex // serializes rebuilds
+	epoch   atomic.Uint64
 
 	converted, reused, failed atomic.Uint64
 }
@@ -189,19 +201,21 @@ func (s *GSYM) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fra
 
 // gsymTable is one binary's GSYM file, mapped, with the binary's segments
 // to turn file offsets into addresses. A nil r means the binary has no
-// GSYM file.
+// GSYM file, which is believed until noneUntil.
 type gsymTable struct {
 	loads     segments
 	r         *gsym.Reader
 	style     Demangling
 	goProgram bool
+	noneUntil time.Time
+	epoch     atomic.Uint64 // the GSYM's epoch when t was last touched in its LRU
 
 	// Frames' strings, by where the reader's strings lie in the mapping:
 	// names demangled once, and everything copied out of the mapping so
 	// frames outlive it. Keys are positions, not contents, so a hit costs
-	// no hashing of long C++ names.
-	mu    sync.RWMutex
-	shown map[place]shown
+	// no hashing of long C++ names; a sync.Map, so a hit takes no lock.
+	shown      sync.Map // place → *shown
+	shownCount atomic.Int64
 }
 
 // place is where the strings of one gsym.SourceLocation lie: views into
@@ -221,13 +235,11 @@ const maxShown = 4
 // differs, and the source path of loc.
 func (t *gsymTable) strings(loc gsym.SourceLocation) (function, system, file string) {
 	k := place{unsafe.StringData(loc.Name), unsafe.StringData(loc.Dir), unsafe.StringData(loc.Base)}
-	t.mu.RLock()
-	v, ok := t.shown[k]
-	t.mu.RUnlock()
-	if ok {
+	if v, ok := t.shown.Load(k); ok {
+		v := v.(*shown)
 		return v.function, v.system, v.file
 	}
-	v.function = strings.Clone(loc.Name)
+	v := &shown{function: strings.Clone(loc.Name)}
 	if mangled(v.function) && t.style != DemangleNone {
 		if d := demangled(v.function, t.style); d != v.function {
 			v.function, v.system = d, v.function
@@ -236,10 +248,10 @@ func (t *gsymTable) strings(loc gsym.SourceLocation) (function, system, file str
 	if loc.Base != "" {
 		v.file = path.Join(loc.Dir, loc.Base)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.shown) < maxShown*t.r.NumFunctions() {
-		t.shown[k] = v
+	if t.shownCount.Load() < maxShown*int64(t.r.NumFunctions()) {
+		if _, loaded := t.shown.LoadOrStore(k, v); !loaded {
+			t.shownCount.Add(1)
+		}
 	}
 	return v.function, v.system, v.file
 }
@@ -250,8 +262,34 @@ func (s *GSYM) table(b Binary) (*gsymTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.tables.get(key, func() (*gsymTable, int64, error) {
-		t, err := s.load(b, key)
+	if m := s.front.Load(); m != nil {
+		if t, ok := (*m)[key]; ok {
+			if e := s.epoch.Load(); t.epoch.Load() != e {
+				t.epoch.Store(e)
+				// A hit moves t to the front of the LRU; were t evicted
+				// meanwhile, it goes back in.
+				s.get(key, func() (*gsymTable, error) { return t, nil })
+			}
+			return t, nil
+		}
+	}
+	load := func() (*gsymTable, error) { return s.load(b, key) }
+	t, err := s.get(key, load)
+	if err == nil && t.r == nil && time.Now().After(t.noneUntil) {
+		// Look again whether b still gives no GSYM (see noneTTL).
+		s.tables.evict(key)
+		t, err = s.get(key, load)
+	}
+	return t, err
+}
+
+// get is the cache's get; after a load, which alone adds or evicts
+// tables, it rebuilds front.
+func (s *GSYM) get(key string, load func() (*gsymTable, error)) (*gsymTable, error) {
+	loaded := false
+	t, err := s.tables.get(key, func() (*gsymTable, int64, error) {
+		loaded = true
+		t, err := load()
 		if err != nil {
 			return nil, 0, err
 		}
@@ -263,6 +301,41 @@ func (s *GSYM) table(b Binary) (*gsymTable, error) {
 		}
 		return t, size, nil
 	})
+	if loaded {
+		s.epoch.Add(1)
+		s.rebuildFront()
+	}
+	return t, err
+}
+
+// rebuildFront replaces front with the mapped tables the cache now holds.
+// Tables of binaries without GSYM stay out: their lookups go to the ELF
+// symbolizer, which costs far more than the cache's lock, and table
+// checks them for expiry.
+func (s *GSYM) rebuildFront() {
+	s.frontMu.Lock()
+	defer s.frontMu.Unlock()
+	c := s.tables
+	c.mu.Lock()
+	m := make(map[string]*gsymTable, c.lru.Len())
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		if en := e.Value.(*entry[*gsymTable]); en.err == nil && en.val.r != nil {
+			m[en.key] = en.val
+		}
+	}
+	c.mu.Unlock()
+	s.front.Store(&m)
+}
+
+// evict drops key's entry from the cache if it is loaded.
+func (c *cache[V]) evict(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[key]; ok && e.elem != nil {
+		c.lru.Remove(e.elem)
+		delete(c.entries, key)
+		c.used -= e.size
+	}
 }
 
 // cacheName is the base name of b's file in the cache directory: its build
@@ -291,7 +364,8 @@ func (s *GSYM) cacheName(b Binary) (string, error) {
 
 // load maps b's GSYM file from the cache directory, converting b first
 // when the file is not there. A binary that gives no GSYM is remembered by
-// an empty ".none" file, so the next run does not try again.
+// a ".none" file, so the next runs do not try again while it stays valid
+// (see noneTTL and noneSignature).
 //
 // A binary whose debug file debuginfod could not supply is converted
 // without it into a ".partial.gsym" file, used only while the miss is
@@ -305,11 +379,14 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &gsymTable{loads: elfInfo.loads, goProgram: elfInfo.goProgram, style: s.opts.Demangle, shown: map[place]shown{}}
+	t := &gsymTable{loads: elfInfo.loads, goProgram: elfInfo.goProgram, style: s.opts.Demangle,
+		noneUntil: time.Now().Add(noneTTL)}
 	final := filepath.Join(s.dir, key+".gsym")
 	none := filepath.Join(s.dir, key+".none")
-	if _, err := os.Stat(none); err == nil {
+	sig := elfInfo.noneSignature(b, s.dirs)
+	if until, ok := validNone(none, sig); ok {
 		s.failed.Add(1)
+		t.noneUntil = until
 		return t, nil
 	}
 	if r, ok := s.open(final); ok {
@@ -334,9 +411,9 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 		}
 		s.failed.Add(1)
 		if none != "" {
-			if f, err := os.OpenFile(none, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-				f.Close()
-			}
+			// Not written atomically: a torn file does not match the
+			// signature, so it only costs another try.
+			os.WriteFile(none, sig, 0o600)
 		}
 		return t, nil
 	}
@@ -346,6 +423,36 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 		return nil, fmt.Errorf("%s: %w", b.Path, err)
 	}
 	return t.mapped(r), nil
+}
+
+// noneTTL is how long a binary is believed to give no GSYM (a ".none"
+// file, or a table without a reader) before it is tried again. Within it
+// the binary's size, modification time and debug file are compared with
+// the file's record at every load, so a rebuilt binary or a debug package
+// installed meanwhile is converted at the next run; the TTL covers what
+// that misses (a debug directory mounted later) and a symbolizer running
+// for days. Trying again is cheap: a binary that gives no GSYM has little
+// to read.
+const noneTTL = time.Hour
+
+// noneSignature is what a ".none" file records of b.
+func (info elfInfo) noneSignature(b Binary, dirs []string) []byte {
+	return fmt.Appendf(nil, "size %d\nmtime %d\ndebug file %s\n", info.size, info.mtime, info.debugFile(b, dirs))
+}
+
+// validNone reports whether the ".none" file p still holds for a binary
+// of signature sig, and until when; a stale one is removed.
+func validNone(p string, sig []byte) (time.Time, bool) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return time.Time{}, false
+	}
+	until := st.ModTime().Add(noneTTL)
+	if got, err := os.ReadFile(p); err != nil || time.Now().After(until) || !bytes.Equal(got, sig) {
+		os.Remove(p)
+		return time.Time{}, false
+	}
+	return until, true
 }
 
 // open maps the cached file p if it is there and reads; one that does not
@@ -387,6 +494,8 @@ func removeStale(dir string) {
 
 // elfInfo is what the GSYM symbolizer reads of a binary itself.
 type elfInfo struct {
+	size      int64
+	mtime     int64 // nanoseconds since the epoch
 	loads     segments
 	hasDWARF  bool
 	goProgram bool
@@ -407,6 +516,7 @@ func inspect(b Binary) (elfInfo, error) {
 	if err != nil {
 		return info, err
 	}
+	info.size, info.mtime = st.Size(), st.ModTime().UnixNano()
 	err = contain(b.Path, func() error {
 		ef, err := elf.NewFile(f)
 		if err != nil {
@@ -429,12 +539,18 @@ func inspect(b Binary) (elfInfo, error) {
 // needsDebugFile reports whether b has no DWARF of its own nor a debug
 // file in the debug directories dirs, but a build ID to ask a server by.
 func (info elfInfo) needsDebugFile(b Binary, dirs []string) bool {
-	if info.hasDWARF || info.id == "" {
-		return false
+	return !info.hasDWARF && info.id != "" && info.debugFile(b, dirs) == ""
+}
+
+// debugFile returns the separate debug file of a binary without DWARF
+// found in dirs, or "".
+func (info elfInfo) debugFile(b Binary, dirs []string) string {
+	if info.hasDWARF {
+		return ""
 	}
 	req := debugfile.Request{BuildID: info.id, Link: info.link, DebugDirs: dirs}
 	if !strings.Contains(b.Path, "/map_files/") {
 		req.BinaryDirs = []string{filepath.Dir(b.Path)}
 	}
-	return debugfile.Find(req) == ""
+	return debugfile.Find(req)
 }

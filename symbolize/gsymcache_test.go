@@ -395,3 +395,74 @@ func TestGSYMConvertsOnce(t *testing.T) {
 		t.Errorf("stats %+v, want one conversion", st)
 	}
 }
+
+// TestGSYMNoneRevalidated: a binary that gives no GSYM is remembered by a
+// ".none" file, which holds only while the binary is unchanged and for
+// noneTTL: the unstripped binary under the same build ID is converted, and
+// an expired marker, on disk or in memory, is tried again.
+func TestGSYMNoneRevalidated(t *testing.T) {
+	needTool(t, "objcopy")
+	dir := t.TempDir()
+	bin := filepath.Join(t.TempDir(), "stripped")
+	run(t, "", "objcopy", "--strip-all", fixture("c-O2"), bin)
+	id, err := buildIDOf(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Binary{Path: bin, BuildID: id}
+	none := filepath.Join(dir, "gsym", id+".none")
+	symbolize := func(want GSYMStats) *GSYM {
+		t.Helper()
+		g, err := NewGSYM(GSYMOptions{CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Symbolize(nil, b, 0x1100); err != nil {
+			t.Fatal(err)
+		}
+		if st := g.Stats(); st != want {
+			t.Fatalf("stats %+v, want %+v", st, want)
+		}
+		return g
+	}
+	symbolize(GSYMStats{Failed: 1})
+	if _, err := os.Stat(none); err != nil {
+		t.Fatalf("no marker: %v", err)
+	}
+	// Believed: a second run does not try again, which would rewrite it.
+	recent := time.Now().Add(-noneTTL / 2).Truncate(time.Second)
+	if err := os.Chtimes(none, recent, recent); err != nil {
+		t.Fatal(err)
+	}
+	symbolize(GSYMStats{Failed: 1})
+	if st, err := os.Stat(none); err != nil || !st.ModTime().Equal(recent) {
+		t.Fatalf("marker rewritten within its TTL: %v", err)
+	}
+
+	// Expired on disk: tried again, and the marker written anew.
+	old := time.Now().Add(-2 * noneTTL)
+	if err := os.Chtimes(none, old, old); err != nil {
+		t.Fatal(err)
+	}
+	g := symbolize(GSYMStats{Failed: 1})
+	if st, err := os.Stat(none); err != nil || !st.ModTime().After(old.Add(noneTTL)) {
+		t.Fatalf("marker not renewed: %v", err)
+	}
+	// Expired in memory: the same symbolizer looks again.
+	tab, err := g.table(b)
+	if err != nil || tab.r != nil {
+		t.Fatalf("table: %v, %v", tab, err)
+	}
+	tab.noneUntil = time.Now().Add(-time.Second)
+	if _, err := g.Symbolize(nil, b, 0x1100); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.Stats(); st.Failed != 2 {
+		t.Errorf("expired table not looked at again: stats %+v", st)
+	}
+
+	// The unstripped binary has the same build ID: the marker no longer
+	// matches it, and it is converted.
+	run(t, "", "cp", fixture("c-O2"), bin)
+	symbolize(GSYMStats{Converted: 1})
+}
