@@ -3,7 +3,9 @@
 # samples (perf record -g, frame pointers) of the Go toolchain compiling the
 # standard library, converted by TestPerfFixture in cbf/recording. Prints
 # the size of perf.data next to the recording's. Needs perf and root (or
-# perf_event_paranoid <= 1).
+# perf_event_paranoid <= 1). testdata/cbf/gobuild-v2.sprof, an earlier run
+# as format version 2 stored it, stays as it is: it is how the reader is held
+# to reading old recordings, and no version 2 writer is left to rebuild it.
 #   usage: scripts/cbf-fixture.sh [SECONDS]   (default 20)
 set -eu
 cd "$(dirname "$0")/.."

@@ -35,13 +35,13 @@ func fixtureSamples(b *testing.B) ([]sample, []Process) {
 	return samples, procs
 }
 
-// replay writes samples and procs to out as a recording with a chunk a
-// second of recorded time.
-func replay(b *testing.B, out io.Writer, samples []sample, procs []Process) {
+// replay writes samples (in time order) and procs to out as a recording
+// with a chunk a second of recorded time.
+func replay(tb testing.TB, out io.Writer, samples []sample, procs []Process) {
 	clock := newFakeClock()
 	w, err := NewWriter(out, Options{Clock: clock.now})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	next := 0
 	for _, s := range samples {
@@ -52,8 +52,11 @@ func replay(b *testing.B, out io.Writer, samples []sample, procs []Process) {
 		}
 		w.Sample(clock.t, s.pid, s.tid, s.cpu, s.comm, s.user, s.kernel, s.flags, s.weight)
 	}
+	for _, pr := range procs[next:] {
+		w.addProcess(pr)
+	}
 	if err := w.Close(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 }
 

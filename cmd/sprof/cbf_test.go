@@ -66,8 +66,8 @@ func TestInfo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"samples       735 (0 lost)", "processes     94", "duration      19.578s", "bytes/sample  58.3",
-		"bytes         stacks 67% (28522), samples 26% (10986), processes 8% (3305), header 0% (40), end 0% (18)", "closed cleanly"} {
+	for _, w := range []string{"samples       735 (0 lost)", "processes     94", "duration      19.578s", "bytes/sample  34.8",
+		"bytes         stacks 68% (17335), samples 21% (5425), processes 11% (2776), header 0% (40), end 0% (18)", "closed cleanly"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("info lacks %q:\n%s", w, out)
 		}
@@ -77,7 +77,7 @@ func TestInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ = runSprof("info", cut)
-	if code != 0 || !strings.Contains(out, "damaged tail  from offset 19409 (591 bytes lost)") {
+	if code != 0 || !strings.Contains(out, "damaged tail  from offset 19768 (232 bytes lost)") {
 		t.Errorf("info of a cut file: exit %d\n%s", code, out)
 	}
 	if code, _, _ := runSprof("info"); code != 2 {

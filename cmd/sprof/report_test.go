@@ -101,7 +101,7 @@ func TestReportFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs = runSprof("report", cut, "-o", filepath.Join(dir, "cut.folded"))
-	if code != 0 || !strings.Contains(errs, "is damaged from offset 19409") {
+	if code != 0 || !strings.Contains(errs, "is damaged from offset 19768") {
 		t.Errorf("report of a cut recording: exit %d\n%s", code, errs)
 	}
 
