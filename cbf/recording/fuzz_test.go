@@ -20,9 +20,12 @@ func FuzzReader(f *testing.F) {
 	f.Add(data)
 	ends := chunkEnds(f, data)
 	f.Add(data[:ends[3]+7])
-	// The start of a version 2 recording: real stacks and maps.
-	if v2, err := os.ReadFile(fixture); err == nil {
-		f.Add(v2[:chunkEnds(f, v2)[6]])
+	// The starts of real recordings, in both versions: real stacks and
+	// maps.
+	for _, name := range []string{fixture, fixtureV2} {
+		if real, err := os.ReadFile(name); err == nil {
+			f.Add(real[:chunkEnds(f, real)[6]])
+		}
 	}
 	// Seeds where the checksum holds but the payload lies.
 	for _, payload := range []string{"\x00\x00\x01\x05hello\x01\x03\x02\x02\x00\x01", "\x01\x00\x00\x01\xff\xff\xff\x0f", "\x00\x00\x00\x01\x02\x02\x00\x02\x80\x00\x00"} {
