@@ -76,7 +76,10 @@
 // unwinds the copy in userspace, frame by frame with the binary's .sframe,
 // rules synthesized from its .eh_frame, or its frame pointers (unwind.go
 // says which walk a sample keeps). Tables are built once per build ID on
-// first need and kept under a memory budget. On the fixtures of
+// first need, in the background: a sample that needs a table still being
+// built is held back and unwound once it is there (unwind_build.go,
+// unwind_hold.go), so a huge library never stalls the drain. Tables are
+// kept under a memory budget. On the fixtures of
 // testdata/unwind (-O2 -fomit-frame-pointer, in a libc qsort callback),
 // every sample reaches main, as with perf --call-graph dwarf; 32 frames
 // cost about 1.1 µs of CPU and no allocation (BenchmarkUnwind).

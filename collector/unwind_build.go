@@ -19,25 +19,28 @@ import (
 // Building unwind tables in the background.
 //
 // Building a table takes from a millisecond (a small program) to seconds
-// (libLLVM's 129,000 FDEs and 1.2 million rows: 3 to 8 s). Built inside
-// the drain, that stalls the drain: the sampler's ring overflows and every
-// process loses samples. So the drain only asks for a table; one worker
-// goroutine builds the tables asked for, one at a time, the one with the
-// least CFI first, so that a huge library does not delay all the small
-// ones behind it. Its thread runs at nice 10, below the programs being
-// profiled. The drain installs finished tables at its next pass, and the
-// samples that needed them meanwhile are held back (unwind_hold.go).
+// (libLLVM's 129,000 FDEs and 1.2 million rows: 0.8 s on an idle core, 6 s
+// and more on a loaded host). Built inside the drain, that stalls the
+// drain: the sampler's ring overflows and every process loses samples. So
+// the drain only asks for a table; one worker goroutine builds the tables
+// asked for, one at a time, the one with the least CFI first, so that a
+// huge library does not delay all the small ones behind it. Its thread
+// runs at nice 10, below the programs being profiled. The drain installs
+// finished tables at its next pass, and the samples that needed them
+// meanwhile are held back (unwind_hold.go).
 //
 // Bounds: one build at a time (the host may have two CPUs, and sprof must
 // stay cheap); a table is built only from at most maxBuildInput bytes of
 // CFI (.eh_frame, .debug_frame and .sframe, by their section headers),
-// which bounds a build's transient memory (libLLVM 22: 6.2 MiB of
-// .eh_frame, 1.17 million rows, a peak of 344 MiB of heap); and a table larger
-// than the cache budget (Options.UnwindCacheBytes) is not kept. A binary
-// over either bound has no table, and --debug-unwind names the reason.
+// which bounds a build's transient memory: about 16 times the CFI at the
+// peak (libLLVM 22: 6.2 MiB of .eh_frame, 100 MiB of heap at the peak for
+// a table of 14.6 MiB), so at most about 256 MiB; and a table larger than
+// the cache budget (Options.UnwindCacheBytes) is not kept. A binary over
+// either bound has no table, and --debug-unwind names the reason.
 
-// maxBuildInput bounds the CFI a table is built from.
-const maxBuildInput = 64 << 20
+// maxBuildInput bounds the CFI a table is built from: more than twice
+// libLLVM's.
+const maxBuildInput = 16 << 20
 
 // buildNice is the nice value of the thread that builds tables.
 const buildNice = 10

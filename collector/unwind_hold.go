@@ -36,7 +36,7 @@ const (
 	// samples wait for a table: 10 s of 99 Hz sampling on two CPUs.
 	maxHeldBytes = 32 << 20
 	// finalBuildWait bounds how long the end of a recording waits for
-	// the tables held-back samples need (libLLVM's takes 3 to 8 s).
+	// the tables held-back samples need (libLLVM's takes 1 to 8 s).
 	finalBuildWait = 10 * time.Second
 )
 
