@@ -82,12 +82,13 @@ func appendChunk(dst []byte, t ChunkType, payload []byte) []byte {
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
-// Flags describe a sample.
+// Flags describe a sample. A recording stores these two; a writer drops
+// other bits.
 type Flags uint32
 
 const (
 	// UserTruncated: the user stack walk stopped before the outermost
-	// frame; its CBF record ends with trunc.
+	// frame; the stack in the table is truncated too.
 	UserTruncated Flags = 1 << iota
 	// KernelTruncated: the same for the kernel stack.
 	KernelTruncated

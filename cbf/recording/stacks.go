@@ -14,8 +14,10 @@ import (
 // sees the same hot stacks second after second, and stacks that differ
 // share their outer frames (main, the request loop, the runtime's
 // scheduler). Each entry of the recording's stack table is therefore a
-// parent entry, a number of the parent's leaf-side frames to drop, and the
-// new leaf-side frames as one CBF record; see cbf/FORMAT.md §5.
+// parent entry, a number of the parent's own leaf-side frames to drop, and
+// the new leaf-side frames, each a difference from the frame after it or a
+// reference to where the table holds its address already: the same
+// return addresses recur under different callers. See cbf/FORMAT.md §5.
 
 // Limits of a stack table, so that a reader's memory stays bounded whatever
 // a file says. The writer starts a new table well before them.
