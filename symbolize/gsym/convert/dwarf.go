@@ -261,7 +261,7 @@ func (u *unitConverter) lineTable() *lineTable {
 	if !ok || u.d.line == nil {
 		return nil
 	}
-	lt, _ := parseLineTable(u.d, stmt, u.unit.addrSize, u.rows)
+	lt, _ := parseLineTable(u.d, stmt, u.rows)
 	return lt
 }
 

@@ -51,7 +51,7 @@ func FuzzLineProgram(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, start, size uint64) {
 		secs := &dwarfData{line: data, str: data, lineStr: data, order: binary.LittleEndian}
-		lt, err := parseLineTable(secs, 0, 8, nil)
+		lt, err := parseLineTable(secs, 0, nil)
 		if err != nil {
 			return
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -143,28 +142,47 @@ func (b *cursor) uint(n int) uint64 {
 }
 
 func (b *cursor) uleb() uint64 {
+	v, n := uleb(b.b[b.off:])
+	if n == 0 {
+		b.fail("truncated LEB128")
+		return 0
+	}
+	b.off += n
+	return v
+}
+
+func (b *cursor) sleb() int64 {
+	v, n := sleb(b.b[b.off:])
+	if n == 0 {
+		b.fail("truncated LEB128")
+		return 0
+	}
+	b.off += n
+	return v
+}
+
+// uleb decodes an unsigned LEB128 at the start of p and returns its length,
+// 0 when p ends first (then the caller's loop ends: it moves to len(p)).
+func uleb(p []byte) (uint64, int) {
 	var v uint64
 	var shift uint
-	for i := b.off; i < len(b.b); i++ {
-		c := b.b[i]
+	for i, c := range p {
 		if shift < 64 {
 			v |= uint64(c&0x7f) << shift
 		}
 		shift += 7
 		if c < 0x80 {
-			b.off = i + 1
-			return v
+			return v, i + 1
 		}
 	}
-	b.fail("truncated LEB128")
-	return 0
+	return 0, 0
 }
 
-func (b *cursor) sleb() int64 {
+// sleb is uleb for signed LEB128.
+func sleb(p []byte) (int64, int) {
 	var v int64
 	var shift uint
-	for i := b.off; i < len(b.b); i++ {
-		c := b.b[i]
+	for i, c := range p {
 		if shift < 64 {
 			v |= int64(c&0x7f) << shift
 		}
@@ -173,12 +191,10 @@ func (b *cursor) sleb() int64 {
 			if shift < 64 && c&0x40 != 0 {
 				v |= -1 << shift
 			}
-			b.off = i + 1
-			return v
+			return v, i + 1
 		}
 	}
-	b.fail("truncated LEB128")
-	return 0
+	return 0, 0
 }
 
 func (b *cursor) skipLEB() {
@@ -268,13 +284,12 @@ func (b *cursor) lineFormValue(form uint64, dwarf64 bool, secs *dwarfData) (v ui
 	return 0, "", false
 }
 
-var errNoLineTable = errors.New("no line table")
-
 // parseLineTable parses the line program at off, appending its rows to
-// rows[:0] (a buffer from an earlier table, no longer used).
-func parseLineTable(secs *dwarfData, off uint64, addrSize int, rows []lineRow) (*lineTable, error) {
+// rows[:0] (a buffer from an earlier table, no longer used). Addresses in
+// DW_LNE_set_address are as wide as the operand.
+func parseLineTable(secs *dwarfData, off uint64, rows []lineRow) (*lineTable, error) {
 	if off >= uint64(len(secs.line)) {
-		return nil, fmt.Errorf("debug_line offset %#x out of range: %w", off, errNoLineTable)
+		return nil, fmt.Errorf("debug_line offset %#x out of range", off)
 	}
 	b := &cursor{name: "debug_line", b: secs.line, off: int(off), order: secs.order}
 	unitLen := uint64(b.u32())
@@ -293,7 +308,7 @@ func parseLineTable(secs *dwarfData, off uint64, addrSize int, rows []lineRow) (
 		return nil, fmt.Errorf("debug_line unit at %#x: unsupported version %d", off, t.version)
 	}
 	if t.version >= 5 {
-		addrSize = int(b.u8())
+		b.u8() // address size
 		b.u8() // segment selector size
 	}
 	var hdrLen uint64
@@ -353,7 +368,7 @@ func parseLineTable(secs *dwarfData, off uint64, addrSize int, rows []lineRow) (
 	if n := (end-progStart)/3 + 16; cap(t.rows) < n {
 		t.rows = make([]lineRow, 0, n)
 	}
-	t.run(b, addrSize, minInst, lineBase, lineRange, opBase, stdLens)
+	t.run(b, minInst, lineBase, lineRange, opBase, stdLens)
 	if b.err != nil && len(t.rows) == 0 {
 		return nil, b.err
 	}
@@ -402,97 +417,142 @@ func (b *cursor) v5Entries(secs *dwarfData, dwarf64 bool, files *[]lineFile) []s
 }
 
 // run executes the line-number program, appending rows and sequences.
-func (t *lineTable) run(b *cursor, addrSize int, minInst uint64, lineBase int64, lineRange uint64, opBase uint8, stdLens []byte) {
-	type state struct {
-		addr uint64
-		file uint32
-		line uint32
-	}
-	reset := state{file: 1, line: 1}
-	st := reset
-	seqFirst, seqLow, empty := 0, uint64(0), true
-	emit := func(endSeq bool) {
-		if empty {
-			empty, seqFirst, seqLow = false, len(t.rows), st.addr
-		}
-		row := lineRow{addr: st.addr, file: st.file, line: st.line}
-		if endSeq {
-			row.file |= endSeqBit
-		}
-		t.rows = append(t.rows, row)
-		if endSeq {
-			if seqLow < st.addr {
-				t.seqs = append(t.seqs, lineSeq{low: seqLow, high: st.addr, first: seqFirst, last: len(t.rows)})
-			}
-			empty = true
-			st = reset
-		}
-	}
-	// What each special opcode adds to the address and the line: most of
-	// a program is special opcodes.
+// Most of a program is special opcodes and small operands: the loop keeps
+// its state in locals and decodes those inline.
+func (t *lineTable) run(b *cursor, minInst uint64, lineBase int64, lineRange uint64, opBase uint8, stdLens []byte) {
+	// What each special opcode adds to the address and the line.
 	var special [256]struct {
 		addr uint64
 		line uint32
 	}
+	var constAddPC uint64
 	if lineRange != 0 {
 		for op := int(opBase); op < 256; op++ {
 			adj := uint64(op - int(opBase))
 			special[op].addr = adj / lineRange * minInst
 			special[op].line = uint32(lineBase + int64(adj%lineRange))
 		}
+		constAddPC = uint64(255-opBase) / lineRange * minInst
 	}
-	for b.err == nil && b.off < len(b.b) {
-		op := b.b[b.off]
-		b.off++
+	const resetFile, resetLine = 1, 1
+	addr, file, line := uint64(0), uint32(resetFile), uint32(resetLine)
+	seqFirst, seqLow, inSeq := 0, uint64(0), false
+	rows := t.rows
+	data, off := b.b, b.off
+	for off < len(data) {
+		op := data[off]
+		off++
+		endSeq := false
 		if op >= opBase {
-			st.addr += special[op].addr
-			st.line += special[op].line
-			emit(false)
-			continue
-		}
-		switch {
-		case op == 0: // extended
-			n := b.uleb()
-			if n == 0 || n > uint64(len(b.b)-b.off) {
-				b.fail("bad extended opcode length")
-				return
-			}
-			next := b.off + int(n)
-			switch b.u8() {
-			case 1: // DW_LNE_end_sequence
-				emit(true)
-			case 2: // DW_LNE_set_address
-				st.addr = b.uint(int(n) - 1)
-			case 3: // DW_LNE_define_file
-			}
-			b.off = next
-		case op == 1: // DW_LNS_copy
-			emit(false)
-		case op == 2: // DW_LNS_advance_pc
-			st.addr += b.uleb() * minInst
-		case op == 3: // DW_LNS_advance_line
-			st.line += uint32(b.sleb())
-		case op == 4: // DW_LNS_set_file
-			st.file = uint32(min(b.uleb(), maxFileNum))
-		case op == 5: // DW_LNS_set_column
-			b.uleb()
-		case op == 6, op == 7, op == 10, op == 11: // negate_stmt, basic_block, prologue_end, epilogue_begin
-		case op == 8: // DW_LNS_const_add_pc
-			if lineRange != 0 {
-				st.addr += uint64(255-opBase) / lineRange * minInst
-			}
-		case op == 9: // DW_LNS_fixed_advance_pc
-			st.addr += uint64(b.u16())
-		case op == 12: // DW_LNS_set_isa
-			b.uleb()
-		default: // unknown standard opcode: skip its ULEB operands
-			if int(op)-1 < len(stdLens) {
-				for i := 0; i < int(stdLens[op-1]); i++ {
-					b.uleb()
+			addr += special[op].addr
+			line += special[op].line
+		} else {
+			switch op {
+			case 0: // extended
+				b.off = off
+				n := b.uleb()
+				if b.err != nil || n == 0 || n > uint64(len(data)-b.off) {
+					b.fail("bad extended opcode length")
+					t.rows = rows
+					return
 				}
+				next := b.off + int(n)
+				switch b.u8() {
+				case 1: // DW_LNE_end_sequence
+					endSeq = true
+				case 2: // DW_LNE_set_address
+					addr = b.uint(int(n) - 1)
+				}
+				if b.err != nil {
+					t.rows = rows
+					return
+				}
+				off = next
+				if !endSeq {
+					continue
+				}
+				goto emit
+			case 1: // DW_LNS_copy
+				goto emit
+			case 2: // DW_LNS_advance_pc
+				v, k := uleb(data[off:])
+				addr += v * minInst
+				off += k
+				if k == 0 {
+					break
+				}
+				continue
+			case 3: // DW_LNS_advance_line
+				v, k := sleb(data[off:])
+				line += uint32(v)
+				off += k
+				if k == 0 {
+					break
+				}
+				continue
+			case 4: // DW_LNS_set_file
+				v, k := uleb(data[off:])
+				file = uint32(min(v, maxFileNum))
+				off += k
+				if k == 0 {
+					break
+				}
+				continue
+			case 5, 12: // DW_LNS_set_column, DW_LNS_set_isa
+				_, k := uleb(data[off:])
+				off += k
+				if k == 0 {
+					break
+				}
+				continue
+			case 6, 7, 10, 11: // negate_stmt, basic_block, prologue_end, epilogue_begin
+				continue
+			case 8: // DW_LNS_const_add_pc
+				addr += constAddPC
+				continue
+			case 9: // DW_LNS_fixed_advance_pc
+				if len(data)-off < 2 {
+					break
+				}
+				addr += uint64(b.order.Uint16(data[off:]))
+				off += 2
+				continue
+			default: // unknown standard opcode: skip its ULEB operands
+				k := 1
+				for i := 0; int(op)-1 < len(stdLens) && i < int(stdLens[op-1]) && k > 0; i++ {
+					_, k = uleb(data[off:])
+					off += k
+				}
+				if k == 0 {
+					break
+				}
+				continue
 			}
+			// An operand runs past the end of the program.
+			b.off = off
+			b.fail("truncated operand")
+			t.rows = rows
+			return
+		}
+	emit:
+		if !inSeq {
+			inSeq, seqFirst, seqLow = true, len(rows), addr
+		}
+		row := lineRow{addr: addr, file: file, line: line}
+		if endSeq {
+			row.file |= endSeqBit
+		}
+		rows = append(rows, row)
+		if endSeq {
+			if seqLow < addr {
+				t.seqs = append(t.seqs, lineSeq{low: seqLow, high: addr, first: seqFirst, last: len(rows)})
+			}
+			inSeq = false
+			addr, file, line = 0, resetFile, resetLine
 		}
 	}
+	t.rows = rows
+	b.off = off
 }
 
 // sortSeqs orders sequences by end address, stably, as LLVM does before
