@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/internal/gsymbench"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize/gsym"
 )
@@ -74,32 +73,16 @@ func TestGsymUsage(t *testing.T) {
 	}
 }
 
-// benchGsymFile returns the large GSYM file of the lookup benchmarks
-// ($GSYM_BENCH_FILE or scripts/gsym-bench-file.sh's).
-func benchGsymFile(b *testing.B) string {
-	if p := os.Getenv("GSYM_BENCH_FILE"); p != "" {
-		return p
-	}
-	out, err := exec.Command("../../scripts/gsym-bench-file.sh").Output()
-	if err != nil {
-		b.Skipf("no large GSYM file (set GSYM_BENCH_FILE): scripts/gsym-bench-file.sh: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// stdinLookups returns 100,000 lines "ADDR FILE" for llvm-gsymutil's
-// --addresses-from-stdin, each address in a function picked at random.
+// stdinLookups returns the lines "ADDR FILE" for llvm-gsymutil's
+// --addresses-from-stdin of BenchmarkLookup's 100,000 spread addresses.
 func stdinLookups(b *testing.B, file string) []byte {
 	r, err := gsym.Open(file)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	rng := rand.New(rand.NewPCG(1, 2))
 	var in []byte
-	for range 100_000 {
-		f := rng.IntN(r.NumFunctions() - 1)
-		a := r.Address(f) + rng.Uint64N(max(r.Address(f+1)-r.Address(f), 1))
+	for _, a := range gsymbench.Addresses(r, 100_000) {
 		in = fmt.Appendf(in, "0x%x %s\n", a, file)
 	}
 	return in
@@ -109,9 +92,9 @@ func stdinLookups(b *testing.B, file string) []byte {
 // --addresses-from-stdin` in-process on 100,000 addresses in a large Go
 // binary: parsing, lookups and output, per line.
 func BenchmarkGsymLookupStdin(b *testing.B) {
-	in := stdinLookups(b, benchGsymFile(b))
+	in := stdinLookups(b, gsymbench.File(b))
 	lines := 0
-	cpu0 := cpuTime()
+	cpu0 := gsymbench.CPUTime()
 	for b.Loop() {
 		var e bytes.Buffer
 		if code := run(&env{bytes.NewReader(in), io.Discard, &e}, []string{"gsym", "lookup", "--addresses-from-stdin"}); code != 0 {
@@ -120,16 +103,7 @@ func BenchmarkGsymLookupStdin(b *testing.B) {
 		lines += 100_000
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(lines), "ns/lookup")
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(lines), "cpu-ns/lookup")
-}
-
-// cpuTime is the process's user and system CPU time in nanoseconds.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
+	b.ReportMetric(float64((gsymbench.CPUTime()-cpu0).Nanoseconds())/float64(lines), "cpu-ns/lookup")
 }
 
 // BenchmarkGsymLookupProcess runs `sprof gsym lookup
@@ -139,7 +113,7 @@ func cpuTime() int64 {
 // and CPU). Their outputs must be identical.
 func BenchmarkGsymLookupProcess(b *testing.B) {
 	llvm := testenv.RequireTool(b, "llvm-gsymutil-22")
-	file := benchGsymFile(b)
+	file := gsymbench.File(b)
 	sprof := filepath.Join(b.TempDir(), "sprof")
 	if out, err := exec.Command("go", "build", "-o", sprof, ".").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
