@@ -130,9 +130,9 @@ func benchStackCopy(b *testing.B, hz, size int, ready bool) {
 		b.Fatalf("%d samples copied %d bytes, want %d each", copySize.samples, copySize.copied, size)
 	}
 	perRun := float64(with.RunTimeNs)/float64(with.RunCount) - float64(without.RunTimeNs)/float64(without.RunCount)
-	b.ReportMetric(perRun*float64(with.RunCount)/float64(copySize.samples), "copy-ns/sample")
-	b.ReportMetric(float64(with.RunTimeNs)/float64(copySize.samples), "bpf-ns/sample")
-	b.ReportMetric(float64(without.RunTimeNs)/float64(plainSize.samples), "plain-ns/sample")
+	b.ReportMetric(perRun*float64(with.RunCount)/float64(with.Sent), "copy-ns/sample")
+	b.ReportMetric(float64(with.RunTimeNs)/float64(with.Sent), "bpf-ns/sample")
+	b.ReportMetric(float64(without.RunTimeNs)/float64(without.Sent), "plain-ns/sample")
 	b.ReportMetric(copySize.mean(copySize.bytes), "bytes/sample")
 	b.ReportMetric(float64(with.RingSize>>10), "ring-KiB")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "drains/s")
@@ -161,8 +161,8 @@ func runStats(b *testing.B, s *Sampler) Stats {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if st.RunCount == 0 {
-		b.Fatal("the program never ran")
+	if st.RunCount == 0 || st.Sent == 0 {
+		b.Fatalf("the program never ran or sent nothing: %+v", st)
 	}
 	return st
 }

@@ -59,7 +59,11 @@ const MaxStackCopy = 1 << 16 // MAX_STACK_COPY
 // Stats are the BPF program's run-time statistics since Open, and how its
 // ring fared.
 type Stats struct {
-	RunCount, RunTimeNs uint64
+	// RunCount and RunTimeNs count every run, those the filters ended
+	// early included; Sent counts the samples the runs put in the ring
+	// (read, still waiting, or dropped at Close), so RunTimeNs / Sent is
+	// the cost per sample.
+	RunCount, RunTimeNs, Sent uint64
 	// RingSize is the ring's size in bytes. Spilled counts the records
 	// moved into the backlog because the ring passed half full before
 	// the caller read it.
@@ -191,19 +195,23 @@ func ringBufferSize(cfg Config, cpus int) (int, error) {
 // intervals costs little.
 //
 // With stack copies it is copyRingWindow, 64 ms, between 256 KiB and
-// 8 MiB. Writing a 16 KiB copy into ring memory that no cache holds cost
-// 12-21 µs per sample on a 2-CPU EPYC VM with the ring of one second used
-// before (4 MiB at 99 Hz, 32 MiB at 499 Hz); into a ring of 0.25-2 MiB
-// whose lines the reader read milliseconds before it costs 1-3 µs. So the
-// ring is small, the program wakes the reader when it passes a quarter
-// full (Ready), and a Sampler goroutine moves its records into user memory
-// when it passes half full (Config.Backlog). The ring overflows only if
-// that goroutine sleeps through the second half: 32 ms or more when every
-// CPU samples a copying process, longer at lower rates and for the shorter
-// copies of shallow stacks. On 2 CPUs with 16 KiB copies that is a
-// 256 KiB ring at 99 Hz (38 ms to spill) and 2 MiB at 499 Hz (60 ms).
-// A wakeup latency that long is rare but happens on an overloaded host,
-// and more often when sprof's own goroutines hold every P.
+// 8 MiB. Writing a copy into ring memory that no cache holds is most of a
+// sample's cost: BenchmarkStackCopyCost on a 2-CPU EPYC VM at 499 Hz put
+// the copy at 9-27 µs per sample (8 and 16 KiB) with the ring of one
+// second used before (16 and 32 MiB, read every 250 ms), and at 1.5-5 µs
+// with this one, at a load average of 10-13. The smaller the ring, the
+// cheaper (its lines are rewritten sooner after the reader touched them),
+// but the less time it leaves: the program wakes the reader when the ring
+// passes a quarter full (Ready), and a Sampler goroutine moves its
+// records into user memory when it passes half full (Config.Backlog), so
+// the ring overflows only if that goroutine sleeps through the second
+// half. That is 32 ms or more when every CPU samples a copying process,
+// longer at lower rates and for the shorter copies of shallow stacks: on
+// 2 CPUs with 16 KiB copies, a 256 KiB ring at 99 Hz (38 ms) and 2 MiB at
+// 499 Hz (60 ms). Stalls that long do happen on an overloaded host:
+// host-wide recordings at 499 Hz under a load of 7-18 lost samples in
+// three runs of four with a 1 MiB ring (30 ms) and in three of six with
+// 2 MiB, where the whole sprof process stalled.
 func DefaultRingBufferSize(hz, cpus, stackCopy int) int {
 	perSecond := uint64(hz) * uint64(cpus) * uint64(typicalRecordSize+stackCopy)
 	want, most := perSecond, uint64(maxDefaultRingSize)
@@ -406,11 +414,20 @@ func (s *Sampler) SetCopy(pid uint32, on bool) error {
 // CPUs, plus those that found the backlog full. They passed the filters
 // and were dropped whole.
 func (s *Sampler) Lost() (uint64, error) {
-	var perCPU []uint64
-	if err := s.objs.Lost.Lookup(uint32(0), &perCPU); err != nil {
+	n, err := sumPerCPU(s.objs.Lost)
+	if err != nil {
 		return 0, fmt.Errorf("read lost-sample counters: %w", err)
 	}
-	sum := s.backlog.lost.Load()
+	return n + s.backlog.lost.Load(), nil
+}
+
+// sumPerCPU adds up a per-CPU array's single u64 counter.
+func sumPerCPU(m *ebpf.Map) (uint64, error) {
+	var perCPU []uint64
+	if err := m.Lookup(uint32(0), &perCPU); err != nil {
+		return 0, err
+	}
+	var sum uint64
 	for _, n := range perCPU {
 		sum += n
 	}
@@ -428,7 +445,12 @@ func (s *Sampler) Stats() (Stats, error) {
 	if st.RunCount == 0 && s.statsErr != nil {
 		return Stats{}, s.statsErr
 	}
-	return Stats{RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime), RingSize: s.ringSize, Spilled: s.backlog.spilled.Load()}, nil
+	sent, err := sumPerCPU(s.objs.Sent)
+	if err != nil {
+		return Stats{}, fmt.Errorf("read sent-sample counters: %w", err)
+	}
+	return Stats{RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime), Sent: sent,
+		RingSize: s.ringSize, Spilled: s.backlog.spilled.Load()}, nil
 }
 
 // Close stops sampling and frees everything Open set up.

@@ -123,12 +123,20 @@ struct {
 	__type(value, __u8);
 } copy_pids SEC(".maps");
 
+/* Per CPU: samples that found the ring full, and samples sent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sent SEC(".maps");
 
 static __always_inline bool in_cgroup(void)
 {
@@ -581,7 +589,7 @@ int sample(struct bpf_perf_event_data *ctx)
 	struct scratch_value *s;
 	struct sample_header *h;
 	struct task_struct *task;
-	__u64 size;
+	__u64 size, *count;
 	long n;
 
 	if (!wanted(tgid))
@@ -638,11 +646,12 @@ int sample(struct bpf_perf_event_data *ctx)
 	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
 	if (size > sizeof(s->rec) + stack_copy_size)
 		size = sizeof(s->rec) + stack_copy_size;
-	if (bpf_ringbuf_output(&samples, &s->rec, size, wakeup(size))) {
-		__u64 *count = bpf_map_lookup_elem(&lost, &zero);
-		if (count)
-			*count += 1;
-	}
+	if (bpf_ringbuf_output(&samples, &s->rec, size, wakeup(size)))
+		count = bpf_map_lookup_elem(&lost, &zero);
+	else
+		count = bpf_map_lookup_elem(&sent, &zero);
+	if (count)
+		*count += 1;
 	return 0;
 }
 

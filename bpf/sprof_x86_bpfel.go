@@ -67,6 +67,7 @@ const (
 	sprofMapPids          = "pids"
 	sprofMapSamples       = "samples"
 	sprofMapScratch       = "scratch"
+	sprofMapSent          = "sent"
 	sprofMapStackVmas     = "stack_vmas"
 	sprofProgFollowFork   = "follow_fork"
 	sprofProgForgetExit   = "forget_exit"
@@ -139,6 +140,7 @@ type sprofMapSpecs struct {
 	Pids      *ebpf.MapSpec `ebpf:"pids"`
 	Samples   *ebpf.MapSpec `ebpf:"samples"`
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
+	Sent      *ebpf.MapSpec `ebpf:"sent"`
 	StackVmas *ebpf.MapSpec `ebpf:"stack_vmas"`
 }
 
@@ -183,6 +185,7 @@ type sprofMaps struct {
 	Pids      *ebpf.Map `ebpf:"pids"`
 	Samples   *ebpf.Map `ebpf:"samples"`
 	Scratch   *ebpf.Map `ebpf:"scratch"`
+	Sent      *ebpf.Map `ebpf:"sent"`
 	StackVmas *ebpf.Map `ebpf:"stack_vmas"`
 }
 
@@ -193,6 +196,7 @@ func (m *sprofMaps) Close() error {
 		m.Pids,
 		m.Samples,
 		m.Scratch,
+		m.Sent,
 		m.StackVmas,
 	)
 }

@@ -99,6 +99,9 @@ func TestReadyBeforeHalfFull(t *testing.T) {
 	if lost != 0 {
 		t.Errorf("%d samples lost", lost)
 	}
+	if st.Sent < uint64(samples) {
+		t.Errorf("Stats.Sent %d, but %d samples were read", st.Sent, samples)
+	}
 }
 
 // A reader that does not read for seconds loses nothing: the Sampler moves

@@ -206,7 +206,7 @@ func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 		fmt.Fprintf(e.stderr, "sprof: BPF run-time statistics unavailable: %v\n", bpfErr)
 	} else if b.RunCount > 0 {
 		fmt.Fprintf(e.stderr, "sprof: BPF program: %d runs, %.0f ns/run, %.0f ns/sample; %d KiB ring, %d records spilled to the backlog\n",
-			b.RunCount, float64(b.RunTimeNs)/float64(b.RunCount), float64(b.RunTimeNs)/float64(max(s.Samples, 1)), b.RingSize>>10, b.Spilled)
+			b.RunCount, float64(b.RunTimeNs)/float64(b.RunCount), float64(b.RunTimeNs)/float64(max(b.Sent, 1)), b.RingSize>>10, b.Spilled)
 	}
 	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
 		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)
