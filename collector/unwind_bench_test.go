@@ -149,3 +149,30 @@ func BenchmarkDrainCopies(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perDrain), "ns/sample")
 	b.ReportMetric(cpu, "cpu-ns/sample")
 }
+
+// BenchmarkDrainHolding measures a drain while a library's table is being
+// built: half the samples go through the library and are held back (their
+// stack copied out of the drain's arena), the oldest flushed once the
+// queue is full; the other half are unwound and aggregated as usual.
+func BenchmarkDrainHolding(b *testing.B) {
+	const perDrain = 256
+	f := newHoldFixture(b, nil, true)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	began := threadCPU()
+	t := uint64(1)
+	for b.Loop() {
+		f.add(t, perDrain)
+		t += perDrain
+		if err := f.c.Drain(f.src); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := float64((threadCPU() - began).Nanoseconds()) / float64(b.N*perDrain)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perDrain), "ns/sample")
+	b.ReportMetric(cpu, "cpu-ns/sample")
+	if st := f.c.UnwindStats(); st.Held == 0 {
+		b.Fatal("no sample held back")
+	}
+}

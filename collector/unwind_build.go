@@ -148,8 +148,15 @@ func (b *tableBuilder) take() []*buildJob {
 	return d
 }
 
-// wait waits up to d for a job to finish, and reports whether one did.
+// wait waits up to d for a job to finish, and reports whether one did;
+// a closed builder with nothing under way finishes nothing.
 func (b *tableBuilder) wait(d time.Duration) bool {
+	b.mu.Lock()
+	idle := b.closed && !b.running
+	b.mu.Unlock()
+	if idle {
+		return false
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

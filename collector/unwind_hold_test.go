@@ -24,6 +24,8 @@ type holdFixture struct {
 	calls   atomic.Int32
 	regs    sframe.Regs
 	stack   []byte
+	// zeros is pidProg's stack: the return address 0 ends it.
+	zeros []byte
 }
 
 const (
@@ -31,7 +33,7 @@ const (
 	pidProg = 200 // in the program alone
 )
 
-func newHoldFixture(t *testing.T, sink Sink, slow bool) *holdFixture {
+func newHoldFixture(t testing.TB, sink Sink, slow bool) *holdFixture {
 	t.Helper()
 	u, set, cp := benchStack(t, 8)
 	c, err := New(Options{Frequency: 99, ProcRoot: t.TempDir(), NoSideband: true, StackCopy: true, Sink: sink})
@@ -40,7 +42,7 @@ func newHoldFixture(t *testing.T, sink Sink, slow bool) *holdFixture {
 	}
 	t.Cleanup(func() { c.Close() })
 	c.unw = u
-	f := &holdFixture{c: c, src: &fakeSource{}, release: make(chan struct{}), regs: cp.regs, stack: slices.Clone(u.stack[:cp.n])}
+	f := &holdFixture{c: c, src: &fakeSource{}, release: make(chan struct{}), regs: cp.regs, stack: slices.Clone(u.stack[:cp.n]), zeros: make([]byte, 16)}
 	if slow {
 		lib := &set.maps[1]
 		in := u.info(lib)
@@ -81,7 +83,7 @@ func (f *holdFixture) add(from uint64, n int) {
 	for i := range uint64(n) {
 		pid, stack := uint32(pidLib), f.stack
 		if (from+i)%2 == 0 {
-			pid, stack = pidProg, make([]byte, 16) // the return address 0 ends it
+			pid, stack = pidProg, f.zeros
 		}
 		f.src.add(pid, from+i, f.regs.PC)
 		s := &f.src.samples[len(f.src.samples)-1]
