@@ -406,19 +406,21 @@ func (n *dieNames) fill(o dieNames) {
 // would find them: from d, else depth first from its specification, then
 // its abstract origin. The DIEs that others refer to (the abstract
 // functions of inlined calls) are resolved once per unit and cached.
-func (u *unitConverter) names(d dieRef) (linkage string, linkageOK bool, name string) {
-	n := u.namesOf(d, 0)
+// a is d decoded, or nil.
+func (u *unitConverter) names(d dieRef, a *dieAttrs) (linkage string, linkageOK bool, name string) {
+	n := u.namesOf(d, a, 0)
 	return n.linkage, n.linkageOK, n.name
 }
 
 // maxRefDepth bounds chains of references (cycles are corrupt DWARF).
 const maxRefDepth = 16
 
-func (u *unitConverter) namesOf(d dieRef, depth int) dieNames {
+func (u *unitConverter) namesOf(d dieRef, a *dieAttrs, depth int) dieNames {
 	var n dieNames
-	a := &u.findBuf
-	if depth > maxRefDepth || !d.valid() || !u.decode(d, a) {
-		return n
+	if a == nil {
+		if a = &u.findBuf; depth > maxRefDepth || !d.valid() || !u.decode(d, a) {
+			return n
+		}
 	}
 	for _, sl := range [...]int{slotMIPSLinkage, slotLinkage} {
 		if a.has(sl) {
@@ -441,7 +443,7 @@ func (u *unitConverter) namesOf(d dieRef, depth int) dieNames {
 		}
 		v, ok := u.nameCache[r.off]
 		if !ok {
-			v = u.namesOf(r, depth+1)
+			v = u.namesOf(r, nil, depth+1)
 			if u.nameCache == nil {
 				u.nameCache = map[uint64]dieNames{}
 			}
@@ -472,7 +474,7 @@ func (u *unitConverter) decl(d dieRef) (file, line uint64, ok bool) {
 }
 
 func (u *unitConverter) shortName(d dieRef) string {
-	_, _, s := u.names(d)
+	_, _, s := u.names(d, nil)
 	return s
 }
 
@@ -515,8 +517,9 @@ const maxDeclContextDIEs = 256
 
 // qualifiedName is the name LLVM gives a function DIE: its linkage name if
 // it has one, else its name qualified by its enclosing scopes for C and C++.
-func (u *unitConverter) qualifiedName(d dieRef) (string, bool) {
-	linkage, ok, short := u.names(d)
+// a is d decoded.
+func (u *unitConverter) qualifiedName(d dieRef, a *dieAttrs) (string, bool) {
+	linkage, ok, short := u.names(d, a)
 	if ok && linkage != "" {
 		return linkage, true
 	}
@@ -588,7 +591,7 @@ func (u *unitConverter) subprogram(i int32) {
 		return
 	}
 	u.rngBuf = rs
-	name, ok := u.qualifiedName(d)
+	name, ok := u.qualifiedName(d, &a)
 	if !ok {
 		return
 	}
@@ -737,7 +740,7 @@ func (u *unitConverter) inline(i int32, depth int, parent *gsym.InlineInfo) {
 		if len(n.Ranges) == 0 {
 			return
 		}
-		n.Name, _ = u.qualifiedName(d)
+		n.Name, _ = u.qualifiedName(d, &a)
 		if cf, ok := a.constant(slotCallFile); ok {
 			fi, ok := u.fileIndex(cf)
 			if !ok {

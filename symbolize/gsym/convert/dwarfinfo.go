@@ -460,20 +460,30 @@ type attrVal struct {
 	v    uint64
 }
 
-// dieAttrs is a decoded DIE: its tag and the attributes the converter reads.
+// dieAttrs is a decoded DIE: its tag and the attributes the converter
+// reads. Only the slots in present hold values: a decode resets one word,
+// not the array.
 type dieAttrs struct {
-	off  uint64
-	tag  uint64
-	u    *unitHeader
-	d    *dwarfData
-	vals [numSlots]attrVal
+	tag     uint64
+	u       *unitHeader
+	d       *dwarfData
+	present uint32 // bit per slot
+	vals    [numSlots]attrVal
 }
 
-func (a *dieAttrs) has(s int) bool { return a.vals[s].form != 0 }
+func (a *dieAttrs) has(s int) bool { return a.present&(1<<s) != 0 }
+
+// val is slot s's value, form 0 when absent.
+func (a *dieAttrs) val(s int) attrVal {
+	if !a.has(s) {
+		return attrVal{}
+	}
+	return a.vals[s]
+}
 
 // readDIE decodes the DIE at off of unit u into a.
 func (d *dwarfData) readDIE(u *unitHeader, off uint64, a *dieAttrs) error {
-	*a = dieAttrs{off: off, u: u, d: d}
+	a.u, a.d, a.present = u, d, 0
 	b := cursor{name: "debug_info", b: d.info[:u.end], off: int(off), order: d.order}
 	code := b.uleb()
 	if b.err != nil {
@@ -500,6 +510,7 @@ func (d *dwarfData) readDIE(u *unitHeader, off uint64, a *dieAttrs) error {
 			}
 		}
 		a.vals[op.slot] = attrVal{form: uint16(form), v: b.formValue(form, op.implicit, u)}
+		a.present |= 1 << op.slot
 	}
 	return b.err
 }
@@ -600,7 +611,7 @@ func (b *cursor) skipForm(form uint64, u *unitHeader) {
 
 // constant is the attribute as an integer constant.
 func (a *dieAttrs) constant(s int) (uint64, bool) {
-	switch v := a.vals[s]; v.form {
+	switch v := a.val(s); v.form {
 	case formData1, formData2, formData4, formData8, formSdata, formUdata, formImplicit,
 		formSecOffset, formGNURefAlt, formGNUStrpAlt:
 		return v.v, true
@@ -611,7 +622,7 @@ func (a *dieAttrs) constant(s int) (uint64, bool) {
 // address is the attribute as an address (DW_FORM_addr or an index into
 // .debug_addr).
 func (a *dieAttrs) address(s int) (uint64, bool) {
-	switch v := a.vals[s]; v.form {
+	switch v := a.val(s); v.form {
 	case formAddr:
 		return v.v, true
 	case formAddrx, formAddrx1, formAddrx2, formAddrx3, formAddrx4:
@@ -622,7 +633,7 @@ func (a *dieAttrs) address(s int) (uint64, bool) {
 
 // ref is the attribute as the .debug_info offset of another DIE.
 func (a *dieAttrs) ref(s int) (uint64, bool) {
-	switch v := a.vals[s]; v.form {
+	switch v := a.val(s); v.form {
 	case formRef1, formRef2, formRef4, formRef8, formRefUdata, formRefAddr:
 		return v.v, true
 	}
@@ -631,7 +642,7 @@ func (a *dieAttrs) ref(s int) (uint64, bool) {
 
 // str is the attribute as a string.
 func (a *dieAttrs) str(s int) (string, bool) {
-	v := a.vals[s]
+	v := a.val(s)
 	var sect []byte
 	off := v.v
 	switch v.form {
@@ -688,7 +699,7 @@ func (d *dwarfData) rangesOf(a, cu *dieAttrs, dst [][2]uint64) ([][2]uint64, boo
 	u := a.u
 	if u.version >= 5 && d.rnglists != nil {
 		var off uint64
-		switch v := a.vals[slotRanges]; v.form {
+		switch v := a.val(slotRanges); v.form {
 		case formSecOffset:
 			off = v.v
 		case formRnglistx:
@@ -714,7 +725,7 @@ func (d *dwarfData) rangesOf(a, cu *dieAttrs, dst [][2]uint64) ([][2]uint64, boo
 // highPC is DW_AT_high_pc as an address: absolute (address class), or an
 // offset from low (constant class).
 func (a *dieAttrs) highPC(low uint64) (uint64, bool) {
-	switch v := a.vals[slotHighPC]; v.form {
+	switch v := a.val(slotHighPC); v.form {
 	case formData1, formData2, formData4, formData8, formSdata, formUdata, formImplicit:
 		return low + v.v, true
 	}
