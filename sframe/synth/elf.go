@@ -195,12 +195,25 @@ func sectionData(s *elf.Section) ([]byte, error) {
 	if s.Flags&elf.SHF_COMPRESSED == 0 && s.Size > maxSectionSize {
 		return nil, fmt.Errorf("%d bytes, more than the %d this reader accepts", s.Size, maxSectionSize)
 	}
-	return readCapped(s.Open(), maxSectionSize)
+	var hint uint64
+	if s.Flags&elf.SHF_COMPRESSED == 0 {
+		hint = s.Size
+	}
+	return readCappedHint(s.Open(), hint, maxSectionSize)
 }
 
 // readCapped reads r to its end, failing past max bytes.
-func readCapped(r io.Reader, max uint64) ([]byte, error) {
+func readCapped(r io.Reader, max uint64) ([]byte, error) { return readCappedHint(r, max, max) }
+
+// maxHint bounds the buffer readCappedHint allocates ahead: a header's
+// size is only a claim.
+const maxHint = 16 << 20
+
+// readCappedHint is readCapped for data of about hint bytes, read into a
+// buffer of that size rather than one that grows by doubling.
+func readCappedHint(r io.Reader, hint, max uint64) ([]byte, error) {
 	var buf bytes.Buffer
+	buf.Grow(int(min(hint, max, maxHint)) + bytes.MinRead)
 	n, err := io.Copy(&buf, io.LimitReader(r, int64(max)+1))
 	if err != nil {
 		return nil, err

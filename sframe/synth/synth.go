@@ -152,6 +152,11 @@ func Synthesize(abi sframe.ABI, frames ...*cfi.Frame) (*sframe.Table, Stats, err
 // inCode is nil).
 func synthesize(abi sframe.ABI, inCode func(start, end uint64) bool, frames []*cfi.Frame) (*sframe.Table, Stats, error) {
 	s := newSynthesizer(abi)
+	n := 0
+	for _, fr := range frames {
+		n += len(fr.FDEs)
+	}
+	s.funcs = make([]sframe.Function, 0, n) // mostly one function an FDE
 	var taken []span
 	for i, fr := range frames {
 		for _, err := range fr.Errors {
