@@ -460,15 +460,22 @@ func debugSection(f *elf.File, mapped []byte, name string, maxSize uint64) ([]by
 	if s == nil {
 		return nil, nil
 	}
-	raw, err := s.Data()
-	if err != nil {
-		return nil, err
+	// The raw bytes: debug/elf's Data would inflate them already.
+	raw, ok := sectionBytes(mapped, s)
+	if !ok {
+		if s.Type == elf.SHT_NOBITS || s.ReaderAt == nil || s.FileSize > maxSize {
+			return nil, fmt.Errorf(".zdebug_%s: %d bytes, no data or over the cap", name, s.FileSize)
+		}
+		raw = make([]byte, s.FileSize)
+		if _, err := s.ReadAt(raw, 0); err != nil {
+			return nil, fmt.Errorf(".zdebug_%s: %w", name, err)
+		}
 	}
 	if len(raw) < 12 || string(raw[:4]) != "ZLIB" {
 		return nil, errors.New(".zdebug_" + name + ": missing ZLIB header")
 	}
 	size := binary.BigEndian.Uint64(raw[4:12])
-	if size > maxSize {
+	if size > maxSize || size > uint64(len(raw))*1032+64 {
 		return nil, fmt.Errorf(".zdebug_%s decompresses to %d bytes, over the cap", name, size)
 	}
 	zr, err := zlib.NewReader(bytes.NewReader(raw[12:]))

@@ -55,15 +55,7 @@ func TestObjectFile(t *testing.T) {
 // DWARF by its name and inline tree, sorted.
 func inlineSummaries(t *testing.T, path string) []string {
 	t.Helper()
-	c, st, err := ELF(path, Options{DebugDirs: []string{t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.Encode(gsym.EncodeOptions{ByteOrder: st.ByteOrder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := gsym.NewReader(b)
+	r, err := gsym.NewReader(encodeELF(t, path))
 	if err != nil {
 		t.Fatal(err)
 	}
