@@ -209,9 +209,10 @@ func ringBufferSize(cfg Config, cpus int) (int, error) {
 // longer at lower rates and for the shorter copies of shallow stacks: on
 // 2 CPUs with 16 KiB copies, a 256 KiB ring at 99 Hz (38 ms) and 2 MiB at
 // 499 Hz (60 ms). Stalls that long do happen on an overloaded host:
-// host-wide recordings at 499 Hz under a load of 7-18 lost samples in
-// three runs of four with a 1 MiB ring (30 ms) and in three of six with
-// 2 MiB, where the whole sprof process stalled.
+// host-wide 10 s recordings at 499 Hz under a load average of 7-27 lost
+// samples in three runs of four with a 1 MiB ring (30 ms) and in three of
+// twelve with 2 MiB (once after the whole sprof process stalled for over
+// a second).
 func DefaultRingBufferSize(hz, cpus, stackCopy int) int {
 	perSecond := uint64(hz) * uint64(cpus) * uint64(typicalRecordSize+stackCopy)
 	want, most := perSecond, uint64(maxDefaultRingSize)
