@@ -92,6 +92,9 @@ type GSYM struct {
 	frontMu sync.Mutex // serializes rebuilds
 	epoch   atomic.Uint64
 
+	namesMu sync.RWMutex
+	names   map[fileVersion]string // cache names of binaries without build ID
+
 	converted, reused, failed atomic.Uint64
 }
 
@@ -149,6 +152,7 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 		fetcher:  fetcher,
 		fallback: fallback,
 		tables:   newCache[*gsymTable](fallback.opts.CacheBytes),
+		names:    map[fileVersion]string{},
 		results:  sync.Pool{New: func() any { return new(gsym.LookupResult) }},
 	}, nil
 }
@@ -340,7 +344,9 @@ func (c *cache[V]) evict(key string) {
 
 // cacheName is the base name of b's file in the cache directory: its build
 // ID, or for a binary without one a hash of its path, size and
-// modification time, so a rebuilt binary never meets a stale file.
+// modification time, so a rebuilt binary never meets a stale file. Such a
+// binary (every Go program the Go linker built alone) is stat'ed at each
+// call; the hash is made once per version of the file.
 func (s *GSYM) cacheName(b Binary) (string, error) {
 	if b.BuildID != "" {
 		// Checked by load, once, before it names a file.
@@ -354,13 +360,37 @@ func (s *GSYM) cacheName(b Binary) (string, error) {
 	if name == "" {
 		name = b.Path
 	}
+	v := fileVersion{name, st.Size, st.Mtim.Sec, st.Mtim.Nsec}
+	s.namesMu.RLock()
+	key, ok := s.names[v]
+	s.namesMu.RUnlock()
+	if ok {
+		return key, nil
+	}
 	h := sha256.New()
 	for _, f := range []string{name, strconv.FormatInt(st.Size, 10), strconv.FormatInt(st.Mtim.Sec, 10), strconv.FormatInt(st.Mtim.Nsec, 10)} {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
 	}
-	return "file-" + hex.EncodeToString(h.Sum(nil)[:16]), nil
+	key = "file-" + hex.EncodeToString(h.Sum(nil)[:16])
+	s.namesMu.Lock()
+	defer s.namesMu.Unlock()
+	if len(s.names) >= maxNames {
+		// Files rebuilt again and again: start over rather than grow.
+		clear(s.names)
+	}
+	s.names[v] = key
+	return key, nil
 }
+
+// fileVersion is what names a binary without build ID in the cache.
+type fileVersion struct {
+	name            string
+	size, sec, nsec int64
+}
+
+// maxNames bounds the cache names kept for binaries without build ID.
+const maxNames = 4096
 
 // load maps b's GSYM file from the cache directory, converting b first
 // when the file is not there. A binary that gives no GSYM is remembered by
