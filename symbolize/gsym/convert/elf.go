@@ -203,25 +203,35 @@ func funcSymbols(c *gsym.Creator, f *elf.File, mapped []byte) []gsym.FunctionInf
 	if !ok || !ok2 || len(data)%entSize != 0 {
 		return nil
 	}
-	var out []gsym.FunctionInfo
+	// Two passes: the first counts, so the result is allocated once.
 	order := f.ByteOrder
-	// The first entry is the null symbol.
-	for data = data[min(entSize, len(data)):]; len(data) > 0; data = data[entSize:] {
-		var info uint8
-		var value, size uint64
-		if entSize == 24 {
-			info, value, size = data[4], order.Uint64(data[8:]), order.Uint64(data[16:])
-		} else {
-			info, value, size = data[12], uint64(order.Uint32(data[4:])), uint64(order.Uint32(data[8:]))
+	var out []gsym.FunctionInfo
+	for pass := 0; pass < 2; pass++ {
+		n := 0
+		// The first entry is the null symbol.
+		for e := entSize; e+entSize <= len(data); e += entSize {
+			sym := data[e : e+entSize]
+			var info uint8
+			var value, size uint64
+			if entSize == 24 {
+				info, value, size = sym[4], order.Uint64(sym[8:]), order.Uint64(sym[16:])
+			} else {
+				info, value, size = sym[12], uint64(order.Uint32(sym[4:])), uint64(order.Uint32(sym[8:]))
+			}
+			if elf.ST_TYPE(info) != elf.STT_FUNC || !c.ValidTextAddress(value) {
+				continue
+			}
+			if pass == 0 {
+				n++
+				continue
+			}
+			if name := symbolName(strs, order.Uint32(sym)); name != "" {
+				out = append(out, gsym.FunctionInfo{Range: gsym.Range{Start: value, End: value + size}, Name: name})
+			}
 		}
-		if elf.ST_TYPE(info) != elf.STT_FUNC || !c.ValidTextAddress(value) {
-			continue
+		if pass == 0 {
+			out = make([]gsym.FunctionInfo, 0, n)
 		}
-		name := symbolName(strs, order.Uint32(data))
-		if name == "" {
-			continue
-		}
-		out = append(out, gsym.FunctionInfo{Range: gsym.Range{Start: value, End: value + size}, Name: name})
 	}
 	return out
 }
