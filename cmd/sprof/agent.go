@@ -73,7 +73,7 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.IntVarP(&o.frequency, "frequency", "F", 19, "samples per second on each CPU")
 	fs.Var((*durationValue)(&o.interval), "interval", "time one profile covers (at least 1s)")
 	fs.StringVar(&o.serviceName, "service-name", "", "file every profile under this service; default: one service per process, named after its command")
-	processRoot := fs.String("process-root", "auto", "root frame naming each sample's process: none, comm, comm-pid, container-comm (the container's short ID above the comm); auto = comm with --service-name, else none")
+	processRoot := fs.String("process-root", "auto", processRootHelp+"; auto = comm with --service-name, else none")
 	url := fs.String("pyroscope-url", "", "Pyroscope server to push to, e.g. http://pyroscope:4040")
 	api := fs.String("pyroscope-api", string(pyroscope.Push), "push (push.v1.PusherService/Push) or ingest (the legacy /ingest)")
 	tenant := fs.String("tenant-id", "", "X-Scope-OrgID for a multi-tenant Pyroscope")

@@ -32,7 +32,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	code, out, _ := runSprof("record", "--help")
-	for _, want := range []string{"--frequency", "-F", "--duration", "--pid", "--cgroup", "--output", "--user-only", "--kernel-only", "Examples:"} {
+	for _, want := range []string{"--frequency", "-F", "--duration", "--pid", "--cgroup", "--output", "--user-only", "--kernel-only", "--labels", "--process-root", "--symbolizer", "--cache-dir", "Examples:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("record --help lacks %q", want)
 		}
@@ -80,6 +80,9 @@ func TestRecordUsageErrors(t *testing.T) {
 		{[]string{"--format", "xml"}, "xml"},
 		{[]string{"-o", "x.docx"}, "docx"},
 		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"--labels", "comm,uid"}, `--labels: unknown label "uid"`},
+		{[]string{"--process-root", "tree"}, `--process-root: unknown process root "tree"`},
+		{[]string{"-o", "x.sprof", "--labels", "comm"}, "give them to 'sprof report'"},
 	}
 	for _, tt := range tests {
 		code, _, errs := runSprof(append([]string{"record"}, tt.args...)...)

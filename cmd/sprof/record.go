@@ -27,6 +27,7 @@ Examples:
   sudo sprof record -p 1234,5678 -d 30 -o cpu.pb.gz   # two processes for 30 s
   sudo sprof record --cgroup /sys/fs/cgroup/system.slice/nginx.service -o nginx.pb.gz
   sudo sprof record -U -F 49 -d 1m -o user.folded      # user stacks only, 49 Hz
+  sudo sprof record -d 30 --process-root container-comm -o host.svg  # by container
 
 The output format follows the file's extension unless --format says
 otherwise: .pb.gz, .pprof, .pb (pprof, for go tool pprof and Pyroscope);
@@ -52,6 +53,7 @@ type recordOptions struct {
 	stackCopy   int
 	debugUnwind bool
 	symbolizer  symbolizerFlags
+	export      exporters.Options
 	command     []string
 }
 
@@ -73,6 +75,8 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.Var((*sizeValue)(&o.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
 	fs.BoolVar(&o.debugUnwind, "debug-unwind", false, "print per binary how many frames each unwinding method found and why unwinds stopped")
 	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = rate × CPUs × record size for 1s, or with --stack-copy 64-128ms: small enough to stay in the CPU caches, drained when a quarter full")
+	export := &exportFlags{}
+	export.add(fs)
 	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -125,6 +129,12 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	var err error
 	if o.format, err = outputFormat(o.output, *format); err != nil {
 		return nil, &usageError{err.Error()}
+	}
+	if o.export, err = export.options(); err != nil {
+		return nil, err
+	}
+	if o.format == formatRecording && (fs.Changed("labels") || fs.Changed("process-root")) {
+		return nil, usagef("--labels and --process-root shape a profile; a .sprof recording keeps every sample's process and container, give them to 'sprof report'")
 	}
 	return o, nil
 }

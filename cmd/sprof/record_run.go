@@ -136,7 +136,7 @@ func runRecord(e *env, args []string) error {
 
 	if rec != nil {
 		err = rec.close(stats.Lost)
-	} else if err = exporters.Write(out, prof, o.format, exporters.Options{}); err != nil {
+	} else if err = exporters.Write(out, prof, o.format, o.export); err != nil {
 		err = fmt.Errorf("write %s: %w", o.output, err)
 	} else {
 		err = out.commit()

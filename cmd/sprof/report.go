@@ -60,12 +60,8 @@ func parseReport(e *env, args []string) (*reportOptions, error) {
 	fs.StringSliceVar(&o.comms, "comm", nil, "only threads or processes of this name (repeat, or separate with commas)")
 	fs.StringVar(&o.from, "from", "", "start of the window: an offset from the recording's start (10, 1m30s) or a time (RFC 3339)")
 	fs.StringVar(&o.to, "to", "", "end of the window, as --from; default the end of the recording")
-	var defaultLabels []string
-	for _, l := range exporters.DefaultLabels() {
-		defaultLabels = append(defaultLabels, string(l))
-	}
-	labels := fs.String("labels", strings.Join(defaultLabels, ","), "pprof sample labels, comma-separated (none for none); container_id is there only for processes in containers")
-	processRoot := fs.String("process-root", "none", "root frame naming each sample's process: none, comm, comm-pid, container-comm (the container's short ID above the comm)")
+	export := &exportFlags{}
+	export.add(fs)
 	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -74,11 +70,8 @@ func parseReport(e *env, args []string) (*reportOptions, error) {
 		return nil, usagef("want one REC.sprof, got %d arguments", fs.NArg())
 	}
 	var err error
-	if o.export.Labels, err = exporters.ParseLabels(*labels); err != nil {
-		return nil, usagef("--labels: %v", err)
-	}
-	if o.export.ProcessRoot, err = exporters.ParseProcessRoot(*processRoot); err != nil {
-		return nil, usagef("--process-root: %v", err)
+	if o.export, err = export.options(); err != nil {
+		return nil, err
 	}
 	o.input = fs.Arg(0)
 	if err := o.symbolizer.check(); err != nil {

@@ -286,7 +286,10 @@ func TestReportSymbolizers(t *testing.T) {
 // TestRecordContainer runs a program that enters a container's cgroup and
 // then execs, as runtimes start a container's program, and expects its
 // samples labelled with the container's ID both in the profile `sprof
-// record` writes and in the one `sprof report` makes of a recording.
+// record` writes and in the one `sprof report` makes of a recording. The
+// direct recording is made with --labels and --process-root as well,
+// which must leave only those labels and put the container's frame above
+// the command's at the root.
 func TestRecordContainer(t *testing.T) {
 	testenv.RequireRoot(t)
 	cg := containertest.New(t)
@@ -304,7 +307,7 @@ func TestRecordContainer(t *testing.T) {
 	if code, _, errs := runSprof("report", rec, "-o", reported); code != 0 {
 		t.Fatalf("report: exit %d\n%s", code, errs)
 	}
-	direct, _ := recordProfile(t, append([]string{"-F", "499"}, command...)...)
+	direct, _ := recordProfile(t, append([]string{"-F", "499", "--labels", "comm,container_id", "--process-root", "container-comm"}, command...)...)
 	for name, p := range map[string]*profile.Profile{"record -o x.sprof, report": parseProfile(t, reported), "record -o x.pb.gz": direct} {
 		var in, out int64
 		for _, s := range p.Sample {
@@ -320,6 +323,24 @@ func TestRecordContainer(t *testing.T) {
 		// A loaded host leaves spin little CPU: the count is not the point.
 		if in < 10 || out > in/100 {
 			t.Errorf("%s: %d samples of spin in container %.12s, %d outside it", name, in, cg.ID, out)
+		}
+	}
+	wantRoot := []string{"[container " + cg.ID[:12] + "]", "spin"}
+	for _, s := range direct.Sample {
+		for k := range s.Label {
+			if k != "comm" && k != "container_id" {
+				t.Fatalf("record --labels comm,container_id: a sample labelled %s", k)
+			}
+		}
+		if c := s.Label["comm"]; len(c) != 1 || c[0] != "spin" || len(s.Location) < 2 {
+			continue
+		}
+		var root []string
+		for _, l := range s.Location[len(s.Location)-2:] {
+			root = append([]string{l.Line[0].Function.Name}, root...)
+		}
+		if !slices.Equal(root, wantRoot) {
+			t.Fatalf("record --process-root container-comm: a sample of spin rooted at %q; want %q", root, wantRoot)
 		}
 	}
 }
