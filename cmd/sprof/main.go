@@ -135,8 +135,7 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard) // errors are printed once, by run
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			fs.Usage()
-			return err
+			return err // pflag has printed the usage
 		}
 		return &usageError{err.Error()}
 	}

@@ -31,6 +31,14 @@ func TestHelp(t *testing.T) {
 			t.Errorf("sprof %v: exit %d, output %q", args, code, out)
 		}
 	}
+	for _, cmd := range []string{"record", "report", "agent"} {
+		for _, help := range []string{"--help", "-h"} {
+			code, out, errs := runSprof(cmd, help)
+			if n := strings.Count(out, "Usage: sprof "+cmd); code != 0 || n != 1 || errs != "" {
+				t.Errorf("%s %s: exit %d, usage printed %d times, stderr %q", cmd, help, code, n, errs)
+			}
+		}
+	}
 	code, out, _ := runSprof("record", "--help")
 	for _, want := range []string{"--frequency", "-F", "--duration", "--pid", "--cgroup", "--output", "--user-only", "--kernel-only", "--labels", "--process-root", "--symbolizer", "--cache-dir", "Examples:"} {
 		if !strings.Contains(out, want) {
