@@ -82,7 +82,7 @@ func printSummary(w io.Writer, name string, size int64, s *recording.Summary) {
 // first: "stacks 61% (65835), samples 25% (27050), ...".
 func byteShares(bytes map[recording.ChunkType]int64, size int64) string {
 	types := slices.Collect(maps.Keys(bytes))
-	slices.SortFunc(types, func(a, b recording.ChunkType) int { return cmp.Compare(bytes[b], bytes[a]) })
+	slices.SortFunc(types, func(a, b recording.ChunkType) int { return cmp.Or(cmp.Compare(bytes[b], bytes[a]), cmp.Compare(a, b)) })
 	var parts []string
 	for _, t := range types {
 		parts = append(parts, fmt.Sprintf("%v %.0f%% (%d)", t, 100*float64(bytes[t])/float64(size), bytes[t]))
