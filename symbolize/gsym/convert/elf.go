@@ -2,7 +2,6 @@ package convert
 
 import (
 	"bytes"
-	"compress/zlib"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
@@ -307,10 +306,10 @@ func findDebugFile(f *elf.File, binPath string, id []byte, dirs []string) string
 	return debugfile.Find(req)
 }
 
-// sectionReader reads a compressed section: zlib straight from mapped when
-// that holds it (sparing debug/elf's copies), else through debug/elf,
-// which also knows zstd.
-func sectionReader(f *elf.File, mapped []byte, s *elf.Section) io.Reader {
+// inflateSection decompresses a SHF_COMPRESSED section into dst: zlib
+// straight from mapped when that holds it, else through debug/elf, which
+// also knows zstd.
+func inflateSection(f *elf.File, mapped []byte, s *elf.Section, dst []byte) error {
 	hdr := uint64(24) // Elf64_Chdr: type, reserved, size, alignment
 	if f.Class == elf.ELFCLASS32 {
 		hdr = 12
@@ -318,13 +317,10 @@ func sectionReader(f *elf.File, mapped []byte, s *elf.Section) io.Reader {
 	end := s.Offset + s.FileSize
 	if s.Type == elf.SHT_NOBITS || end < s.Offset || end > uint64(len(mapped)) || s.FileSize < hdr ||
 		elf.CompressionType(f.ByteOrder.Uint32(mapped[s.Offset:])) != elf.COMPRESS_ZLIB {
-		return s.Open()
+		_, err := io.ReadFull(s.Open(), dst)
+		return err
 	}
-	zr, err := zlib.NewReader(bytes.NewReader(mapped[s.Offset+hdr : end]))
-	if err != nil {
-		return s.Open() // which reports the error
-	}
-	return zr
+	return zlibInflate(dst, mapped[s.Offset+hdr:end])
 }
 
 // maxDebuglink bounds the .gnu_debuglink section read: a file name and a CRC.
@@ -461,7 +457,7 @@ func debugSection(f *elf.File, mapped []byte, name string, maxSize uint64) ([]by
 			return nil, fmt.Errorf(".debug_%s claims %d bytes, more than %d", name, s.Size, limit)
 		}
 		b := make([]byte, s.Size)
-		if _, err := io.ReadFull(sectionReader(f, mapped, s), b); err != nil {
+		if err := inflateSection(f, mapped, s, b); err != nil {
 			return nil, fmt.Errorf("read .debug_%s: %w", name, err)
 		}
 		return b, nil
@@ -488,12 +484,8 @@ func debugSection(f *elf.File, mapped []byte, name string, maxSize uint64) ([]by
 	if size > maxSize || size > uint64(len(raw))*1032+64 {
 		return nil, fmt.Errorf(".zdebug_%s decompresses to %d bytes, over the cap", name, size)
 	}
-	zr, err := zlib.NewReader(bytes.NewReader(raw[12:]))
-	if err != nil {
-		return nil, err
-	}
 	b := make([]byte, size)
-	if _, err := io.ReadFull(zr, b); err != nil {
+	if err := zlibInflate(b, raw[12:]); err != nil {
 		return nil, fmt.Errorf(".zdebug_%s: %w", name, err)
 	}
 	return b, nil
