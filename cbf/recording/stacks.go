@@ -30,6 +30,11 @@ const (
 	// writerTableFrames is where the writer starts a new table, so a
 	// recording running for weeks does not grow its memory for ever.
 	writerTableFrames = 1 << 20
+	// maxHops caps the chain of parents of a version 2 entry, which
+	// assembling its stack walks: a version 2 parent may add no frame to
+	// the stack, but sprof's writer never put two such on a chain in a
+	// row. (In version 3 every parent adds a frame.)
+	maxHops = 2*maxStackFrames + 1
 )
 
 // StackTable is a recording's table of stacks as a reader rebuilds it from
@@ -47,6 +52,7 @@ type stackEntry struct {
 	skip      int32
 	off, n    int32
 	depth     int32 // frames of the assembled stack
+	hops      int32 // entries on the chain of parents, this one included
 	truncated bool  // the outermost entry ended with trunc
 }
 
@@ -157,13 +163,14 @@ func (t *StackTable) parseEntry(p *payload) error {
 		if skip >= uint64(pe.n) {
 			return p.errorf(off, "stack skip", "%d of a parent's %d own frames", skip, pe.n)
 		}
-		e.skip, e.depth, e.truncated = int32(skip), pe.depth-int32(skip), pe.truncated
+		e.skip, e.depth, e.truncated, e.hops = int32(skip), pe.depth-int32(skip), pe.truncated, pe.hops
 		join = t.words[pe.off+e.skip]
 	} else if low > headTrunc {
 		return p.errorf(off, "stack head", "%#x: bits of a skip without a parent", head)
 	} else {
 		e.truncated = low == headTrunc
 	}
+	e.hops++
 	if n > maxStackFrames || n > uint64(len(p.b)-p.off) {
 		return p.errorf(off, "stack head", "%d frames; the limit is %d and %d bytes are left", n, maxStackFrames, len(p.b)-p.off)
 	}
@@ -231,10 +238,14 @@ func (t *StackTable) parseEntryV2(p *payload, frames []cbf.Frame) ([]cbf.Frame, 
 		if skip > uint64(pe.depth) {
 			return frames, p.errorf(off, "stack skip", "%d of a parent's %d frames", skip, pe.depth)
 		}
-		e.skip, e.depth, e.truncated = int32(skip), pe.depth-int32(skip), pe.truncated
+		e.skip, e.depth, e.truncated, e.hops = int32(skip), pe.depth-int32(skip), pe.truncated, pe.hops
+		if e.hops >= maxHops {
+			return frames, p.errorf(off, "stack parent", "a chain of %d parents; the limit is %d", e.hops, maxHops)
+		}
 	} else if skip != 0 {
 		return frames, p.errorf(off, "stack skip", "%d without a parent", skip)
 	}
+	e.hops++
 	off = p.off
 	frames, n, err := cbf.Decode(frames, p.b[p.off:])
 	if err != nil {

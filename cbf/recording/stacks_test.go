@@ -2,10 +2,12 @@ package recording
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -172,6 +174,23 @@ func TestStacksChunkErrors(t *testing.T) {
 		if _, err := parseStacks(payload{b: []byte(c.payload), version: c.version}, &StackTable{}); err == nil {
 			t.Errorf("version %d: %s: accepted", c.version, c.name)
 		}
+	}
+	// Version 2: entries of no frames, each the parent of the next, make a
+	// chain that assembling a stack would walk, adding no frame.
+	chain := func(n int) []byte {
+		b := binary.AppendUvarint([]byte{0}, uint64(n))
+		b = append(b, 0, 0, 2, 0x10, 1, 0) // pc 0x1, end
+		for i := 1; i < n; i++ {
+			b = binary.AppendUvarint(b, uint64(i)) // parent: entry i-1
+			b = append(b, 0, 2, 0)                 // skip 0, no frames
+		}
+		return b
+	}
+	if _, err := parseStacks(payload{b: chain(maxHops + 1), version: 2}, &StackTable{}); err == nil || !strings.Contains(err.Error(), "chain") {
+		t.Errorf("a chain of %d parents: %v", maxHops, err)
+	}
+	if _, err := parseStacks(payload{b: chain(maxHops), version: 2}, &StackTable{}); err != nil {
+		t.Errorf("a chain of %d parents: %v", maxHops-1, err)
 	}
 	// Version 3: a truncated stack of two frames, 0x1010 and 0x1000 (stored
 	// outermost first: +0x1010, then −0x10, zigzag and shifted); one that
