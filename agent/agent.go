@@ -33,8 +33,19 @@ type Recorder interface {
 	// Cut returns the profile of the interval that ends now and starts
 	// the next one (see collector.Collector.Cut).
 	Cut() (*stacks.Profile, collector.Stats)
-	// CacheStats reports the symbolizer's cache, for the metrics.
-	CacheStats() symbolize.CacheStats
+	// SymbolizerStats reports the symbolizer's work, for the metrics.
+	SymbolizerStats() SymbolizerStats
+}
+
+// SymbolizerStats is what a symbolizer reports of its work; each part is
+// nil when the symbolizer does not count it, so the metrics leave it out
+// rather than show zeros.
+type SymbolizerStats struct {
+	// Cache is the symbolizer's cache of tables in memory.
+	Cache *symbolize.CacheStats
+	// GSYM counts the binaries a GSYM symbolizer converted, found
+	// converted in its cache directory, or could not convert.
+	GSYM *symbolize.GSYMStats
 }
 
 // Config says how often to profile and where profiles go. At least one of

@@ -70,8 +70,8 @@ func (f *fakeRecorder) Cut() (*stacks.Profile, collector.Stats) {
 	return p, collector.Stats{Samples: webCount + dbCount, Lost: uint64(f.cuts), Busy: time.Millisecond}
 }
 
-func (f *fakeRecorder) CacheStats() symbolize.CacheStats {
-	return symbolize.CacheStats{Hits: 7, Misses: 2, Bytes: 1 << 20}
+func (f *fakeRecorder) SymbolizerStats() SymbolizerStats {
+	return SymbolizerStats{Cache: &symbolize.CacheStats{Hits: 7, Misses: 2, Bytes: 1 << 20}, GSYM: &symbolize.GSYMStats{Converted: 3, Reused: 5}}
 }
 
 // fakeProc is a /proc with the command name of process 20.

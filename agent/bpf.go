@@ -22,9 +22,12 @@ type BPFConfig struct {
 	// RingBufferSize is the BPF ring's size in bytes, a power of two; 0
 	// sizes it to hold ringSeconds of samples.
 	RingBufferSize int
-	// SymbolCacheBytes bounds the symbolizer's tables, most of the
-	// agent's memory; 0 means symbolize.DefaultCacheBytes.
-	SymbolCacheBytes int64
+	// Symbolizer names user-space frames for the agent's whole life, so
+	// its caches must be bounded (the Options.CacheBytes of
+	// symbolize.GSYM and symbolize.ELF); nil means an ELF symbolizer with
+	// the default budget. A symbolize.GSYM reads each binary's DWARF once
+	// per host instead of once per agent start.
+	Symbolizer symbolize.Symbolizer
 }
 
 // ringSeconds is how much the default ring holds: the first intervals
@@ -33,12 +36,12 @@ type BPFConfig struct {
 const ringSeconds = 8
 
 // BPF is the agent's Recorder on a real host: the BPF sampler, the
-// collector and the ELF symbolizer, opened once for the agent's life.
+// collector and the symbolizer, opened once for the agent's life.
 type BPF struct {
 	sampler *bpf.Sampler
 	col     *collector.Collector
 	src     collector.Source
-	sym     *symbolize.ELF
+	sym     symbolize.Symbolizer
 	// KernelErr says why kernel frames stay unnamed (no access to
 	// /proc/kallsyms), nil when they are named; user space is profiled
 	// either way.
@@ -51,7 +54,10 @@ func OpenBPF(cfg BPFConfig) (*BPF, error) {
 	if !cfg.User && !cfg.Kernel {
 		return nil, errors.New("agent: neither user nor kernel stacks selected")
 	}
-	r := &BPF{sym: symbolize.NewELF(symbolize.Options{CacheBytes: cfg.SymbolCacheBytes})}
+	r := &BPF{sym: cfg.Symbolizer}
+	if r.sym == nil {
+		r.sym = symbolize.NewELF(symbolize.Options{})
+	}
 	opts := collector.Options{Frequency: cfg.Frequency, Symbolizer: r.sym}
 	if k, err := symbolize.LoadKernel(); err != nil {
 		r.KernelErr = err
@@ -89,8 +95,20 @@ func (r *BPF) Drain() error { return r.col.Drain(r.src) }
 // Cut implements Recorder.
 func (r *BPF) Cut() (*stacks.Profile, collector.Stats) { return r.col.Cut(r.src) }
 
-// CacheStats implements Recorder.
-func (r *BPF) CacheStats() symbolize.CacheStats { return r.sym.CacheStats() }
+// SymbolizerStats implements Recorder with what the symbolizer reports:
+// its table cache (the ELF symbolizer's) and its GSYM conversions.
+func (r *BPF) SymbolizerStats() SymbolizerStats {
+	var st SymbolizerStats
+	if c, ok := r.sym.(interface{ CacheStats() symbolize.CacheStats }); ok {
+		cs := c.CacheStats()
+		st.Cache = &cs
+	}
+	if g, ok := r.sym.(*symbolize.GSYM); ok {
+		gs := g.Stats()
+		st.GSYM = &gs
+	}
+	return st
+}
 
 // Close stops sampling.
 func (r *BPF) Close() error {

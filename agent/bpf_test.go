@@ -1,13 +1,20 @@
 package agent
 
 import (
+	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/symbolize"
 )
 
 // TestBPFAgent runs the real agent — BPF sampler, collector, symbolizer —
@@ -79,9 +86,165 @@ func TestBPFAgent(t *testing.T) {
 	if samples == 0 || m.samples.Load() < uint64(samples) || m.pushesOK.Load() < 3 {
 		t.Errorf("%d samples of sprofbusy, %d in all, %d pushes", samples, m.samples.Load(), m.pushesOK.Load())
 	}
-	if cs := rec.CacheStats(); cs.Misses == 0 {
-		t.Errorf("the symbolizer read no binary: %+v", cs)
+	cs := rec.SymbolizerStats().Cache
+	if cs == nil || cs.Misses == 0 {
+		t.Fatalf("the symbolizer read no binary: %+v", cs)
 	}
 	t.Logf("%d intervals, %d samples, %d lost, %d pushes, %d bytes; symbolizer cache %+v",
-		m.intervals.Load(), m.samples.Load(), m.lost.Load(), m.pushesOK.Load(), m.bytesSent.Load(), rec.CacheStats())
+		m.intervals.Load(), m.samples.Load(), m.lost.Load(), m.pushesOK.Load(), m.bytesSent.Load(), *cs)
+}
+
+// inlspin is a C program built at -O2 with DWARF (scripts/agent-fixtures.sh)
+// that spins in spin, whose hot loop is mix inlined into step inlined into
+// spin.
+const inlspin = "../testdata/agent/inlspin"
+
+// TestBPFAgentInline runs the real agent with each symbolizer while
+// inlspin spins, writes its profiles to a directory and compares every
+// location in inlspin — function, file and line of each inline level,
+// innermost first — with llvm-symbolizer's answer for the same address.
+func TestBPFAgentInline(t *testing.T) {
+	testenv.RequireRoot(t)
+	llvm := testenv.RequireTool(t, "llvm-symbolizer-22")
+	code, err := os.ReadFile(inlspin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "sprofinl")
+	if err := os.WriteFile(bin, code, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	for _, kind := range []string{"gsym", "elf"} {
+		t.Run(kind, func(t *testing.T) {
+			var sym symbolize.Symbolizer = symbolize.NewELF(symbolize.Options{})
+			if kind == "gsym" {
+				g, err := symbolize.NewGSYM(symbolize.GSYMOptions{CacheDir: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sym = g
+			}
+			rec, err := OpenBPF(BPFConfig{Frequency: 99, User: true, Symbolizer: sym})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rec.Close() })
+			dir := t.TempDir()
+			a, err := New(rec, Config{Interval: time.Second, OutputDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := start(t, a)
+			var files []string
+			waitFor(t, "two profiles of sprofinl", 40*time.Second, func() bool {
+				files, _ = filepath.Glob(filepath.Join(dir, "*_sprofinl.pb.gz"))
+				return len(files) >= 2
+			})
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			inline := 0
+			for _, f := range files {
+				inline += checkAgainstLLVM(t, llvm, bin, readPprof(t, f))
+			}
+			t.Logf("%d profiles, %d locations of mix in step in spin", len(files), inline)
+			if inline == 0 {
+				t.Errorf("no location of sprofinl in %d profiles has the inline levels mix, step, spin", len(files))
+			}
+			st := rec.SymbolizerStats()
+			if (kind == "gsym") != (st.GSYM != nil && st.GSYM.Converted > 0) {
+				t.Errorf("--symbolizer %s: GSYM stats %+v", kind, st.GSYM)
+			}
+		})
+	}
+}
+
+// checkAgainstLLVM compares the frames of every location of p in bin with
+// llvm-symbolizer's, and returns how many locations have the three levels
+// mix, step and spin.
+func checkAgainstLLVM(t *testing.T, llvm, bin string, p *profile.Profile) int {
+	t.Helper()
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	// A return address is looked up one byte back, in its call.
+	caller := map[*profile.Location]bool{}
+	for _, s := range p.Sample {
+		for _, l := range s.Location[1:] {
+			caller[l] = true
+		}
+	}
+	var locs []*profile.Location
+	var args []string
+	for _, l := range p.Location {
+		m := l.Mapping
+		if m == nil || m.File != bin {
+			continue
+		}
+		off := l.Address - m.Start + m.Offset
+		if caller[l] {
+			off--
+		}
+		vaddr, ok := fileVaddr(ef, off)
+		if !ok {
+			t.Fatalf("0x%x (file offset 0x%x) is in no PT_LOAD of %s", l.Address, off, bin)
+		}
+		locs = append(locs, l)
+		args = append(args, fmt.Sprintf("0x%x", vaddr))
+	}
+	if len(locs) == 0 {
+		t.Fatalf("a profile of sprofinl without a location in %s", bin)
+	}
+	if m := locs[0].Mapping; !m.HasFunctions || !m.HasFilenames || !m.HasLineNumbers || !m.HasInlineFrames {
+		t.Errorf("mapping of %s: %+v", bin, m)
+	}
+	out, err := exec.Command(llvm, append([]string{"--inlining", "--no-demangle", "--obj=" + bin}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("llvm-symbolizer: %v", err)
+	}
+	blocks := strings.Split(strings.TrimSpace(string(out)), "\n\n")
+	if len(blocks) != len(locs) {
+		t.Fatalf("llvm-symbolizer answered %d addresses of %d:\n%s", len(blocks), len(locs), out)
+	}
+	inline := 0
+	for i, l := range locs {
+		// Function and file:line:column lines, innermost first.
+		var want, got []string
+		lines := strings.Split(blocks[i], "\n")
+		for j := 0; j+1 < len(lines); j += 2 {
+			want = append(want, lines[j]+" "+lines[j+1][:strings.LastIndexByte(lines[j+1], ':')])
+		}
+		var names []string
+		for _, ln := range l.Line {
+			got = append(got, fmt.Sprintf("%s %s:%d", ln.Function.Name, ln.Function.Filename, ln.Line))
+			names = append(names, ln.Function.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %q; llvm-symbolizer says %q", args[i], got, want)
+		}
+		if slices.Equal(names, []string{"mix", "step", "spin"}) {
+			inline++
+		}
+	}
+	return inline
+}
+
+// fileVaddr returns the virtual address at file offset off of ef.
+func fileVaddr(ef *elf.File, off uint64) (uint64, bool) {
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && off >= p.Off && off < p.Off+p.Filesz {
+			return off - p.Off + p.Vaddr, true
+		}
+	}
+	return 0, false
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/sprof/sprof/agent"
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/stacks"
-	"github.com/sprof/sprof/symbolize"
 )
 
 // replay stands in for agent.OpenBPF: every interval, one stack of nginx.
@@ -27,7 +26,7 @@ func (replay) Cut() (*stacks.Profile, collector.Stats) {
 	return p, collector.Stats{Samples: 19}
 }
 
-func (replay) CacheStats() symbolize.CacheStats { return symbolize.CacheStats{} }
+func (replay) SymbolizerStats() agent.SymbolizerStats { return agent.SymbolizerStats{} }
 
 // Profile continuously into a directory of pprof files; stopping the agent
 // (SIGTERM in `sprof agent`) writes the interval under way.

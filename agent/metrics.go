@@ -117,11 +117,20 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 	p.one("sprof_agent_file_errors_total", c, "Profiles that could not be written to the output directory.", float64(m.fileErrors.Load()))
 	p.one("sprof_agent_last_interval_timestamp_seconds", g, "When the last interval ended (Unix time).", seconds(m.lastInterval.Load()))
 	p.one("sprof_agent_last_push_timestamp_seconds", g, "When a profile was last pushed successfully (Unix time).", seconds(m.lastPushedTime.Load()))
-	cs := a.rec.CacheStats()
-	p.one("sprof_agent_symbolize_cache_hits_total", c, "Symbol table lookups served from the symbolizer's cache.", float64(cs.Hits))
-	p.one("sprof_agent_symbolize_cache_misses_total", c, "Symbol table lookups that read a binary.", float64(cs.Misses))
-	p.one("sprof_agent_symbolize_cache_evictions_total", c, "Symbol tables dropped to stay within the cache's memory budget.", float64(cs.Evictions))
-	p.one("sprof_agent_symbolize_cache_bytes", g, "Approximate memory of the cached symbol tables.", float64(cs.Bytes))
+	st := a.rec.SymbolizerStats()
+	if cs := st.Cache; cs != nil {
+		p.one("sprof_agent_symbolize_cache_hits_total", c, "Symbol table lookups served from the symbolizer's cache.", float64(cs.Hits))
+		p.one("sprof_agent_symbolize_cache_misses_total", c, "Symbol table lookups that read a binary.", float64(cs.Misses))
+		p.one("sprof_agent_symbolize_cache_evictions_total", c, "Symbol tables dropped to stay within the cache's memory budget.", float64(cs.Evictions))
+		p.one("sprof_agent_symbolize_cache_bytes", g, "Approximate memory of the cached symbol tables.", float64(cs.Bytes))
+	}
+	if gs := st.GSYM; gs != nil {
+		const name = "sprof_agent_gsym_binaries_total"
+		p.family(name, c, "Binaries the GSYM symbolizer converted to GSYM files, found converted in its cache directory, or could not convert (these are symbolized from ELF).")
+		p.sample(name, `result="converted"`, float64(gs.Converted))
+		p.sample(name, `result="reused"`, float64(gs.Reused))
+		p.sample(name, `result="failed"`, float64(gs.Failed))
+	}
 	return p.w.Flush()
 }
 

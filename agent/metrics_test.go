@@ -83,6 +83,9 @@ func TestMetricsEndpoint(t *testing.T) {
 		"sprof_agent_symbolize_cache_hits_total":                  7,
 		"sprof_agent_symbolize_cache_misses_total":                2,
 		"sprof_agent_symbolize_cache_bytes":                       1 << 20,
+		`sprof_agent_gsym_binaries_total{result="converted"}`:     3,
+		`sprof_agent_gsym_binaries_total{result="reused"}`:        5,
+		`sprof_agent_gsym_binaries_total{result="failed"}`:        0,
 		`sprof_agent_pushes_total{result="failed"}`:               0,
 	} {
 		if got, ok := m[name]; !ok || got != want {

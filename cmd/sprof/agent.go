@@ -35,6 +35,10 @@ Credentials never go on the command line, where every user can read them:
 the bearer token alone); without it SPROF_PYROSCOPE_USER,
 SPROF_PYROSCOPE_PASSWORD or SPROF_PYROSCOPE_TOKEN are read.
 
+Frames are named from each binary's debug info, converted once per binary
+into a GSYM file in --cache-dir that later runs map in a millisecond; the
+symbol tables in memory stay within --symbol-cache.
+
 SIGTERM or Ctrl-C sends the interval under way and exits; SIGHUP re-reads
 --auth-file and re-creates --output-dir. deploy/ has a systemd unit and a
 Kubernetes DaemonSet.
@@ -56,7 +60,7 @@ type agentOptions struct {
 	userOnly     bool
 	kernelOnly   bool
 	ringBuffer   int
-	symbolCache  int
+	symbolizer   symbolizerFlags
 }
 
 // secretFlags are the flags people try for credentials. They exist, hidden,
@@ -80,7 +84,7 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.StringVar(&o.authFile, "auth-file", "", "file with the Pyroscope credentials (re-read on SIGHUP)")
 	labels := fs.StringArray("label", nil, "series label k=v for every profile (repeatable)")
 	fs.StringVar(&host, "host", host, "value of the host label; empty for none")
-	fs.StringVar(&o.outputDir, "output-dir", "", "also write every profile to this directory as TIME_SERVICE.pb.gz")
+	fs.StringVar(&o.outputDir, "output-dir", "", "also write every profile to this directory as TIME_SERVICE.pb.gz, or TIME_SERVICE_CONTAINER.pb.gz with the short container ID")
 	fs.IntVar(&o.keep, "keep", agent.DefaultKeep, "intervals of files to keep in --output-dir")
 	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while Pyroscope is unreachable; the oldest are dropped first")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the agent's Prometheus metrics at this address (e.g. 127.0.0.1:9465), GET /metrics")
@@ -88,8 +92,9 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
 	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
 	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = 8 s of samples")
-	o.symbolCache = symbolize.DefaultCacheBytes
-	fs.Var((*sizeValue)(&o.symbolCache), "symbol-cache", "memory for cached symbol tables, most of the agent's footprint (e.g. 64M)")
+	symbolCache := sizeValue(symbolize.DefaultCacheBytes)
+	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables, most of the agent's footprint (e.g. 64M); the least recently used are dropped")
+	o.symbolizer.add(fs)
 	for _, name := range secretFlags() {
 		fs.String(name, "", "")
 		fs.MarkHidden(name)
@@ -121,8 +126,12 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	if o.ringBuffer != 0 && (o.ringBuffer < 4096 || o.ringBuffer&(o.ringBuffer-1) != 0) {
 		return nil, usagef("--ring-buffer %d: must be a power of two of at least 4K", o.ringBuffer)
 	}
-	if o.symbolCache < 1<<20 {
-		return nil, usagef("--symbol-cache %d: give at least 1M", o.symbolCache)
+	if symbolCache < 1<<20 {
+		return nil, usagef("--symbol-cache %d: give at least 1M", symbolCache)
+	}
+	o.symbolizer.cacheBytes = int64(symbolCache)
+	if err := o.symbolizer.check(); err != nil {
+		return nil, err
 	}
 	if o.keep < 1 || o.queue < 1 {
 		return nil, usagef("--keep %d, --queue %d: both must be at least 1", o.keep, o.queue)
@@ -190,7 +199,7 @@ func runAgent(e *env, args []string) error {
 		defer metrics.Close()
 	}
 	rec, err := agent.OpenBPF(agent.BPFConfig{Frequency: o.frequency, User: !o.kernelOnly, Kernel: !o.userOnly,
-		RingBufferSize: o.ringBuffer, SymbolCacheBytes: int64(o.symbolCache)})
+		RingBufferSize: o.ringBuffer, Symbolizer: o.symbolizer.newSymbolizer(e, "agent")})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/symbolize"
 )
 
 // TestAgentUsageErrors: each bad command line is refused before anything
@@ -45,6 +46,7 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{url, "-U", "-K"}, "exclude each other"},
 		{[]string{url, "extra"}, `unexpected argument "extra"`},
 		{[]string{url, "--symbol-cache", "64K"}, "--symbol-cache 65536: give at least 1M"},
+		{[]string{url, "--symbolizer", "dwarf"}, `--symbolizer "dwarf": one of gsym, elf`},
 	}
 	for _, tt := range tests {
 		code, _, errs := runSprof(append([]string{"agent"}, tt.args...)...)
@@ -72,9 +74,15 @@ func TestAgentOptions(t *testing.T) {
 	if p.Host != "node-7" || p.TenantID != "t1" || p.Labels["env"] != "prod" || p.Labels["team"] != "sre" || p.API != "push" {
 		t.Errorf("pyroscope config %+v", p)
 	}
-	o, err = parseAgent(e, []string{"--output-dir", "/var/lib/sprof"})
+	if o.symbolizer != (symbolizerFlags{kind: "gsym", cacheBytes: symbolize.DefaultCacheBytes}) {
+		t.Errorf("symbolizer %+v; want gsym in the default directory and budget", o.symbolizer)
+	}
+	o, err = parseAgent(e, []string{"--output-dir", "/var/lib/sprof", "--symbolizer", "elf", "--cache-dir", "/srv/cache", "--symbol-cache", "64M"})
 	if err != nil || o.pyroscope != nil || o.processRoot != exporters.NoProcessRoot || o.interval != 15*time.Second {
 		t.Errorf("output only: %+v, %v", o, err)
+	}
+	if o.symbolizer != (symbolizerFlags{kind: "elf", cacheDir: "/srv/cache", cacheBytes: 64 << 20}) {
+		t.Errorf("symbolizer %+v", o.symbolizer)
 	}
 }
 

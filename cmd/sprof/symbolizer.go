@@ -19,6 +19,9 @@ const (
 // that symbolizes takes.
 type symbolizerFlags struct {
 	kind, cacheDir string
+	// cacheBytes bounds the symbol tables held in memory; 0 means
+	// symbolize.DefaultCacheBytes. The agent sets it from --symbol-cache.
+	cacheBytes int64
 }
 
 // add defines the flags on fs.
@@ -43,12 +46,13 @@ func (f *symbolizerFlags) check() error {
 // as the ELF symbolizer does. Debug files missing on the host are fetched
 // from the servers in DEBUGINFOD_URLS, if set, into the same cache.
 func (f *symbolizerFlags) newSymbolizer(e *env, cmd string) symbolize.Symbolizer {
+	opts := symbolize.Options{CacheBytes: f.cacheBytes}
 	if f.kind == symbolizerGSYM {
-		s, err := symbolize.NewGSYM(symbolize.GSYMOptions{CacheDir: f.cacheDir, Debuginfod: debuginfod.FromEnv("")})
+		s, err := symbolize.NewGSYM(symbolize.GSYMOptions{Options: opts, CacheDir: f.cacheDir, Debuginfod: debuginfod.FromEnv("")})
 		if err == nil {
 			return s
 		}
 		fmt.Fprintf(e.stderr, "sprof %s: symbols are read without a cache: %v\n", cmd, err)
 	}
-	return symbolize.NewELF(symbolize.Options{})
+	return symbolize.NewELF(opts)
 }
