@@ -76,9 +76,10 @@ func BenchmarkBPFRun(b *testing.B) {
 // CPUs; the difference of the two run times per run, scaled to the copying
 // sampler's samples, is copy-ns/sample, steadier than either figure on a
 // shared VM. bpf-ns/sample divides the copying sampler's whole run time,
-// filtered runs included, by its samples: the cost per sample, an upper
-// bound. lost and spilled are the copying sampler's lost and backlogged
-// records: both 0 when the reader keeps up.
+// filtered runs included, by the samples it sent (Stats.Sent): the cost per
+// sample, an upper bound; plain-ns/sample is the same without copies. lost
+// and spilled are the copying sampler's lost and backlogged records: both
+// 0 when the reader keeps up.
 func BenchmarkStackCopyCost(b *testing.B) {
 	requireFixture(b)
 	for _, size := range []int{8192, 16384} {
