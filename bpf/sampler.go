@@ -198,8 +198,8 @@ func ringBufferSize(cfg Config, cpus int) (int, error) {
 // 8 MiB. Writing a copy into ring memory that no cache holds is most of a
 // sample's cost: BenchmarkStackCopyCost on a 2-CPU EPYC VM at 499 Hz put
 // the copy at 9-27 µs per sample (8 and 16 KiB) with the ring of one
-// second used before (16 and 32 MiB, read every 250 ms), and at 1.5-5 µs
-// with this one, at a load average of 10-13. The smaller the ring, the
+// second used before (16 and 32 MiB, read every 250 ms), and at 1-7 µs
+// with this one, at load averages of 6-13. The smaller the ring, the
 // cheaper (its lines are rewritten sooner after the reader touched them),
 // but the less time it leaves: the program wakes the reader when the ring
 // passes a quarter full (Ready), and a Sampler goroutine moves its
