@@ -454,7 +454,8 @@ func (s *Sampler) Stats() (Stats, error) {
 		RingSize: s.ringSize, Spilled: s.backlog.spilled.Load()}, nil
 }
 
-// Close stops sampling and frees everything Open set up.
+// Close stops sampling and frees everything Open set up. Read fails after
+// it with an error wrapping os.ErrClosed.
 func (s *Sampler) Close() error {
 	var errs []error
 	for _, c := range s.clocks {
@@ -471,6 +472,7 @@ func (s *Sampler) Close() error {
 		errs = append(errs, s.stats.Close())
 	}
 	errs = append(errs, s.objs.Close())
-	s.clocks, s.hooks, s.reader, s.stats = nil, nil, nil, nil
+	// The closed reader stays: a Read after Close gets its os.ErrClosed.
+	s.clocks, s.hooks, s.stats = nil, nil, nil
 	return errors.Join(errs...)
 }

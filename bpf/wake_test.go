@@ -2,6 +2,8 @@ package bpf
 
 import (
 	"bytes"
+	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -155,5 +157,24 @@ func TestBacklogLoss(t *testing.T) {
 	waitLost(t, s)
 	if lost, spilled := s.backlog.lost.Load(), s.backlog.spilled.Load(); lost == 0 || spilled == 0 {
 		t.Fatalf("the backlog lost %d records, took %d; want both > 0 with 64 KiB and no reads", lost, spilled)
+	}
+}
+
+// Read after Close is an error, not a crash: a collector may drain once
+// more while its sampler is being closed.
+func TestReadAfterClose(t *testing.T) {
+	requireBPF(t)
+	s, err := Open(Config{Frequency: 99, User: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(func(*Sample) {}); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Read after Close: %v, want os.ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }
