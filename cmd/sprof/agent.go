@@ -36,8 +36,8 @@ the bearer token alone); without it SPROF_PYROSCOPE_USER,
 SPROF_PYROSCOPE_PASSWORD or SPROF_PYROSCOPE_TOKEN are read.
 
 Frames are named from each binary's debug info, converted once per binary
-into a GSYM file in --cache-dir that later runs map in a millisecond; the
-symbol tables in memory stay within --symbol-cache.
+into a GSYM file in --cache-dir that later runs map in a millisecond;
+--symbol-cache bounds the symbol tables kept in memory.
 
 SIGTERM or Ctrl-C sends the interval under way and exits; SIGHUP re-reads
 --auth-file and re-creates --output-dir. deploy/ has a systemd unit and a
