@@ -49,3 +49,34 @@ func benchLookup(b *testing.B, path string, n int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i), "ns/lookup")
 	b.ReportMetric(float64((gsymbench.CPUTime()-cpu0).Nanoseconds())/float64(i), "cpu-ns/lookup")
 }
+
+// BenchmarkLookupBatch measures LookupBatch on BenchmarkLookup's 100,000
+// spread addresses, in a random order, per lookup: the sort, the walk and
+// the lookups, with every function streamed (a batch decodes nothing into
+// the cache).
+func BenchmarkLookupBatch(b *testing.B) {
+	r, err := gsym.Open(gsymbench.File(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	addrs := gsymbench.Addresses(r, 100_000)
+	found := 0
+	count := func(i int, res *gsym.LookupResult, err error) {
+		if err == nil {
+			found++
+		}
+	}
+	b.ReportAllocs()
+	n := 0
+	cpu0 := gsymbench.CPUTime()
+	for b.Loop() {
+		r.LookupBatch(addrs, count)
+		n += len(addrs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
+	b.ReportMetric(float64((gsymbench.CPUTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/lookup")
+	if found < n/2 {
+		b.Fatalf("only %d of %d addresses found", found, n)
+	}
+}

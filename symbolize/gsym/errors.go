@@ -1,34 +1,27 @@
 package gsym
 
-import (
-	"errors"
-	"fmt"
+import "fmt"
+
+// ErrNotFound is returned when no function in a GSYM file covers an
+// address. ErrNotInLineTable, returned when the function's line table has
+// no valid row for it, matches ErrNotFound under errors.Is. Both are
+// sentinels, so a lookup that finds nothing allocates nothing (a sixth of
+// the addresses spread over a binary fall between functions);
+// AppendLookupError prints them with the address as llvm-gsymutil does.
+var (
+	ErrNotFound       error = &notFoundError{"address is not in GSYM", false}
+	ErrNotInLineTable error = &notFoundError{"address is not in the line table", true}
 )
 
-// ErrNotFound is returned (wrapped in an *AddressError) when no function in
-// a GSYM file covers an address, or when the function's line table has no
-// row for it. Callers test it with errors.Is.
-var ErrNotFound = errors.New("address not found")
-
-// AddressError reports an address that a lookup could not resolve. Its
-// message is the one llvm-gsymutil prints, so sprof's output can be compared
-// with LLVM's byte for byte.
-type AddressError struct {
-	Addr uint64
-	// InLineTable is set when a function covers Addr but its line table
-	// has no valid row for it.
-	InLineTable bool
+type notFoundError struct {
+	msg         string
+	inLineTable bool
 }
 
-func (e *AddressError) Error() string {
-	if e.InLineTable {
-		return fmt.Sprintf("address 0x%x is not in the line table", e.Addr)
-	}
-	return fmt.Sprintf("address 0x%x is not in GSYM", e.Addr)
-}
+func (e *notFoundError) Error() string { return e.msg }
 
-// Is makes errors.Is(err, ErrNotFound) true for address errors.
-func (e *AddressError) Is(target error) bool { return target == ErrNotFound }
+// Is makes errors.Is(ErrNotInLineTable, ErrNotFound) true.
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
 
 // FormatError is a malformed GSYM file: it names the byte offset (from the
 // start of the file) and the field that could not be read, as debug/elf's

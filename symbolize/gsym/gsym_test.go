@@ -202,14 +202,26 @@ func TestCorrupt(t *testing.T) {
 	}
 }
 
+// TestNotFound: an address in no function and one its function's line
+// table lacks give the sentinels, without allocating, printed as
+// llvm-gsymutil prints them.
 func TestNotFound(t *testing.T) {
 	r, err := NewReader(readFixture(t, "cinline.llvm.gsym"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.Lookup(0)
-	if !errors.Is(err, ErrNotFound) || err.Error() != "address 0x0 is not in GSYM" {
-		t.Errorf("lookup(0) = %v", err)
+	var res LookupResult
+	if allocs := testing.AllocsPerRun(10, func() { err = r.LookupInto(&res, 0) }); err != ErrNotFound || allocs != 0 {
+		t.Errorf("lookup(0) = %v with %v allocations, want ErrNotFound and none", err, allocs)
+	}
+	if got := string(AppendLookupError(nil, 0x10, err)); got != "0x0000000000000010: error: address 0x10 is not in GSYM\n" {
+		t.Errorf("printed as %q", got)
+	}
+	if !errors.Is(ErrNotInLineTable, ErrNotFound) {
+		t.Error("ErrNotInLineTable does not match ErrNotFound")
+	}
+	if got := string(AppendLookupError(nil, 0x1234, ErrNotInLineTable)); got != "0x0000000000001234: error: address 0x1234 is not in the line table\n" {
+		t.Errorf("printed as %q", got)
 	}
 }
 

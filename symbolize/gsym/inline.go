@@ -15,33 +15,55 @@ type inlineNode struct {
 	ranges   []Range // sorted and merged, as LLVM's AddressRanges
 	first    uint64  // start of the first range: base of the children
 	last     uint64  // end of the last range, so most misses cost one compare
-	name     string  // points into the file
+	name     string  // points into the file; "" until resolved (see inlineDecoder)
+	nameOff  uint64
 	callFile uint32
 	callLine uint32
 	end      int32
 }
 
+// inlineDecoder decodes InlineInfo chunks into preorder nodes. For a
+// decoded record, kept in the cache, each node gets its own ranges and
+// its name. A batch decodes function after function into the same
+// storage instead (scratch): the ranges of all nodes share one slice
+// and names are left to the lookups, which resolve those of the few
+// nodes they enter.
+type inlineDecoder struct {
+	r       *Reader
+	scratch bool
+	nodes   []inlineNode
+	ranges  []Range // scratch: the nodes' ranges
+	tmp     []Range // the ranges of the node being read
+}
+
 // decodeInline decodes an InlineInfo chunk into preorder nodes.
 func (r *Reader) decodeInline(x *extractor, base uint64) ([]inlineNode, error) {
-	var nodes []inlineNode
-	if !r.decodeInlineNode(x, base, 0, &nodes) && x.err == nil {
+	d := inlineDecoder{r: r}
+	return d.decode(x, base)
+}
+
+// decode decodes the chunk in x; with scratch, the nodes returned are
+// valid until the next decode.
+func (d *inlineDecoder) decode(x *extractor, base uint64) ([]inlineNode, error) {
+	d.nodes, d.ranges = d.nodes[:0], d.ranges[:0]
+	if !d.node(x, base, 0) && x.err == nil {
 		return nil, formatErr(x.base, "InlineInfo", "no address ranges")
 	}
 	if x.err != nil {
 		return nil, x.err
 	}
-	return nodes, nil
+	return d.nodes, nil
 }
 
-// decodeInlineNode appends one node and its subtree; it returns false for
-// the node without ranges that ends a sibling list.
-func (r *Reader) decodeInlineNode(x *extractor, base uint64, depth int, nodes *[]inlineNode) bool {
+// node appends one node and its subtree; it returns false for the node
+// without ranges that ends a sibling list.
+func (d *inlineDecoder) node(x *extractor, base uint64, depth int) bool {
 	if depth > maxInlineDepth {
 		x.fail("InlineInfo", "nested too deep")
 		return false
 	}
 	n := x.uleb("InlineInfo NumRanges")
-	var rs []Range
+	rs := d.tmp[:0]
 	normal := true // sorted, disjoint, non-empty: as LLVM writes them
 	for i := uint64(0); i < n && x.err == nil; i++ {
 		start := base + x.uleb("InlineInfo range start")
@@ -54,29 +76,39 @@ func (r *Reader) decodeInlineNode(x *extractor, base uint64, depth int, nodes *[
 			rs = append(rs, r)
 			continue
 		}
-		if normal {
-			normal, rs = false, slices.Clone(rs)
-		}
+		normal = false
 		rs = AddRange(rs, r)
 	}
+	d.tmp = rs
 	if len(rs) == 0 || x.err != nil {
 		return false
 	}
+	if d.scratch {
+		d.ranges = append(d.ranges, rs...)
+		rs = d.ranges[len(d.ranges)-len(rs) : len(d.ranges) : len(d.ranges)]
+	} else {
+		rs = slices.Clone(rs)
+	}
 	hasChildren := x.u8("InlineInfo HasChildren") != 0
-	i := len(*nodes)
-	*nodes = append(*nodes, inlineNode{
+	i := len(d.nodes)
+	nameOff := x.uint(d.r.strp, "InlineInfo Name")
+	nd := inlineNode{
 		ranges:   rs,
 		first:    rs[0].Start,
 		last:     rs[len(rs)-1].End,
-		name:     r.String(x.uint(r.strp, "InlineInfo Name")),
+		nameOff:  nameOff,
 		callFile: uint32(x.uleb("InlineInfo CallFile")),
 		callLine: uint32(x.uleb("InlineInfo CallLine")),
-	})
+	}
+	if !d.scratch {
+		nd.name = d.r.String(nameOff)
+	}
+	d.nodes = append(d.nodes, nd)
 	if hasChildren {
-		for x.err == nil && r.decodeInlineNode(x, rs[0].Start, depth+1, nodes) {
+		for x.err == nil && d.node(x, rs[0].Start, depth+1) {
 		}
 	}
-	(*nodes)[i].end = int32(len(*nodes))
+	d.nodes[i].end = int32(len(d.nodes))
 	return x.err == nil
 }
 
@@ -183,6 +215,9 @@ func (r *Reader) lookupNodes(nodes []inlineNode, i int, addr uint64, locs []Sour
 		caller := SourceLocation{Name: last.Name, Offset: last.Offset,
 			Dir: f.dir, Base: f.base, Line: n.callLine}
 		last.Name = n.name
+		if last.Name == "" {
+			last.Name = r.String(n.nameOff)
+		}
 		last.Offset = addr - n.first
 		locs = append(locs, caller)
 	}

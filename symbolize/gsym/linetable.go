@@ -17,18 +17,23 @@ const (
 
 // lineIter walks the rows of an encoded line table without allocating.
 type lineIter struct {
-	x        extractor
-	min, rng int64
-	row      LineEntry
+	x   extractor
+	min int64
+	// rng is the number of line deltas special opcodes encode, capped at
+	// 256: an opcode's operand is below 252, so a larger range divides
+	// it the same, and the cap lets the division be a 32-bit one.
+	rng uint32
+	row LineEntry
 }
 
 func newLineIter(x extractor, start uint64) lineIter {
 	it := lineIter{x: x}
 	it.min = it.x.sleb("LineTable MinDelta")
 	maxDelta := it.x.sleb("LineTable MaxDelta")
-	it.rng = maxDelta - it.min + 1
+	rng := maxDelta - it.min + 1
+	it.rng = uint32(min(max(rng, 0), 256))
 	first := it.x.uleb("LineTable FirstLine")
-	if it.x.err == nil && it.rng <= 0 {
+	if it.x.err == nil && rng <= 0 {
 		it.x.fail("LineTable MaxDelta", "MaxDelta below MinDelta")
 	}
 	it.row = LineEntry{Addr: start, File: 1, Line: uint32(first)}
@@ -57,8 +62,8 @@ func (it *lineIter) next() bool {
 		case lteAdvanceLine:
 			it.row.Line += uint32(x.sleb("LineTable AdvanceLine"))
 		default:
-			a := int64(op - firstSpecial)
-			it.row.Line += uint32(it.min + a%it.rng)
+			a := uint32(op - firstSpecial)
+			it.row.Line += uint32(it.min + int64(a%it.rng))
 			it.row.Addr += uint64(a / it.rng)
 			return true
 		}

@@ -87,7 +87,7 @@ func (r *Reader) LookupInto(res *LookupResult, addr uint64) error {
 	*res = LookupResult{Addr: addr, Locations: res.Locations[:0]}
 	i, ok := r.findIndex(addr)
 	if !ok {
-		return &AddressError{Addr: addr}
+		return ErrNotFound
 	}
 	startOff := r.addrOffset(i)
 	start := r.hdr.BaseAddress + startOff
@@ -119,7 +119,7 @@ func (r *Reader) LookupInto(res *LookupResult, addr uint64) error {
 		slot.rec.Store(rec)
 		return r.lookupRecord(res, rec, addr)
 	}
-	return &AddressError{Addr: addr}
+	return ErrNotFound
 }
 
 // lookupFunction answers a lookup by streaming the record in x, following
@@ -127,84 +127,182 @@ func (r *Reader) LookupInto(res *LookupResult, addr uint64) error {
 // inline tree. Unknown chunk types are skipped. lookupRecord gives the
 // same answers from a decoded record.
 func (r *Reader) lookupFunction(res *LookupResult, x *extractor, start, addr uint64) error {
-	size := uint64(x.u32("FunctionInfo Size"))
+	f, err := r.streamFunction(x, start)
+	if err != nil {
+		return err
+	}
+	lines := f.lineCursor()
+	return r.answerStreamed(res, &f, &lines, addr)
+}
+
+// streamedFunc is what a lookup reads of an encoded record before it
+// looks at the address: the header and where the chunks lie. A batch
+// reads it once for all the addresses in the function.
+type streamedFunc struct {
+	start, size   uint64
+	name          string
+	chunks        extractor // the chunk list, for the call sites
+	lines, inline extractor
+	hasLines      bool
+	hasInline     bool
+	hasCalls      bool
+	// nodes, when not nil, is the inline tree decoded (a batch decodes it
+	// once for all its addresses in the function).
+	nodes []inlineNode
+	// chunkErr is an error in the chunk list, which lookups report after
+	// the call sites of the chunks before it, as LLVM's does.
+	chunkErr *FormatError
+}
+
+// streamFunction reads the header and chunk list of the record in x.
+func (r *Reader) streamFunction(x *extractor, start uint64) (streamedFunc, error) {
+	f := streamedFunc{start: start}
+	f.size = uint64(x.u32("FunctionInfo Size"))
 	nameAt := x.base + uint64(x.off)
 	nameOff := x.uint(r.strp, "FunctionInfo Name")
 	if x.err != nil {
-		return x.err
+		return f, x.err
 	}
 	if nameOff == 0 {
-		return formatErr(nameAt, "FunctionInfo Name", "invalid FunctionInfo Name value 0")
+		return f, formatErr(nameAt, "FunctionInfo Name", "invalid FunctionInfo Name value 0")
 	}
-	res.FuncRange = Range{start, start + size}
-	res.FuncName = r.String(nameOff)
-	var lines, inline extractor
-	hasLines, hasInline := false, false
+	f.name = r.String(nameOff)
+	f.chunks = *x
 	for done := false; !done; {
 		typ := InfoType(x.u32("FunctionInfo InfoType"))
 		n := x.u32("FunctionInfo InfoLength")
 		chunkAt := x.off
 		chunk := x.take(int(n), "FunctionInfo InfoData")
 		if x.err != nil {
-			return x.err
+			f.chunkErr = x.err
+			break
 		}
 		cx := extractor{b: chunk, order: x.order, base: x.base + uint64(chunkAt)}
 		switch typ {
 		case InfoEndOfList:
 			done = true
 		case InfoLineTable:
-			lines, hasLines = cx, true
+			f.lines, f.hasLines = cx, true
 		case InfoInline:
-			inline, hasInline = cx, true
+			f.inline, f.hasInline = cx, true
 		case InfoCallSites:
-			var err error
-			if res.CallSiteRegexes, err = r.callSiteRegexes(cx, addr-start); err != nil {
-				return err
-			}
+			f.hasCalls = true
 		}
 	}
-	loc := SourceLocation{Name: res.FuncName, Offset: addr - start}
-	if !hasLines {
+	return f, nil
+}
+
+// lineCursor returns a cursor over f's line table (an empty one when f
+// has none).
+func (f *streamedFunc) lineCursor() lineCursor {
+	if !f.hasLines {
+		return lineCursor{}
+	}
+	return lineCursor{it: newLineIter(f.lines, f.start)}
+}
+
+// answerStreamed answers the lookup of addr in the streamed function f;
+// lines is f's line cursor, at or before addr.
+func (r *Reader) answerStreamed(res *LookupResult, f *streamedFunc, lines *lineCursor, addr uint64) error {
+	res.FuncRange = Range{f.start, f.start + f.size}
+	res.FuncName = f.name
+	if f.hasCalls {
+		var err error
+		if res.CallSiteRegexes, err = r.chunkCallSites(f.chunks, addr-f.start); err != nil {
+			return err
+		}
+	}
+	if f.chunkErr != nil {
+		return f.chunkErr
+	}
+	loc := SourceLocation{Name: res.FuncName, Offset: addr - f.start}
+	if !f.hasLines {
 		res.Locations = append(res.Locations, loc)
 		return nil
 	}
-	row, err := streamLine(lines, start, addr)
+	row, err := lines.find(addr)
 	if err != nil {
 		return err
 	}
-	f, ok := r.fileStrings(row.File)
+	fs, ok := r.fileStrings(row.File)
 	if !ok {
-		return formatErr(lines.base, "LineTable file", "failed to extract file[%d]", row.File)
+		return formatErr(f.lines.base, "LineTable file", "failed to extract file[%d]", row.File)
 	}
-	loc.Dir, loc.Base, loc.Line = f.dir, f.base, row.Line
+	loc.Dir, loc.Base, loc.Line = fs.dir, fs.base, row.Line
 	res.Locations = append(res.Locations, loc)
-	if !hasInline {
+	if !f.hasInline {
 		return nil
 	}
-	st, err := r.streamInline(&inline, start, addr, 0, false, &res.Locations)
+	if f.nodes != nil {
+		res.Locations, _, err = r.lookupNodes(f.nodes, 0, addr, res.Locations)
+		return err
+	}
+	inline := f.inline
+	st, err := r.streamInline(&inline, f.start, addr, 0, false, &res.Locations)
 	if err == nil && st == inlineEnd {
 		err = formatErr(inline.base, "InlineInfo", "no address ranges")
 	}
 	return err
 }
 
-// streamLine walks a function's encoded line table as LLVM's
-// LineTable::lookup does: the last row at or below addr before the first
-// one above it wins. Rows with file 0 are not valid.
-func streamLine(x extractor, start, addr uint64) (LineEntry, error) {
-	it := newLineIter(x, start)
-	var row LineEntry
-	found := false
-	for it.next() && it.row.Addr <= addr {
-		row, found = it.row, true
+// chunkCallSites returns the call-site patterns for return offset retOff
+// from the CallSiteInfo chunks of the chunk list x, the last chunk's
+// answer winning, up to the first error.
+func (r *Reader) chunkCallSites(x extractor, retOff uint64) ([]string, error) {
+	var regexes []string
+	for {
+		typ := InfoType(x.u32("FunctionInfo InfoType"))
+		n := x.u32("FunctionInfo InfoLength")
+		chunkAt := x.off
+		chunk := x.take(int(n), "FunctionInfo InfoData")
+		if x.err != nil || typ == InfoEndOfList {
+			return regexes, nil
+		}
+		if typ == InfoCallSites {
+			var err error
+			cx := extractor{b: chunk, order: x.order, base: x.base + uint64(chunkAt)}
+			if regexes, err = r.callSiteRegexes(cx, retOff); err != nil {
+				return nil, err
+			}
+		}
 	}
-	if it.x.err != nil {
-		return LineEntry{}, it.x.err
+}
+
+// lineCursor walks an encoded line table for addresses in increasing
+// order, as LLVM's LineTable::lookup walks it for each: an address's row
+// is the last one before the first row above it. Rows with file 0 are
+// not valid.
+type lineCursor struct {
+	it      lineIter
+	pending bool // it.row is read and not yet taken: it lies above the last address
+	done    bool
+	last    LineEntry
+	found   bool
+}
+
+// find returns the row for addr, which is at or above the addresses
+// asked for before.
+func (c *lineCursor) find(addr uint64) (LineEntry, error) {
+	for {
+		if !c.pending {
+			if c.done || !c.it.next() {
+				c.done = true
+				break
+			}
+			c.pending = true
+		}
+		if c.it.row.Addr > addr {
+			break
+		}
+		c.last, c.found, c.pending = c.it.row, true, false
 	}
-	if !found || row.File == 0 {
-		return LineEntry{}, &AddressError{Addr: addr, InLineTable: true}
+	if c.done && c.it.x.err != nil {
+		return LineEntry{}, c.it.x.err
 	}
-	return row, nil
+	if !c.found || c.last.File == 0 {
+		return LineEntry{}, ErrNotInLineTable
+	}
+	return c.last, nil
 }
 
 // callSiteRegexes returns the patterns of the call site in the encoded
@@ -274,7 +372,7 @@ func (r *Reader) lookupRecord(res *LookupResult, rec *record, addr uint64) error
 	}
 	row, ok := rec.lineFor(addr)
 	if !ok {
-		return &AddressError{Addr: addr, InLineTable: true}
+		return ErrNotInLineTable
 	}
 	f, ok := r.fileStrings(row.File)
 	if !ok {

@@ -69,6 +69,12 @@ type Reader struct {
 	strp     int // width of string offsets: 4 (V1) or 8 (V2)
 	cache    recordCache
 	index    addrIndex
+	// sorted reports an address table in ascending order, as every
+	// writer makes it; only such a table is indexed and merged with a
+	// batch's sorted addresses.
+	sorted bool
+
+	batches sync.Pool // of *batch, with the buffers of an earlier batch
 
 	filesOnce sync.Once
 	fileStrs  []fileStr
@@ -116,6 +122,7 @@ func (r *Reader) Close() error {
 	r.hdr.NumAddresses, r.numFiles, r.infoEnd = 0, 0, 0
 	r.cache = newRecordCache(0)
 	r.index = addrIndex{}
+	r.sorted = false
 	r.fileStrs = nil
 	return err
 }
@@ -152,6 +159,7 @@ func NewReader(data []byte) (*Reader, error) {
 		return nil, err
 	}
 	r.cache = newRecordCache(int(r.hdr.NumAddresses))
+	r.sorted = r.tableSorted()
 	r.index = r.buildIndex()
 	return r, nil
 }
@@ -384,18 +392,23 @@ type addrIndex struct {
 // about four entries, which a search covers in one cache line.
 const entriesPerBucket = 4
 
+// tableSorted reports whether the address table is in ascending order.
+func (r *Reader) tableSorted() bool {
+	for i := 1; i < int(r.hdr.NumAddresses); i++ {
+		if r.addrOffset(i) < r.addrOffset(i-1) {
+			return false
+		}
+	}
+	return true
+}
+
 // buildIndex returns the index of the address table, or none when the
 // table is too small to need one or is not sorted (a corrupt file, which
 // the plain binary search handles as LLVM's does).
 func (r *Reader) buildIndex() addrIndex {
 	n := int(r.hdr.NumAddresses)
-	if n < 64 || n >= 1<<32-1 {
+	if n < 64 || n >= 1<<32-1 || !r.sorted {
 		return addrIndex{}
-	}
-	for i := 1; i < n; i++ {
-		if r.addrOffset(i) < r.addrOffset(i-1) {
-			return addrIndex{}
-		}
 	}
 	x := addrIndex{min: r.addrOffset(0)}
 	span := r.addrOffset(n-1) - x.min

@@ -1,6 +1,7 @@
 package gsym
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -30,17 +31,27 @@ func (lr *LookupResult) AppendText(b []byte) []byte {
 func AppendLookupError(b []byte, addr uint64, err error) []byte {
 	b = appendHex64(b, addr)
 	b = append(b, ": error: "...)
-	b = append(b, err.Error()...)
-	return append(b, '\n')
+	var nf *notFoundError
+	if !errors.As(err, &nf) {
+		b = append(b, err.Error()...)
+		return append(b, '\n')
+	}
+	b = append(b, "address 0x"...)
+	b = strconv.AppendUint(b, addr, 16)
+	if nf.inLineTable {
+		return append(b, " is not in the line table\n"...)
+	}
+	return append(b, " is not in GSYM\n"...)
 }
 
+// appendHex64 appends v as "0x" and 16 hex digits.
 func appendHex64(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
 	b = append(b, "0x"...)
-	h := strconv.FormatUint(v, 16)
-	for i := len(h); i < 16; i++ {
-		b = append(b, '0')
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[v>>uint(shift)&0xf])
 	}
-	return append(b, h...)
+	return b
 }
 
 func (l *SourceLocation) appendText(b []byte) []byte {
