@@ -13,8 +13,9 @@
 // dropped first and counted, and pushes resume by themselves when the
 // server is back; files are rotated to the newest intervals. The agent's
 // own counters — samples, lost samples, pushes, drops, bytes sent, the
-// symbolizer's cache hits or GSYM conversions — are served in Prometheus text format, because
-// a profiler that silently stops sending is worse than none.
+// symbolizer's cache hits or GSYM conversions — are served in Prometheus
+// text format, because a profiler that silently stops sending is worse
+// than none.
 //
 // A service is what Pyroscope files a series under: one name for the whole
 // host, or each process's command name — the main thread's, since worker
