@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -121,7 +122,7 @@ func runGsymLookup(e *env, args []string) error {
 		if fs.NArg() != 0 {
 			return usagef("--addresses-from-stdin takes no arguments")
 		}
-		return lookupFromStdin(e.stdin, w)
+		return lookupFromStdin(e.stdin, w, lookupChunkLines)
 	}
 	if fs.NArg() < 2 {
 		return usagef("lookup needs a GSYM file and at least one address")
@@ -149,16 +150,32 @@ func runGsymLookup(e *env, args []string) error {
 
 // appendLookup appends the lookup of a as llvm-gsymutil prints it.
 func appendLookup(b []byte, r *gsym.Reader, res *gsym.LookupResult, a uint64) []byte {
-	if err := r.LookupInto(res, a); err != nil {
+	return appendResult(b, res, a, r.LookupInto(res, a))
+}
+
+// appendResult appends a lookup's result, or its error, as llvm-gsymutil
+// prints it.
+func appendResult(b []byte, res *gsym.LookupResult, a uint64, err error) []byte {
+	if err != nil {
 		return gsym.AppendLookupError(b, a, err)
 	}
 	return res.AppendText(b)
 }
 
+// lookupChunkLines is how many input lines are looked up together: the
+// addresses of each file in one batch (gsym.Reader.LookupBatch, which
+// sorts them and reads the file in order), the answers kept to be
+// printed in input order. 65,536 lines keep the answers to a few
+// megabytes, reused from chunk to chunk; a whole run in one chunk was no
+// faster (the page faults of its buffers cost what the longer batch
+// saved).
+const lookupChunkLines = 1 << 16
+
 // lookupFromStdin answers lines "ADDR FILE.gsym", keeping each file open.
-// Lines are split in place and answers appended to w's buffer: a lookup
-// costs no allocation, and a run is mostly lookups (BenchmarkGsymLookupStdin).
-func lookupFromStdin(in io.Reader, w *bufio.Writer) error {
+// Lines are split in place and their answers appended to one buffer: a
+// run is mostly lookups (BenchmarkGsymLookupStdin). Up to chunk lines
+// are looked up together.
+func lookupFromStdin(in io.Reader, w *bufio.Writer, chunk int) error {
 	readers := map[string]*gsym.Reader{}
 	defer func() {
 		for _, r := range readers {
@@ -167,8 +184,67 @@ func lookupFromStdin(in io.Reader, w *bufio.Writer) error {
 	}()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var res gsym.LookupResult
-	for sc.Scan() {
+	var c lookupChunk
+	for {
+		more, err := c.read(sc, readers, chunk)
+		c.answer(w)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// lookupChunk is a chunk of input lines, grouped by file.
+type lookupChunk struct {
+	files []*fileLookups
+	lines int
+	// answers[i] is line i's output, kept in blocks until all the
+	// chunk's batches (which answer in address order) are done; blocks
+	// are reused from chunk to chunk, where one growing buffer would be
+	// copied at every growth.
+	answers [][]byte
+	blocks  [][]byte
+	block   int // the block being filled
+	tmp     []byte
+}
+
+// answerBlock is the size of a block of answers.
+const answerBlock = 1 << 20
+
+// keep copies b into the blocks and returns the copy.
+func (c *lookupChunk) keep(b []byte) []byte {
+	for ; ; c.block++ {
+		if c.block == len(c.blocks) {
+			c.blocks = append(c.blocks, make([]byte, 0, max(answerBlock, len(b))))
+		}
+		blk := c.blocks[c.block]
+		if n := len(blk); cap(blk)-n >= len(b) {
+			blk = append(blk, b...)
+			c.blocks[c.block] = blk
+			return blk[n:len(blk):len(blk)]
+		}
+	}
+}
+
+// fileLookups are a chunk's addresses in one file and their lines.
+type fileLookups struct {
+	r     *gsym.Reader
+	addrs []uint64
+	lines []int
+}
+
+// read reads up to max lines; more reports that input remains. An error
+// ends the input after the lines read before it.
+func (c *lookupChunk) read(sc *bufio.Scanner, readers map[string]*gsym.Reader, max int) (more bool, err error) {
+	c.lines = 0
+	for _, f := range c.files {
+		f.addrs, f.lines = f.addrs[:0], f.lines[:0]
+	}
+	byReader := map[*gsym.Reader]*fileLookups{}
+	for c.lines < max {
+		if !sc.Scan() {
+			return false, sc.Err()
+		}
 		addrField, rest := nextField(sc.Bytes())
 		path, _ := nextField(rest)
 		if len(path) == 0 {
@@ -176,20 +252,54 @@ func lookupFromStdin(in io.Reader, w *bufio.Writer) error {
 		}
 		a, ok := parseAddress(addrField)
 		if !ok {
-			return fmt.Errorf("invalid address %q", addrField)
+			return false, fmt.Errorf("invalid address %q", addrField)
 		}
 		r, ok := readers[string(path)]
 		if !ok {
 			var err error
 			if r, err = gsym.Open(string(path)); err != nil {
-				return err
+				return false, err
 			}
 			readers[string(path)] = r
 		}
-		buf := appendLookup(w.AvailableBuffer(), r, &res, a)
-		w.Write(append(buf, '\n'))
+		f := byReader[r]
+		if f == nil {
+			if len(byReader) < len(c.files) {
+				f = c.files[len(byReader)]
+			} else {
+				f = &fileLookups{}
+				c.files = append(c.files, f)
+			}
+			f.r = r
+			byReader[r] = f
+		}
+		f.addrs = append(f.addrs, a)
+		f.lines = append(f.lines, c.lines)
+		c.lines++
 	}
-	return sc.Err()
+	return true, nil
+}
+
+// answer looks the chunk's addresses up and writes the answers in input
+// order, each followed by a blank line as llvm-gsymutil prints them.
+func (c *lookupChunk) answer(w *bufio.Writer) {
+	for i := range c.blocks {
+		c.blocks[i] = c.blocks[i][:0]
+	}
+	c.block = 0
+	c.answers = slices.Grow(c.answers[:0], c.lines)[:c.lines]
+	for _, f := range c.files {
+		if len(f.addrs) == 0 {
+			continue
+		}
+		f.r.LookupBatch(f.addrs, func(i int, res *gsym.LookupResult, err error) {
+			c.tmp = append(appendResult(c.tmp[:0], res, f.addrs[i], err), '\n')
+			c.answers[f.lines[i]] = c.keep(c.tmp)
+		})
+	}
+	for _, b := range c.answers {
+		w.Write(b)
+	}
 }
 
 // parseAddress parses an address as strconv.ParseUint with base 0 does,

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,4 +147,58 @@ func BenchmarkGsymLookupProcess(b *testing.B) {
 	b.ReportMetric(float64(theirs.wall.Milliseconds())/float64(n), "llvm-ms")
 	b.ReportMetric(float64(ours.wall)/float64(theirs.wall), "wall-ratio")
 	b.ReportMetric(float64(ours.cpu)/float64(theirs.cpu), "cpu-ratio")
+}
+
+// TestGsymLookupStdinOracle feeds the same lines to `sprof gsym lookup
+// --addresses-from-stdin` and to llvm-gsymutil-22: addresses around every
+// function of every LLVM-written fixture, the files interleaved and
+// shuffled, some addresses repeated. The outputs must be identical, with
+// the whole input in one batch per file and in chunks of 7 lines.
+func TestGsymLookupStdinOracle(t *testing.T) {
+	llvm := testenv.RequireTool(t, "llvm-gsymutil-22")
+	files, _ := filepath.Glob(filepath.Join(gsymFixtures, "*.llvm.gsym"))
+	if len(files) == 0 {
+		t.Fatal("no fixtures")
+	}
+	var lines []string
+	for _, file := range files {
+		r, err := gsym.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf("0x0 %s", file))
+		for i := range r.NumFunctions() {
+			f, err := r.FunctionInfo(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range []uint64{f.Range.Start, f.Range.Start + 1, f.Range.Start + f.Range.Size()/2, f.Range.End - 1, f.Range.End, f.Range.End + 3} {
+				lines = append(lines, fmt.Sprintf("0x%x %s", a, file))
+			}
+		}
+		r.Close()
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range len(lines) / 8 {
+		lines = append(lines, lines[rng.IntN(len(lines))])
+	}
+	rng.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
+	in := strings.Join(lines, "\n") + "\n"
+	cmd := exec.Command(llvm, "--addresses-from-stdin")
+	cmd.Stdin = strings.NewReader(in)
+	want, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("llvm-gsymutil: %v", err)
+	}
+	for _, chunk := range []int{lookupChunkLines, 7} {
+		var out bytes.Buffer
+		w := bufio.NewWriter(&out)
+		if err := lookupFromStdin(strings.NewReader(in), w, chunk); err != nil {
+			t.Fatal(err)
+		}
+		w.Flush()
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Errorf("chunks of %d lines: %d bytes of output differ from llvm-gsymutil's %d (%d lines in)", chunk, out.Len(), len(want), len(lines))
+		}
+	}
 }
