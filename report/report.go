@@ -194,6 +194,7 @@ func (c *converter) profile(end *recording.End) *stacks.Profile {
 		}
 		b.p.Samples = append(b.p.Samples, s)
 	}
+	b.locs.Symbolize()
 	return b.p
 }
 
@@ -238,18 +239,19 @@ func (b *builder) userLocation(m *cbf.ImageMap, addr uint64, isCall bool) *stack
 			File: im.Path, BuildID: hex.EncodeToString(im.BuildID)})
 		b.mappings[key] = sm
 	}
-	return b.locs.User(sm, addr, isCall, func(dst []stacks.Frame, at uint64) []stacks.Frame {
+	return b.locs.UserDeferred(sm, addr, isCall, func(ats []uint64, fn func(int, []stacks.Frame)) {
 		bin := b.binary(sm)
 		if b.opts.Symbolizer == nil || !bin.usable {
-			return dst
+			return
 		}
-		fr, err := b.opts.Symbolizer.Symbolize(dst, bin.bin, im.FileOffset(at))
-		if err != nil {
+		offs := make([]uint64, len(ats))
+		for i, at := range ats {
+			offs[i] = im.FileOffset(at)
+		}
+		if err := symbolize.SymbolizeAll(b.opts.Symbolizer, bin.bin, offs, fn); err != nil {
 			bin.usable = false
 			b.res.SymbolizeErrors++
-			return dst
 		}
-		return fr
 	})
 }
 

@@ -180,12 +180,53 @@ func (s *GSYM) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fra
 	}
 	res := s.results.Get().(*gsym.LookupResult)
 	defer s.results.Put(res)
-	err = t.r.LookupInto(res, addr)
-	// The ELF symbolizer answers what GSYM does not cover (from .dynsym
-	// or MiniDebugInfo) and, in Go programs, lines the pclntab has and
-	// DWARF lacks. Elsewhere a function without a line has none in DWARF
-	// either, and asking would read the whole DWARF GSYM spares us (every
-	// C stack ends in _start, which has no line).
+	return s.frames(dst, t, b, off, res, t.r.LookupInto(res, addr))
+}
+
+var _ BatchSymbolizer = (*GSYM)(nil)
+
+// SymbolizeBatch implements BatchSymbolizer: the offsets' addresses are
+// looked up in one gsym.Reader.LookupBatch, which sorts them and reads
+// the file in order (BenchmarkLookupBatch in symbolize/gsym). The first
+// error is returned after all the offsets have been tried.
+func (s *GSYM) SymbolizeBatch(b Binary, offs []uint64, fn func(i int, frames []stacks.Frame)) error {
+	t, err := s.table(b)
+	if err != nil {
+		return err
+	}
+	if t.r == nil {
+		return SymbolizeAll(s.fallback, b, offs, fn)
+	}
+	addrs := make([]uint64, 0, len(offs))
+	index := make([]int, 0, len(offs)) // of each address in offs
+	for i, off := range offs {
+		if addr, ok := t.loads.vaddr(off); ok {
+			addrs = append(addrs, addr)
+			index = append(index, i)
+		} else {
+			fn(i, nil)
+		}
+	}
+	var frames []stacks.Frame
+	var first error
+	t.r.LookupBatch(addrs, func(j int, res *gsym.LookupResult, err error) {
+		i := index[j]
+		frames, err = s.frames(frames[:0], t, b, offs[i], res, err)
+		if err != nil && first == nil {
+			first = err
+		}
+		fn(i, frames)
+	})
+	return first
+}
+
+// frames appends the frames of a lookup of off in b: res, or err. The
+// ELF symbolizer answers what GSYM does not cover (from .dynsym or
+// MiniDebugInfo) and, in Go programs, lines the pclntab has and DWARF
+// lacks. Elsewhere a function without a line has none in DWARF either,
+// and asking would read the whole DWARF GSYM spares us (every C stack
+// ends in _start, which has no line).
+func (s *GSYM) frames(dst []stacks.Frame, t *gsymTable, b Binary, off uint64, res *gsym.LookupResult, err error) ([]stacks.Frame, error) {
 	if errors.Is(err, gsym.ErrNotFound) || err == nil && t.goProgram && (len(res.Locations) == 0 || res.Locations[0].Line == 0) {
 		n := len(dst)
 		if dst, ferr := s.fallback.Symbolize(dst, b, off); ferr != nil || len(dst) > n || err != nil {

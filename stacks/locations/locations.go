@@ -27,6 +27,11 @@ type KernelSymbolizer interface {
 // one mapping (at is already inside the call for return addresses).
 type Symbolizer func(dst []stacks.Frame, at uint64) []stacks.Frame
 
+// BatchSymbolizer symbolizes the addresses ats of one mapping together
+// (each already inside the call for return addresses), calling fn with
+// each one's frames, in any order; fn copies them.
+type BatchSymbolizer func(ats []uint64, fn func(i int, frames []stacks.Frame))
+
 // key identifies a Location. A return address is symbolized one byte
 // earlier, inside its call, so it is a different Location from the same
 // address as a leaf.
@@ -44,12 +49,23 @@ type Table struct {
 	locs            map[key]*stacks.Location
 	ids             map[*stacks.Location]uint64
 	frames          []stacks.Frame
+	deferred        []*deferredMapping
+	byMapping       map[*stacks.Mapping]*deferredMapping
+}
+
+// deferredMapping holds the Locations of one mapping that UserDeferred
+// made and Symbolize has yet to name.
+type deferredMapping struct {
+	symbolize BatchSymbolizer
+	locs      []*stacks.Location
+	ats       []uint64
 }
 
 // New returns a Table adding its mappings to p. kernel may be nil, leaving
 // kernel locations unnamed.
 func New(p *stacks.Profile, kernel KernelSymbolizer) *Table {
-	return &Table{p: p, kernelSym: kernel, locs: map[key]*stacks.Location{}, ids: map[*stacks.Location]uint64{}}
+	return &Table{p: p, kernelSym: kernel, locs: map[key]*stacks.Location{}, ids: map[*stacks.Location]uint64{},
+		byMapping: map[*stacks.Mapping]*deferredMapping{}}
 }
 
 // AddMapping lists m in the profile and returns it.
@@ -88,6 +104,41 @@ func (t *Table) Unknown(addr uint64) *stacks.Location {
 // AddMapping, calling symbolize the first time the Location is needed.
 func (t *Table) User(m *stacks.Mapping, addr uint64, isCall bool, symbolize Symbolizer) *stacks.Location {
 	return t.location(key{m, addr, isCall}, symbolize)
+}
+
+// UserDeferred is User for a profile built whole before it is used: the
+// Location's frames are filled in by Symbolize, which symbolizes each
+// mapping's addresses in one batch. symbolize is the mapping's; the
+// first one given for a mapping is used.
+func (t *Table) UserDeferred(m *stacks.Mapping, addr uint64, isCall bool, symbolize BatchSymbolizer) *stacks.Location {
+	k := key{m, addr, isCall}
+	if l := t.locs[k]; l != nil {
+		return l
+	}
+	l := t.location(k, nil)
+	d := t.byMapping[m]
+	if d == nil {
+		d = &deferredMapping{symbolize: symbolize}
+		t.byMapping[m] = d
+		t.deferred = append(t.deferred, d)
+	}
+	d.locs = append(d.locs, l)
+	d.ats = append(d.ats, symbolAddr(addr, isCall))
+	return l
+}
+
+// Symbolize fills in the frames of the Locations UserDeferred made since
+// the last call, one batch per mapping.
+func (t *Table) Symbolize() {
+	for _, d := range t.deferred {
+		d.symbolize(d.ats, func(i int, frames []stacks.Frame) {
+			if len(frames) > 0 {
+				d.locs[i].Frames = slices.Clone(frames)
+			}
+		})
+	}
+	t.deferred = nil
+	clear(t.byMapping)
 }
 
 func (t *Table) location(k key, symbolize Symbolizer) *stacks.Location {

@@ -1,6 +1,8 @@
 package locations
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sprof/sprof/stacks"
@@ -52,5 +54,40 @@ func TestTable(t *testing.T) {
 	}
 	if tab.ID(leaf) == tab.ID(ret) || tab.ID(u) != 3 {
 		t.Fatalf("IDs not dense and distinct: %d %d %d", tab.ID(leaf), tab.ID(ret), tab.ID(u))
+	}
+}
+
+// TestDeferred: UserDeferred Locations are named by Symbolize, each
+// mapping's addresses in one batch, return addresses inside their call.
+func TestDeferred(t *testing.T) {
+	p := &stacks.Profile{}
+	tab := New(p, nil)
+	m1 := tab.AddMapping(&stacks.Mapping{Kind: stacks.User, File: "/bin/a"})
+	m2 := tab.AddMapping(&stacks.Mapping{Kind: stacks.User, File: "/bin/b"})
+	var batches [][]uint64
+	sym := func(ats []uint64, fn func(i int, frames []stacks.Frame)) {
+		batches = append(batches, append([]uint64(nil), ats...))
+		for i := len(ats) - 1; i >= 0; i-- { // any order
+			if ats[i] != 0x30 {
+				fn(i, []stacks.Frame{{Function: fmt.Sprintf("f%x", ats[i])}})
+			}
+		}
+	}
+	a := tab.UserDeferred(m1, 0x10, false, sym)
+	b := tab.UserDeferred(m1, 0x21, true, sym)
+	c := tab.UserDeferred(m2, 0x30, false, sym)
+	if tab.UserDeferred(m1, 0x10, false, sym) != a || a.Symbolized() {
+		t.Fatal("a deferred Location is made once and named only by Symbolize")
+	}
+	tab.Symbolize()
+	if len(batches) != 2 || !slices.Equal(batches[0], []uint64{0x10, 0x20}) || !slices.Equal(batches[1], []uint64{0x30}) {
+		t.Fatalf("batches %x, want [10 20] and [30]", batches)
+	}
+	if a.Frames[0].Function != "f10" || b.Frames[0].Function != "f20" || c.Symbolized() {
+		t.Fatalf("frames %+v %+v %+v", a.Frames, b.Frames, c.Frames)
+	}
+	tab.Symbolize()
+	if len(batches) != 2 {
+		t.Fatal("Symbolize named the same Locations again")
 	}
 }
