@@ -331,6 +331,9 @@ func (c *Collector) drain(src Source, final bool) error {
 	}
 	c.applyUntil(cut)
 	c.events = append(c.events[:0], c.events[c.next:]...)
+	if c.sink != nil {
+		c.sink.forget(c.sinkHorizon())
+	}
 	errs = append(errs, c.sink.tick())
 	return errors.Join(errs...)
 }
@@ -420,7 +423,7 @@ func (c *Collector) apply(e *event) {
 		}
 	case eventExit:
 		c.table.exit(e.pid, e.tid, e.time)
-		c.note(c.emitExit(e))
+		c.note(c.sink.exit(e))
 		if c.unw != nil && e.pid == e.tid {
 			c.unw.exited(e.pid)
 		}
@@ -460,7 +463,7 @@ func (c *Collector) add(p *pending) {
 // sample settled them, and hands it to the Sink.
 func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 	if c.sink != nil { // with the stacks and mappings aggregate settles on
-		defer func() { c.note(c.emit(p, user, kernel)) }()
+		defer func() { c.note(c.sink.sample(p, user, kernel)) }()
 	}
 	if img != nil {
 		p.key.container = img.container

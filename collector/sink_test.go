@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -75,5 +76,32 @@ func TestSink(t *testing.T) {
 	}
 	if sink.ticks != 1 {
 		t.Errorf("%d ticks after one drain", sink.ticks)
+	}
+}
+
+// TestSinkForget: the records no sample to come can need are dropped,
+// and a pid whose exit is all that is left is forgotten.
+func TestSinkForget(t *testing.T) {
+	s := newSinkState(&logSink{})
+	s.sent = map[uint32][]sentRecord{
+		1: {{time: 10, set: 1}, {time: 20, set: 2}, {time: 30, set: 3}},
+		2: {{time: 10, set: 4}, {time: 15, set: 0}},
+		3: {{time: 40, set: 5}},
+	}
+	s.forget(25)
+	want := map[uint32][]sentRecord{
+		1: {{time: 20, set: 2}, {time: 30, set: 3}},
+		3: {{time: 40, set: 5}},
+	}
+	if !maps.EqualFunc(s.sent, want, slices.Equal) {
+		t.Errorf("records kept %v, want %v", s.sent, want)
+	}
+	for _, tc := range []struct {
+		t    uint64
+		want int
+	}{{5, 0}, {20, 0}, {29, 0}, {30, 1}, {99, 1}} {
+		if got := applying(s.sent[1], tc.t); got != tc.want {
+			t.Errorf("record applying at %d: %d, want %d", tc.t, got, tc.want)
+		}
 	}
 }

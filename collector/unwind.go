@@ -198,15 +198,15 @@ type unwinder struct {
 	// forced: unwind without waiting for tables still being built, for
 	// held-back samples being flushed.
 	forced bool
-	// The samples held back (unwind_hold.go): in time order, heldBytes
-	// their size, bounded by maxHeld; finalWait bounds the wait for
-	// tables at the end. releasing: a held sample is being let go, so
-	// its Sink call must not queue behind the others.
-	held      []heldSample
-	heldBytes int
-	maxHeld   int
-	finalWait time.Duration
-	releasing bool
+	// The samples held back (unwind_hold.go): in the order they were
+	// held, heldBytes their size, bounded by maxHeld; with a Sink, none
+	// is held longer than maxHoldAge; finalWait bounds the wait for
+	// tables at the end.
+	held       []heldSample
+	heldBytes  int
+	maxHeld    int
+	maxHoldAge time.Duration
+	finalWait  time.Duration
 }
 
 func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
@@ -224,6 +224,7 @@ func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
 		considered: map[uint32]*mapSet{},
 		builds:     newTableBuilder(buildTable),
 		maxHeld:    maxHeldBytes,
+		maxHoldAge: maxHoldAge,
 		finalWait:  finalBuildWait,
 	}
 	u.res.u = u

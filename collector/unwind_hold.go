@@ -17,24 +17,43 @@ import (
 // huge library costs no samples and changes no stack; only the moment the
 // sample is aggregated moves.
 //
-// With a Sink, samples must come out in time order: while any sample is
-// held back, every later one (unwound already) and every exit is queued
-// behind it, and the queue is let go from its head. Without a Sink,
-// samples are aggregated in any order.
+// With a Sink, only the held samples wait: every other sample, and every
+// exit and process change, goes to the Sink at once, and a held sample
+// follows when it is let go, after samples taken later. A recording does
+// not need time order (cbf/FORMAT.md: process records apply by their
+// time, samples chunks are not in time order), and a Sink that waited
+// for the slowest table would write nothing for seconds, which a
+// recording cut by kill -9 would lose.
 //
 // Nothing is dropped. Held samples are flushed — unwound with the tables
 // there are, which usually leaves the frame-pointer walk of the sampler —
 // when the queue outgrows maxHeldBytes (oldest first), when an interval is
-// cut, and at the end of a recording or when a Profile is built, after
-// waiting up to finalBuildWait for the tables under way. UnwindStats counts
-// the samples held, released and flushed by cause, and the stop at the
-// binary whose table was missing ("table still being built").
+// cut, with a Sink when they have waited maxHoldAge, and at the end of a
+// recording or when a Profile is built, after waiting up to finalBuildWait
+// for the tables under way. UnwindStats counts the samples held, released
+// and flushed by cause, and the stop at the binary whose table was
+// missing ("table still being built").
 
 const (
 	// maxHeldBytes bounds the memory of the held-back samples: their
 	// stack copies (16 KiB each by default) and walks. About 2,000
 	// samples wait for a table: 10 s of 99 Hz sampling on two CPUs.
 	maxHeldBytes = 32 << 20
+	// maxHoldAge bounds, with a Sink, how long a sample is held, so
+	// that a build that never ends on a starved host cannot keep
+	// samples out of the recording: a held sample reaches the Sink at
+	// most maxHoldAge and two drain Intervals (0.5 s) after it was
+	// taken, and a recording cut by kill -9 (its writer completes a
+	// chunk every second) misses at most about 3.5 s of the samples
+	// that wait for a table, against about 1 s of the others. Most
+	// tables are built well within 2 s even on a loaded host; only the
+	// largest (libLLVM's, 1 to 8 s) then leave some samples with the
+	// sampler's frame-pointer walk.
+	maxHoldAge = 2 * time.Second
+	// lateSample bounds how much earlier than the newest a sample still
+	// in the sampler's buffers may be: a drain reads every CPU's buffer
+	// in turn, every Interval or sooner.
+	lateSample = 5 * time.Second
 	// finalBuildWait bounds how long the end of a recording waits for
 	// the tables held-back samples need (libLLVM's takes 1 to 8 s).
 	finalBuildWait = 10 * time.Second
@@ -47,44 +66,33 @@ type flushCause uint8
 const (
 	flushFull flushCause = iota // the hold-back queue was full
 	flushCut                    // the interval was cut
+	flushAge                    // the sample waited maxHoldAge (with a Sink)
 	flushEnd                    // the recording ended, or a Profile was built
 )
 
-// heldSample is a sample held back, or, with a Sink, a sample or an exit
-// queued behind one for the Sink's time order.
+// heldSample is a sample held back until the table of wait is built.
 type heldSample struct {
 	p            pending
 	img          *image
 	user, kernel []uint64
-	// stack is the stack copy of a sample whose unwind waits for the
-	// table of wait; wait is nil for a sample unwound already.
-	stack []byte
-	wait  *unwindInfo
-	// exit is a side-band exit for the Sink.
-	exit *event
+	stack        []byte // the stack copy
+	wait         *unwindInfo
+	since        uint64 // CLOCK_MONOTONIC when it was first held
 }
 
 func (h *heldSample) size() int { return len(h.stack) + 8*(len(h.user)+len(h.kernel)) }
 
 // hold holds back p, a sample of img whose unwind waits for the table of
-// wait.
+// wait, flushing the oldest held samples if they outgrow their bound.
 func (c *Collector) hold(p *pending, img *image, wait *unwindInfo) {
 	u := c.unw
 	u.stats.Held++
-	c.queue(heldSample{
-		p: *p, img: img, wait: wait,
+	p.key.set.frozen = true
+	h := heldSample{
+		p: *p, img: img, wait: wait, since: monotonicNow(),
 		user:   slices.Clone(p.user.of(c.arena)),
 		kernel: slices.Clone(p.kernel.of(c.arena)),
 		stack:  slices.Clone(u.stack[p.copy.off : p.copy.off+p.copy.n]),
-	})
-}
-
-// queue appends h to the held samples, flushing the oldest if they
-// outgrow their bound.
-func (c *Collector) queue(h heldSample) {
-	u := c.unw
-	if h.exit == nil {
-		h.p.key.set.frozen = true
 	}
 	u.held = append(u.held, h)
 	u.heldBytes += h.size()
@@ -94,27 +102,6 @@ func (c *Collector) queue(h heldSample) {
 		u.held[0] = heldSample{}
 		u.held = u.held[1:]
 	}
-}
-
-// emit hands an aggregated sample to the Sink, or queues it behind the
-// held-back samples.
-func (c *Collector) emit(p *pending, user, kernel []uint64) error {
-	if u := c.unw; u != nil && len(u.held) > 0 && !u.releasing {
-		c.queue(heldSample{p: *p, user: slices.Clone(user), kernel: slices.Clone(kernel)})
-		return nil
-	}
-	return c.sink.sample(p, user, kernel)
-}
-
-// emitExit hands an exit to the Sink, or queues it behind the held-back
-// samples.
-func (c *Collector) emitExit(e *event) error {
-	if u := c.unw; u != nil && len(u.held) > 0 && c.sink != nil {
-		ev := *e
-		c.queue(heldSample{exit: &ev})
-		return nil
-	}
-	return c.sink.exit(e)
 }
 
 // stable says img is pid's image now and stays so through the side-band
@@ -127,20 +114,25 @@ func (c *Collector) stable(pid uint32, img *image) bool {
 
 // releaseHeld installs the tables built since the last call and lets go
 // the held samples that no longer wait, or, with force, all of them (for
-// cause). With a Sink, it stops at the first sample that still waits.
+// cause). With a Sink, it also flushes the samples held maxHoldAge.
 func (c *Collector) releaseHeld(force bool, cause flushCause) {
 	u := c.unw
 	if u == nil {
 		return
 	}
 	u.install()
-	ordered := c.sink != nil
+	var old uint64 // samples held since before old are flushed
+	if now := monotonicNow(); c.sink != nil && !force && now > uint64(u.maxHoldAge) {
+		old = now - uint64(u.maxHoldAge)
+	}
 	keep := u.held[:0]
-	blocked := false
 	for i := range u.held {
 		h := &u.held[i]
-		if blocked || !force && h.wait != nil && !h.wait.built || !c.letGo(h, force, cause) {
-			blocked = ordered
+		flush, why := force, cause
+		if !force && h.since < old {
+			flush, why = true, flushAge
+		}
+		if !flush && !h.wait.built || !c.letGo(h, flush, why) {
 			keep = append(keep, *h)
 			continue
 		}
@@ -150,20 +142,10 @@ func (c *Collector) releaseHeld(force bool, cause flushCause) {
 	u.held = keep
 }
 
-// letGo unwinds, aggregates and reports a held sample, and reports
-// whether it did; false means it waits for another table now.
+// letGo unwinds and aggregates a held sample (and hands it to the Sink),
+// and reports whether it did; false means it waits for another table now.
 func (c *Collector) letGo(h *heldSample, force bool, cause flushCause) bool {
 	u := c.unw
-	u.releasing = true
-	defer func() { u.releasing = false }()
-	switch {
-	case h.exit != nil:
-		c.note(c.sink.exit(h.exit))
-		return true
-	case h.wait == nil:
-		c.note(c.sink.sample(&h.p, h.user, h.kernel))
-		return true
-	}
 	drain := u.stack
 	u.stack, h.p.copy.off, u.forced = h.stack, 0, force
 	img, user, wait := c.unwindCopy(&h.p, h.img, h.user)
@@ -178,6 +160,8 @@ func (c *Collector) letGo(h *heldSample, force bool, cause flushCause) bool {
 			u.stats.FlushedFull++
 		case flushCut:
 			u.stats.FlushedCut++
+		case flushAge:
+			u.stats.FlushedAge++
 		case flushEnd:
 			u.stats.FlushedEnd++
 		}
@@ -186,6 +170,19 @@ func (c *Collector) letGo(h *heldSample, force bool, cause flushCause) bool {
 	}
 	c.aggregate(&h.p, img, user, h.kernel)
 	return true
+}
+
+// sinkHorizon returns a time before which no sample will reach the Sink
+// any more: the oldest held sample's, or else now, less lateSample for
+// samples still in the sampler's buffers.
+func (c *Collector) sinkHorizon() uint64 {
+	t := monotonicNow()
+	if u := c.unw; u != nil {
+		for i := range u.held {
+			t = min(t, u.held[i].p.time)
+		}
+	}
+	return t - min(t, uint64(lateSample))
 }
 
 // flushHeld lets go every held sample now, for cause.

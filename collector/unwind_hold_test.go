@@ -5,10 +5,13 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/cbf"
+	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/stacks"
 )
@@ -63,7 +66,7 @@ func newHoldFixture(t testing.TB, sink Sink, slow bool) *holdFixture {
 		t.Cleanup(f.finish)
 	}
 	c.table.newImage(pidLib, set)
-	c.table.newImage(pidProg, &mapSet{maps: set.maps[:1]})
+	c.table.newImage(pidProg, c.table.newSet(set.maps[:1]))
 	return f
 }
 
@@ -85,10 +88,15 @@ func (f *holdFixture) add(from uint64, n int) {
 		if (from+i)%2 == 0 {
 			pid, stack = pidProg, f.zeros
 		}
-		f.src.add(pid, from+i, f.regs.PC)
-		s := &f.src.samples[len(f.src.samples)-1]
-		s.PC, s.SP, s.StackCopy = f.regs.PC, f.regs.SP, stack
+		f.sample(pid, from+i, stack)
 	}
+}
+
+// sample queues one sample of pid at time t with stack bytes stack.
+func (f *holdFixture) sample(pid uint32, t uint64, stack []byte) {
+	f.src.add(pid, t, f.regs.PC)
+	s := &f.src.samples[len(f.src.samples)-1]
+	s.PC, s.SP, s.StackCopy = f.regs.PC, f.regs.SP, stack
 }
 
 // built waits until the fake build is over and its table can be taken.
@@ -172,37 +180,221 @@ func TestHoldWhileBuilding(t *testing.T) {
 	}
 }
 
-// TestHoldSinkOrder: with a Sink, held-back samples and those after them
-// come out in time order, exactly as with the table built beforehand.
-func TestHoldSinkOrder(t *testing.T) {
-	refSink := &logSink{}
-	ref := newHoldFixture(t, refSink, false)
-	ref.add(1, 20)
-	ref.c.events = []event{{time: 15, kind: eventExit, pid: pidProg, tid: pidProg}}
-	if err := ref.c.Drain(ref.src); err != nil {
-		t.Fatal(err)
+// readerSink reads what a Sink is told as a recording's reader does:
+// process records go to a recording.ProcessTable, and each sample is
+// described with the image map that applies at its time, both when it
+// arrives (as sprof report reads a file) and at the end.
+type readerSink struct {
+	procs   *recording.ProcessTable
+	epoch   time.Time
+	samples []readSample
+	arrived []string // each sample described when it arrived
+}
+
+type readSample struct {
+	t        time.Duration
+	pid, tid uint32
+	user     []uint64
+}
+
+// newReaderFixture returns a hold fixture whose Sink is a readerSink
+// that takes sample times for offsets from its epoch.
+func newReaderFixture(t *testing.T, slow bool) (*holdFixture, *readerSink) {
+	r := &readerSink{procs: recording.NewProcessTable(), epoch: time.Unix(1_700_000_000, 0)}
+	f := newHoldFixture(t, r, slow)
+	f.c.sink.wall, f.c.sink.mono = r.epoch, 0
+	return f, r
+}
+
+func (r *readerSink) Process(t time.Time, pid uint32, comm, container string, maps []Mapping) error {
+	var images []cbf.Image
+	for _, m := range maps {
+		images = append(images, cbf.Image{Path: m.Path, Base: m.Start, EndOfText: m.Limit, TextOffset: m.Offset})
+	}
+	im, err := cbf.NewImageMap("", cbf.Word64, images)
+	if err != nil {
+		return err
+	}
+	r.procs.Add([]recording.Process{{Time: t.Sub(r.epoch), PID: pid, Comm: comm, Map: im}})
+	return nil
+}
+
+func (r *readerSink) Exit(t time.Time, pid uint32) error {
+	r.procs.Add([]recording.Process{{Time: t.Sub(r.epoch), PID: pid, Exited: true}})
+	return nil
+}
+
+func (r *readerSink) Sample(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool) error {
+	s := readSample{t: t.Sub(r.epoch), pid: pid, tid: tid, user: slices.Clone(user)}
+	r.samples = append(r.samples, s)
+	r.arrived = append(r.arrived, r.describe(&s))
+	return nil
+}
+
+func (r *readerSink) Tick() error { return nil }
+
+// describe says what a sample is: its time, process, stack, and the images
+// of the map that applies to it.
+func (r *readerSink) describe(s *readSample) string {
+	line := fmt.Sprintf("%4dns pid %d/%d %x in", s.t, s.pid, s.tid, s.user)
+	if m := r.procs.Map(s.pid, s.t); m != nil {
+		for _, im := range m.Images() {
+			line += fmt.Sprintf(" %s@%#x", im.Path, im.Base)
+		}
+	}
+	return line
+}
+
+// read describes every sample, in time order, with the maps that apply
+// once everything is read.
+func (r *readerSink) read() []string {
+	var out []string
+	for i := range r.samples {
+		out = append(out, r.describe(&r.samples[i]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestHoldSinkAtOnce: with a Sink, a sample held back for its table does
+// not hold up the others: they, an exit and a reused pid's new process
+// reach the Sink at once, and the held ones follow once the table is
+// built, unwound in full. A reader of what the Sink was told, in that
+// order, gets every sample under the same maps and with the same stack as
+// with the table built beforehand, in time order.
+func TestHoldSinkAtOnce(t *testing.T) {
+	run := func(f *holdFixture, between func()) {
+		t.Helper()
+		f.sample(pidLib, 0, f.zeros) // pidLib is reported before its samples are held
+		f.add(1, 10)
+		if err := f.c.Drain(f.src); err != nil {
+			t.Fatal(err)
+		}
+		// pidLib exits; pid reuse: a fork of pidProg gets its pid.
+		f.add(11, 4)
+		f.c.events = []event{
+			{time: 14, kind: eventExit, pid: pidLib, tid: pidLib},
+			{time: 16, kind: eventFork, pid: pidLib, tid: pidLib, ppid: pidProg},
+		}
+		f.sample(pidLib, 17, f.stack)
+		f.sample(pidProg, 18, f.zeros)
+		f.sample(pidLib, 19, f.stack)
+		if err := f.c.Drain(f.src); err != nil {
+			t.Fatal(err)
+		}
+		between()
+		if err := f.c.Drain(f.src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, refSink := newReaderFixture(t, false)
+	run(ref, func() {})
+	want := refSink.read()
+	if !slices.IsSorted(refSink.arrived) {
+		t.Errorf("with the table built beforehand, samples reached the Sink out of order:\n%s", strings.Join(refSink.arrived, "\n"))
 	}
 
+	f, sink := newReaderFixture(t, true)
+	run(f, func() {
+		// Held: pidLib's samples 1…13 through the library.
+		if st := f.c.UnwindStats(); st.Held != 7 || len(sink.samples) != len(want)-7 {
+			t.Errorf("while the table is built: %d samples held, %d of %d reached the Sink; want 7 held and the other %d there",
+				st.Held, len(sink.samples), len(want), len(want)-7)
+		}
+		f.built(t)
+	})
+	if st := f.c.UnwindStats(); st.Released != 7 {
+		t.Errorf("%d held samples released with the table, want 7", st.Released)
+	}
+	if slices.IsSorted(sink.arrived) {
+		t.Errorf("the held samples reached the Sink in time order, not after later ones")
+	}
+	got := slices.Clone(sink.arrived)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("samples as read on arrival:\n%s\nwant, as with the table built beforehand:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := sink.read(); !slices.Equal(got, want) {
+		t.Errorf("samples as read at the end:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestHoldSinkNewMappings: a held sample taken just after its process
+// mapped the library (a dlopen) comes after a later sample that reported
+// the new mappings; it still reads under them, not under those before.
+func TestHoldSinkNewMappings(t *testing.T) {
+	run := func(f *holdFixture, between func()) {
+		t.Helper()
+		img := f.c.table.byPid[pidLib]
+		full := img.maps
+		img.maps = f.c.table.newSet(full.maps[:1]) // before the dlopen
+		f.sample(pidLib, 0, f.zeros)
+		if err := f.c.Drain(f.src); err != nil {
+			t.Fatal(err)
+		}
+		img.maps = full // the library mapped between drains
+		f.sample(pidLib, 5, f.stack)
+		f.sample(pidLib, 6, f.zeros)
+		if err := f.c.Drain(f.src); err != nil {
+			t.Fatal(err)
+		}
+		between()
+		if err := f.c.Drain(f.src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, refSink := newReaderFixture(t, false)
+	run(ref, func() {})
+	want := refSink.read()
+
+	f, sink := newReaderFixture(t, true)
+	run(f, func() { f.built(t) })
+	if st := f.c.UnwindStats(); st.Held != 1 || st.Released != 1 || slices.IsSorted(sink.arrived) {
+		t.Errorf("%d held, %d released; samples arrived\n%s\nwant 1 held and released after the sample at 6 ns",
+			st.Held, st.Released, strings.Join(sink.arrived, "\n"))
+	}
+	got := slices.Clone(sink.arrived)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("samples as read on arrival:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := sink.read(); !slices.Equal(got, want) {
+		t.Errorf("samples as read at the end:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestHoldSinkAge: with a Sink, a sample is held at most maxHoldAge, then
+// flushed with the tables there are, even if its table is never built.
+func TestHoldSinkAge(t *testing.T) {
 	sink := &logSink{}
 	f := newHoldFixture(t, sink, true)
+	f.c.unw.maxHoldAge = 50 * time.Millisecond
 	f.add(1, 10)
 	if err := f.c.Drain(f.src); err != nil {
 		t.Fatal(err)
 	}
-	f.add(11, 10)
-	f.c.events = []event{{time: 15, kind: eventExit, pid: pidProg, tid: pidProg}}
+	if err := f.c.Drain(f.src); err != nil { // too early to flush
+		t.Fatal(err)
+	}
+	if st := f.c.UnwindStats(); st.Held != 5 || st.FlushedAge != 0 || len(f.c.unw.held) != 5 {
+		t.Fatalf("%d held, %d flushed for their age, %d still held; want 5, 0, 5", st.Held, st.FlushedAge, len(f.c.unw.held))
+	}
+	time.Sleep(60 * time.Millisecond)
 	if err := f.c.Drain(f.src); err != nil {
 		t.Fatal(err)
 	}
-	if len(sink.log) != 0 {
-		t.Errorf("the Sink was told %q while the first sample waits", sink.log)
+	if st := f.c.UnwindStats(); st.FlushedAge != 5 || len(f.c.unw.held) != 0 || st.Building != 1 {
+		t.Errorf("after maxHoldAge: %d flushed for their age, %d still held, %d tables building; want 5, 0, 1",
+			st.FlushedAge, len(f.c.unw.held), st.Building)
 	}
-	f.built(t)
-	if err := f.c.Drain(f.src); err != nil {
-		t.Fatal(err)
+	n := 0
+	for _, l := range sink.log {
+		if strings.Contains(l, "sample 100/") {
+			n++
+		}
 	}
-	if !slices.Equal(sink.log, refSink.log) {
-		t.Errorf("sink was told\n%q\nwant, as with the table built beforehand,\n%q", sink.log, refSink.log)
+	if n != 5 {
+		t.Errorf("%d samples of pid %d reached the Sink, want 5:\n%s", n, pidLib, strings.Join(sink.log, "\n"))
 	}
 }
 
