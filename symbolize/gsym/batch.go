@@ -3,14 +3,17 @@ package gsym
 import (
 	"cmp"
 	"math/bits"
+	"runtime"
 	"slices"
+	"sync"
 )
 
 // LookupBatch looks up every address of addrs, as LookupInto would one at
 // a time, and calls fn with each address's index in addrs and its result
-// or error. The calls come in address order, not index order; res and its
-// Locations are reused once fn returns (their strings stay valid until
-// Close), so fn copies what it keeps. Concurrent batches are safe.
+// or error. The calls come one at a time but in no particular order,
+// possibly from other goroutines; res and its Locations are reused once
+// fn returns (their strings stay valid until Close), so fn copies what it
+// keeps. Concurrent batches are safe.
 //
 // A profile's addresses are symbolized together, and a batch pays for
 // that: it sorts the addresses (a radix sort), walks the address table
@@ -18,17 +21,20 @@ import (
 // header once for all its addresses, streams its line table once for all
 // of them in increasing order and decodes its inline tree once. Lookups
 // one at a time spread over a large binary wait on a cache miss at every
-// step of that path; in order, the hardware prefetches it. A batch
-// allocates nothing once the Reader has served one of its size (the
-// sort's buffers are kept for the next).
+// step of that path; in order, the hardware prefetches it. A large batch
+// is cut into one part per CPU (GOMAXPROCS), looked up in parallel. A
+// batch allocates almost nothing once the Reader has served one of its
+// size (its buffers are kept for the next).
 func (r *Reader) LookupBatch(addrs []uint64, fn func(i int, res *LookupResult, err error)) {
 	b, _ := r.batches.Get().(*batch)
 	if b == nil {
-		b = &batch{r: r, inl: inlineDecoder{r: r, scratch: true}}
+		b = r.newBatch()
 	}
-	b.fn = fn
 	defer func() {
 		b.fn, b.addrs = nil, nil
+		for _, w := range b.workers {
+			w.fn, w.addrs = nil, nil
+		}
 		r.batches.Put(b)
 	}()
 	if !r.sorted {
@@ -39,8 +45,39 @@ func (r *Reader) LookupBatch(addrs []uint64, fn func(i int, res *LookupResult, e
 		return
 	}
 	b.sort(addrs)
+	parts := min(runtime.GOMAXPROCS(0), len(addrs)/minPart)
+	if parts <= 1 {
+		b.fn = fn
+		b.walk(0, len(b.keys))
+		return
+	}
+	// Workers buffer their answers and hand them to fn under mu, a
+	// function's answers at a time.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for len(b.workers) < parts {
+		b.workers = append(b.workers, b.r.newBatch())
+	}
+	for k, w := range b.workers[:parts] {
+		w.keys, w.addrs, w.lo, w.shift, w.packed = b.keys, b.addrs, b.lo, b.shift, b.packed
+		w.fn, w.mu, w.out = fn, &mu, w.out[:0]
+		wg.Go(func() {
+			w.walk(len(b.keys)*k/parts, len(b.keys)*(k+1)/parts)
+			w.flush()
+		})
+	}
+	wg.Wait()
+}
+
+// minPart is the fewest addresses a batch gives a CPU of its own: below
+// it, starting and feeding a goroutine costs more than it saves.
+const minPart = 8192
+
+// walk answers the sorted addresses [p, q).
+func (b *batch) walk(p, q int) {
+	r := b.r
 	n, base := int(r.hdr.NumAddresses), r.hdr.BaseAddress
-	for p := 0; p < len(b.keys); {
+	for p < q {
 		i, ok := r.findIndex(b.addr(p))
 		if !ok {
 			b.fail(p, ErrNotFound)
@@ -54,14 +91,14 @@ func (r *Reader) LookupBatch(addrs []uint64, fn func(i int, res *LookupResult, e
 		for end < n && r.addrOffset(end) == startOff {
 			end++
 		}
-		q := len(b.keys)
+		k := q
 		if end < n {
 			next := r.addrOffset(end)
-			for q = p + 1; q < len(b.keys) && b.addr(q)-base < next; q++ {
+			for k = p + 1; k < q && b.addr(k)-base < next; k++ {
 			}
 		}
-		b.start(p, q, i, end, base+startOff)
-		p = q
+		b.start(p, k, i, end, base+startOff)
+		p = k
 	}
 }
 
@@ -79,6 +116,38 @@ type batch struct {
 	lo        uint64
 	shift     uint
 	packed    bool
+
+	workers []*batch // the parts of a parallel batch
+	// A worker's answers wait in out, their Locations in locs, until
+	// flush hands them to fn under mu.
+	mu   *sync.Mutex
+	out  []answer
+	locs []SourceLocation
+}
+
+// answer is a worker's buffered answer.
+type answer struct {
+	i   int
+	res LookupResult
+	err error
+}
+
+func (r *Reader) newBatch() *batch {
+	return &batch{r: r, inl: inlineDecoder{r: r, scratch: true}}
+}
+
+// flushAt is the most answers a worker buffers.
+const flushAt = 256
+
+// flush hands a worker's buffered answers to fn.
+func (b *batch) flush() {
+	b.mu.Lock()
+	for k := range b.out {
+		a := &b.out[k]
+		b.fn(a.i, &a.res, a.err)
+	}
+	b.mu.Unlock()
+	b.out, b.locs = b.out[:0], b.locs[:0]
 }
 
 // addr returns the j-th address in order.
@@ -102,8 +171,22 @@ func (b *batch) reset(addr uint64) {
 	b.res = LookupResult{Addr: addr, Locations: b.res.Locations[:0]}
 }
 
-// answer reports the result in b.res, or err, for the j-th address.
-func (b *batch) answer(j int, err error) { b.fn(b.index(j), &b.res, err) }
+// answer reports the result in b.res, or err, for the j-th address: to
+// fn, or into a worker's buffer.
+func (b *batch) answer(j int, err error) {
+	if b.mu == nil {
+		b.fn(b.index(j), &b.res, err)
+		return
+	}
+	res := b.res
+	n := len(b.locs)
+	b.locs = append(b.locs, res.Locations...)
+	res.Locations = b.locs[n:len(b.locs):len(b.locs)]
+	b.out = append(b.out, answer{b.index(j), res, err})
+	if len(b.out) >= flushAt {
+		b.flush()
+	}
+}
 
 // fail reports err for the j-th address, found before a lookup began.
 func (b *batch) fail(j int, err error) {

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -116,6 +117,25 @@ func TestBatchSmall(t *testing.T) {
 	checkBatch(t, "wide", r, r, shuffled(many))
 }
 
+// TestBatchParallel: a batch large enough to be cut into parts, one per
+// CPU, answers every address once, as single lookups do.
+func TestBatchParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	r, err := gsym.Open(filepath.Join(gsym.Fixtures, "cxx.llvm.gsym"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	lo, hi := r.Address(0), r.Address(r.NumFunctions()-1)+64
+	var addrs []uint64
+	for len(addrs) < 50_000 {
+		for a := lo - 8; a < hi; a++ {
+			addrs = append(addrs, a)
+		}
+	}
+	checkBatch(t, "parallel", r, r, shuffled(addrs))
+}
+
 // TestBatchLargeFile compares a batch with single lookups at every byte of
 // a large Go binary's GSYM (gsymbench.File), in shuffled batches of a
 // million addresses.
@@ -134,6 +154,7 @@ func TestBatchLargeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer single.Close()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))))
 	lo := r.Address(0)
 	hi := r.Address(r.NumFunctions()-1) + 64
 	const chunk = 1 << 20

@@ -53,7 +53,8 @@ func benchLookup(b *testing.B, path string, n int) {
 // BenchmarkLookupBatch measures LookupBatch on BenchmarkLookup's 100,000
 // spread addresses, in a random order, per lookup: the sort, the walk and
 // the lookups, with every function streamed (a batch decodes nothing into
-// the cache).
+// the cache), in parallel parts when GOMAXPROCS allows (-cpu 1 measures
+// one part alone).
 func BenchmarkLookupBatch(b *testing.B) {
 	r, err := gsym.Open(gsymbench.File(b))
 	if err != nil {

@@ -25,7 +25,10 @@
 // table and inline tree, allocating nothing; functions looked up again
 // and again (a profile's hot code) are decoded once into rows and inline
 // nodes and kept in a lock-free cache, so they cost two binary searches
-// per address. Result strings point into the mapped file and stay valid
+// per address. A profile's addresses are best looked up together
+// (Reader.LookupBatch): sorted, they are answered in one pass over the
+// address table and the records, each function read once for all its
+// addresses. Result strings point into the mapped file and stay valid
 // until Close.
 //
 // Converting binaries (DWARF, ELF symbol tables, Breakpad) is the job of

@@ -21,9 +21,19 @@ type lineIter struct {
 	min int64
 	// rng is the number of line deltas special opcodes encode, capped at
 	// 256: an opcode's operand is below 252, so a larger range divides
-	// it the same, and the cap lets the division be a 32-bit one.
-	rng uint32
-	row LineEntry
+	// it the same. recip is 2^16/rng rounded up: for operands and
+	// ranges up to 256, (a*recip)>>16 is a/rng exactly, a multiply
+	// instead of a division.
+	rng, recip uint32
+	row        LineEntry
+}
+
+// special applies special opcode op (>= firstSpecial) to row.
+func (it *lineIter) special(row *LineEntry, op byte) {
+	a := uint32(op - firstSpecial)
+	q := a * it.recip >> 16
+	row.Line += uint32(it.min + int64(a-q*it.rng))
+	row.Addr += uint64(q)
 }
 
 func newLineIter(x extractor, start uint64) lineIter {
@@ -31,7 +41,8 @@ func newLineIter(x extractor, start uint64) lineIter {
 	it.min = it.x.sleb("LineTable MinDelta")
 	maxDelta := it.x.sleb("LineTable MaxDelta")
 	rng := maxDelta - it.min + 1
-	it.rng = uint32(min(max(rng, 0), 256))
+	it.rng = uint32(min(max(rng, 1), 256))
+	it.recip = (1<<16 + it.rng - 1) / it.rng
 	first := it.x.uleb("LineTable FirstLine")
 	if it.x.err == nil && rng <= 0 {
 		it.x.fail("LineTable MaxDelta", "MaxDelta below MinDelta")
@@ -62,9 +73,7 @@ func (it *lineIter) next() bool {
 		case lteAdvanceLine:
 			it.row.Line += uint32(x.sleb("LineTable AdvanceLine"))
 		default:
-			a := uint32(op - firstSpecial)
-			it.row.Line += uint32(it.min + int64(a%it.rng))
-			it.row.Addr += uint64(a / it.rng)
+			it.special(&it.row, op)
 			return true
 		}
 	}

@@ -73,7 +73,8 @@ func newRecordCache(functions int) recordCache {
 }
 
 // Lookup resolves a file virtual address (a runtime address minus the load
-// bias). An address no function covers gives an error matching ErrNotFound.
+// bias). An address no function covers gives ErrNotFound, one its
+// function's line table has no row for ErrNotInLineTable.
 func (r *Reader) Lookup(addr uint64) (LookupResult, error) {
 	var res LookupResult
 	err := r.LookupInto(&res, addr)
@@ -283,18 +284,8 @@ type lineCursor struct {
 // find returns the row for addr, which is at or above the addresses
 // asked for before.
 func (c *lineCursor) find(addr uint64) (LineEntry, error) {
-	for {
-		if !c.pending {
-			if c.done || !c.it.next() {
-				c.done = true
-				break
-			}
-			c.pending = true
-		}
-		if c.it.row.Addr > addr {
-			break
-		}
-		c.last, c.found, c.pending = c.it.row, true, false
+	if !c.done {
+		c.advance(addr)
 	}
 	if c.done && c.it.x.err != nil {
 		return LineEntry{}, c.it.x.err
@@ -303,6 +294,61 @@ func (c *lineCursor) find(addr uint64) (LineEntry, error) {
 		return LineEntry{}, ErrNotInLineTable
 	}
 	return c.last, nil
+}
+
+// advance takes the rows up to addr. The common opcodes (special ones,
+// and the others with a one-byte operand: all but a few percent of a
+// table) are decoded here with the state in locals, the rest by
+// lineIter.next.
+func (c *lineCursor) advance(addr uint64) {
+	it := &c.it
+	if c.pending {
+		if it.row.Addr > addr {
+			return
+		}
+		c.last, c.found, c.pending = it.row, true, false
+	}
+	if it.x.err != nil {
+		c.done = true
+		return
+	}
+	b, off, row := it.x.b, it.x.off, it.row
+	for {
+		if off+1 < len(b) {
+			op, v := b[off], b[off+1]
+			switch {
+			case op >= firstSpecial:
+				it.special(&row, op)
+				off++
+				goto emitted
+			case v >= 0x80:
+			case op == lteAdvancePC:
+				row.Addr += uint64(v)
+				off += 2
+				goto emitted
+			case op == lteAdvanceLine:
+				row.Line += uint32(int64(v) << 57 >> 57)
+				off += 2
+				continue
+			case op == lteSetFile:
+				row.File = uint32(v)
+				off += 2
+				continue
+			}
+		}
+		it.x.off, it.row = off, row
+		if !it.next() {
+			c.done = true
+			return
+		}
+		off, row = it.x.off, it.row
+	emitted:
+		if row.Addr > addr {
+			it.x.off, it.row, c.pending = off, row, true
+			return
+		}
+		c.last, c.found = row, true
+	}
 }
 
 // callSiteRegexes returns the patterns of the call site in the encoded
