@@ -330,7 +330,9 @@ func (c *Collector) drain(src Source, final bool) error {
 		c.add(p)
 	}
 	c.applyUntil(cut)
-	c.events = append(c.events[:0], c.events[c.next:]...)
+	// The records not applied yet wait for the next drain; held samples
+	// let go before it (changesLater) see them from index 0.
+	c.events, c.next = append(c.events[:0], c.events[c.next:]...), 0
 	if c.sink != nil {
 		c.sink.forget(c.sinkHorizon())
 	}

@@ -466,3 +466,31 @@ func findBinary(st UnwindStats, name string) *BinaryUnwind {
 	}
 	return nil
 }
+
+// TestHoldReleaseBeforeRead: a held sample let go at the start of a
+// drain, before the new records are read, checks the records still to
+// apply (changesLater) for its pid: those left by the drain before.
+func TestHoldReleaseBeforeRead(t *testing.T) {
+	f := newHoldFixture(t, nil, true)
+	f.add(1, 2)
+	f.c.events = []event{
+		{time: 0, kind: eventExit, pid: 301, tid: 301},
+		{time: 0, kind: eventExit, pid: 302, tid: 302},
+		{time: 1 << 62, kind: eventExit, pid: 303, tid: 303}, // after this drain
+	}
+	if err := f.c.Drain(f.src); err != nil {
+		t.Fatal(err)
+	}
+	// The library's mapping gone from the set: the released sample's
+	// return address into it is in no mapping, so aggregate asks
+	// whether the process is stable before rereading its mappings.
+	set := f.c.table.byPid[pidLib].maps
+	set.maps = set.maps[:1]
+	f.built(t)
+	if err := f.c.Drain(f.src); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.c.UnwindStats(); st.Held != 1 || st.Released != 1 || f.aggregated(pidLib) != 1 {
+		t.Errorf("%d held, %d released, %d aggregated; want 1, 1, 1", st.Held, st.Released, f.aggregated(pidLib))
+	}
+}
