@@ -15,10 +15,12 @@ type record struct {
 	lines       []LineEntry // nil when the function has no line table
 	linesSorted bool
 	inline      []inlineNode
-	callSites   []CallSite
-	hasCalls    bool
-	merged      []byte // the MergedFunctionsInfo chunk, decoded on demand
-	mergedOff   uint64
+	// linesAt and inlineAt are the chunks' offsets, for errors.
+	linesAt, inlineAt uint64
+	callSites         []CallSite
+	hasCalls          bool
+	merged            []byte // the MergedFunctionsInfo chunk, decoded on demand
+	mergedOff         uint64
 	// unknownType is the first chunk type this reader does not know and
 	// unknownAt its offset: lookups skip such chunks, full decodes fail.
 	unknownType InfoType
@@ -53,10 +55,12 @@ func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
 		case InfoEndOfList:
 			return rec, nil
 		case InfoLineTable:
+			rec.linesAt = cx.base
 			if rec.lines, err = decodeLines(cx, start); err == nil {
 				rec.linesSorted = slices.IsSortedFunc(rec.lines, func(a, b LineEntry) int { return cmp.Compare(a.Addr, b.Addr) })
 			}
 		case InfoInline:
+			rec.inlineAt = cx.base
 			rec.inline, err = r.decodeInline(&cx, start)
 		case InfoMergedFunctions:
 			rec.merged, rec.mergedOff = chunk, cx.base

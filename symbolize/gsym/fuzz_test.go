@@ -1,6 +1,7 @@
 package gsym
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"testing"
@@ -34,17 +35,31 @@ func FuzzReader(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Lookups stream, so a batch must answer exactly as they do.
+		r.cache.promote = 1 << 31
 		var res LookupResult
-		r.LookupInto(&res, addr)
+		addrs := []uint64{addr}
 		n := min(r.NumFunctions(), 256)
 		for i := 0; i < n; i++ {
 			a := r.Address(i)
-			r.LookupInto(&res, a)
-			r.LookupInto(&res, a+3)
+			addrs = append(addrs, a, a+3)
 			if fi, err := r.FunctionInfo(i); err == nil {
-				r.LookupInto(&res, fi.Range.End-1)
+				addrs = append(addrs, fi.Range.End-1)
 			}
 		}
+		texts := make([][]byte, len(addrs))
+		for i, a := range addrs {
+			texts[i] = lookupText(r, &res, a)
+		}
+		r.LookupBatch(addrs, func(i int, res *LookupResult, err error) {
+			got := res.AppendText(nil)
+			if err != nil {
+				got = AppendLookupError(nil, addrs[i], err)
+			}
+			if !bytes.Equal(got, texts[i]) {
+				t.Errorf("0x%x: batch %q, single %q", addrs[i], got, texts[i])
+			}
+		})
 		if r.NumFunctions() <= 256 {
 			r.Dump(io.Discard)
 			if c, err := NewCreatorFrom(r); err == nil {
@@ -53,4 +68,12 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// lookupText is the lookup of a as llvm-gsymutil prints it.
+func lookupText(r *Reader, res *LookupResult, a uint64) []byte {
+	if err := r.LookupInto(res, a); err != nil {
+		return AppendLookupError(nil, a, err)
+	}
+	return res.AppendText(nil)
 }

@@ -192,14 +192,15 @@ func (r *Reader) streamInline(x *extractor, base, addr uint64, depth int, skip b
 // descendant is handled first (only the first covering child is
 // followed), and each node with a call site turns the last location into
 // the inlined function and appends its caller. entered reports whether
-// the node covered addr.
-func (r *Reader) lookupNodes(nodes []inlineNode, i int, addr uint64, locs []SourceLocation) (_ []SourceLocation, entered bool, err error) {
+// the node covered addr; errors name the chunk's offset at, as
+// streamInline's do.
+func (r *Reader) lookupNodes(nodes []inlineNode, i int, addr, at uint64, locs []SourceLocation) (_ []SourceLocation, entered bool, err error) {
 	n := &nodes[i]
 	if addr < n.first || addr >= n.last || !rangesContain(n.ranges, addr) {
 		return locs, false, nil
 	}
 	for c := i + 1; c < int(n.end); c = int(nodes[c].end) {
-		if locs, entered, err = r.lookupNodes(nodes, c, addr, locs); err != nil || entered {
+		if locs, entered, err = r.lookupNodes(nodes, c, addr, at, locs); err != nil || entered {
 			break
 		}
 	}
@@ -208,7 +209,7 @@ func (r *Reader) lookupNodes(nodes []inlineNode, i int, addr uint64, locs []Sour
 	}
 	f, ok := r.fileStrings(n.callFile)
 	if !ok {
-		return locs, true, formatErr(0, "InlineInfo CallFile", "failed to extract file[%d]", n.callFile)
+		return locs, true, formatErr(at, "InlineInfo CallFile", "failed to extract file[%d]", n.callFile)
 	}
 	if f.valid {
 		last := &locs[len(locs)-1]

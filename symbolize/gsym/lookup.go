@@ -235,7 +235,7 @@ func (r *Reader) answerStreamed(res *LookupResult, f *streamedFunc, lines *lineC
 		return nil
 	}
 	if f.nodes != nil {
-		res.Locations, _, err = r.lookupNodes(f.nodes, 0, addr, res.Locations)
+		res.Locations, _, err = r.lookupNodes(f.nodes, 0, addr, f.inline.base, res.Locations)
 		return err
 	}
 	inline := f.inline
@@ -422,13 +422,13 @@ func (r *Reader) lookupRecord(res *LookupResult, rec *record, addr uint64) error
 	}
 	f, ok := r.fileStrings(row.File)
 	if !ok {
-		return formatErr(0, "LineTable file", "failed to extract file[%d]", row.File)
+		return formatErr(rec.linesAt, "LineTable file", "failed to extract file[%d]", row.File)
 	}
 	loc.Dir, loc.Base, loc.Line = f.dir, f.base, row.Line
 	res.Locations = append(res.Locations, loc)
 	if rec.inline != nil {
 		var err error
-		if res.Locations, _, err = r.lookupNodes(rec.inline, 0, addr, res.Locations); err != nil {
+		if res.Locations, _, err = r.lookupNodes(rec.inline, 0, addr, rec.inlineAt, res.Locations); err != nil {
 			return err
 		}
 	}
