@@ -102,3 +102,50 @@ func BenchmarkGSYMFirstLookup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGSYMBatch measures SymbolizeBatch on BenchmarkGSYMWarm's
+// offsets (one byte into every function of libc with its debug file, and
+// of the C++ fixture), all in one batch, per offset.
+func BenchmarkGSYMBatch(b *testing.B) {
+	for _, c := range []struct{ name, path string }{{"libc", libc}, {"cpp", fixture("cpp-O2")}} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := os.Stat(c.path); err != nil {
+				b.Skip(err)
+			}
+			id, err := buildIDOf(c.path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bin := Binary{Path: c.path, BuildID: id}
+			offs := benchOffsets(b, NewELF(Options{}), bin)
+			s, err := NewGSYM(GSYMOptions{CacheDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			named := 0
+			count := func(i int, frames []stacks.Frame) {
+				if len(frames) > 0 {
+					named++
+				}
+			}
+			// The conversion and the ELF symbolizer's loading are
+			// one-time costs (BenchmarkGSYMFirstLookup).
+			if err := s.SymbolizeBatch(bin, offs, count); err != nil {
+				b.Fatal(err)
+			}
+			if named < len(offs)/2 {
+				b.Fatalf("only %d of %d offsets named", named, len(offs))
+			}
+			n := 0
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if err := s.SymbolizeBatch(bin, offs, count); err != nil {
+					b.Fatal(err)
+				}
+				n += len(offs)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/lookup")
+		})
+	}
+}

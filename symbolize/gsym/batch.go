@@ -237,12 +237,34 @@ func (r *Reader) entrySize(i int) (uint64, error) {
 }
 
 // function answers the addresses [p, q), all in function i: from its
-// decoded record when the cache holds it, else from one read of its
-// header, one pass over its line table and one decoding of its inline
-// tree.
+// decoded record when the cache holds it (or now decodes it), else from
+// one read of its header, one pass over its line table and one decoding
+// of its inline tree.
 func (b *batch) function(p, q, i int, start uint64) {
 	r := b.r
-	if rec := r.cache.slots[i&(len(r.cache.slots)-1)].rec.Load(); rec != nil && rec.index == i {
+	slot := &r.cache.slots[i&(len(r.cache.slots)-1)]
+	rec := slot.rec.Load()
+	x := r.extractor(r.infoOffset(i), r.infoEnd)
+	if rec == nil || rec.index != i {
+		rec = nil
+		// Each address counts as a lookup towards decoding the function
+		// into the cache, as LookupInto counts it: batches of the same
+		// profile's addresses, interval after interval, end up answered
+		// from decoded records.
+		if slot.hits.Add(uint32(min(q-p, promoteAfter))) >= r.cache.promote {
+			slot.hits.Store(0)
+			var err error
+			if rec, err = r.decodeRecord(&x, start); err != nil {
+				for ; p < q; p++ {
+					b.fail(p, err)
+				}
+				return
+			}
+			rec.index = i
+			slot.rec.Store(rec)
+		}
+	}
+	if rec != nil {
 		for ; p < q; p++ {
 			a := b.addr(p)
 			b.reset(a)
@@ -250,7 +272,6 @@ func (b *batch) function(p, q, i int, start uint64) {
 		}
 		return
 	}
-	x := r.extractor(r.infoOffset(i), r.infoEnd)
 	f, err := r.streamFunction(&x, start)
 	if err != nil {
 		for ; p < q; p++ {

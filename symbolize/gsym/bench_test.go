@@ -2,6 +2,7 @@ package gsym_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sprof/sprof/internal/gsymbench"
 	"github.com/sprof/sprof/symbolize/gsym"
@@ -52,15 +53,26 @@ func benchLookup(b *testing.B, path string, n int) {
 
 // BenchmarkLookupBatch measures LookupBatch on BenchmarkLookup's 100,000
 // spread addresses, in a random order, per lookup: the sort, the walk and
-// the lookups, with every function streamed (a batch decodes nothing into
-// the cache), in parallel parts when GOMAXPROCS allows (-cpu 1 measures
-// one part alone).
+// the lookups, in parallel parts when GOMAXPROCS allows (-cpu 1 measures
+// one part alone). "cold" looks them up in a Reader opened for the batch,
+// every function streamed, as `sprof report` does; "steady" in the steady
+// state of BenchmarkLookup, once batch after batch has decoded every
+// function looked up 32 times, as a long-running profiler does.
 func BenchmarkLookupBatch(b *testing.B) {
-	r, err := gsym.Open(gsymbench.File(b))
-	if err != nil {
-		b.Fatal(err)
+	path := gsymbench.File(b)
+	b.Run("cold", func(b *testing.B) { benchLookupBatch(b, path, false) })
+	b.Run("steady", func(b *testing.B) { benchLookupBatch(b, path, true) })
+}
+
+func benchLookupBatch(b *testing.B, path string, steady bool) {
+	open := func() *gsym.Reader {
+		r, err := gsym.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
 	}
-	defer r.Close()
+	r := open()
 	addrs := gsymbench.Addresses(r, 100_000)
 	found := 0
 	count := func(i int, res *gsym.LookupResult, err error) {
@@ -68,15 +80,29 @@ func BenchmarkLookupBatch(b *testing.B) {
 			found++
 		}
 	}
+	if steady {
+		for range 40 {
+			r.LookupBatch(addrs, count)
+		}
+	}
 	b.ReportAllocs()
 	n := 0
-	cpu0 := gsymbench.CPUTime()
+	var cpu time.Duration
 	for b.Loop() {
+		if !steady {
+			b.StopTimer()
+			r.Close()
+			r = open()
+			b.StartTimer()
+		}
+		cpu0 := gsymbench.CPUTime()
 		r.LookupBatch(addrs, count)
+		cpu += gsymbench.CPUTime() - cpu0
 		n += len(addrs)
 	}
+	r.Close()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
-	b.ReportMetric(float64((gsymbench.CPUTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/lookup")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/lookup")
 	if found < n/2 {
 		b.Fatalf("only %d of %d addresses found", found, n)
 	}
