@@ -8,8 +8,9 @@ import (
 )
 
 // cache holds loaded tables by key within a memory budget, evicting the
-// least recently used. A table is loaded once: concurrent callers for the
-// same key wait for the first one's result instead of loading it again.
+// least recently used, and drops the tables left unused between two
+// sweeps. A table is loaded once: concurrent callers for the same key wait
+// for the first one's result instead of loading it again.
 type cache[V any] struct {
 	mu      sync.Mutex
 	budget  int64
@@ -17,6 +18,7 @@ type cache[V any] struct {
 	entries map[string]*entry[V]
 	lru     list.List // of *entry[V], most recently used first
 	stats   CacheStats
+	sweeps  uint64 // sweeps so far
 }
 
 type entry[V any] struct {
@@ -26,6 +28,9 @@ type entry[V any] struct {
 	err  error
 	size int64
 	elem *list.Element
+	// seen is the cache's sweeps when the entry was last used: one
+	// lower than that at the next sweep means unused since the last.
+	seen uint64
 }
 
 // CacheStats counts the work of a symbolizer's table cache.
@@ -33,7 +38,8 @@ type CacheStats struct {
 	// Hits and Misses count lookups that found a table and lookups that
 	// had to load one (each miss reads one binary).
 	Hits, Misses uint64
-	// Evictions counts tables dropped to stay within the budget.
+	// Evictions counts tables dropped to stay within the budget or left
+	// unused between two sweeps.
 	Evictions uint64
 	// Tables and Bytes are what the cache holds now.
 	Tables int
@@ -53,6 +59,7 @@ func (c *cache[V]) get(key string, load func() (V, int64, error)) (V, error) {
 	c.mu.Lock()
 	if e, ok := c.entries[key]; ok {
 		c.stats.Hits++
+		e.seen = c.sweeps
 		if e.elem != nil {
 			c.lru.MoveToFront(e.elem)
 		}
@@ -61,7 +68,7 @@ func (c *cache[V]) get(key string, load func() (V, int64, error)) (V, error) {
 		return e.val, e.err
 	}
 	c.stats.Misses++
-	e := &entry[V]{key: key, done: make(chan struct{})}
+	e := &entry[V]{key: key, done: make(chan struct{}), seen: c.sweeps}
 	c.entries[key] = e
 	c.mu.Unlock()
 
@@ -76,14 +83,48 @@ func (c *cache[V]) get(key string, load func() (V, int64, error)) (V, error) {
 	}
 	e.elem = c.lru.PushFront(e)
 	c.used += e.size
-	for c.used > c.budget && c.lru.Len() > 1 {
-		old := c.lru.Back().Value.(*entry[V])
-		c.lru.Remove(old.elem)
-		delete(c.entries, old.key)
-		c.used -= old.size
-		c.stats.Evictions++
-	}
+	c.shrink()
 	return e.val, e.err
+}
+
+// shrink evicts the least recently used entries until the rest fit the
+// budget; the most recent one stays, whatever its size.
+func (c *cache[V]) shrink() {
+	for c.used > c.budget && c.lru.Len() > 1 {
+		c.remove(c.lru.Back().Value.(*entry[V]))
+	}
+}
+
+// remove evicts the loaded entry e.
+func (c *cache[V]) remove(e *entry[V]) {
+	c.lru.Remove(e.elem)
+	delete(c.entries, e.key)
+	c.used -= e.size
+	c.stats.Evictions++
+}
+
+// sweep evicts the entries not used since the previous sweep, so a
+// binary no longer run (an exited program, a replaced build) leaves the
+// cache after one to two sweeps instead of waiting for the budget to
+// push it out. measure, when not nil, sizes each entry kept again, for
+// tables that grow as they are used; the cache then shrinks to the
+// budget.
+func (c *cache[V]) sweep(measure func(V) int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for el := c.lru.Front(); el != nil; {
+		e := el.Value.(*entry[V])
+		el = el.Next()
+		if e.seen < c.sweeps {
+			c.remove(e)
+		} else if measure != nil && e.err == nil {
+			size := measure(e.val)
+			c.used += size - e.size
+			e.size = size
+		}
+	}
+	c.shrink()
+	c.sweeps++
 }
 
 func (c *cache[V]) statistics() CacheStats {

@@ -26,7 +26,8 @@ type Options struct {
 	DebugDirs []string
 	// CacheBytes bounds the approximate memory of the cached tables;
 	// 0 means DefaultCacheBytes. A table larger than the budget is still
-	// used, and is the only one kept.
+	// used, and is the only one kept. A GSYM symbolizer splits it between
+	// its files and its ELF symbolizer (see NewGSYM).
 	CacheBytes int64
 	// Demangle says how C++ and Rust names are shown; the mangled name
 	// goes to Frame.SystemName whenever it differs.
@@ -77,6 +78,12 @@ func (s *ELF) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fram
 
 // CacheStats reports the work of the table cache so far.
 func (s *ELF) CacheStats() CacheStats { return s.cache.statistics() }
+
+// Sweep drops the tables not used since the previous Sweep. A long-lived
+// caller (the agent, at each interval) calls it periodically so the
+// tables of binaries no longer run are freed, not kept until the budget
+// is reached.
+func (s *ELF) Sweep() { s.cache.sweep(nil) }
 
 // image returns the cached tables of b, loading them on first use.
 func (s *ELF) image(b Binary) (*image, error) {

@@ -84,13 +84,15 @@ type GSYM struct {
 	// front is the tables the cache holds, by key, in a map that is
 	// replaced, never changed: the warm path reads it without a lock
 	// (the cache's mutex cost a fifth of a warm lookup). It is rebuilt
-	// after every load, the only time the cache adds or evicts tables.
-	// epoch counts the loads; a table found in front is touched in the
-	// cache's LRU order once per epoch, which is all the order eviction
-	// (only ever at a load) needs.
+	// after every load and sweep, the only times the cache adds or
+	// evicts tables. epoch counts the loads and sweeps; a table found in
+	// front is touched in the cache's LRU order once per epoch, which is
+	// all the order eviction (only ever at a load) and the sweeps' marks
+	// of use need.
 	front   atomic.Pointer[map[string]*gsymTable]
 	frontMu sync.Mutex // serializes rebuilds
 	epoch   atomic.Uint64
+	hits    atomic.Uint64 // lookups found in front without touching the cache
 
 	namesMu sync.RWMutex
 	names   map[fileVersion]string // cache names of binaries without build ID
@@ -112,7 +114,8 @@ func DefaultCacheDir() (string, error) {
 }
 
 // NewGSYM returns a GSYM symbolizer whose files live in opts.CacheDir, which
-// it creates.
+// it creates. opts.CacheBytes bounds the GSYM files and the ELF
+// symbolizer's tables together: each gets half.
 func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 	if opts.CacheDir == "" {
 		d, err := DefaultCacheDir()
@@ -141,8 +144,13 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 		}
 		fetcher, dirs = &c, append(slices.Clone(local), c.Dir)
 	}
+	budget := opts.CacheBytes
+	if budget <= 0 {
+		budget = DefaultCacheBytes
+	}
 	elfOpts := opts.Options
 	elfOpts.DebugDirs = dirs
+	elfOpts.CacheBytes = max(budget/2, 1)
 	fallback := NewELF(elfOpts)
 	return &GSYM{
 		dir:      dir,
@@ -151,7 +159,7 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 		dirs:     dirs,
 		fetcher:  fetcher,
 		fallback: fallback,
-		tables:   newCache[*gsymTable](fallback.opts.CacheBytes),
+		tables:   newCache[*gsymTable](max(budget-budget/2, 1)),
 		names:    map[fileVersion]string{},
 		results:  sync.Pool{New: func() any { return new(gsym.LookupResult) }},
 	}, nil
@@ -162,6 +170,35 @@ var _ Symbolizer = (*GSYM)(nil)
 // Stats reports the conversions and cache reuses so far.
 func (s *GSYM) Stats() GSYMStats {
 	return GSYMStats{Converted: s.converted.Load(), Reused: s.reused.Load(), Failed: s.failed.Load()}
+}
+
+// CacheStats reports the work of the caches of GSYM files and of the ELF
+// symbolizer's tables, summed: Bytes, within GSYMOptions.CacheBytes, is
+// their estimated memory (see gsymTable.cost); each GSYM miss maps or
+// converts one file.
+func (s *GSYM) CacheStats() CacheStats {
+	g, e := s.tables.statistics(), s.fallback.CacheStats()
+	return CacheStats{
+		Hits:      g.Hits + e.Hits + s.hits.Load(),
+		Misses:    g.Misses + e.Misses,
+		Evictions: g.Evictions + e.Evictions,
+		Tables:    g.Tables + e.Tables,
+		Bytes:     g.Bytes + e.Bytes,
+	}
+}
+
+// Sweep drops the GSYM files and ELF tables not used since the previous
+// Sweep, and sizes the files kept again, as their decoded functions and
+// strings grow. A long-lived caller (the agent, at each interval) calls it
+// so a binary no longer run leaves the cache. A dropped file is unmapped
+// once no lookup holds it, at the next garbage collection.
+func (s *GSYM) Sweep() {
+	s.tables.sweep((*gsymTable).cost)
+	s.fallback.Sweep()
+	s.rebuildFront()
+	// After the sweep, so the first lookup of each table marks it used
+	// in the new period.
+	s.epoch.Add(1)
 }
 
 // Symbolize implements Symbolizer: one frame per inline level, innermost
@@ -250,6 +287,7 @@ func (s *GSYM) frames(dst []stacks.Frame, t *gsymTable, b Binary, off uint64, re
 type gsymTable struct {
 	loads     segments
 	r         *gsym.Reader
+	fileSize  int64 // of r's file, all of it mapped
 	style     Demangling
 	goProgram bool
 	noneUntil time.Time
@@ -262,6 +300,33 @@ type gsymTable struct {
 	shown      sync.Map // place → *shown
 	shownCount atomic.Int64
 }
+
+// cost estimates t's memory in bytes: the mapped file, whose pages the
+// lookups bring into memory, and the heap the reader and t fill as they
+// are used. The reader's share follows gsym.Reader: a slot of 16 bytes
+// per function up to 65,536 in its cache of decoded records, a byte per
+// function in its address index and 40 bytes per file for the file
+// table's strings. A decoded record is taken as four times the average
+// encoded function, and there are no more decoded functions than shown
+// strings, each counted at shownCost.
+func (t *gsymTable) cost() int64 {
+	size := int64(len(t.loads))*32 + 256
+	if t.r == nil {
+		return size
+	}
+	n := int64(t.r.NumFunctions())
+	slots := int64(64)
+	for slots < n && slots < 1<<16 {
+		slots *= 2
+	}
+	perRecord := 4 * t.fileSize / max(n, 1)
+	return size + t.fileSize + 16*slots + n + 40*int64(t.r.NumFiles()) +
+		t.shownCount.Load()*(shownCost+perRecord)
+}
+
+// shownCost estimates the bytes of one entry of gsymTable.shown: the
+// sync.Map entry, the key, the *shown and its copied strings.
+const shownCost = 256
 
 // place is where the strings of one gsym.SourceLocation lie: views into
 // the reader's string table, the same for every result naming the same
@@ -311,9 +376,12 @@ func (s *GSYM) table(b Binary) (*gsymTable, error) {
 		if t, ok := (*m)[key]; ok {
 			if e := s.epoch.Load(); t.epoch.Load() != e {
 				t.epoch.Store(e)
-				// A hit moves t to the front of the LRU; were t evicted
-				// meanwhile, it goes back in.
+				// A hit moves t to the front of the LRU and marks it
+				// used for Sweep; were t evicted meanwhile, it goes back
+				// in.
 				s.get(key, func() (*gsymTable, error) { return t, nil })
+			} else {
+				s.hits.Add(1)
 			}
 			return t, nil
 		}
@@ -338,13 +406,7 @@ func (s *GSYM) get(key string, load func() (*gsymTable, error)) (*gsymTable, err
 		if err != nil {
 			return nil, 0, err
 		}
-		size := int64(len(t.loads)) * 32
-		if t.r != nil {
-			// The mapping is page cache, not heap; count a share of it so
-			// the budget still bounds the files kept mapped.
-			size += int64(t.r.NumFunctions()) * 16
-		}
-		return t, size, nil
+		return t, t.cost(), nil
 	})
 	if loaded {
 		s.epoch.Add(1)
@@ -461,14 +523,14 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 		return t, nil
 	}
 	if r, ok := s.open(final); ok {
-		return t.mapped(r), nil
+		return t.mapped(r, final), nil
 	}
 	if s.fetcher != nil && elfInfo.needsDebugFile(b, s.local) {
 		if _, err := s.fetcher.Fetch(context.Background(), elfInfo.id); err != nil {
 			// Converted without the debug file, kept apart.
 			final, none = filepath.Join(s.dir, key+".partial.gsym"), ""
 			if r, ok := s.open(final); ok {
-				return t.mapped(r), nil
+				return t.mapped(r, final), nil
 			}
 		}
 	}
@@ -493,7 +555,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.Path, err)
 	}
-	return t.mapped(r), nil
+	return t.mapped(r, final), nil
 }
 
 // noneTTL is how long a binary is believed to give no GSYM (a ".none"
@@ -540,10 +602,13 @@ func (s *GSYM) open(p string) (*gsym.Reader, bool) {
 	return r, true
 }
 
-// mapped attaches r to t, unmapping it once t is no longer used; frames
-// never point into the mapping (see strings).
-func (t *gsymTable) mapped(r *gsym.Reader) *gsymTable {
+// mapped attaches r, the mapping of the file p, to t, unmapping it once t
+// is no longer used; frames never point into the mapping (see strings).
+func (t *gsymTable) mapped(r *gsym.Reader, p string) *gsymTable {
 	t.r = r
+	if st, err := os.Stat(p); err == nil {
+		t.fileSize = st.Size()
+	}
 	runtime.AddCleanup(t, func(r *gsym.Reader) { r.Close() }, r)
 	return t
 }
