@@ -92,11 +92,20 @@ func defaultRing(freq, cpus int) int {
 // Drain implements Recorder.
 func (r *BPF) Drain() error { return r.col.Drain(r.src) }
 
-// Cut implements Recorder.
-func (r *BPF) Cut() (*stacks.Profile, collector.Stats) { return r.col.Cut(r.src) }
+// Cut implements Recorder. It then sweeps the symbolizer's cache, if it
+// has one (symbolize.ELF and symbolize.GSYM do), so the tables of
+// binaries not seen for an interval are freed.
+func (r *BPF) Cut() (*stacks.Profile, collector.Stats) {
+	p, st := r.col.Cut(r.src)
+	if s, ok := r.sym.(interface{ Sweep() }); ok {
+		s.Sweep()
+	}
+	return p, st
+}
 
 // SymbolizerStats implements Recorder with what the symbolizer reports:
-// its table cache (the ELF symbolizer's) and its GSYM conversions.
+// its table cache (a GSYM symbolizer's counts its files and its ELF
+// symbolizer's tables) and its GSYM conversions.
 func (r *BPF) SymbolizerStats() SymbolizerStats {
 	var st SymbolizerStats
 	if c, ok := r.sym.(interface{ CacheStats() symbolize.CacheStats }); ok {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,7 +40,8 @@ func TestBPFAgent(t *testing.T) {
 		cmd.Wait()
 	}()
 
-	rec, err := OpenBPF(BPFConfig{Frequency: 99, User: true, Kernel: true})
+	sym := &sweepCounter{ELF: symbolize.NewELF(symbolize.Options{})}
+	rec, err := OpenBPF(BPFConfig{Frequency: 99, User: true, Kernel: true, Symbolizer: sym})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +92,22 @@ func TestBPFAgent(t *testing.T) {
 	if cs == nil || cs.Misses == 0 {
 		t.Fatalf("the symbolizer read no binary: %+v", cs)
 	}
+	if n, i := sym.sweeps.Load(), m.intervals.Load(); n < 3 || n != i {
+		t.Errorf("the symbolizer's cache was swept %d times in %d intervals; want once an interval", n, i)
+	}
 	t.Logf("%d intervals, %d samples, %d lost, %d pushes, %d bytes; symbolizer cache %+v",
 		m.intervals.Load(), m.samples.Load(), m.lost.Load(), m.pushesOK.Load(), m.bytesSent.Load(), *cs)
+}
+
+// sweepCounter is an ELF symbolizer counting the agent's sweeps.
+type sweepCounter struct {
+	*symbolize.ELF
+	sweeps atomic.Uint64
+}
+
+func (s *sweepCounter) Sweep() {
+	s.sweeps.Add(1)
+	s.ELF.Sweep()
 }
 
 // inlspin is a C program built at -O2 with DWARF (scripts/agent-fixtures.sh)
@@ -162,6 +178,9 @@ func TestBPFAgentInline(t *testing.T) {
 			st := rec.SymbolizerStats()
 			if (kind == "gsym") != (st.GSYM != nil && st.GSYM.Converted > 0) {
 				t.Errorf("--symbolizer %s: GSYM stats %+v", kind, st.GSYM)
+			}
+			if st.Cache == nil || st.Cache.Misses == 0 {
+				t.Errorf("--symbolizer %s: cache stats %+v; want its misses counted", kind, st.Cache)
 			}
 		})
 	}
