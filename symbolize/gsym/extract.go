@@ -7,11 +7,11 @@ import "encoding/binary"
 // FormatError and every later read returns zero, so decoders check err once
 // per record instead of after every field, and never read out of bounds.
 type extractor struct {
-	b     []byte
-	order binary.ByteOrder
-	base  uint64 // file offset of b[0], for error messages
-	off   int
-	err   *FormatError
+	b    []byte
+	le   bool   // little-endian; a flag, not a binary.ByteOrder, so reads inline
+	base uint64 // file offset of b[0], for error messages
+	off  int
+	err  *FormatError
 }
 
 func (x *extractor) fail(field, msg string) {
@@ -43,21 +43,30 @@ func (x *extractor) u8(field string) uint8 {
 
 func (x *extractor) u16(field string) uint16 {
 	if p := x.take(2, field); p != nil {
-		return x.order.Uint16(p)
+		if x.le {
+			return binary.LittleEndian.Uint16(p)
+		}
+		return binary.BigEndian.Uint16(p)
 	}
 	return 0
 }
 
 func (x *extractor) u32(field string) uint32 {
 	if p := x.take(4, field); p != nil {
-		return x.order.Uint32(p)
+		if x.le {
+			return binary.LittleEndian.Uint32(p)
+		}
+		return binary.BigEndian.Uint32(p)
 	}
 	return 0
 }
 
 func (x *extractor) u64(field string) uint64 {
 	if p := x.take(8, field); p != nil {
-		return x.order.Uint64(p)
+		if x.le {
+			return binary.LittleEndian.Uint64(p)
+		}
+		return binary.BigEndian.Uint64(p)
 	}
 	return 0
 }
@@ -76,20 +85,21 @@ func (x *extractor) uint(width int, field string) uint64 {
 	}
 }
 
-// uleb reads an unsigned LEB128 number. One-byte numbers, most of those
-// in line tables and inline trees, take an inlined fast path (a failed
-// extractor is at its end, so it never takes it).
+// uleb reads an unsigned LEB128 number. Numbers of one and two bytes,
+// nearly all of those in line tables and inline trees, take a fast path
+// (a failed extractor is at its end, so it never takes it).
 func (x *extractor) uleb(field string) uint64 {
-	if i := x.off; uint(i) < uint(len(x.b)) {
-		if c := x.b[i]; c < 0x80 {
+	if i := x.off; i+1 < len(x.b) {
+		c, d := x.b[i], x.b[i+1]
+		if c < 0x80 {
 			x.off = i + 1
 			return uint64(c)
 		}
+		if d < 0x80 {
+			x.off = i + 2
+			return uint64(c&0x7f) | uint64(d)<<7
+		}
 	}
-	return x.ulebSlow(field)
-}
-
-func (x *extractor) ulebSlow(field string) uint64 {
 	if x.err != nil {
 		return 0
 	}
@@ -102,18 +112,20 @@ func (x *extractor) ulebSlow(field string) uint64 {
 	return v
 }
 
-// sleb reads a signed LEB128 number, one-byte ones inline.
+// sleb reads a signed LEB128 number, those of one and two bytes on a
+// fast path.
 func (x *extractor) sleb(field string) int64 {
-	if i := x.off; uint(i) < uint(len(x.b)) {
-		if c := x.b[i]; c < 0x80 {
+	if i := x.off; i+1 < len(x.b) {
+		c, d := x.b[i], x.b[i+1]
+		if c < 0x80 {
 			x.off = i + 1
 			return int64(c) << 57 >> 57
 		}
+		if d < 0x80 {
+			x.off = i + 2
+			return int64(uint64(c&0x7f)|uint64(d)<<7) << 50 >> 50
+		}
 	}
-	return x.slebSlow(field)
-}
-
-func (x *extractor) slebSlow(field string) int64 {
 	if x.err != nil {
 		return 0
 	}

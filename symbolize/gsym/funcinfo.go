@@ -49,7 +49,7 @@ func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
 		if x.err != nil {
 			return nil, x.err
 		}
-		cx := extractor{b: chunk, order: x.order, base: x.base + uint64(chunkAt)}
+		cx := extractor{b: chunk, le: x.le, base: x.base + uint64(chunkAt)}
 		var err error
 		switch typ {
 		case InfoEndOfList:
@@ -114,7 +114,7 @@ func (r *Reader) decodeFunction(x *extractor, start uint64, depth int) (Function
 		f.Inline = &t
 	}
 	if rec.merged != nil {
-		mx := extractor{b: rec.merged, order: x.order, base: rec.mergedOff}
+		mx := extractor{b: rec.merged, le: x.le, base: rec.mergedOff}
 		if f.Merged, err = r.decodeMerged(mx, start, depth); err != nil {
 			return FunctionInfo{}, err
 		}
@@ -135,7 +135,7 @@ func (r *Reader) decodeMerged(x extractor, start uint64, depth int) ([]FunctionI
 		if x.err != nil {
 			break
 		}
-		fx := extractor{b: b, order: x.order, base: x.base + uint64(off)}
+		fx := extractor{b: b, le: x.le, base: x.base + uint64(off)}
 		f, err := r.decodeFunction(&fx, start, depth+1)
 		if err != nil {
 			return nil, err

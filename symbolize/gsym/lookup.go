@@ -178,7 +178,7 @@ func (r *Reader) streamFunction(x *extractor, start uint64) (streamedFunc, error
 			f.chunkErr = x.err
 			break
 		}
-		cx := extractor{b: chunk, order: x.order, base: x.base + uint64(chunkAt)}
+		cx := extractor{b: chunk, le: x.le, base: x.base + uint64(chunkAt)}
 		switch typ {
 		case InfoEndOfList:
 			done = true
@@ -261,7 +261,7 @@ func (r *Reader) chunkCallSites(x extractor, retOff uint64) ([]string, error) {
 		}
 		if typ == InfoCallSites {
 			var err error
-			cx := extractor{b: chunk, order: x.order, base: x.base + uint64(chunkAt)}
+			cx := extractor{b: chunk, le: x.le, base: x.base + uint64(chunkAt)}
 			if regexes, err = r.callSiteRegexes(cx, retOff); err != nil {
 				return nil, err
 			}
@@ -297,9 +297,10 @@ func (c *lineCursor) find(addr uint64) (LineEntry, error) {
 }
 
 // advance takes the rows up to addr. The common opcodes (special ones,
-// and the others with a one-byte operand: all but a few percent of a
-// table) are decoded here with the state in locals, the rest by
-// lineIter.next.
+// and the others with an operand of one or two bytes: in a Go binary
+// 40% of the AdvanceLine and SetFile operands take two bytes, and
+// nearly none three) are decoded here with the state in locals, the
+// rest by lineIter.next.
 func (c *lineCursor) advance(addr uint64) {
 	it := &c.it
 	if c.pending {
@@ -314,28 +315,38 @@ func (c *lineCursor) advance(addr uint64) {
 	}
 	b, off, row := it.x.b, it.x.off, it.row
 	for {
-		if off+1 < len(b) {
-			op, v := b[off], b[off+1]
-			switch {
-			case op >= firstSpecial:
+		// Three bytes hold an opcode and a two-byte operand; near the
+		// table's end lineIter.next decodes.
+		if off+2 < len(b) {
+			op := b[off]
+			if op >= firstSpecial {
 				it.special(&row, op)
 				off++
 				goto emitted
-			case v >= 0x80:
-			case op == lteAdvancePC:
-				row.Addr += uint64(v)
-				off += 2
+			}
+			v, n, bits := uint64(b[off+1]), 2, uint(57)
+			if v >= 0x80 {
+				if b[off+2] >= 0x80 {
+					goto slow
+				}
+				v, n, bits = v&0x7f|uint64(b[off+2])<<7, 3, 50
+			}
+			switch op {
+			case lteAdvancePC:
+				row.Addr += v
+				off += n
 				goto emitted
-			case op == lteAdvanceLine:
-				row.Line += uint32(int64(v) << 57 >> 57)
-				off += 2
+			case lteAdvanceLine:
+				row.Line += uint32(int64(v) << bits >> bits)
+				off += n
 				continue
-			case op == lteSetFile:
+			case lteSetFile:
 				row.File = uint32(v)
-				off += 2
+				off += n
 				continue
 			}
 		}
+	slow:
 		it.x.off, it.row = off, row
 		if !it.next() {
 			c.done = true

@@ -166,7 +166,7 @@ func NewReader(data []byte) (*Reader, error) {
 
 // extractor returns an extractor over data[start:end].
 func (r *Reader) extractor(start, end uint64) extractor {
-	return extractor{b: r.data[start:end], order: r.hdr.ByteOrder, base: start}
+	return extractor{b: r.data[start:end], le: r.le, base: start}
 }
 
 func validAddrOffSize(n uint8) bool { return n == 1 || n == 2 || n == 4 || n == 8 }
