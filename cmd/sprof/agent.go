@@ -93,7 +93,7 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
 	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = 8 s of samples")
 	symbolCache := sizeValue(symbolize.DefaultCacheBytes)
-	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables, most of the agent's footprint (e.g. 64M); the least recently used are dropped")
+	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables, most of the agent's footprint (e.g. 64M): tables unused for a whole interval are dropped, and the least recently used when over it; with gsym, half for GSYM files, half for ELF fallbacks")
 	o.symbolizer.add(fs)
 	for _, name := range secretFlags() {
 		fs.String(name, "", "")
