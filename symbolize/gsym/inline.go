@@ -172,8 +172,8 @@ func (r *Reader) streamInline(x *extractor, base, addr uint64, depth int, skip b
 	if !enter {
 		return inlineMissed, nil
 	}
-	f, ok := r.fileStrings(callFile)
-	if !ok {
+	f := r.fileStrings(callFile)
+	if f == nil {
 		return inlineEnd, formatErr(x.base, "InlineInfo CallFile", "failed to extract file[%d]", callFile)
 	}
 	if f.valid {
@@ -187,31 +187,34 @@ func (r *Reader) streamInline(x *extractor, base, addr uint64, depth int, skip b
 	return inlineEntered, nil
 }
 
-// lookupNodes walks the decoded subtree at nodes[i] as streamInline walks
-// the encoded one: a node that covers addr is entered, its deepest covering
-// descendant is handled first (only the first covering child is
-// followed), and each node with a call site turns the last location into
-// the inlined function and appends its caller. entered reports whether
-// the node covered addr; errors name the chunk's offset at, as
-// streamInline's do.
-func (r *Reader) lookupNodes(nodes []inlineNode, i int, addr, at uint64, locs []SourceLocation) (_ []SourceLocation, entered bool, err error) {
-	n := &nodes[i]
-	if addr < n.first || addr >= n.last || !rangesContain(n.ranges, addr) {
-		return locs, false, nil
-	}
-	for c := i + 1; c < int(n.end); c = int(nodes[c].end) {
-		if locs, entered, err = r.lookupNodes(nodes, c, addr, at, locs); err != nil || entered {
-			break
+// lookupNodes walks the decoded tree as streamInline walks the encoded
+// one: a node that covers addr is entered (only the first covering child
+// of a node is followed), then, deepest first, each entered node with a
+// call site turns the last location into the inlined function and
+// appends its caller. Errors name the chunk's offset at, as
+// streamInline's do. The walk is a loop that records the path; the
+// locations are made on the way back up it.
+func (r *Reader) lookupNodes(nodes []inlineNode, addr, at uint64, locs []SourceLocation) ([]SourceLocation, error) {
+	var stack [16]int32
+	path := stack[:0]
+	for c, limit := 0, min(1, len(nodes)); c < limit; {
+		n := &nodes[c]
+		if addr < n.first || addr >= n.last || !rangesContain(n.ranges, addr) {
+			c = int(n.end)
+			continue
 		}
+		path = append(path, int32(c))
+		c, limit = c+1, int(n.end)
 	}
-	if err != nil {
-		return locs, true, err
-	}
-	f, ok := r.fileStrings(n.callFile)
-	if !ok {
-		return locs, true, formatErr(at, "InlineInfo CallFile", "failed to extract file[%d]", n.callFile)
-	}
-	if f.valid {
+	for k := len(path) - 1; k >= 0; k-- {
+		n := &nodes[path[k]]
+		f := r.fileStrings(n.callFile)
+		if f == nil {
+			return locs, formatErr(at, "InlineInfo CallFile", "failed to extract file[%d]", n.callFile)
+		}
+		if !f.valid {
+			continue
+		}
 		last := &locs[len(locs)-1]
 		caller := SourceLocation{Name: last.Name, Offset: last.Offset,
 			Dir: f.dir, Base: f.base, Line: n.callLine}
@@ -222,7 +225,7 @@ func (r *Reader) lookupNodes(nodes []inlineNode, i int, addr, at uint64, locs []
 		last.Offset = addr - n.first
 		locs = append(locs, caller)
 	}
-	return locs, true, nil
+	return locs, nil
 }
 
 // inlineTree builds the public tree form of decoded nodes[i:].

@@ -225,8 +225,8 @@ func (r *Reader) answerStreamed(res *LookupResult, f *streamedFunc, lines *lineC
 	if err != nil {
 		return err
 	}
-	fs, ok := r.fileStrings(row.File)
-	if !ok {
+	fs := r.fileStrings(row.File)
+	if fs == nil {
 		return formatErr(f.lines.base, "LineTable file", "failed to extract file[%d]", row.File)
 	}
 	loc.Dir, loc.Base, loc.Line = fs.dir, fs.base, row.Line
@@ -235,7 +235,7 @@ func (r *Reader) answerStreamed(res *LookupResult, f *streamedFunc, lines *lineC
 		return nil
 	}
 	if f.nodes != nil {
-		res.Locations, _, err = r.lookupNodes(f.nodes, 0, addr, f.inline.base, res.Locations)
+		res.Locations, err = r.lookupNodes(f.nodes, addr, f.inline.base, res.Locations)
 		return err
 	}
 	inline := f.inline
@@ -395,20 +395,32 @@ type fileStr struct {
 	valid     bool // Dir or Base is set: entry 0 and {0, 0} are not
 }
 
-// fileStrings returns file table entry i, resolving the whole table on
-// first use so lookups never scan the string table for file names.
-func (r *Reader) fileStrings(i uint32) (fileStr, bool) {
-	r.filesOnce.Do(func() {
-		r.fileStrs = make([]fileStr, r.numFiles)
-		for j := range r.fileStrs {
-			d, b, _ := r.file(uint32(j))
-			r.fileStrs[j] = fileStr{r.String(d), r.String(b), d != 0 || b != 0}
-		}
-	})
-	if i >= uint32(len(r.fileStrs)) {
-		return fileStr{}, false
+// fileStrings returns file table entry i, nil when there is none. The
+// whole table's strings are resolved on first use, so lookups never scan
+// the string table for file names; after that this is a load and a
+// bounds check, inlined.
+func (r *Reader) fileStrings(i uint32) *fileStr {
+	if files := r.fileStrs.Load(); files != nil && i < uint32(len(*files)) {
+		return &(*files)[i]
 	}
-	return r.fileStrs[i], true
+	return r.resolveFile(i)
+}
+
+// resolveFile is fileStrings' slow path: it resolves the strings of the
+// whole file table, once.
+func (r *Reader) resolveFile(i uint32) *fileStr {
+	r.filesOnce.Do(func() {
+		files := make([]fileStr, r.numFiles)
+		for j := range files {
+			d, b, _ := r.file(uint32(j))
+			files[j] = fileStr{r.String(d), r.String(b), d != 0 || b != 0}
+		}
+		r.fileStrs.Store(&files)
+	})
+	if files := r.fileStrs.Load(); files != nil && i < uint32(len(*files)) {
+		return &(*files)[i]
+	}
+	return nil
 }
 
 // lookupRecord answers a lookup from a decoded record, following LLVM's
@@ -431,15 +443,15 @@ func (r *Reader) lookupRecord(res *LookupResult, rec *record, addr uint64) error
 	if !ok {
 		return ErrNotInLineTable
 	}
-	f, ok := r.fileStrings(row.File)
-	if !ok {
+	f := r.fileStrings(row.File)
+	if f == nil {
 		return formatErr(rec.linesAt, "LineTable file", "failed to extract file[%d]", row.File)
 	}
 	loc.Dir, loc.Base, loc.Line = f.dir, f.base, row.Line
 	res.Locations = append(res.Locations, loc)
 	if rec.inline != nil {
 		var err error
-		if res.Locations, _, err = r.lookupNodes(rec.inline, 0, addr, rec.inlineAt, res.Locations); err != nil {
+		if res.Locations, err = r.lookupNodes(rec.inline, addr, rec.inlineAt, res.Locations); err != nil {
 			return err
 		}
 	}

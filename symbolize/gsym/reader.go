@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -77,7 +78,7 @@ type Reader struct {
 	batches sync.Pool // of *batch, with the buffers of an earlier batch
 
 	filesOnce sync.Once
-	fileStrs  []fileStr
+	fileStrs  atomic.Pointer[[]fileStr]
 }
 
 // Open maps the GSYM file at path into memory and returns a Reader for it.
@@ -123,7 +124,7 @@ func (r *Reader) Close() error {
 	r.cache = newRecordCache(0)
 	r.index = addrIndex{}
 	r.sorted = false
-	r.fileStrs = nil
+	r.fileStrs.Store(nil)
 	return err
 }
 
