@@ -284,8 +284,8 @@ func (b *batch) function(p, q, i int, start uint64) {
 		// it is walked once. A tree that does not decode is streamed:
 		// a lookup may still succeed before the damage.
 		inline := f.inline
-		if nodes, err := b.inl.decode(&inline, start); err == nil {
-			f.nodes = nodes
+		if t, err := b.inl.decode(&inline, start); err == nil {
+			f.nodes = t
 		}
 	}
 	lines := f.lineCursor()

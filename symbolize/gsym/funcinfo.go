@@ -14,7 +14,7 @@ type record struct {
 	name        string      // points into the file
 	lines       []LineEntry // nil when the function has no line table
 	linesSorted bool
-	inline      []inlineNode
+	inline      *inlineNodes
 	// linesAt and inlineAt are the chunks' offsets, for errors.
 	linesAt, inlineAt uint64
 	callSites         []CallSite

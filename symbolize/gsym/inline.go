@@ -1,58 +1,67 @@
 package gsym
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // maxInlineDepth bounds the nesting of an inline tree so a crafted file
 // cannot exhaust the stack.
 const maxInlineDepth = 512
 
 // inlineNode is a node of a decoded inline tree, stored in preorder: the
-// node's subtree is nodes[i+1 : end].
+// node's subtree is nodes[i+1 : end]. It holds no pointers, so decoding
+// one is stores without write barriers and the collector skips the
+// nodes.
 type inlineNode struct {
-	ranges   []Range // sorted and merged, as LLVM's AddressRanges
-	first    uint64  // start of the first range: base of the children
-	last     uint64  // end of the last range, so most misses cost one compare
-	name     string  // points into the file; "" until resolved (see inlineDecoder)
+	first    uint64 // start of the first range: base of the children
+	last     uint64 // end of the last range, so most misses cost one compare
 	nameOff  uint64
+	rlo, rhi int32 // the node's ranges are the tree's ranges[rlo:rhi]
 	callFile uint32
 	callLine uint32
 	end      int32
 }
 
-// inlineDecoder decodes InlineInfo chunks into preorder nodes. For a
-// decoded record, kept in the cache, each node gets its own ranges and
-// its name. A batch decodes function after function into the same
-// storage instead (scratch): the ranges of all nodes share one slice
-// and names are left to the lookups, which resolve those of the few
-// nodes they enter.
+// inlineNodes is a decoded inline tree.
+type inlineNodes struct {
+	nodes  []inlineNode
+	ranges []Range // sorted and merged per node, as LLVM's AddressRanges
+	// names are the nodes' names, pointing into the file, resolved for
+	// a cached record; a batch's scratch tree has none and its lookups
+	// resolve those of the few nodes they enter.
+	names []string
+}
+
+// nodeRanges returns node i's ranges.
+func (t *inlineNodes) nodeRanges(i int) []Range {
+	n := &t.nodes[i]
+	return t.ranges[n.rlo:n.rhi:n.rhi]
+}
+
+// inlineDecoder decodes InlineInfo chunks into preorder nodes. A batch
+// decodes function after function into the same storage (scratch), a
+// cached record into its own, with the names resolved.
 type inlineDecoder struct {
 	r       *Reader
 	scratch bool
-	nodes   []inlineNode
-	ranges  []Range // scratch: the nodes' ranges
-	tmp     []Range // the ranges of the node being read
+	t       inlineNodes
 }
 
 // decodeInline decodes an InlineInfo chunk into preorder nodes.
-func (r *Reader) decodeInline(x *extractor, base uint64) ([]inlineNode, error) {
+func (r *Reader) decodeInline(x *extractor, base uint64) (*inlineNodes, error) {
 	d := inlineDecoder{r: r}
 	return d.decode(x, base)
 }
 
-// decode decodes the chunk in x; with scratch, the nodes returned are
+// decode decodes the chunk in x; with scratch, the tree returned is
 // valid until the next decode.
-func (d *inlineDecoder) decode(x *extractor, base uint64) ([]inlineNode, error) {
-	d.nodes, d.ranges = d.nodes[:0], d.ranges[:0]
+func (d *inlineDecoder) decode(x *extractor, base uint64) (*inlineNodes, error) {
+	d.t.nodes, d.t.ranges, d.t.names = d.t.nodes[:0], d.t.ranges[:0], d.t.names[:0]
 	if !d.node(x, base, 0) && x.err == nil {
 		return nil, formatErr(x.base, "InlineInfo", "no address ranges")
 	}
 	if x.err != nil {
 		return nil, x.err
 	}
-	return d.nodes, nil
+	return &d.t, nil
 }
 
 // node appends one node and its subtree; it returns false for the node
@@ -62,8 +71,9 @@ func (d *inlineDecoder) node(x *extractor, base uint64, depth int) bool {
 		x.fail("InlineInfo", "nested too deep")
 		return false
 	}
+	t := &d.t
 	n := x.uleb("InlineInfo NumRanges")
-	rs := d.tmp[:0]
+	lo := len(t.ranges)
 	normal := true // sorted, disjoint, non-empty: as LLVM writes them
 	for i := uint64(0); i < n && x.err == nil; i++ {
 		start := base + x.uleb("InlineInfo range start")
@@ -72,43 +82,47 @@ func (d *inlineDecoder) node(x *extractor, base uint64, depth int) bool {
 			break
 		}
 		r := Range{start, start + size}
-		if normal && r.Start < r.End && (len(rs) == 0 || rs[len(rs)-1].End < r.Start) {
-			rs = append(rs, r)
+		if normal && r.Start < r.End && (len(t.ranges) == lo || t.ranges[len(t.ranges)-1].End < r.Start) {
+			t.ranges = append(t.ranges, r)
 			continue
 		}
 		normal = false
-		rs = AddRange(rs, r)
+		t.ranges = append(t.ranges[:lo], AddRange(t.ranges[lo:], r)...)
 	}
-	d.tmp = rs
-	if len(rs) == 0 || x.err != nil {
+	hi := len(t.ranges)
+	if hi >= 1<<31 {
+		x.fail("InlineInfo", "too many ranges")
+	}
+	if hi == lo || x.err != nil {
+		t.ranges = t.ranges[:lo]
 		return false
 	}
-	if d.scratch {
-		d.ranges = append(d.ranges, rs...)
-		rs = d.ranges[len(d.ranges)-len(rs) : len(d.ranges) : len(d.ranges)]
-	} else {
-		rs = slices.Clone(rs)
-	}
 	hasChildren := x.u8("InlineInfo HasChildren") != 0
-	i := len(d.nodes)
-	nameOff := x.uint(d.r.strp, "InlineInfo Name")
-	nd := inlineNode{
-		ranges:   rs,
-		first:    rs[0].Start,
-		last:     rs[len(rs)-1].End,
+	i := len(t.nodes)
+	var nameOff uint64
+	if d.r.strp == 4 {
+		nameOff = uint64(x.u32("InlineInfo Name"))
+	} else {
+		nameOff = x.u64("InlineInfo Name")
+	}
+	first := t.ranges[lo].Start
+	t.nodes = append(t.nodes, inlineNode{
+		first:    first,
+		last:     t.ranges[hi-1].End,
 		nameOff:  nameOff,
+		rlo:      int32(lo),
+		rhi:      int32(hi),
 		callFile: uint32(x.uleb("InlineInfo CallFile")),
 		callLine: uint32(x.uleb("InlineInfo CallLine")),
-	}
+	})
 	if !d.scratch {
-		nd.name = d.r.String(nameOff)
+		t.names = append(t.names, d.r.String(nameOff))
 	}
-	d.nodes = append(d.nodes, nd)
 	if hasChildren {
-		for x.err == nil && d.node(x, rs[0].Start, depth+1) {
+		for x.err == nil && d.node(x, first, depth+1) {
 		}
 	}
-	d.nodes[i].end = int32(len(d.nodes))
+	t.nodes[i].end = int32(len(t.nodes))
 	return x.err == nil
 }
 
@@ -194,12 +208,14 @@ func (r *Reader) streamInline(x *extractor, base, addr uint64, depth int, skip b
 // appends its caller. Errors name the chunk's offset at, as
 // streamInline's do. The walk is a loop that records the path; the
 // locations are made on the way back up it.
-func (r *Reader) lookupNodes(nodes []inlineNode, addr, at uint64, locs []SourceLocation) ([]SourceLocation, error) {
+func (r *Reader) lookupNodes(t *inlineNodes, addr, at uint64, locs []SourceLocation) ([]SourceLocation, error) {
 	var stack [16]int32
 	path := stack[:0]
+	nodes := t.nodes
 	for c, limit := 0, min(1, len(nodes)); c < limit; {
 		n := &nodes[c]
-		if addr < n.first || addr >= n.last || !rangesContain(n.ranges, addr) {
+		// One range, as most have, is [first, last).
+		if addr < n.first || addr >= n.last || n.rhi-n.rlo > 1 && !rangesContain(t.nodeRanges(c), addr) {
 			c = int(n.end)
 			continue
 		}
@@ -207,7 +223,8 @@ func (r *Reader) lookupNodes(nodes []inlineNode, addr, at uint64, locs []SourceL
 		c, limit = c+1, int(n.end)
 	}
 	for k := len(path) - 1; k >= 0; k-- {
-		n := &nodes[path[k]]
+		j := int(path[k])
+		n := &nodes[j]
 		f := r.fileStrings(n.callFile)
 		if f == nil {
 			return locs, formatErr(at, "InlineInfo CallFile", "failed to extract file[%d]", n.callFile)
@@ -218,8 +235,9 @@ func (r *Reader) lookupNodes(nodes []inlineNode, addr, at uint64, locs []SourceL
 		last := &locs[len(locs)-1]
 		caller := SourceLocation{Name: last.Name, Offset: last.Offset,
 			Dir: f.dir, Base: f.base, Line: n.callLine}
-		last.Name = n.name
-		if last.Name == "" {
+		if t.names != nil {
+			last.Name = t.names[j]
+		} else {
 			last.Name = r.String(n.nameOff)
 		}
 		last.Offset = addr - n.first
@@ -229,13 +247,13 @@ func (r *Reader) lookupNodes(nodes []inlineNode, addr, at uint64, locs []SourceL
 }
 
 // inlineTree builds the public tree form of decoded nodes[i:].
-func (r *Reader) inlineTree(nodes []inlineNode, i int) InlineInfo {
-	n := &nodes[i]
-	t := InlineInfo{Ranges: n.ranges, Name: strings.Clone(n.name), CallFile: n.callFile, CallLine: n.callLine}
-	for c := i + 1; c < int(n.end); c = int(nodes[c].end) {
-		t.Children = append(t.Children, r.inlineTree(nodes, c))
+func (r *Reader) inlineTree(t *inlineNodes, i int) InlineInfo {
+	n := &t.nodes[i]
+	info := InlineInfo{Ranges: t.nodeRanges(i), Name: strings.Clone(t.names[i]), CallFile: n.callFile, CallLine: n.callLine}
+	for c := i + 1; c < int(n.end); c = int(t.nodes[c].end) {
+		info.Children = append(info.Children, r.inlineTree(t, c))
 	}
-	return t
+	return info
 }
 
 // appendInline encodes node n; base is the parent's first range start (the

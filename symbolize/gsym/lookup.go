@@ -149,7 +149,7 @@ type streamedFunc struct {
 	hasCalls      bool
 	// nodes, when not nil, is the inline tree decoded (a batch decodes it
 	// once for all its addresses in the function).
-	nodes []inlineNode
+	nodes *inlineNodes
 	// chunkErr is an error in the chunk list, which lookups report after
 	// the call sites of the chunks before it, as LLVM's does.
 	chunkErr *FormatError
