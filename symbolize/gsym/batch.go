@@ -46,7 +46,7 @@ func (r *Reader) LookupBatch(addrs []uint64, fn func(i int, res *LookupResult, e
 	}
 	b.sort(addrs)
 	parts := min(runtime.GOMAXPROCS(0), len(addrs)/minPart)
-	if parts <= 1 {
+	if parts <= 1 || b.mostlyDecoded() {
 		b.fn = fn
 		b.walk(0, len(b.keys))
 		return
@@ -67,6 +67,26 @@ func (r *Reader) LookupBatch(addrs []uint64, fn func(i int, res *LookupResult, e
 		})
 	}
 	wg.Wait()
+}
+
+// mostlyDecoded reports whether most of the sorted addresses, judged
+// by a sample of them, fall in functions the cache holds decoded. Such a
+// batch is not split: answered from decoded records it is cheap, and
+// parts cost more than they save (100,000 addresses in the go command:
+// 72 CPU-ns a lookup in one part, twice that in two, and no faster).
+func (b *batch) mostlyDecoded() bool {
+	const samples = 64
+	r, decoded := b.r, 0
+	for k := range samples {
+		i, ok := r.findIndex(b.addr(len(b.keys) * k / samples))
+		if !ok {
+			continue
+		}
+		if rec := r.cache.slots[i&(len(r.cache.slots)-1)].rec.Load(); rec != nil && rec.index == i {
+			decoded++
+		}
+	}
+	return decoded*2 >= samples
 }
 
 // minPart is the fewest addresses a batch gives a CPU of its own: below
