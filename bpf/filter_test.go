@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -70,20 +71,15 @@ func TestCgroupFilter(t *testing.T) {
 func TestIdleAndSelfExcluded(t *testing.T) {
 	requireBPF(t)
 	s := openSampler(t, Config{Frequency: 999, User: true, Kernel: true})
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	go func() { // keep this process busy: without the self filter it would be sampled
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for !stop.Load() {
 		}
 	}()
 	bad := collect(t, s, 500*time.Millisecond, func(x *Sample) bool {
 		return x.Pid == 0 || x.Pid == uint32(os.Getpid())
 	})
-	close(stop)
+	stop.Store(true)
 	if len(bad) > 0 {
 		t.Fatalf("%d samples of pid 0 or of sprof itself (pid %d), first: pid %d", len(bad), os.Getpid(), bad[0].Pid)
 	}

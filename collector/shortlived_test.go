@@ -121,7 +121,7 @@ func TestShortLivedProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, pid, work, at = runShortlived(t)
+	_, pid, work, at = runShortlived(t)
 	src.add(pid, at+1000, work+8)
 	prof, _, err = c.Run(closedContext(), src, nil)
 	if err != nil {

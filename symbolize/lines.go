@@ -3,7 +3,6 @@ package symbolize
 import (
 	"debug/dwarf"
 	"errors"
-	"io"
 	"path"
 	"slices"
 	"sort"
@@ -109,9 +108,8 @@ func (t *lineTable) addUnit(lr *dwarf.LineReader, compDir string, files *fileTab
 	var le dwarf.LineEntry
 	for rows {
 		if err := lr.Next(&le); err != nil {
-			if err != io.EOF {
-				seq = seq[:0] // a broken program: keep the sequences before it
-			}
+			// io.EOF, or a broken program: the sequences ended before
+			// it are kept, the one under way is dropped.
 			break
 		}
 		if le.EndSequence {

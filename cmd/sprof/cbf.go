@@ -72,7 +72,7 @@ func runCBFDecode(e *env, args []string) error {
 	case "json":
 		var bt cbf.Backtrace
 		if err := bt.UnmarshalJSON(in); err != nil {
-			return fmt.Errorf("Swift backtrace JSON: %w", err)
+			return fmt.Errorf("read Swift backtrace JSON: %w", err)
 		}
 		data, _ = cbf.AppendFrames(nil, bt.WordSize, bt.Frames)
 		images = bt.Images

@@ -57,7 +57,7 @@ func TestHostileServers(t *testing.T) {
 			case <-r.Context().Done():
 			}
 		}, Client{Timeout: 200 * time.Millisecond}, false},
-		{"server error", id, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "busy", 503) }, Client{}, false},
+		{"server error", id, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "busy", http.StatusServiceUnavailable) }, Client{}, false},
 		{"not found", id, func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }, Client{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
