@@ -313,7 +313,7 @@ func (c *lineCursor) advance(addr uint64) {
 		c.done = true
 		return
 	}
-	b, off, row := it.x.b, it.x.off, it.row
+	b, off, row, last, found := it.x.b, it.x.off, it.row, c.last, c.found
 	for {
 		// Three bytes hold an opcode and a two-byte operand; near the
 		// table's end lineIter.next decodes.
@@ -349,16 +349,17 @@ func (c *lineCursor) advance(addr uint64) {
 	slow:
 		it.x.off, it.row = off, row
 		if !it.next() {
-			c.done = true
+			c.last, c.found, c.done = last, found, true
 			return
 		}
 		off, row = it.x.off, it.row
 	emitted:
 		if row.Addr > addr {
 			it.x.off, it.row, c.pending = off, row, true
+			c.last, c.found = last, found
 			return
 		}
-		c.last, c.found = row, true
+		last, found = row, true
 	}
 }
 
