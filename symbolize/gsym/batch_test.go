@@ -170,3 +170,26 @@ func TestBatchLargeFile(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchStreamedLargeFile: on a large Go binary's GSYM, a batch that
+// streams every function (line cursor, scratch inline trees) and single
+// lookups that stream give the answers of fully decoded records (rows
+// and nodes decoded by other code) at 300,000 spread addresses.
+// TestBatchLargeFile's batches, a function's every byte at once, answer
+// from decoded records.
+func TestBatchStreamedLargeFile(t *testing.T) {
+	path := gsymbench.File(t)
+	open := func(promote uint32) *gsym.Reader {
+		r, err := gsym.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		r.SetPromote(promote)
+		return r
+	}
+	streamed, decoded := open(1<<31), open(1)
+	addrs := gsymbench.Addresses(streamed, 300_000)
+	checkBatch(t, "streamed batch", streamed, decoded, addrs)
+	checkBatch(t, "streamed single", decoded, streamed, addrs[:50_000])
+}
