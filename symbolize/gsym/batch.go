@@ -22,8 +22,9 @@ import (
 // of them in increasing order and decodes its inline tree once. Lookups
 // one at a time spread over a large binary wait on a cache miss at every
 // step of that path; in order, the hardware prefetches it. A large batch
-// is cut into one part per CPU (GOMAXPROCS), looked up in parallel. A
-// batch allocates almost nothing once the Reader has served one of its
+// is cut into one part per CPU (GOMAXPROCS), looked up in parallel,
+// unless the cache holds most of its functions decoded (see
+// mostlyDecoded). A batch allocates almost nothing once the Reader has served one of its
 // size (its buffers are kept for the next).
 func (r *Reader) LookupBatch(addrs []uint64, fn func(i int, res *LookupResult, err error)) {
 	b, _ := r.batches.Get().(*batch)
