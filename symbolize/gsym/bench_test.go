@@ -53,11 +53,12 @@ func benchLookup(b *testing.B, path string, n int) {
 
 // BenchmarkLookupBatch measures LookupBatch on BenchmarkLookup's 100,000
 // spread addresses, in a random order, per lookup: the sort, the walk and
-// the lookups, in parallel parts when GOMAXPROCS allows (-cpu 1 measures
-// one part alone). "cold" looks them up in a Reader opened for the batch,
-// every function streamed, as `sprof report` does; "steady" in the steady
-// state of BenchmarkLookup, once batch after batch has decoded every
-// function looked up 32 times, as a long-running profiler does.
+// the lookups. "cold" looks them up in a Reader opened for the batch,
+// every function streamed, as `sprof report` does, in parallel parts when
+// GOMAXPROCS allows (-cpu 1 measures one part alone); "steady" in the
+// steady state of BenchmarkLookup, once batch after batch has decoded
+// every function looked up 32 times, as a long-running profiler does, in
+// one part.
 func BenchmarkLookupBatch(b *testing.B) {
 	path := gsymbench.File(b)
 	b.Run("cold", func(b *testing.B) { benchLookupBatch(b, path, false) })
