@@ -2,6 +2,7 @@ package gsym
 
 import (
 	"cmp"
+	"encoding/binary"
 	"slices"
 	"strings"
 )
@@ -42,14 +43,10 @@ func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
 	}
 	for {
 		typAt := x.base + uint64(x.off)
-		typ := InfoType(x.u32("FunctionInfo InfoType"))
-		n := x.u32("FunctionInfo InfoLength")
-		chunkAt := x.off
-		chunk := x.take(int(n), "FunctionInfo InfoData")
+		typ, cx := x.chunk()
 		if x.err != nil {
 			return nil, x.err
 		}
-		cx := extractor{b: chunk, le: x.le, base: x.base + uint64(chunkAt)}
 		var err error
 		switch typ {
 		case InfoEndOfList:
@@ -63,7 +60,7 @@ func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
 			rec.inlineAt = cx.base
 			rec.inline, err = r.decodeInline(&cx, start)
 		case InfoMergedFunctions:
-			rec.merged, rec.mergedOff = chunk, cx.base
+			rec.merged, rec.mergedOff = cx.b, cx.base
 		case InfoCallSites:
 			rec.callSites, err = r.decodeCallSites(cx)
 			rec.hasCalls = true
@@ -76,6 +73,29 @@ func (r *Reader) decodeRecord(x *extractor, start uint64) (*record, error) {
 			return nil, err
 		}
 	}
+}
+
+// chunk reads the next chunk of a FunctionInfo's chunk list: its type
+// and its data. A chunk whose header and data lie within x, as all but a
+// damaged one do, is read with one bounds check.
+func (x *extractor) chunk() (InfoType, extractor) {
+	if i := x.off; len(x.b)-i >= 8 {
+		var typ, n uint32
+		if x.le {
+			typ, n = binary.LittleEndian.Uint32(x.b[i:]), binary.LittleEndian.Uint32(x.b[i+4:])
+		} else {
+			typ, n = binary.BigEndian.Uint32(x.b[i:]), binary.BigEndian.Uint32(x.b[i+4:])
+		}
+		if uint64(n) <= uint64(len(x.b)-i-8) {
+			x.off = i + 8 + int(n)
+			return InfoType(typ), extractor{b: x.b[i+8 : x.off], le: x.le, base: x.base + uint64(i+8)}
+		}
+	}
+	typ := InfoType(x.u32("FunctionInfo InfoType"))
+	n := x.u32("FunctionInfo InfoLength")
+	at := x.off
+	data := x.take(int(n), "FunctionInfo InfoData")
+	return typ, extractor{b: data, le: x.le, base: x.base + uint64(at)}
 }
 
 // FunctionInfo decodes function i fully, for dumps and re-encoding. Unlike

@@ -170,15 +170,11 @@ func (r *Reader) streamFunction(x *extractor, start uint64) (streamedFunc, error
 	f.name = r.String(nameOff)
 	f.chunks = *x
 	for done := false; !done; {
-		typ := InfoType(x.u32("FunctionInfo InfoType"))
-		n := x.u32("FunctionInfo InfoLength")
-		chunkAt := x.off
-		chunk := x.take(int(n), "FunctionInfo InfoData")
+		typ, cx := x.chunk()
 		if x.err != nil {
 			f.chunkErr = x.err
 			break
 		}
-		cx := extractor{b: chunk, le: x.le, base: x.base + uint64(chunkAt)}
 		switch typ {
 		case InfoEndOfList:
 			done = true
@@ -252,16 +248,12 @@ func (r *Reader) answerStreamed(res *LookupResult, f *streamedFunc, lines *lineC
 func (r *Reader) chunkCallSites(x extractor, retOff uint64) ([]string, error) {
 	var regexes []string
 	for {
-		typ := InfoType(x.u32("FunctionInfo InfoType"))
-		n := x.u32("FunctionInfo InfoLength")
-		chunkAt := x.off
-		chunk := x.take(int(n), "FunctionInfo InfoData")
+		typ, cx := x.chunk()
 		if x.err != nil || typ == InfoEndOfList {
 			return regexes, nil
 		}
 		if typ == InfoCallSites {
 			var err error
-			cx := extractor{b: chunk, le: x.le, base: x.base + uint64(chunkAt)}
 			if regexes, err = r.callSiteRegexes(cx, retOff); err != nil {
 				return nil, err
 			}
