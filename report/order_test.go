@@ -2,16 +2,13 @@ package report
 
 import (
 	"bytes"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize"
-	"github.com/sprof/sprof/symbolize/buildid"
 )
 
 // writeReuse writes a recording of spin as pid 100 until it exits at 1 s,
@@ -22,18 +19,9 @@ import (
 // table, and each second's worker samples backwards.
 func writeReuse(t *testing.T, late bool) []byte {
 	t.Helper()
-	id, err := buildid.File(spinPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	realID, _ := hex.DecodeString(id)
 	var buf bytes.Buffer
 	clock := start
-	w, err := recording.NewWriter(&buf, recording.Options{Host: "h", Kernel: "6.18.0", Arch: "x86_64", Frequency: 10,
-		Start: start, Clock: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, realID := newSpinWriter(t, &buf, &clock)
 	w.Process(start, 100, "spin", spinMap(t, realID))
 	w.Process(start, 101, "worker", spinMap(t, realID))
 	var held, workers []time.Time

@@ -49,6 +49,23 @@ func spinMap(t *testing.T, buildID []byte) *cbf.ImageMap {
 	return m
 }
 
+// newSpinWriter starts a recording into buf at start whose clock reads
+// *clock, and returns spin's real build ID for its maps.
+func newSpinWriter(t *testing.T, buf *bytes.Buffer, clock *time.Time) (*recording.Writer, []byte) {
+	t.Helper()
+	id, err := buildid.File(spinPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	realID, _ := hex.DecodeString(id)
+	w, err := recording.NewWriter(buf, recording.Options{Host: "h", Kernel: "6.18.0", Arch: "x86_64", Frequency: 10,
+		Start: start, Clock: func() time.Time { return *clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, realID
+}
+
 // spinContainer is the container pid 100 of writeSpin runs in.
 const spinContainer = "4f797c539e6c745de61a93ca3ff892358ecbcaccd8414d5db545c38428142970"
 
@@ -58,18 +75,9 @@ const spinContainer = "4f797c539e6c745de61a93ca3ff892358ecbcaccd8414d5db545c3842
 // kernel stack too, and it runs in a container.
 func writeSpin(t *testing.T) []byte {
 	t.Helper()
-	id, err := buildid.File(spinPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	realID, _ := hex.DecodeString(id)
 	var buf bytes.Buffer
 	clock := start
-	w, err := recording.NewWriter(&buf, recording.Options{Host: "h", Kernel: "6.18.0", Arch: "x86_64", Frequency: 10,
-		Start: start, Clock: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, realID := newSpinWriter(t, &buf, &clock)
 	w.ProcessInContainer(start, 100, "spin", spinContainer, spinMap(t, realID))
 	w.Process(start, 101, "old", spinMap(t, []byte{1, 2, 3}))
 	kernel := []uint64{0xffffffff81000010, 0xffffffff81000020}
