@@ -309,14 +309,7 @@ func TestHoldSinkAtOnce(t *testing.T) {
 	if slices.IsSorted(sink.arrived) {
 		t.Errorf("the held samples reached the Sink in time order, not after later ones")
 	}
-	got := slices.Clone(sink.arrived)
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("samples as read on arrival:\n%s\nwant, as with the table built beforehand:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if got := sink.read(); !slices.Equal(got, want) {
-		t.Errorf("samples as read at the end:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameSamples(t, sink, want)
 }
 
 // TestHoldSinkNewMappings: a held sample taken just after its process
@@ -353,6 +346,14 @@ func TestHoldSinkNewMappings(t *testing.T) {
 		t.Errorf("%d held, %d released; samples arrived\n%s\nwant 1 held and released after the sample at 6 ns",
 			st.Held, st.Released, strings.Join(sink.arrived, "\n"))
 	}
+	sameSamples(t, sink, want)
+}
+
+// sameSamples checks that the samples the Sink got, read as each arrived
+// and read at the end, are want (as with the tables built beforehand),
+// whatever order they arrived in.
+func sameSamples(t *testing.T, sink *readerSink, want []string) {
+	t.Helper()
 	got := slices.Clone(sink.arrived)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
