@@ -245,7 +245,11 @@ func (u *Unwinder) apply(fr *frame, r *Row, mem Memory) StopReason {
 	}
 	fp := fr.fp
 	if r.FP.Kind != LocSame {
-		if fp, stop = u.eval(fr, r.FP, cfa, mem); stop != 0 {
+		v, stop := u.eval(fr, r.FP, cfa, mem)
+		switch {
+		case stop == 0:
+			fp = v
+		case !popped(fr, r.FP, cfa):
 			return stop
 		}
 	}
@@ -253,6 +257,15 @@ func (u *Unwinder) apply(fr *frame, r *Row, mem Memory) StopReason {
 		ra = u.stripPAC(ra)
 	}
 	return fr.set(cfa, ra, fp)
+}
+
+// popped says the saved register l names lies below SP: an epilogue has
+// popped it back into its register already. Compilers rarely say so in
+// their CFI (GCC's epilogues only move the CFA), so the rule still points
+// at the dead slot, which a copy of the stack from SP does not hold; the
+// register's value is then the caller's.
+func popped(fr *frame, l Loc, cfa uint64) bool {
+	return l.Kind == LocCFA && l.Deref && cfa+uint64(int64(l.Off)) < fr.sp
 }
 
 // stepFP unwinds a frame that keeps the frame pointer: on amd64 and

@@ -286,3 +286,35 @@ func TestStopReasonString(t *testing.T) {
 		t.Errorf("StopReason(200).String() = %q", got)
 	}
 }
+
+// TestUnwindPoppedFP: in an epilogue after `pop %rbp`, GCC's CFI still
+// says rbp is saved at CFA-48, now below SP, which a stack copy from SP
+// does not hold. The unwind takes the register's value (popped already)
+// instead of stopping.
+func TestUnwindPoppedFP(t *testing.T) {
+	at := func(off int32) Loc { return Loc{Kind: LocCFA, Deref: true, Off: off} }
+	tab, err := NewTable(ABIAMD64LE, []Function{
+		{Start: 0x1000, Size: 0x10, Rows: []Row{
+			// After add $0x38,%rsp; pop %rbx; pop %rbp: four more pops to go.
+			{Start: 0, CFA: Loc{Kind: LocReg, Reg: 7, Off: 40}, RA: at(-8), FP: at(-48)},
+		}},
+		{Start: 0x2000, Size: 0x10, Rows: []Row{
+			{Start: 0, CFA: Loc{Kind: LocReg, Reg: 6, Off: 16}, RA: at(-8), FP: at(-16)},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sp, fp = 0x7000, 0x7100
+	stack := stackOf(sp, 0x200, map[uint64]uint64{
+		sp + 32: 0x2005, // the return address, at CFA-8
+		fp:      0,      // the caller's saved rbp: the outermost frame record
+		fp + 8:  0x2007, // a return address the caller's rule reads through rbp
+	})
+	u := Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: tab}}
+	out := make([]uint64, 4)
+	n, stop := u.Unwind(Regs{PC: 0x1004, SP: sp, FP: fp}, stack, out)
+	if n < 3 || out[1] != 0x2005 || out[2] != 0x2007 {
+		t.Fatalf("Unwind: %#x, %v; want 0x1004 0x2005 0x2007: rbp popped already, the caller's CFA from it", out[:n], stop)
+	}
+}
