@@ -113,7 +113,10 @@ func TestBacklogKeepsSlowReaderSamples(t *testing.T) {
 	requireFixture(t)
 	f1, _ := startBinary(t, nofpPath, "deep")
 	f2, _ := startBinary(t, nofpPath, "deep")
-	ring := 256 << 10 // 15 records; 2 s at 99 Hz on two CPUs is 400
+	// 63 records: spilled at half, with 30 records (150 ms at 99 Hz on two
+	// CPUs) for the Sampler's goroutine to wake in on a busy host; 2 s of
+	// samples are about 400 records, six times the ring.
+	ring := 1 << 20
 	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{uint32(f1.Process.Pid), uint32(f2.Process.Pid)},
 		User: true, Kernel: true, StackCopy: 16 << 10, CopyAll: true, RingBufferSize: ring})
 	time.Sleep(2 * time.Second)
