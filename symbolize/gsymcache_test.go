@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -305,6 +306,7 @@ func TestGSYMCrashMidWrite(t *testing.T) {
 			tmps, _ = filepath.Glob(filepath.Join(dir, "gsym", ".00aa.gsym.tmp*"))
 			if len(tmps) > 0 {
 				cmd.Process.Signal(syscall.SIGSTOP)
+				waitStopped(t, cmd.Process.Pid)
 				break
 			}
 			if _, err := os.Stat(final(dir)); err == nil {
@@ -465,4 +467,22 @@ func TestGSYMNoneRevalidated(t *testing.T) {
 	// matches it, and it is converted.
 	run(t, "", "cp", fixture("c-O2"), bin)
 	symbolize(GSYMStats{Converted: 1})
+}
+
+// waitStopped returns once process pid is stopped: SIGSTOP is delivered
+// asynchronously, and a writer still running could rename its file.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The state is the field after the command's closing ')'.
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "T" {
+			return
+		}
+	}
+	t.Fatalf("pid %d did not stop", pid)
 }
