@@ -79,8 +79,10 @@ func TestBPFAgent(t *testing.T) {
 		for _, m := range p.profile.Mapping {
 			found = found || m.File == busy
 		}
-		if !found {
-			t.Errorf("profile %d of sprofbusy has no mapping of %s", i, busy)
+		// A sliver of an interval (a late cut) may hold a sample or
+		// two in libc or the kernel only; a real one has the binary.
+		if !found && n >= 10 {
+			t.Errorf("profile %d of sprofbusy, %d samples, has no mapping of %s", i, n, busy)
 		}
 		t.Logf("interval %d: %d samples over %v", i, n, time.Duration(p.profile.DurationNanos))
 	}
