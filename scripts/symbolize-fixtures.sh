@@ -10,6 +10,9 @@
 #   cpp-O2        templates.cpp at -O2 with symbols and DWARF
 #   c-O2-arm64    chain.c for aarch64 (Debian's cross compiler), whose
 #                 symbol table has $x/$d mapping symbols
+#   rust-legacy,  rustnames.rs (no_std, so only its own functions) with
+#   rust-v0       Rust's legacy and v0 symbol mangling; needs rustc (rustup),
+#                 built with rustc 1.95.0
 # The Go fixture (testdata/symbolize/goprog) is built by the tests
 # themselves with the toolchain that runs them.
 set -eu
@@ -58,5 +61,10 @@ objcopy --add-section .gnu_debugdata=mini.xz c-minidebug
 # and the unstripped program, for the oracle
 cp c-minidebug.full "$out/c-minidebug.full"
 
-cp c-O2 c-stripped c-debuglink c-minidebug cpp-O2 c-O2-arm64 "$out/"
+# Rust, both manglings: legacy is rustc's default, v0 the newer scheme.
+rustflags="--edition 2021 -O -C panic=abort -C link-arg=-nostartfiles -C link-arg=-static -C link-arg=-Wl,--build-id --remap-path-prefix=$root=."
+rustc $rustflags -o rust-legacy "$src/rustnames.rs"
+rustc $rustflags -C symbol-mangling-version=v0 -o rust-v0 "$src/rustnames.rs"
+
+cp c-O2 c-stripped c-debuglink c-minidebug cpp-O2 c-O2-arm64 rust-legacy rust-v0 "$out/"
 echo "symbolize-fixtures: wrote $(cd "$out" && find . -type f | wc -l) files to $out"

@@ -2,7 +2,9 @@ package symbolize
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ianlancetaylor/demangle"
 )
@@ -48,5 +50,38 @@ func demangled(name string, d Demangling) string {
 	if d == DemangleNoParams {
 		opts = append(opts, demangle.NoParams)
 	}
-	return demangle.Filter(name, opts...)
+	out := demangle.Filter(name, opts...)
+	if out != name && strings.HasPrefix(name, "_ZN") && strings.Contains(out, "$u") {
+		out = rustLegacyChars(out)
+	}
+	return out
+}
+
+// rustLegacyChars decodes the characters a legacy Rust name spells as
+// "$u" hex "$" ("gr$uf6$$udf$e" for größe) and the demangler leaves
+// encoded when they are not ASCII, as rustc-demangle and perf decode them.
+// A malformed escape stays as it is.
+func rustLegacyChars(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "$u")
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(s[i+2:], '$')
+		r, err := strconv.ParseUint(s[i+2:i+2+max(j, 0)], 16, 32)
+		if j < 1 || j > 6 || err != nil || !utf8.ValidRune(rune(r)) {
+			b.WriteString(s[:i+2])
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		b.WriteRune(rune(r))
+		s = s[i+2+j+1:]
+	}
+	if b.Len() == 0 {
+		return s
+	}
+	b.WriteString(s)
+	return b.String()
 }

@@ -74,6 +74,8 @@ func TestDemangling(t *testing.T) {
 		{addr: 0x30, size: 8, limit: 0x100, name: "_ZN4core3fmt5write17h0123456789abcdefE", rank: rankFunc},
 		{addr: 0x40, size: 8, limit: 0x100, name: "_Zoops", rank: rankFunc},
 		{addr: 0x50, size: 8, limit: 0x100, name: "plain_c", rank: rankFunc},
+		{addr: 0x60, size: 8, limit: 0x100, name: "_ZN5names13gr$uf6$$udf$e17h0123456789abcdefE", rank: rankFunc},
+		{addr: 0x70, size: 8, limit: 0x100, name: "_ZN5names13a$u1f980$$uz$17h0123456789abcdefE", rank: rankFunc},
 	}
 	tests := []struct {
 		addr uint64
@@ -87,6 +89,8 @@ func TestDemangling(t *testing.T) {
 		{0x30, DemangleFull, "core::fmt::write"},
 		{0x40, DemangleFull, "_Zoops"},
 		{0x50, DemangleFull, "plain_c"},
+		{0x60, DemangleFull, "names::größe"},
+		{0x70, DemangleFull, "names::a🦀$uz$"},
 	}
 	for _, tt := range tests {
 		tab := newSymtab(append([]symbol(nil), syms...), tt.d)
