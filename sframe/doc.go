@@ -18,8 +18,12 @@
 // rows are out of bounds, whose FRE starts do not increase, whose data
 // words do not fit the ABI, or whose range overlaps another's is left out
 // of the table, and its error is kept in Table.Errors. Constructs this
-// package does not model (the s390x ABI, V3 FDE types other than DEFAULT
-// and FLEX) are errors that wrap ErrUnsupported.
+// package does not model are errors that wrap ErrUnsupported: in a header
+// (the s390x ABI, a version above 3, an auxiliary header) they reject the
+// section; in an FDE (a V3 FDE type other than DEFAULT and FLEX) they
+// leave it out and Table.Unsupported counts them, which the dumps print
+// ("unsupported" in the JSON). Everything binutils 2.47 emits is modelled:
+// V3 FLEX FDEs, signal trampolines, PCMASK FDEs and outermost rows.
 //
 // FDE order: a linked section carries SFRAME_F_FDE_SORTED and its FDEs
 // must then be sorted by start address; a section that sets the flag but

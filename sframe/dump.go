@@ -11,8 +11,9 @@ import (
 // WriteText writes the table the way `readelf --sframe` of the binutils
 // release that produces its version prints it (2.40 for V1, 2.44 for V2,
 // 2.47 for V3): the header, then per function its PC, size and rows with
-// the CFA, FP and RA rules. FDEs left out as invalid are not printed; a
-// note per error follows the functions.
+// the CFA, FP and RA rules. FDEs left out as invalid are not printed: a
+// count of them and of the unsupported ones among them, then their
+// errors, follow the functions.
 func (t *Table) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	h := &t.Header
@@ -55,8 +56,15 @@ func (t *Table) WriteText(w io.Writer) error {
 			fmt.Fprintf(bw, "    %016x  %-10s%-10s%-13s\n", pc, t.textSaved(r.CFA), t.textFP(&r), t.textRA(&r))
 		}
 	}
-	for _, err := range t.Errors {
-		fmt.Fprintf(bw, "\n    invalid FDE: %v", err)
+	if n := len(t.Errors); n > 0 {
+		s := "s"
+		if n == 1 {
+			s = ""
+		}
+		fmt.Fprintf(bw, "\n  %d FDE%s left out, %d of them unsupported:\n", n, s, t.Unsupported())
+		for _, err := range t.Errors {
+			fmt.Fprintf(bw, "    %v\n", err)
+		}
 	}
 	return bw.Flush()
 }
@@ -134,6 +142,7 @@ type (
 		NumFREs          uint32         `json:"num_fres"`
 		Functions        []jsonFunction `json:"functions"`
 		Errors           []string       `json:"errors"`
+		Unsupported      int            `json:"unsupported"`
 	}
 	jsonFunction struct {
 		PC      string    `json:"pc"`
@@ -168,7 +177,9 @@ type (
 //	functions: [{pc, size, pc_type ("inc" or "mask"), rep_size,
 //	    type ("default" or "flex"), pac_key ("A" or "B"), signal,
 //	    rows: [{start, outermost, cfa, ra, ra_signed, fp}]}],
-//	errors: [messages of the FDEs left out]
+//	errors: [messages of the FDEs left out],
+//	unsupported: how many of those use constructs this package does not
+//	    model (Table.Unsupported)
 //
 // A row's start is an address, or for pc_type "mask" an offset in the
 // repeated block. cfa, ra and fp are rules {rule, reg, offset, deref}
@@ -189,6 +200,7 @@ func (t *Table) WriteJSON(w io.Writer) error {
 		NumFREs:          h.NumFREs,
 		Functions:        make([]jsonFunction, 0, len(t.fdes)),
 		Errors:           make([]string, 0, len(t.Errors)),
+		Unsupported:      t.Unsupported(),
 	}
 	if out.Flags == nil {
 		out.Flags = []string{}

@@ -161,7 +161,7 @@ func (t *Table) keepExecutable(progs []*elf.Prog) {
 			kept = append(kept, f)
 			continue
 		}
-		t.Errors = append(t.Errors, formatErr(uint64(f.Offset), "fde.func_start", "function [%#x, %#x) is not in an executable segment", f.Start, f.End()))
+		t.Errors = append(t.Errors, formatErr(uint64(f.Offset), t.fdeField(&f, "func_start"), "function [%#x, %#x) is not in an executable segment", f.Start, f.End()))
 	}
 	t.fdes = kept
 }

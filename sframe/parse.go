@@ -257,6 +257,8 @@ func (p *parser) checkLayout(h *Header) error {
 	switch {
 	case fdeEnd > size:
 		return formatErr(8, "header.num_fdes", "%d FDEs from offset %#x end at %#x, past the section's %d bytes", h.NumFDEs, fdeStart, fdeEnd, size)
+	case p.freStart > size:
+		return formatErr(24, "header.freoff", "FRE sub-section at %#x starts past the section's %d bytes", p.freStart, size)
 	case p.freEnd > size:
 		return formatErr(16, "header.fre_len", "FRE sub-section [%#x, %#x) ends past the section's %d bytes", p.freStart, p.freEnd, size)
 	case fdeEnd > p.freStart:
@@ -284,9 +286,12 @@ func (p *parser) fde(i int, off uint64) (FDE, error) {
 	var startVal int64
 	var freOff uint32
 	var nrows uint64
+	// The section offsets of the fields, for errors.
+	var sizeAt, freOffAt, nrowsAt, infoAt, repAt uint64
 	field := func(name string) string { return fmt.Sprintf("fde[%d].%s", i, name) }
 	switch h.Version {
 	case Version1, Version2:
+		sizeAt, freOffAt, nrowsAt, infoAt, repAt = off+4, off+8, off+12, off+16, off+17
 		startVal = int64(int32(p.order.Uint32(d)))
 		f.Size = p.order.Uint32(d[4:])
 		freOff = p.order.Uint32(d[8:])
@@ -305,8 +310,9 @@ func (p *parser) fde(i int, off uint64) (FDE, error) {
 		f.Size = p.order.Uint32(d[8:])
 		freOff = p.order.Uint32(d[12:])
 		attr := p.freStart + uint64(freOff)
+		sizeAt, freOffAt, nrowsAt, infoAt, repAt = off+8, off+12, attr, attr+2, attr+4
 		if attr+attrSize > p.freEnd {
-			return f, formatErr(off+12, field("fres_off"), "attribute record at %#x past the FRE sub-section end %#x", attr, p.freEnd)
+			return f, formatErr(freOffAt, field("fres_off"), "attribute record at %#x past the FRE sub-section end %#x", attr, p.freEnd)
 		}
 		a := p.data[attr:]
 		nrows = uint64(p.order.Uint16(a))
@@ -325,23 +331,23 @@ func (p *parser) fde(i int, off uint64) (FDE, error) {
 	f.Start = base + uint64(startVal)
 	switch {
 	case f.Size == 0:
-		return f, formatErr(off, field("func_size"), "empty function at %#x", f.Start)
+		return f, formatErr(sizeAt, field("func_size"), "empty function at %#x", f.Start)
 	case f.Start > math.MaxUint64-uint64(f.Size):
 		return f, formatErr(off, field("func_start"), "function %#x+%#x wraps around", f.Start, f.Size)
 	case f.FREType() > 2:
-		return f, formatErr(off, field("info"), "FRE type %d", f.FREType())
+		return f, formatErr(infoAt, field("info"), "FRE type %d", f.FREType())
 	case f.PCMask() && f.RepSize == 0:
-		return f, formatErr(off, field("rep_size"), "PCMASK FDE with a repeat size of 0")
+		return f, formatErr(repAt, field("rep_size"), "PCMASK FDE with a repeat size of 0")
 	}
 	rowsAt := p.freStart + uint64(freOff)
 	if nrows > 0 && rowsAt >= p.freEnd {
-		return f, formatErr(off, field("fres_off"), "rows at %#x past the FRE sub-section end %#x", rowsAt, p.freEnd)
+		return f, formatErr(freOffAt, field("fres_off"), "rows at %#x past the FRE sub-section end %#x", rowsAt, p.freEnd)
 	}
 	if nrows > (p.freEnd-min(rowsAt, p.freEnd))/2 {
-		return f, formatErr(off, field("num_fres"), "%d rows cannot fit in the FRE sub-section", nrows)
+		return f, formatErr(nrowsAt, field("num_fres"), "%d rows cannot fit in the FRE sub-section", nrows)
 	}
 	if uint64(p.t.NumRows())+nrows > uint64(h.NumFREs) {
-		return f, formatErr(off, field("num_fres"), "rows exceed header.num_fres %d", h.NumFREs)
+		return f, formatErr(nrowsAt, field("num_fres"), "rows exceed header.num_fres %d", h.NumFREs)
 	}
 	f.rows = uint32(p.t.NumRows())
 	f.nrows = uint32(nrows)
@@ -547,10 +553,17 @@ func (t *Table) order() error {
 	for i := 1; i < len(t.fdes); i++ {
 		if t.fdes[i].Start < t.fdes[i-1].Start {
 			f := &t.fdes[i]
-			return formatErr(uint64(f.Offset), "header.flags", "SFRAME_F_FDE_SORTED set but the FDE at %#x starts at %#x, before the previous one at %#x", f.Offset, f.Start, t.fdes[i-1].Start)
+			return formatErr(uint64(f.Offset), t.fdeField(f, "func_start"), "function at %#x starts before the previous one at %#x, but header.flags says SFRAME_F_FDE_SORTED", f.Start, t.fdes[i-1].Start)
 		}
 	}
 	return nil
+}
+
+// fdeField names a field of the parsed FDE f for an error, as
+// "fde[INDEX].NAME" with the FDE's index in the section.
+func (t *Table) fdeField(f *FDE, name string) string {
+	first := uint64(headerSize) + uint64(t.Header.AuxHeaderLen) + uint64(t.Header.FDEOff)
+	return fmt.Sprintf("fde[%d].%s", (uint64(f.Offset)-first)/t.Header.Version.fdeSize(), name)
 }
 
 // dropOverlaps removes every FDE whose range overlaps another's: which of
@@ -574,7 +587,7 @@ func (t *Table) dropOverlaps() {
 	kept := t.fdes[:0]
 	for i, f := range t.fdes {
 		if bad[i] {
-			t.Errors = append(t.Errors, formatErr(uint64(f.Offset), "fde.func_start", "function [%#x, %#x) overlaps another", f.Start, f.End()))
+			t.Errors = append(t.Errors, formatErr(uint64(f.Offset), t.fdeField(&f, "func_start"), "function [%#x, %#x) overlaps another", f.Start, f.End()))
 			continue
 		}
 		kept = append(kept, f)

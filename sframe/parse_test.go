@@ -1,8 +1,12 @@
 package sframe
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -206,8 +210,12 @@ func put32(b []byte, off int, v uint32) []byte {
 }
 
 // TestMalformedSections checks that each kind of damage gives its error,
-// naming the right field, for a section (Parse fails) or for one FDE (the
-// FDE is left out).
+// naming the right field at the right byte offset, either for the section
+// (Parse fails) or for one FDE (the FDE is left out, the others kept).
+//
+// The good section is a 28-byte header, FDE 0 at 28 and FDE 1 at 48 (20
+// bytes each), and the FRE sub-section at 68: FDE 0's two rows at 68 and
+// 71, FDE 1's row at 75; 78 bytes in all.
 func TestMalformedSections(t *testing.T) {
 	good := section(1, goodF, goodG)
 	mod := func(f func(b []byte) []byte) []byte {
@@ -216,42 +224,56 @@ func TestMalformedSections(t *testing.T) {
 	cases := []struct {
 		name        string
 		data        []byte
-		field       string // of the section error, or of the FDE error
+		sectionErr  bool   // Parse fails, rather than one FDE being left out
+		field       string // of the section error, or of the first FDE error
+		off         int64
 		unsupported bool
 		fdesLeft    int // for FDE errors
 	}{
-		{"truncated header", good[:20], "header", false, 0},
-		{"bad magic", mod(func(b []byte) []byte { b[0] = 0; return b }), "header.magic", false, 0},
-		{"version 4", mod(func(b []byte) []byte { b[2] = 4; return b }), "header.version", true, 0},
-		{"undefined flag", mod(func(b []byte) []byte { b[3] = 0x9; return b }), "header.flags", false, 0},
-		{"s390x", mod(func(b []byte) []byte { b[4] = 4; return b }), "header.abi_arch", true, 0},
-		{"aarch64 BE in LE section", mod(func(b []byte) []byte { b[4] = 1; return b }), "header.abi_arch", false, 0},
-		{"aux header", mod(func(b []byte) []byte { b[7] = 4; return b }), "header.auxhdr_len", true, 0},
-		{"huge num_fdes", mod(func(b []byte) []byte { return put32(b, 8, 0xffffffff) }), "header.num_fdes", false, 0},
-		{"huge num_fres", mod(func(b []byte) []byte { return put32(b, 12, 0x7fffffff) }), "header.num_fres", false, 0},
-		{"fre_len past the end", mod(func(b []byte) []byte { return put32(b, 16, 1000) }), "header.fre_len", false, 0},
-		{"FREs overlap FDEs", mod(func(b []byte) []byte { return put32(b, 24, 10) }), "header.freoff", false, 0},
-		{"concatenated", append(append([]byte(nil), good...), good...), "section", false, 0},
-		{"unsorted but flagged sorted", section(1, goodG, goodF), "header.flags", false, 0},
-		{"rows offset out of range", mod(func(b []byte) []byte { return put32(b, 28+20+8, 500) }), "fde[1].fres_off", false, 1},
-		{"FRE past the end", mod(func(b []byte) []byte { b[len(b)-2] = 0x05; return b }), "fde[1].fre[0]", false, 1},
-		{"too many rows for the section", mod(func(b []byte) []byte { return put32(b, 28+12, 40) }), "fde[0].num_fres", false, 1},
-		{"rows not increasing", section(1, testFDE{start: 0x1000, size: 16, rows: []byte{4, 0x03, 8, 4, 0x03, 16}, numRows: 2}, goodG), "fde[0].fre[1].start_addr", false, 1},
-		{"row past the function", section(1, testFDE{start: 0x1000, size: 16, rows: []byte{0, 0x03, 8, 17, 0x03, 16}, numRows: 2}, goodG), "fde[0].fre[1].start_addr", false, 1},
-		{"word size code 3", section(1, goodF, testFDE{start: 0x1010, size: 8, rows: []byte{0, 0x63, 8}, numRows: 1}), "fde[1].fre[0].info", false, 1},
-		{"three words on amd64", section(1, goodF, testFDE{start: 0x1010, size: 8, rows: []byte{0, 0x07, 8, 0xf0, 0xe8}, numRows: 1}), "fde[1].fre[0].info", false, 1},
-		{"empty function", section(1, goodF, testFDE{start: 0x1010, rows: []byte{0, 0x03, 8}, numRows: 1}), "fde[1].func_size", false, 1},
-		{"PCMASK without rep_size", section(1, goodF, testFDE{start: 0x1010, size: 8, info: 0x10, rows: []byte{0, 0x03, 8}, numRows: 1}), "fde[1].rep_size", false, 1},
-		{"FRE type 3", section(1, goodF, testFDE{start: 0x1010, size: 8, info: 3, rows: []byte{0, 0x03, 8}, numRows: 1}), "fde[1].info", false, 1},
-		{"overlapping functions", section(1, goodF, testFDE{start: 0x1008, size: 16, rows: []byte{0, 0x03, 8}, numRows: 1}), "fde.func_start", false, 0},
+		{"truncated header", good[:20], true, "header", 0, false, 0},
+		{"bad magic", mod(func(b []byte) []byte { b[0] = 0; return b }), true, "header.magic", 0, false, 0},
+		{"version 4", mod(func(b []byte) []byte { b[2] = 4; return b }), true, "header.version", 2, true, 0},
+		{"undefined flag", mod(func(b []byte) []byte { b[3] = 0x9; return b }), true, "header.flags", 3, false, 0},
+		{"s390x", mod(func(b []byte) []byte { b[4] = 4; return b }), true, "header.abi_arch", 4, true, 0},
+		{"aarch64 BE in LE section", mod(func(b []byte) []byte { b[4] = 1; return b }), true, "header.abi_arch", 4, false, 0},
+		{"aux header", mod(func(b []byte) []byte { b[7] = 4; return b }), true, "header.auxhdr_len", 7, true, 0},
+		{"huge num_fdes", mod(func(b []byte) []byte { return put32(b, 8, 0xffffffff) }), true, "header.num_fdes", 8, false, 0},
+		{"huge num_fres", mod(func(b []byte) []byte { return put32(b, 12, 0x7fffffff) }), true, "header.num_fres", 12, false, 0},
+		{"fre_len past the end", mod(func(b []byte) []byte { return put32(b, 16, 1000) }), true, "header.fre_len", 16, false, 0},
+		{"huge fre_len", mod(func(b []byte) []byte { return put32(b, 16, 0xffffffff) }), true, "header.fre_len", 16, false, 0},
+		{"FREs overlap FDEs", mod(func(b []byte) []byte { return put32(b, 24, 10) }), true, "header.freoff", 24, false, 0},
+		{"freoff past the end", mod(func(b []byte) []byte { return put32(b, 24, 0xfffffff0) }), true, "header.freoff", 24, false, 0},
+		{"concatenated", append(append([]byte(nil), good...), good...), true, "section", 78, false, 0},
+		{"unsorted but flagged sorted", section(1, goodG, goodF), true, "fde[1].func_start", 48, false, 0},
+		{"rows offset out of range", mod(func(b []byte) []byte { return put32(b, 48+8, 500) }), false, "fde[1].fres_off", 56, false, 1},
+		{"FRE past the end", mod(func(b []byte) []byte { b[len(b)-2] = 0x05; return b }), false, "fde[1].fre[0]", 75, false, 1},
+		{"too many rows for the section", mod(func(b []byte) []byte { return put32(b, 28+12, 40) }), false, "fde[0].num_fres", 40, false, 1},
+		{"huge row count", mod(func(b []byte) []byte { return put32(b, 48+12, 0xffffffff) }), false, "fde[1].num_fres", 60, false, 1},
+		{"rows not increasing", section(1, testFDE{start: 0x1000, size: 16, rows: []byte{4, 0x03, 8, 4, 0x03, 16}, numRows: 2}, goodG), false, "fde[0].fre[1].start_addr", 71, false, 1},
+		{"row past the function", section(1, testFDE{start: 0x1000, size: 16, rows: []byte{0, 0x03, 8, 17, 0x03, 16}, numRows: 2}, goodG), false, "fde[0].fre[1].start_addr", 71, false, 1},
+		{"word size code 3", section(1, goodF, testFDE{start: 0x1010, size: 8, rows: []byte{0, 0x63, 8}, numRows: 1}), false, "fde[1].fre[0].info", 76, false, 1},
+		{"three words on amd64", section(1, goodF, testFDE{start: 0x1010, size: 8, rows: []byte{0, 0x07, 8, 0xf0, 0xe8}, numRows: 1}), false, "fde[1].fre[0].info", 76, false, 1},
+		{"empty function", section(1, goodF, testFDE{start: 0x1010, rows: []byte{0, 0x03, 8}, numRows: 1}), false, "fde[1].func_size", 52, false, 1},
+		{"function wraps around", section(1, goodF, testFDE{start: -16, size: 32, rows: []byte{0, 0x03, 8}, numRows: 1}), false, "fde[1].func_start", 48, false, 1},
+		{"PCMASK without rep_size", section(1, goodF, testFDE{start: 0x1010, size: 8, info: 0x10, rows: []byte{0, 0x03, 8}, numRows: 1}), false, "fde[1].rep_size", 65, false, 1},
+		{"FRE type 3", section(1, goodF, testFDE{start: 0x1010, size: 8, info: 3, rows: []byte{0, 0x03, 8}, numRows: 1}), false, "fde[1].info", 64, false, 1},
+		{"overlapping functions", section(1, goodF, testFDE{start: 0x1008, size: 16, rows: []byte{0, 0x03, 8}, numRows: 1}), false, "fde[0].func_start", 28, false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tab, err := Parse(c.data, 0)
-			if c.fdesLeft == 0 && !strings.HasPrefix(c.field, "fde") {
-				var fe *FormatError
-				if !errors.As(err, &fe) || fe.Field != c.field || errors.Is(err, ErrUnsupported) != c.unsupported {
-					t.Fatalf("err = %v, want a FormatError on %s (unsupported: %v)", err, c.field, c.unsupported)
+			var fe *FormatError
+			defer func() {
+				if fe == nil {
+					return // failed already
+				}
+				if msg := fe.Error(); !strings.Contains(msg, c.field) || !strings.Contains(msg, fmt.Sprintf("offset %#x", c.off)) {
+					t.Errorf("message %q names neither the field nor the offset", msg)
+				}
+			}()
+			if c.sectionErr {
+				if !errors.As(err, &fe) || fe.Field != c.field || fe.Off != c.off || errors.Is(err, ErrUnsupported) != c.unsupported {
+					t.Fatalf("err = %v, want a FormatError on %s at %#x (unsupported: %v)", err, c.field, c.off, c.unsupported)
 				}
 				return
 			}
@@ -261,9 +283,8 @@ func TestMalformedSections(t *testing.T) {
 			if len(tab.FDEs()) != c.fdesLeft || len(tab.Errors) == 0 || tab.Unsupported() != 0 {
 				t.Fatalf("%d FDEs left, errors %v; want %d left", len(tab.FDEs()), tab.Errors, c.fdesLeft)
 			}
-			var fe *FormatError
-			if !errors.As(tab.Errors[0], &fe) || fe.Field != c.field {
-				t.Fatalf("FDE error %v, want one on %s", tab.Errors[0], c.field)
+			if !errors.As(tab.Errors[0], &fe) || fe.Field != c.field || fe.Off != c.off {
+				t.Fatalf("FDE error %v, want one on %s at %#x", tab.Errors[0], c.field, c.off)
 			}
 		})
 	}
@@ -296,8 +317,42 @@ func TestUnsupportedFDEType(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fe *FormatError
-	if len(tab.FDEs()) != 1 || tab.Unsupported() != 1 || !errors.As(tab.Errors[0], &fe) || fe.Field != "fde[0].info2" {
+	if len(tab.FDEs()) != 1 || tab.Unsupported() != 1 || !errors.As(tab.Errors[0], &fe) || fe.Field != "fde[0].info2" || fe.Off != 28+2*16+3 {
 		t.Fatalf("%d FDEs, %d unsupported, errors %v", len(tab.FDEs()), tab.Unsupported(), tab.Errors)
+	}
+	// The dumps say it too.
+	var text, js bytes.Buffer
+	if err := tab.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Unsupported int      `json:"unsupported"`
+		Errors      []string `json:"errors"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &v); err != nil || v.Unsupported != 1 || len(v.Errors) != 1 {
+		t.Errorf("JSON: %+v, %v; want unsupported 1 and its error", v, err)
+	}
+	if !strings.Contains(text.String(), "1 FDE left out, 1 of them unsupported") {
+		t.Errorf("text dump does not count the unsupported FDE:\n%s", text.String())
+	}
+}
+
+// TestV3AttributePastEnd points an FDE of the V3 vector at an attribute
+// record past the FRE sub-section: that FDE is left out, its fres_off
+// named.
+func TestV3AttributePastEnd(t *testing.T) {
+	data := mustHex(refVectors[3].hex)
+	put32(data, 28+16+12, 0x100) // FDE 1's fres_off
+	tab, err := Parse(data, refVectors[3].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fe *FormatError
+	if len(tab.FDEs()) != 1 || len(tab.Errors) != 1 || !errors.As(tab.Errors[0], &fe) || fe.Field != "fde[1].fres_off" || fe.Off != 28+16+12 {
+		t.Fatalf("%d FDEs, errors %v; want FDE 1 left out for its fres_off at %#x", len(tab.FDEs()), tab.Errors, 28+16+12)
 	}
 }
 
@@ -334,6 +389,45 @@ func TestNames(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+// TestParseMemoryBounded checks that what Parse allocates grows with the
+// section's size, not with the counts it claims: hostile headers that
+// claim 2^32 FDEs or rows are refused before any allocation sized by them,
+// and a section packed with the most rows and distinct rules its bytes
+// allow costs a small multiple of its size.
+func TestParseMemoryBounded(t *testing.T) {
+	good := section(1, goodF, goodG)
+	// One function with 10,000 rows of 9 bytes (4-byte start, info, a
+	// 4-byte CFA offset), each with a rule of its own.
+	var rows []byte
+	for i := range 10000 {
+		rows = binary.LittleEndian.AppendUint32(rows, uint32(i))
+		rows = append(rows, 0x43) // SP-based, one 4-byte word
+		rows = binary.LittleEndian.AppendUint32(rows, uint32(8+8*i))
+	}
+	dense := section(1, testFDE{start: 0x1000, size: 10000, info: 2, rows: rows, numRows: 10000})
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"2^32-1 FDEs", put32(append([]byte(nil), good...), 8, 0xffffffff)},
+		{"2^32-1 rows", put32(append([]byte(nil), good...), 12, 0xffffffff)},
+		{"2^32-1 rows in an FDE", put32(append([]byte(nil), good...), 28+12, 0xffffffff)},
+		{"10,000 distinct rules", dense},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		tab, _ := Parse(c.data, 0)
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(tab)
+		got, limit := after.TotalAlloc-before.TotalAlloc, 64*uint64(len(c.data))+16<<10
+		t.Logf("%s: %d bytes allocated for a %d-byte section", c.name, got, len(c.data))
+		if got > limit {
+			t.Errorf("%s: Parse of %d bytes allocated %d bytes, more than %d", c.name, len(c.data), got, limit)
 		}
 	}
 }
