@@ -102,6 +102,13 @@ func loadFixture(t testing.TB, bin string) (*Unwinder, *stackDump) {
 func loadFixtureWith(t testing.TB, bin string, tab *Table) (*Unwinder, *stackDump) {
 	t.Helper()
 	d := readStackDump(t, bin+".stack")
+	return unwinderFor(t, bin, tab, d), d
+}
+
+// unwinderFor returns an unwinder that knows the binary bin, with the
+// rules of tab, at the address it had when it wrote the dump d.
+func unwinderFor(t testing.TB, bin string, tab *Table, d *stackDump) *Unwinder {
+	t.Helper()
 	ef, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +126,7 @@ func loadFixtureWith(t testing.TB, bin string, tab *Table) (*Unwinder, *stackDum
 		lo, hi = min(lo, p.Vaddr), max(hi, p.Vaddr+p.Memsz)
 	}
 	res := &oneBinary{start: lo + bias, end: hi + bias, m: Mapping{Table: tab, Bias: bias}}
-	return &Unwinder{Arch: d.arch, Resolver: res}, d
+	return &Unwinder{Arch: d.arch, Resolver: res}
 }
 
 // stackDumps returns the fixtures with a stack dump: v1, v2 and v3 on
@@ -316,5 +323,156 @@ func TestUnwindPoppedFP(t *testing.T) {
 	n, stop := u.Unwind(Regs{PC: 0x1004, SP: sp, FP: fp}, stack, out)
 	if n < 3 || out[1] != 0x2005 || out[2] != 0x2007 {
 		t.Fatalf("Unwind: %#x, %v; want 0x1004 0x2005 0x2007: rbp popped already, the caller's CFA from it", out[:n], stop)
+	}
+}
+
+// TestUnwindReturnAddressMinusOne: A ends with a call to a function that
+// does not return, so its return address is the first byte of B. Below
+// the topmost frame the unwinder must look up that address minus one (A's
+// rule, CFA=sp+16); in the topmost frame the PC itself (B's, CFA=sp+8).
+func TestUnwindReturnAddressMinusOne(t *testing.T) {
+	tab, err := Parse(section(1,
+		testFDE{start: 0x1000, size: 16, rows: []byte{0, 0x03, 16}, numRows: 1}, // A
+		testFDE{start: 0x1010, size: 16, rows: []byte{0, 0x03, 8}, numRows: 1},  // B
+		testFDE{start: 0x2000, size: 16, rows: []byte{0, 0x03, 8}, numRows: 1},  // C, calls A
+	), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack := stackOf(0x7000, 0x20, map[uint64]uint64{
+		0x7000: 0x1010, // C's return address, into A (at B's first byte)
+		0x7008: 0x4444, // what B's rule would take for A's return address
+		0x7010: 0x3000, // A's return address, at A's CFA-8
+	})
+	u := Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: tab}}
+	out := make([]uint64, 8)
+	n, stop := u.Unwind(Regs{PC: 0x2004, SP: 0x7000}, stack, out)
+	if want := []uint64{0x2004, 0x1010, 0x3000}; !slices.Equal(out[:n], want) || stop != StopNoRule {
+		t.Errorf("from C: %#x (%v), want %#x (%v): the return address 0x1010 is A's, not B's", out[:n], stop, want, StopNoRule)
+	}
+	n, stop = u.Unwind(Regs{PC: 0x1010, SP: 0x7008}, stack, out)
+	if want := []uint64{0x1010, 0x4444}; !slices.Equal(out[:n], want) || stop != StopNoRule {
+		t.Errorf("from B's first byte: %#x (%v), want %#x (%v): the topmost PC is not adjusted", out[:n], stop, want, StopNoRule)
+	}
+}
+
+// TestSignalFrame marks the first function of the V3 vector as a signal
+// trampoline (FDE info bit 7): Lookup says so, the text dump shows
+// readelf's attr "S", and the unwind stops there, since the registers
+// are in a ucontext SFrame cannot describe.
+func TestSignalFrame(t *testing.T) {
+	data := mustHex(refVectors[3].hex)
+	data[28+2*16+2] |= 0x80 // FDE 0's attribute record, info
+	tab, err := Parse(data, refVectors[3].addr)
+	if err != nil || len(tab.Errors) != 0 {
+		t.Fatal(err, tab.Errors)
+	}
+	r, ok := tab.Lookup(0x401004)
+	if !ok || !r.FDE.Signal() {
+		t.Fatalf("Lookup = %v, %v; want a signal frame's rule", tab.Describe(r), ok)
+	}
+	if r, _ := tab.Lookup(0x401009); r.FDE.Signal() {
+		t.Errorf("the second function is a signal frame too")
+	}
+	var text bytes.Buffer
+	if err := tab.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), `pc = 0x401000, size = 8 bytes, attr = "S"`) {
+		t.Errorf("dump has no signal attribute:\n%s", text.String())
+	}
+	u := Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: tab}}
+	out := make([]uint64, 4)
+	stack := stackOf(0x7000, 64, map[uint64]uint64{0x7008: 0x401009})
+	if n, stop := u.Unwind(Regs{PC: 0x401004, SP: 0x7000, FP: 0x7000}, stack, out); n != 1 || stop != StopSignalFrame {
+		t.Errorf("Unwind: %#x, %v; want only the PC and %v", out[:n], stop, StopSignalFrame)
+	}
+}
+
+// TestPACKeyB sets f1's PAC key to B (FDE info bit 5) in the aarch64
+// fixtures: Lookup reports the key, and the unwinder strips the signed
+// return address just as with key A.
+func TestPACKeyB(t *testing.T) {
+	for _, name := range []string{"asm-arm64-v1", "asm-arm64-v2", "asm-arm64-v3", "asm-arm64be-v3"} {
+		t.Run(name, func(t *testing.T) {
+			data, addr := sectionOf(t, "../testdata/sframe/"+name)
+			orig, err := Parse(data, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f1 := orig.FDEs()[1]
+			if f1.Start != 0x4000bc || f1.PACKeyB() {
+				t.Fatalf("FDE 1 at %#x, key B %v; want f1 at 0x4000bc with key A", f1.Start, f1.PACKeyB())
+			}
+			// The info byte: in the FDE (V1 at +16, V2 at +16) or in V3
+			// in the attribute record, at +2.
+			infoAt := uint64(f1.Offset) + 16
+			if orig.Header.Version == Version3 {
+				order := binary.ByteOrder(binary.LittleEndian)
+				if orig.BigEndian {
+					order = binary.BigEndian
+				}
+				freStart := uint64(headerSize) + uint64(orig.Header.FREOff)
+				infoAt = freStart + uint64(order.Uint32(data[f1.Offset+12:])) + 2
+			}
+			data = append([]byte(nil), data...)
+			data[infoAt] |= 0x20
+			tab, err := Parse(data, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, ok := tab.Lookup(0x4000c8)
+			if !ok || !r.FDE.PACKeyB() || !r.Row.Mangled() {
+				t.Fatalf("Lookup(f1+8): %v, %v; want a key-B signed RA", tab.Describe(r), ok)
+			}
+			var js bytes.Buffer
+			if err := tab.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(js.String(), `"pac_key": "B"`) {
+				t.Errorf("JSON has no key B")
+			}
+			const pac = 0x0012_0000_0000_0000
+			stack := stackOf(0x7000, 64, map[uint64]uint64{0x7000: 0, 0x7008: 0x4000b8 | pac})
+			if tab.BigEndian {
+				stack = &Snapshot{Base: 0x7000, Data: binary.BigEndian.AppendUint64(make([]byte, 8), 0x4000b8|pac), BigEndian: true}
+			}
+			u := Unwinder{Arch: ArchARM64, Resolver: mapAll{Table: tab}}
+			out := make([]uint64, 8)
+			n, _ := u.Unwind(Regs{PC: 0x4000d8, SP: 0x7000, FP: 0x7000, LR: 0x4000cc}, stack, out)
+			if want := []uint64{0x4000d8, 0x4000cc, 0x4000b8}; n < 3 || !slices.Equal(out[:3], want) {
+				t.Errorf("Unwind: %#x, want %#x first: the key-B PAC stripped", out[:n], want)
+			}
+		})
+	}
+}
+
+// TestFramePointerFlag: a PC in no function of a table whose header says
+// SFRAME_F_FRAME_POINTER is unwound with the frame-pointer rule, even when
+// the caller does not say the mapping keeps frame pointers; without the
+// flag the unwind stops there.
+func TestFramePointerFlag(t *testing.T) {
+	stack := stackOf(0x8000, 64, map[uint64]uint64{0x8010: 0x8020, 0x8018: 0x1004, 0x8020: 0, 0x8028: 0})
+	regs := Regs{PC: 0x5000, SP: 0x8000, FP: 0x8010}
+	for _, c := range []struct {
+		flags uint8
+		want  []uint64
+		stop  StopReason
+	}{
+		// 0x1004-1 is in goodF's first row, CFA=sp+8, whose RA at
+		// CFA-8 = 0x8020 holds 0: the outermost frame.
+		{1 | uint8(FlagFramePointer), []uint64{0x5000, 0x1004}, StopOutermost},
+		{1, []uint64{0x5000}, StopNoRule},
+	} {
+		tab, err := Parse(section(c.flags, goodF, goodG), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := Unwinder{Arch: ArchAMD64, Resolver: mapAll{Table: tab}}
+		out := make([]uint64, 8)
+		n, stop := u.Unwind(regs, stack, out)
+		if !slices.Equal(out[:n], c.want) || stop != c.stop {
+			t.Errorf("flags %v: %#x (%v), want %#x (%v)", Flags(c.flags), out[:n], stop, c.want, c.stop)
+		}
 	}
 }
