@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -10,10 +11,16 @@ import (
 const sframeFixtures = "../../testdata/sframe/"
 
 // TestSFrameDump checks that `sprof sframe dump` prints what readelf
-// --sframe printed for the fixture, and that --json is valid JSON.
+// --sframe printed for every committed fixture (each version's golden from
+// the binutils release that wrote it), and that --json is valid JSON.
 func TestSFrameDump(t *testing.T) {
-	for _, name := range []string{"chain-amd64-v1", "chain-arm64-v3", "flex-amd64-v3"} {
-		want, err := os.ReadFile(sframeFixtures + name + ".readelf")
+	goldens, err := filepath.Glob(sframeFixtures + "*.readelf")
+	if err != nil || len(goldens) < 15 {
+		t.Fatalf("%d readelf goldens in %s, want the 15 fixtures' (%v)", len(goldens), sframeFixtures, err)
+	}
+	for _, golden := range goldens {
+		name := strings.TrimSuffix(filepath.Base(golden), ".readelf")
+		want, err := os.ReadFile(golden)
 		if err != nil {
 			t.Fatal(err)
 		}
