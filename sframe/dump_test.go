@@ -2,9 +2,14 @@ package sframe
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
+	"go/ast"
+	goparser "go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -103,4 +108,62 @@ func lineDiff(want, got string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestJSONFieldsDocumented checks that every field name the JSON dump
+// writes is named in WriteJSON's doc comment, which is where
+// `sprof sframe dump --json` sends its users.
+func TestJSONFieldsDocumented(t *testing.T) {
+	file, err := goparser.ParseFile(token.NewFileSet(), "dump.go", nil, goparser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc string
+	for _, d := range file.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "WriteJSON" {
+			doc = fn.Doc.Text()
+		}
+	}
+	documented := map[string]bool{}
+	for _, w := range regexp.MustCompile(`[a-z_]+`).FindAllString(doc, -1) {
+		documented[w] = true
+	}
+	var keys func(v any)
+	seen := map[string]bool{}
+	keys = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				seen[k] = true
+				keys(e)
+			}
+		case []any:
+			for _, e := range v {
+				keys(e)
+			}
+		}
+	}
+	for _, name := range []string{"flex-amd64-v3", "asm-arm64-v3", "chain-amd64-v2"} {
+		tab, err := Open("../testdata/sframe/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := tab.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(b.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		keys(v)
+	}
+	if len(seen) < 20 {
+		t.Fatalf("only %d JSON fields seen", len(seen))
+	}
+	for k := range seen {
+		if !documented[k] {
+			t.Errorf("JSON field %q is not in WriteJSON's doc comment", k)
+		}
+	}
 }

@@ -22,7 +22,9 @@ with 'as --gsframe'.
 dump prints the table as 'readelf --sframe' does: the header, then for each
 function its PC, size and rows with the CFA, FP and RA rules. --json prints
 the same data as one JSON object (fields documented in package sframe,
-Table.WriteJSON). Functions left out as malformed are listed at the end.
+Table.WriteJSON; 'go doc github.com/sprof/sprof/sframe Table.WriteJSON').
+Functions left out as malformed are counted, with how many of them use
+constructs sprof does not model ("unsupported"), and listed at the end.
 
 lookup prints the rule for each address (a file virtual address, hex with
 0x or decimal): the function, the row, and how to recover the CFA, the
