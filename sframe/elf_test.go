@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +55,39 @@ func TestFromELFErrors(t *testing.T) {
 	defer f.Close()
 	if _, err := FromELF(f); !errors.Is(err, ErrNoSFrame) {
 		t.Errorf("FromELF(test binary) = %v, want ErrNoSFrame", err)
+	}
+}
+
+// TestFromELFChecksTheFile: the section's ABI must match the ELF machine,
+// and FDEs outside every executable PT_LOAD are left out, each error
+// naming its FDE.
+func TestFromELFChecksTheFile(t *testing.T) {
+	const bin = "../testdata/sframe/asm-amd64-v1"
+	raw := readFile(t, bin)
+
+	wrongMachine := append([]byte(nil), raw...)
+	binary.LittleEndian.PutUint16(wrongMachine[0x12:], uint16(elf.EM_AARCH64))
+	if _, err := Read(bytes.NewReader(wrongMachine)); err == nil || !strings.Contains(err.Error(), "SFRAME_ABI_AMD64_ENDIAN_LITTLE section in an ELF file for EM_AARCH64") {
+		t.Errorf("amd64 section in an aarch64 file: %v", err)
+	}
+
+	// Clear PF_X on every program header.
+	noExec := append([]byte(nil), raw...)
+	phoff := binary.LittleEndian.Uint64(noExec[0x20:])
+	phentsize := uint64(binary.LittleEndian.Uint16(noExec[0x36:]))
+	for i := range uint64(binary.LittleEndian.Uint16(noExec[0x38:])) {
+		flags := noExec[phoff+i*phentsize+4:]
+		binary.LittleEndian.PutUint32(flags, binary.LittleEndian.Uint32(flags)&^uint32(elf.PF_X))
+	}
+	tab, err := Read(bytes.NewReader(noExec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fe *FormatError
+	if len(tab.FDEs()) != 0 || len(tab.Errors) != 2 || !errors.As(tab.Errors[1], &fe) || fe.Field != "fde[1].func_start" || !strings.Contains(fe.Msg, "not in an executable segment") {
+		t.Errorf("%d FDEs, errors %v; want both left out, outside executable segments", len(tab.FDEs()), tab.Errors)
+	}
+	if _, ok := tab.Lookup(0x401004); ok {
+		t.Errorf("a rule for code outside executable segments")
 	}
 }
