@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -236,4 +237,30 @@ func waitLost(t testing.TB, s *Sampler) uint64 {
 		}
 	}
 	return lost
+}
+
+// cpuTime is the CPU time a process's main thread has run, from the
+// kernel's scheduler statistics (/proc/PID/schedstat, in ns).
+func cpuTime(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns int64
+	if _, err := fmt.Sscan(string(b), &ns); err != nil {
+		t.Fatalf("/proc/%d/schedstat %q: %v", pid, b, err)
+	}
+	return time.Duration(ns)
+}
+
+// waitCPUTime waits up to 10 s for process pid to have run for d, so a
+// test samples it in its steady state rather than in ld.so.
+func waitCPUTime(t testing.TB, pid int, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); cpuTime(t, pid) < d; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d ran %v in 10 s, want %v", pid, cpuTime(t, pid), d)
+		}
+	}
 }

@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/internal/cpus"
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 func monotonicNow(t testing.TB) uint64 {
@@ -59,6 +63,64 @@ func TestSamplesBusyChild(t *testing.T) {
 		t.Fatalf("Stats() = %+v after %d samples", st, len(got))
 	}
 	t.Logf("%d samples; BPF %d runs, %.0f ns/run", len(got), st.RunCount, float64(st.RunTimeNs)/float64(st.RunCount))
+}
+
+// A fixture pinned to each online CPU is sampled on that CPU at the
+// requested frequency: its samples match the CPU time the kernel's
+// scheduler accounted to it (/proc/PID/schedstat) times the frequency.
+func TestEveryOnlineCPUAtFrequency(t *testing.T) {
+	requireFixture(t)
+	online, err := cpus.Online()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hz = 499
+	cpuOf := map[uint32]int{}
+	var pids []uint32
+	for _, cpu := range online {
+		cmd, _ := startFixture(t, "chain")
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(cmd.Process.Pid, &set); err != nil {
+			t.Fatal(err)
+		}
+		cpuOf[uint32(cmd.Process.Pid)] = cpu
+		pids = append(pids, uint32(cmd.Process.Pid))
+	}
+	s := openSampler(t, Config{Frequency: hz, Pids: pids, User: true})
+	// Samples are counted between two reads of each fixture's CPU time.
+	ran := map[uint32]time.Duration{}
+	from := monotonicNow(t)
+	for _, pid := range pids {
+		ran[pid] = -cpuTime(t, int(pid))
+	}
+	time.Sleep(2 * time.Second)
+	for _, pid := range pids {
+		ran[pid] += cpuTime(t, int(pid))
+	}
+	to := monotonicNow(t)
+	got := map[uint32]int{}
+	collect(t, s, 0, func(x *Sample) bool {
+		if x.Time < from || x.Time > to {
+			return false
+		}
+		if cpu := cpuOf[x.Pid]; int(x.CPU) != cpu {
+			t.Errorf("sample of pid %d on CPU %d; it is pinned to CPU %d", x.Pid, x.CPU, cpu)
+		}
+		got[x.Pid]++
+		return false
+	})
+	for _, pid := range pids {
+		want := ran[pid].Seconds() * hz
+		t.Logf("CPU %d: pid %d ran %v: %d samples, %.0f expected at %d Hz", cpuOf[pid], pid, ran[pid], got[pid], want, hz)
+		if want < 50 {
+			t.Fatalf("pid %d ran only %v of 2 s on CPU %d; the test needs more", pid, ran[pid], cpuOf[pid])
+		}
+		if r := float64(got[pid]) / want; r < 0.9 || r > 1.1 {
+			t.Errorf("CPU %d: %d samples for %v of CPU time at %d Hz, %.0f%% of the %.0f expected",
+				cpuOf[pid], got[pid], ran[pid], hz, 100*r, want)
+		}
+	}
 }
 
 // The walk gives exactly the fixture's return addresses, read from its
@@ -134,10 +196,13 @@ func TestWalkBadFrames(t *testing.T) {
 		{"below-sp", "spin_below_sp", []uint64{fx.returnAfterCall(t, "main", "spin_below_sp")}},
 		{"misaligned", "spin_misaligned", []uint64{fx.returnAfterCall(t, "main", "spin_misaligned")}},
 		{"self-loop", "spin_self_loop", []uint64{0x401234}},
+		// A readable, well-formed record {0, 0x401234} in the argument
+		// strings, above the stack's end: only the upper bound stops it.
+		{"above-stack", "spin_above_stack", []uint64{fx.returnAfterCall(t, "main", "spin_above_stack")}},
 		{"bad-return", "spin_bad_return", nil},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			cmd, _ := startFixture(t, tc.mode)
+			cmd, _ := startFixture(t, tc.mode, strings.Repeat("r", 32))
 			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
 			got := collect(t, s, 500*time.Millisecond, fx.inFixture(cmd.Process.Pid))
 			if len(got) == 0 {
@@ -153,26 +218,49 @@ func TestWalkBadFrames(t *testing.T) {
 	}
 }
 
-// A stack deeper than 1024 frames gives 1024 frames, flagged truncated.
-func TestWalkDepthLimit(t *testing.T) {
+// The walk goes deeper than bpf_get_stack's default 127 frames, reaches
+// main from exactly 1024 frames down, and stops at 1024 frames, flagged
+// truncated, on a deeper stack. The fixture's stack in c under recurse(n)
+// is [pc in c, return into recurse from c, n returns into recurse from
+// recurse, return into main, ...].
+func TestWalkDepth(t *testing.T) {
 	requireFixture(t)
 	fx := loadFixtureELF(t)
+	fromC := fx.returnAfterCall(t, "recurse", "c")
 	inRecurse := fx.returnAfterCall(t, "recurse", "recurse")
-	cmd, _ := startFixture(t, "deep", "1500")
-	s := openSampler(t, Config{Frequency: 199, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collect(t, s, 500*time.Millisecond, fx.inFixture(cmd.Process.Pid))
-	if len(got) == 0 {
-		t.Fatal("no samples")
-	}
-	for _, x := range got {
-		if len(x.user) != 1024 || !x.UserTruncated {
-			t.Fatalf("%d frames, truncated %v; want 1024, truncated", len(x.user), x.UserTruncated)
-		}
-		for i, a := range x.user[2:] {
-			if a != inRecurse {
-				t.Fatalf("frame %d = %#x, want %#x in recurse", i+2, a, inRecurse)
+	inMain := fx.returnAfterCall(t, "main", "recurse")
+	for _, depth := range []int{300, 1021, 1500} {
+		t.Run(strconv.Itoa(depth), func(t *testing.T) {
+			cmd, _ := startFixture(t, "deep", strconv.Itoa(depth))
+			s := openSampler(t, Config{Frequency: 199, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
+			// Only samples in c: the recursion is complete.
+			got := collect(t, s, 500*time.Millisecond, func(x *Sample) bool {
+				return x.Pid == uint32(cmd.Process.Pid) && fx.contains("c", x.PC)
+			})
+			if len(got) == 0 {
+				t.Fatal("no samples in c")
 			}
-		}
+			for _, x := range got {
+				want := 1024 // frames up to the limit
+				if main := depth + 2; main < 1024 {
+					want = main + 1 // frames up to main's caller's return
+					if x.user[main] != inMain {
+						t.Fatalf("frame %d = %#x, want %#x in main", main, x.user[main], inMain)
+					}
+				} else if !x.UserTruncated {
+					t.Fatalf("%d frames of a %d-deep stack not flagged truncated", len(x.user), depth+3)
+				}
+				if len(x.user) < want || len(x.user) > 1024 || x.user[1] != fromC {
+					t.Fatalf("%d frames, frame 1 %#x; want %d to 1024, frame 1 %#x", len(x.user), x.user[1], want, fromC)
+				}
+				for i := 2; i < min(depth+2, 1024); i++ {
+					if x.user[i] != inRecurse {
+						t.Fatalf("frame %d = %#x, want %#x in recurse", i, x.user[i], inRecurse)
+					}
+				}
+			}
+			t.Logf("%d samples, %d frames, truncated %v", len(got), len(got[0].user), got[0].UserTruncated)
+		})
 	}
 }
 
@@ -226,6 +314,9 @@ func TestFollowForks(t *testing.T) {
 func TestLostSamples(t *testing.T) {
 	requireFixture(t)
 	cmd, _ := startFixture(t, "deep", "100") // records of ~900 bytes: four fill the ring
+	// The ring keeps the first records and loses the later ones: sample
+	// only once the fixture spins in its recursion, past ld.so.
+	waitCPUTime(t, cmd.Process.Pid, 50*time.Millisecond)
 	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
 		RingBufferSize: os.Getpagesize(), Backlog: -1})
 	lost := waitLost(t, s)
@@ -240,13 +331,25 @@ func TestLostSamples(t *testing.T) {
 	if lost == 0 || n == 0 {
 		t.Fatalf("read %d, lost %d; want both > 0 with a %d-byte ring", n, lost, os.Getpagesize())
 	}
-	t.Logf("read %d, lost %d", n, lost)
+	// The losses are counted per CPU, in the map Lost sums.
+	var perCPU []uint64
+	if err := s.objs.Lost.Lookup(uint32(0), &perCPU); err != nil {
+		t.Fatal(err)
+	}
+	var sum uint64
+	for _, v := range perCPU {
+		sum += v
+	}
+	if cpus, err := ebpf.PossibleCPU(); err != nil || len(perCPU) != cpus || sum < lost {
+		t.Fatalf("lost map holds %v for %d possible CPUs (%v); Lost() said %d", perCPU, cpus, err, lost)
+	}
+	t.Logf("read %d, lost %d, lost per CPU %v", n, lost, perCPU)
 }
 
 func TestOpenRefusesBadConfig(t *testing.T) {
 	b, err := os.ReadFile(maxSampleRateSys)
 	if err != nil {
-		t.Skip(err)
+		testenv.Unavailable(t, err.Error())
 	}
 	var limit int
 	if _, err := fmt.Sscan(string(b), &limit); err != nil {
@@ -350,8 +453,16 @@ func TestKernelStacksAndPLTLeaf(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // past ld.so
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true})
 	got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
+	code, stack := userMappings(t, cmd.Process.Pid)
 	var inKernel, viaEntry, exact int
 	for _, x := range got {
+		// In the kernel too, the registers are the thread's user ones,
+		// from its pt_regs: pc in the fixture's or libc's code, sp on
+		// its stack.
+		if !code.contains(x.PC) || !stack.contains(x.SP) || x.FP == 0 {
+			t.Fatalf("sample with %d kernel frames: pc %#x sp %#x fp %#x; want pc in %v, sp in %v",
+				len(x.kernel), x.PC, x.SP, x.FP, code, stack)
+		}
 		if fx.contains("sys_loop", x.PC) {
 			exact++ // the frame-record case, covered by TestWalkChain
 			continue
@@ -379,4 +490,40 @@ func TestKernelStacksAndPLTLeaf(t *testing.T) {
 		t.Fatalf("%d samples in the kernel, %d through do_syscall_64; want some, ≥ 90%% of them", inKernel, viaEntry)
 	}
 	t.Logf("%d samples, %d in the kernel (%d through do_syscall_64), %d with the exact user chain", len(got), inKernel, viaEntry, exact)
+}
+
+// ranges are address ranges [lo, hi).
+type ranges [][2]uint64
+
+func (r ranges) contains(a uint64) bool {
+	for _, x := range r {
+		if a >= x[0] && a < x[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// userMappings reads a process's executable file mappings and its main
+// stack from /proc/PID/maps.
+func userMappings(t *testing.T, pid int) (code, stack ranges) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		var lo, hi uint64
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err != nil || len(f) < 6 {
+			continue
+		}
+		switch {
+		case f[5] == "[stack]":
+			stack = append(stack, [2]uint64{lo, hi})
+		case strings.HasPrefix(f[5], "/") && strings.Contains(f[1], "x"):
+			code = append(code, [2]uint64{lo, hi})
+		}
+	}
+	return code, stack
 }

@@ -10,6 +10,9 @@
  *   below-sp    rbp points below the stack pointer
  *   misaligned  rbp is not 8-byte aligned
  *   self-loop   rbp points at a frame record whose saved rbp is itself
+ *   above-stack S  rbp points at a well-formed frame record written into
+ *               the argument string S (24 bytes or more), which lies above
+ *               the stack's end (the initial stack pointer)
  *   deep N      main -> recurse x N -> c
  *   fork        reads a line from stdin, then forks a child running chain
  *   syscalls    sys_loop calls getppid (frameless, through the PLT) forever
@@ -66,6 +69,14 @@ NOINLINE void spin_self_loop(void)
 	__asm__ volatile("sub $16,%rsp\n\tmov %rsp,(%rsp)\n\tmovq $0x401234,8(%rsp)\n"
 			 "\tmov %rsp,%rbp\n1: jmp 1b");
 }
+/* rec is a readable frame record {saved rbp = 0, return address =
+ * 0x401234} above the end of the stack: the walk must not follow rbp to it. */
+NOINLINE void spin_above_stack(unsigned long *rec)
+{
+	rec[0] = 0;
+	rec[1] = 0x401234;
+	__asm__ volatile("mov %0,%%rbp\n1: jmp 1b" ::"r"(rec));
+}
 /* A frame record {saved rbp = 64 bytes higher, return address = -1}: the
  * address is no user code, so the walk must stop before it. */
 NOINLINE void spin_bad_return(void)
@@ -88,6 +99,8 @@ int main(int argc, char **argv)
 		spin_misaligned();
 	else if (!strcmp(mode, "self-loop"))
 		spin_self_loop();
+	else if (!strcmp(mode, "above-stack") && argc > 2 && strlen(argv[2]) >= 24)
+		spin_above_stack((unsigned long *)(((unsigned long)argv[2] + 7) & ~7UL));
 	else if (!strcmp(mode, "bad-return"))
 		spin_bad_return();
 	else if (!strcmp(mode, "syscalls"))
@@ -102,7 +115,7 @@ int main(int argc, char **argv)
 			a();
 		wait(NULL);
 	} else {
-		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|bad-return|deep N|fork|syscalls\n");
+		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|above-stack S|bad-return|deep N|fork|syscalls\n");
 		return 2;
 	}
 	KEEP();
