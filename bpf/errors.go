@@ -39,6 +39,22 @@ const (
 	maxSampleRateSys = "/proc/sys/kernel/perf_event_max_sample_rate"
 )
 
+// CheckHost reports whether this process on this kernel can run the
+// sampler: privileges, kernel BTF and the BPF features it uses, the checks
+// Open starts with. Its error is one line naming what is missing and how to
+// fix it, and wraps ErrPermission, ErrNoBTF or ErrUnsupported. A command
+// calls it before anything else, so a user without privileges learns that
+// first and only that.
+func CheckHost() error {
+	if err := checkPrivileges(); err != nil {
+		return err
+	}
+	if err := checkBTF(kernelBTFPath); err != nil {
+		return err
+	}
+	return checkKernelFeatures()
+}
+
 // checkPrivileges fails unless the effective capabilities include CAP_BPF
 // and CAP_PERFMON (root has both; CAP_SYS_ADMIN stands in for both).
 func checkPrivileges() error {
@@ -55,12 +71,12 @@ func checkPrivileges() error {
 		"run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon+ep` on the sprof binary", ErrPermission)
 }
 
-// checkBTF fails when the kernel exposes no BTF for itself, which CO-RE
-// relocations and the tp_btf fork hook need.
-func checkBTF() error {
-	if _, err := os.Stat(kernelBTFPath); err != nil {
+// checkBTF fails when the kernel exposes no BTF for itself at path
+// (kernelBTFPath), which CO-RE relocations and the tp_btf fork hook need.
+func checkBTF(path string) error {
+	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("%w: %s is missing; sprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y "+
-			"(the default of Debian, Ubuntu, Fedora and RHEL kernels since 2020)", ErrNoBTF, kernelBTFPath)
+			"(the default of Debian, Ubuntu, Fedora and RHEL kernels since 2020)", ErrNoBTF, path)
 	}
 	return nil
 }
@@ -73,22 +89,11 @@ func checkKernelFeatures() error {
 	if unix.Uname(&uts) == nil {
 		release = unix.ByteSliceToString(uts.Release[:])
 	}
-	missing := func(what string, err error) error {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return fmt.Errorf("%w: the kernel (%s) has no %s; sprof needs Linux 5.17 or newer with BPF enabled",
-				ErrUnsupported, release, what)
-		}
-		if errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("%w: the kernel refused BPF (%v); check kernel.unprivileged_bpf_disabled, "+
-				"lockdown and seccomp, or run sprof as root", ErrPermission, err)
-		}
-		return fmt.Errorf("probe %s: %w", what, err)
-	}
 	if err := features.HaveProgramType(ebpf.PerfEvent); err != nil {
-		return missing("perf_event BPF programs", err)
+		return featureError(release, "perf_event BPF programs", err)
 	}
 	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
-		return missing("BPF ring buffers", err)
+		return featureError(release, "BPF ring buffers", err)
 	}
 	for _, h := range []struct {
 		fn   asm.BuiltinFunc
@@ -99,10 +104,24 @@ func checkKernelFeatures() error {
 		{asm.FnTaskPtRegs, "bpf_task_pt_regs helper"},
 	} {
 		if err := features.HaveProgramHelper(ebpf.PerfEvent, h.fn); err != nil {
-			return missing(h.name, err)
+			return featureError(release, h.name, err)
 		}
 	}
 	return nil
+}
+
+// featureError explains a failed probe for what on kernel release: the
+// kernel lacks it, or refuses BPF to this process.
+func featureError(release, what string, err error) error {
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("%w: the kernel (%s) has no %s; sprof needs Linux 5.17 or newer with BPF enabled",
+			ErrUnsupported, release, what)
+	}
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%w: the kernel refused BPF (%v); check kernel.unprivileged_bpf_disabled, "+
+			"lockdown and seccomp, or run sprof as root", ErrPermission, err)
+	}
+	return fmt.Errorf("probe %s: %w", what, err)
 }
 
 // checkFrequency refuses rates the kernel would refuse with a bare EINVAL.

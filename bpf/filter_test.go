@@ -32,7 +32,7 @@ func cgroup2Mount(t *testing.T) string {
 			return fields[1]
 		}
 	}
-	t.Skip("no cgroup v2 hierarchy mounted")
+	testenv.Unavailable(t, "no cgroup v2 hierarchy mounted")
 	return ""
 }
 
@@ -67,22 +67,76 @@ func TestCgroupFilter(t *testing.T) {
 	}
 }
 
-// Without IncludeIdle no idle sample arrives, and sprof never samples itself.
+// Without IncludeIdle no idle sample arrives, and sprof never samples
+// itself. The controls: a copy of this test binary spinning in a child
+// process is sampled, and a sampler with IncludeIdle sees the idle task
+// whenever the kernel accounted idle time (/proc/stat) meanwhile.
 func TestIdleAndSelfExcluded(t *testing.T) {
+	if os.Getenv("SPROF_BPF_SPIN_CHILD") == "1" {
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		}
+		return
+	}
 	requireBPF(t)
 	s := openSampler(t, Config{Frequency: 999, User: true, Kernel: true})
+	idle := openSampler(t, Config{Frequency: 999, User: true, Kernel: true, IncludeIdle: true})
+	var bad []uint32
+	exclude := func(x *Sample) bool {
+		if x.Pid == 0 || x.Pid == uint32(os.Getpid()) {
+			bad = append(bad, x.Pid)
+		}
+		return false
+	}
+
+	// While this test sleeps, the host may idle.
+	idleBefore := idleTime(t)
+	collect(t, s, 500*time.Millisecond, exclude)
+	idleSamples := len(collect(t, idle, 0, ofPid(0)))
+	idled := idleTime(t) - idleBefore
+
+	// While it and a copy of it spin, it would be sampled.
+	child := exec.Command(os.Args[0], "-test.run=^TestIdleAndSelfExcluded$")
+	child.Env = append(os.Environ(), "SPROF_BPF_SPIN_CHILD=1")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
 	var stop atomic.Bool
-	go func() { // keep this process busy: without the self filter it would be sampled
+	go func() {
 		for !stop.Load() {
 		}
 	}()
-	bad := collect(t, s, 500*time.Millisecond, func(x *Sample) bool {
-		return x.Pid == 0 || x.Pid == uint32(os.Getpid())
-	})
+	childSamples := len(collect(t, s, time.Second, func(x *Sample) bool {
+		exclude(x)
+		return x.Pid == uint32(child.Process.Pid)
+	}))
 	stop.Store(true)
+
+	t.Logf("%d samples of the spinning child; with IncludeIdle %d of pid 0 while the host idled %v", childSamples, idleSamples, idled)
 	if len(bad) > 0 {
-		t.Fatalf("%d samples of pid 0 or of sprof itself (pid %d), first: pid %d", len(bad), os.Getpid(), bad[0].Pid)
+		t.Fatalf("%d samples of pid 0 or of sprof itself (pid %d), first: pid %d", len(bad), os.Getpid(), bad[0])
 	}
+	if childSamples == 0 {
+		t.Fatalf("no sample of pid %d, a copy of this test spinning: the self filter's absence of samples proves nothing", child.Process.Pid)
+	}
+	if idled >= 100*time.Millisecond && idleSamples == 0 {
+		t.Fatalf("the host idled %v but IncludeIdle gave no sample of pid 0", idled)
+	}
+}
+
+// idleTime is the idle time of all CPUs so far, from the first line of
+// /proc/stat (in USER_HZ ticks of 10 ms).
+func idleTime(t *testing.T) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var user, nice, system, idle int64
+	if _, err := fmt.Sscanf(string(b), "cpu %d %d %d %d", &user, &nice, &system, &idle); err != nil {
+		t.Fatalf("/proc/stat: %v", err)
+	}
+	return time.Duration(idle) * 10 * time.Millisecond
 }
 
 // Without root or CAP_BPF+CAP_PERFMON, Open says so in one line. As root,
@@ -96,10 +150,7 @@ func TestOpenWithoutPrivileges(t *testing.T) {
 		t.Log(err)
 		return
 	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv (util-linux) not installed; cannot drop root")
-	}
+	setpriv := testenv.RequireTool(t, "setpriv")
 	dir, err := os.MkdirTemp("", "sprof-bpf-unpriv")
 	if err != nil {
 		t.Fatal(err)

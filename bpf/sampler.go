@@ -144,13 +144,7 @@ func Open(cfg Config) (*Sampler, error) {
 	if cfg.CopyAll && cfg.StackCopy == 0 {
 		return nil, errors.New("bpf: CopyAll needs a StackCopy size")
 	}
-	if err := checkPrivileges(); err != nil {
-		return nil, err
-	}
-	if err := checkBTF(); err != nil {
-		return nil, err
-	}
-	if err := checkKernelFeatures(); err != nil {
+	if err := CheckHost(); err != nil {
 		return nil, err
 	}
 	online, err := cpus.Online()

@@ -1,0 +1,48 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// The host checks' errors are one line that names what is missing and how
+// to fix it, and wrap the error a caller tests for. A kernel without BTF or
+// without a BPF feature cannot be had here, so those are checked on their
+// inputs; TestOpenWithoutPrivileges runs the privilege check for real.
+func TestHostErrors(t *testing.T) {
+	noBTF := filepath.Join(t.TempDir(), "vmlinux")
+	probe := fmt.Errorf("probe: %w", ebpf.ErrNotSupported)
+	for _, tc := range []struct {
+		name string
+		err  error
+		is   error
+		says []string
+	}{
+		{"no BTF", checkBTF(noBTF), ErrNoBTF, []string{noBTF + " is missing", "CONFIG_DEBUG_INFO_BTF=y"}},
+		{"no bpf_loop", featureError("5.10.0", "bpf_loop helper", probe), ErrUnsupported,
+			[]string{"kernel (5.10.0) has no bpf_loop helper", "Linux 5.17 or newer"}},
+		{"BPF refused", featureError("6.1.0", "BPF ring buffers", fmt.Errorf("probe: %w", unix.EPERM)), ErrPermission,
+			[]string{"kernel refused BPF", "kernel.unprivileged_bpf_disabled", "run sprof as root"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, tc.is) {
+				t.Fatalf("%v does not wrap %v", tc.err, tc.is)
+			}
+			msg := tc.err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("%q spans lines", msg)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(msg, s) {
+					t.Errorf("%q does not say %q", msg, s)
+				}
+			}
+		})
+	}
+}
