@@ -73,7 +73,7 @@ func FormatFromPath(path string) (Format, error) {
 		}
 	}
 	return "", fmt.Errorf("cannot tell the format of %q from its name; use one of the endings %s or --format (%s)",
-		path, extensionList(), formatList())
+		path, Extensions(), formatList())
 }
 
 // Write encodes p in format f.
@@ -94,7 +94,9 @@ func formatList() string {
 	return strings.Join(names, ", ")
 }
 
-func extensionList() string {
+// Extensions lists the file-name endings FormatFromPath knows, for
+// messages: ".pb.gz, .pprof, …".
+func Extensions() string {
 	var exts []string
 	for _, spec := range specs() {
 		exts = append(exts, spec.extensions...)

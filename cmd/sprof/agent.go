@@ -74,7 +74,8 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	o := &agentOptions{interval: agent.DefaultInterval, flushTimeout: agent.DefaultFlushTimeout}
 	host, _ := os.Hostname()
 	fs := newFlagSet(e, "agent", agentUsage)
-	fs.IntVarP(&o.frequency, "frequency", "F", 19, "samples per second on each CPU")
+	o.frequency = 19
+	fs.VarP((*frequencyValue)(&o.frequency), "frequency", "F", "samples per second on each CPU")
 	fs.Var((*durationValue)(&o.interval), "interval", "time one profile covers (at least 1s)")
 	fs.StringVar(&o.serviceName, "service-name", "", "file every profile under this service; default: one service per process, named after its command")
 	processRoot := fs.String("process-root", "auto", processRootHelp+"; auto = comm with --service-name, else none")
@@ -111,11 +112,8 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q; sprof agent profiles every process and takes no command", fs.Arg(0))
 	}
-	if o.frequency < 1 {
-		return nil, usagef("--frequency %d: must be at least 1 (Hz)", o.frequency)
-	}
-	if max, err := maxSampleRate(); err == nil && o.frequency > max {
-		return nil, usagef("--frequency %d is above the kernel's limit of %d Hz (kernel.perf_event_max_sample_rate)", o.frequency, max)
+	if err := checkFrequency(o.frequency); err != nil {
+		return nil, err
 	}
 	if o.interval < time.Second {
 		return nil, usagef("--interval %v: must be at least 1s", o.interval)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,7 +23,7 @@ func (d *durationValue) String() string {
 func (d *durationValue) Set(s string) error {
 	if secs, err := strconv.ParseFloat(s, 64); err == nil {
 		if secs < 0 {
-			return fmt.Errorf("duration %q is negative", s)
+			return fmt.Errorf("duration %q is negative (examples: 10, 10s, 1m30s, 500ms)", s)
 		}
 		*d = durationValue(secs * float64(time.Second))
 		return nil
@@ -31,13 +33,56 @@ func (d *durationValue) Set(s string) error {
 		return fmt.Errorf("%q is not a duration (examples: 10, 10s, 1m30s, 500ms)", s)
 	}
 	if v < 0 {
-		return fmt.Errorf("duration %q is negative", s)
+		return fmt.Errorf("duration %q is negative (examples: 10, 10s, 1m30s, 500ms)", s)
 	}
 	*d = durationValue(v)
 	return nil
 }
 
 func (d *durationValue) Type() string { return "duration" }
+
+// frequencyValue is a pflag.Value for a sampling frequency in Hz, so a
+// mistyped -F says what it takes rather than quoting strconv. The range is
+// checked once parsing is done (see checkFrequency).
+type frequencyValue int
+
+func (f *frequencyValue) String() string { return strconv.Itoa(int(*f)) }
+
+func (f *frequencyValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not a whole number of samples per second (examples: 19, 99, 499)")
+	}
+	*f = frequencyValue(n)
+	return nil
+}
+
+func (f *frequencyValue) Type() string { return "hz" }
+
+// checkFrequency refuses a frequency below 1 Hz or above the kernel's
+// kernel.perf_event_max_sample_rate, naming the range.
+func checkFrequency(hz int) error {
+	max, err := maxSampleRate()
+	switch {
+	case hz < 1 && err == nil:
+		return usagef("--frequency %d: must be 1 to %d Hz (kernel.perf_event_max_sample_rate)", hz, max)
+	case hz < 1:
+		return usagef("--frequency %d: must be at least 1 Hz", hz)
+	case err == nil && hz > max:
+		return usagef("--frequency %d is above the kernel's limit of %d Hz (kernel.perf_event_max_sample_rate); lower -F or raise the sysctl", hz, max)
+	}
+	return nil
+}
+
+// maxSampleRate reads kernel.perf_event_max_sample_rate, the highest
+// frequency the kernel accepts for a sampling event.
+func maxSampleRate() (int, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
 
 // sizeValue is a pflag.Value for byte sizes with an optional K, M or G
 // suffix (powers of 1024).

@@ -41,8 +41,9 @@ func commands() []command {
 	}
 }
 
-// usageError is a mistake in the command line: it is reported in one line
-// and sprof exits with status 2, as perf and the shell builtins do.
+// usageError is a mistake in the command line: it is reported in one line,
+// which names the flag, what it allows and where the help is, and sprof
+// exits with status 2, as perf and the shell builtins do.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -74,8 +75,7 @@ func run(e *env, args []string) int {
 		case err == nil, errors.Is(err, pflag.ErrHelp):
 			return 0
 		case errors.As(err, &ue):
-			fmt.Fprintf(e.stderr, "sprof %s: %s\n", c.name, ue.msg)
-			fmt.Fprintf(e.stderr, "Run 'sprof %s --help' for usage.\n", c.name)
+			fmt.Fprintf(e.stderr, "sprof %s: %s; see 'sprof %s --help'\n", c.name, ue.msg, c.name)
 			return 2
 		default:
 			fmt.Fprintf(e.stderr, "sprof %s: %v\n", c.name, err)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -65,38 +67,50 @@ func TestUnknownCommand(t *testing.T) {
 }
 
 // TestRecordUsageErrors checks that each bad command line is refused before
-// anything is loaded, with exit status 2 and a first line that names the
-// flag and what it allows.
+// anything is loaded, with exit status 2 and one line that names the flag,
+// what it allows, and where the help is.
 func TestRecordUsageErrors(t *testing.T) {
+	max, err := maxSampleRate()
+	if err != nil {
+		t.Fatalf("kernel.perf_event_max_sample_rate: %v", err)
+	}
 	tests := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-F", "0"}, "--frequency 0: must be at least 1"},
-		{[]string{"-F", "100000000"}, "kernel.perf_event_max_sample_rate"},
-		{[]string{"-F", "many"}, `invalid argument "many" for "-F, --frequency"`},
-		{[]string{"-d", "soon"}, `"soon" is not a duration`},
-		{[]string{"-d", "-5"}, "negative"},
-		{[]string{"-p", "12x"}, `"12x" is not a process id`},
+		{[]string{"-F", "0"}, "--frequency 0: must be 1 to " + strconv.Itoa(max) + " Hz"},
+		{[]string{"-F", "-5"}, "--frequency -5: must be 1 to"},
+		{[]string{"-F", strconv.Itoa(max + 1)}, fmt.Sprintf("--frequency %d is above the kernel's limit of %d Hz (kernel.perf_event_max_sample_rate)", max+1, max)},
+		{[]string{"-F", "many"}, `invalid argument "many" for "-F, --frequency" flag: not a whole number of samples per second (examples: 19, 99, 499)`},
+		{[]string{"--frequency=abc"}, `"-F, --frequency" flag: not a whole number`},
+		{[]string{"-d", "soon"}, `"soon" is not a duration (examples: 10, 10s, 1m30s, 500ms)`},
+		{[]string{"-d", "-5"}, `"-5" is negative (examples`},
+		{[]string{"-d", "-1s"}, `for "-d, --duration" flag: duration "-1s" is negative (examples: 10, 10s`},
+		{[]string{"-p", "12x"}, `--pid: "12x" is not a process id (expected a comma-separated list like 1234,5678)`},
+		{[]string{"-p", "abc"}, `--pid: "abc" is not a process id`},
+		{[]string{"-p", "1,abc"}, `--pid: "abc" is not a process id`},
 		{[]string{"-p", "99999999999"}, "is not a process id"},
-		{[]string{"-U", "-K"}, "exclude each other"},
+		{[]string{"-U", "-K"}, "--user-only and --kernel-only exclude each other"},
 		{[]string{"-p", "1", "--", "true"}, "exclude each other"},
 		{[]string{"--"}, "no command after --"},
 		{[]string{"ls"}, `unexpected argument "ls"`},
 		{[]string{"--ring-buffer", "5000"}, "power of two"},
 		{[]string{"--ring-buffer", "lots"}, "is not a size"},
-		{[]string{"--format", "xml"}, "xml"},
-		{[]string{"-o", "x.docx"}, "docx"},
-		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"--format", "xyz"}, `--format: unknown format "xyz"; formats are: pprof, folded, svg, speedscope, sprof`},
+		{[]string{"-o", "x.docx"}, "--output x.docx: cannot tell the format from the name; end it in .pb.gz, .pprof, .pb, .folded, .txt"},
+		{[]string{"--bogus"}, "unknown flag: --bogus; see 'sprof record --help'"},
+		{[]string{"-x"}, "unknown shorthand flag: 'x' in -x"},
 		{[]string{"--labels", "comm,uid"}, `--labels: unknown label "uid"`},
 		{[]string{"--process-root", "tree"}, `--process-root: unknown process root "tree"`},
 		{[]string{"-o", "x.sprof", "--labels", "comm"}, "give them to 'sprof report'"},
 	}
 	for _, tt := range tests {
-		code, _, errs := runSprof(append([]string{"record"}, tt.args...)...)
-		first, _, _ := strings.Cut(errs, "\n")
-		if code != 2 || !strings.Contains(first, tt.want) {
-			t.Errorf("record %v: exit %d, first line %q; want exit 2 and %q", tt.args, code, first, tt.want)
+		code, out, errs := runSprof(append([]string{"record"}, tt.args...)...)
+		if code != 2 || !strings.Contains(errs, tt.want) || strings.Count(errs, "\n") != 1 || out != "" {
+			t.Errorf("record %v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tt.args, code, out, errs, tt.want)
+		}
+		if !strings.HasPrefix(errs, "sprof record: ") || !strings.HasSuffix(errs, "; see 'sprof record --help'\n") {
+			t.Errorf("record %v: stderr %q does not say where the help is", tt.args, errs)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +17,9 @@ const recordUsage = `Usage: sprof record [flags] [-- COMMAND [ARGS...]]
 Samples the CPU stacks (user and kernel) of every process on every CPU, of
 the processes given with -p, of a cgroup, or of one command and its children,
 and writes a profile when the duration is over, the command exits, or on
-Ctrl-C. One summary line goes to stderr.
+Ctrl-C (or SIGTERM), which a command after -- is sent too; after -d, the
+command runs on to its end. One summary line goes to stderr: duration,
+samples, lost samples, processes and the output file.
 
 Examples:
   sudo sprof record -F 99 -d 10s -o cpu.pb.gz        # whole host for 10 s
@@ -61,7 +62,8 @@ type recordOptions struct {
 func parseRecord(e *env, args []string) (*recordOptions, error) {
 	o := &recordOptions{}
 	fs := newFlagSet(e, "record", recordUsage)
-	fs.IntVarP(&o.frequency, "frequency", "F", 99, "samples per second on each CPU (19 for always-on profiling, up to kernel.perf_event_max_sample_rate)")
+	o.frequency = 99
+	fs.VarP((*frequencyValue)(&o.frequency), "frequency", "F", "samples per second on each CPU (19 for always-on profiling, up to kernel.perf_event_max_sample_rate)")
 	fs.VarP((*durationValue)(&o.duration), "duration", "d", "how long to record (10, 10s, 1m30s); 0 = until Ctrl-C or the command exits")
 	pidList := fs.StringP("pid", "p", "", "only these processes: comma-separated pids (filtered in the kernel)")
 	fs.StringVar(&o.cgroup, "cgroup", "", "only processes in this cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/foo.service)")
@@ -92,11 +94,8 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	} else if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q; put a command to profile after --, as in: sprof record -- %s", fs.Arg(0), strings.Join(fs.Args(), " "))
 	}
-	if o.frequency < 1 {
-		return nil, usagef("--frequency %d: must be at least 1 (Hz)", o.frequency)
-	}
-	if max, err := maxSampleRate(); err == nil && o.frequency > max {
-		return nil, usagef("--frequency %d is above the kernel's limit of %d Hz (kernel.perf_event_max_sample_rate); lower -F or raise the sysctl", o.frequency, max)
+	if err := checkFrequency(o.frequency); err != nil {
+		return nil, err
 	}
 	if o.userOnly && o.kernelOnly {
 		return nil, usagef("--user-only and --kernel-only exclude each other; give at most one")
@@ -155,16 +154,6 @@ func parsePids(list string) ([]uint32, error) {
 		pids = append(pids, uint32(pid))
 	}
 	return pids, nil
-}
-
-// maxSampleRate reads kernel.perf_event_max_sample_rate, the highest
-// frequency the kernel accepts for a sampling event.
-func maxSampleRate() (int, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate")
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
 func formatNames(formats []exporters.Format) string {

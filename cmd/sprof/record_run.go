@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,8 +48,8 @@ func runRecord(e *env, args []string) error {
 	defer out.abort()
 	defer rec.abort()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, stopSignals := stopOnSignal()
+	defer stopSignals()
 
 	pids, follow := o.pids, false
 	var cmd *launched
@@ -114,11 +115,13 @@ func runRecord(e *env, args []string) error {
 
 	var exited chan struct{}
 	var cmdErr error
+	var cmdPid int
 	if cmd != nil {
 		if err := cmd.Release(); err != nil {
 			return fmt.Errorf("start %s: %w", o.command[0], err)
 		}
 		exited = make(chan struct{})
+		cmdPid = cmd.Pid()
 		c := cmd
 		cmd = nil // released: from now on it runs its course
 		go func() {
@@ -162,13 +165,56 @@ func runRecord(e *env, args []string) error {
 		}
 	}
 	if exited != nil {
-		<-exited
+		// The profile is written: a second Ctrl-C may end sprof now.
+		stopSignals()
+		select {
+		case <-exited:
+		default:
+			// Stopped early: pass the signal on, as a shell would, rather
+			// than wait for a command that was never told. After -d the
+			// command runs on to its end.
+			var sig stopSignal
+			if errors.As(context.Cause(ctx), &sig) {
+				fmt.Fprintf(e.stderr, "sprof: sending %v to %s (pid %d) and waiting for it to exit\n", sig.Signal, o.command[0], cmdPid)
+				syscall.Kill(cmdPid, sig.Signal.(syscall.Signal))
+			}
+			<-exited
+		}
 		var ee *exec.ExitError
 		if errors.As(cmdErr, &ee) {
 			fmt.Fprintf(e.stderr, "sprof: %s exited with %v\n", o.command[0], ee.ProcessState)
 		}
 	}
 	return nil
+}
+
+// stopSignal is why a recording ended early: sprof got SIGINT or SIGTERM.
+type stopSignal struct{ os.Signal }
+
+func (s stopSignal) Error() string { return "stopped by " + s.Signal.String() }
+
+// stopOnSignal returns a context cancelled, with a stopSignal as its cause,
+// when sprof gets SIGINT or SIGTERM, and a function that restores the
+// signals' default action.
+func stopOnSignal() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(stopSignal{s})
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+		})
+	}
 }
 
 // target says in words what is being sampled.

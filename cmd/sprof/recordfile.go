@@ -22,17 +22,28 @@ import (
 const formatRecording exporters.Format = "sprof"
 
 // outputFormat picks the output format from --format, or else from the
-// output file's name.
+// output file's name. Its errors list every format record writes, the
+// .sprof recording included.
 func outputFormat(path, format string) (exporters.Format, error) {
+	all := formatNames(append(exporters.Formats(), formatRecording))
 	switch {
 	case strings.EqualFold(format, string(formatRecording)):
 		return formatRecording, nil
 	case format != "":
-		return exporters.ParseFormat(format)
+		f, err := exporters.ParseFormat(format)
+		if err != nil {
+			return "", fmt.Errorf("--format: unknown format %q; formats are: %s", format, all)
+		}
+		return f, nil
 	case strings.HasSuffix(strings.ToLower(path), ".sprof"):
 		return formatRecording, nil
 	}
-	return exporters.FormatFromPath(path)
+	f, err := exporters.FormatFromPath(path)
+	if err != nil {
+		return "", fmt.Errorf("--output %s: cannot tell the format from the name; end it in %s or .sprof, or give --format (%s)",
+			path, exporters.Extensions(), all)
+	}
+	return f, nil
 }
 
 // kernelImage stands for the kernel and its modules in a recording: the

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/internal/testenv"
+)
+
+// summaryLine is the one line sprof record prints when it has written its
+// output: duration, samples, lost samples, processes, output path.
+var summaryLine = regexp.MustCompile(`(?m)^sprof: recorded (\d+\.\d)s, (\d+) samples, (\d+) lost, (\d+) processes; wrote (\S+) \((\w+)\)$`)
+
+// summary checks stderr for the summary line naming out and returns its
+// duration and sample count.
+func summary(t *testing.T, stderr, out string) (secs float64, samples int) {
+	t.Helper()
+	m := summaryLine.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no summary line on stderr:\n%s", stderr)
+	}
+	if m[5] != out {
+		t.Errorf("summary names %s, want %s", m[5], out)
+	}
+	secs, _ = strconv.ParseFloat(m[1], 64)
+	samples, _ = strconv.Atoi(m[2])
+	return secs, samples
+}
+
+// checkPprofFile reads a profile with the pprof library (which runs
+// CheckValid), sprof's own stricter checks, and `go tool pprof -raw`.
+func checkPprofFile(t *testing.T, path string) {
+	t.Helper()
+	p := parseProfile(t, path)
+	if err := exporters.CheckPprof(p); err != nil {
+		t.Errorf("%s: %v", path, err)
+	}
+	raw, err := exec.Command("go", "tool", "pprof", "-raw", path).CombinedOutput()
+	if err != nil || !strings.Contains(string(raw), "Samples:") || !strings.Contains(string(raw), "Mappings") {
+		t.Errorf("go tool pprof -raw %s: %v\n%.2000s", path, err, raw)
+	}
+}
+
+// foldedLine is a line of folded stacks: frames root first, a space, a count.
+var foldedLine = regexp.MustCompile(`^[^;\n]+(;[^;\n]+)* [1-9][0-9]*$`)
+
+// checkFolded checks every line of a folded file and returns the stacks
+// with their counts.
+func checkFolded(t *testing.T, path string) map[string]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stacks := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if !foldedLine.MatchString(sc.Text()) {
+			t.Errorf("%s: not a folded line: %q", path, sc.Text())
+			continue
+		}
+		i := strings.LastIndexByte(sc.Text(), ' ')
+		n, _ := strconv.Atoi(sc.Text()[i+1:])
+		stacks[sc.Text()[:i]] += n
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(stacks) == 0 {
+		t.Errorf("%s holds no stacks", path)
+	}
+	return stacks
+}
+
+// startSpin starts the spin fixture (main→a→b→c) for secs seconds and
+// stops it when the test ends.
+func startSpin(t *testing.T, secs string) *exec.Cmd {
+	t.Helper()
+	c := exec.Command("../../testdata/e2e/spin", secs)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return c
+}
+
+// TestRecordInterrupt runs the sprof binary as a user would and stops it
+// with a signal before its time: the output must be complete and valid,
+// the summary line printed, and sprof must exit 0 — for the whole host,
+// for a -p list, and for a command, whether Ctrl-C reaches the whole
+// process group (a terminal) or SIGTERM only sprof (a supervisor).
+func TestRecordInterrupt(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin := buildSprof(t)
+	spins := []*exec.Cmd{startSpin(t, "60"), startSpin(t, "60"), startSpin(t, "60")}
+	pid := func(i int) string { return strconv.Itoa(spins[i].Process.Pid) }
+	spin, err := filepath.Abs("../../testdata/e2e/spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name string
+		args []string
+		ext  string
+		// group sends the signal to sprof's process group, as a
+		// terminal's Ctrl-C does; otherwise only sprof gets it.
+		group bool
+		sig   syscall.Signal
+		check func(t *testing.T, out, stderr string)
+	}{
+		{"host", nil, ".pb.gz", false, syscall.SIGINT, func(t *testing.T, out, _ string) {
+			checkPprofFile(t, out)
+		}},
+		{"pid list", []string{"-p", pid(0) + "," + pid(1)}, ".pb.gz", false, syscall.SIGINT, func(t *testing.T, out, _ string) {
+			checkPprofFile(t, out)
+			seen := map[string]int64{}
+			for _, s := range parseProfile(t, out).Sample {
+				seen[s.Label["pid"][0]] += s.Value[0]
+			}
+			if len(seen) != 2 || seen[pid(0)] == 0 || seen[pid(1)] == 0 {
+				t.Errorf("samples per pid %v; want both of %s,%s and no other (not %s)", seen, pid(0), pid(1), pid(2))
+			}
+		}},
+		// The shell forks spin (a background job would ignore SIGINT).
+		{"command, Ctrl-C", []string{"--", "sh", "-c", spin + " 300; true"}, ".folded", true, syscall.SIGINT, func(t *testing.T, out, _ string) {
+			var chain int
+			for stack, n := range checkFolded(t, out) {
+				if strings.HasSuffix(stack, "main;a;b;c") {
+					chain += n
+				}
+			}
+			if chain == 0 {
+				t.Errorf("no main;a;b;c stack of the command's child")
+			}
+		}},
+		{"command, SIGTERM", []string{"--", spin, "300"}, ".pb.gz", false, syscall.SIGTERM, func(t *testing.T, out, stderr string) {
+			checkPprofFile(t, out)
+			if !strings.Contains(stderr, "sending terminated to "+spin) || !strings.Contains(stderr, "exited with signal: terminated") {
+				t.Errorf("sprof did not pass SIGTERM on to the command:\n%s", stderr)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "cpu"+tt.ext)
+			ready := make(chan struct{})
+			stderr := &startWatch{ready: ready}
+			sprof := exec.Command(bin, append([]string{"record", "-F", "199", "-o", out}, tt.args...)...)
+			sprof.Stderr = struct{ io.Writer }{stderr}
+			sprof.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := sprof.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Whatever happens, nothing of the process group outlives the test.
+			defer syscall.Kill(-sprof.Process.Pid, syscall.SIGKILL)
+			select {
+			case <-ready:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("sprof did not start sampling: %s", stderr.String())
+			}
+			time.Sleep(1500 * time.Millisecond)
+			target := sprof.Process.Pid
+			if tt.group {
+				target = -target
+			}
+			if err := syscall.Kill(target, tt.sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- sprof.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("sprof after %v: %v\n%s", tt.sig, err, stderr.String())
+				}
+			case <-time.After(45 * time.Second):
+				t.Fatalf("sprof still runs 45 s after %v:\n%s", tt.sig, stderr.String())
+			}
+			t.Logf("stderr:\n%s", stderr.String())
+			secs, samples := summary(t, stderr.String(), out)
+			if secs < 1 || secs > 30 || samples == 0 {
+				t.Errorf("summary says %.1fs and %d samples; want about 1.5 s, some samples", secs, samples)
+			}
+			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(left) > 0 {
+				t.Errorf("temporary files left: %q", left)
+			}
+			tt.check(t, out, stderr.String())
+		})
+	}
+}
+
+// TestRecordCommandChildren profiles a shell that starts the spin fixture
+// twice: samples of both children, under their own pids, must be in the
+// profile, and recording ends when the command does.
+func TestRecordCommandChildren(t *testing.T) {
+	testenv.RequireRoot(t)
+	spin, err := filepath.Abs("../../testdata/e2e/spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	code, _, errs := runSprof("record", "-F", "199", "-o", out, "--", "sh", "-c", spin+" 1 & "+spin+" 1; wait")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errs)
+	}
+	secs, _ := summary(t, errs, out)
+	if secs > 20 {
+		t.Errorf("recorded %.1fs for a 1 s command", secs)
+	}
+	p := parseProfile(t, out)
+	pids := map[string]bool{}
+	for _, s := range p.Sample {
+		if s.Label["comm"][0] == "spin" && slices.Contains(names(s), "c") {
+			pids[s.Label["pid"][0]] = true
+		}
+	}
+	if len(pids) != 2 {
+		t.Errorf("spin's chain seen in pids %v, want two children", pids)
+	}
+}
+
+// TestRecordStats checks that --stats reports the BPF program's cost from
+// the kernel's run-time statistics and sprof's own per sample.
+func TestRecordStats(t *testing.T) {
+	testenv.RequireRoot(t)
+	startSpin(t, "3")
+	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	code, _, errs := runSprof("record", "--stats", "-d", "1s", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errs)
+	}
+	t.Log(errs)
+	bpfLine := regexp.MustCompile(`BPF program: (\d+) runs, (\d+) ns/run, (\d+) ns/sample`).FindStringSubmatch(errs)
+	userLine := regexp.MustCompile(`userspace: (\d+) ns/sample`).FindStringSubmatch(errs)
+	if bpfLine == nil || userLine == nil {
+		t.Fatalf("--stats printed no BPF or userspace cost:\n%s", errs)
+	}
+	for _, v := range []string{bpfLine[1], bpfLine[2], bpfLine[3], userLine[1]} {
+		if n, _ := strconv.Atoi(v); n <= 0 {
+			t.Errorf("a --stats figure is %s, want > 0:\n%s", v, errs)
+		}
+	}
+}
+
+func TestOutputFormat(t *testing.T) {
+	for _, tt := range []struct {
+		path, format string
+		want         exporters.Format
+	}{
+		{"cpu.pb.gz", "", exporters.Pprof},
+		{"cpu.pprof", "", exporters.Pprof},
+		{"cpu.pb", "", exporters.Pprof},
+		{"app.folded", "", exporters.Folded},
+		{"app.txt", "", exporters.Folded},
+		{"x.sprof", "", formatRecording},
+		{"cpu.pb.gz", "folded", exporters.Folded},
+		{"out", "PPROF", exporters.Pprof},
+		{"out.folded", "sprof", formatRecording},
+	} {
+		if got, err := outputFormat(tt.path, tt.format); got != tt.want || err != nil {
+			t.Errorf("outputFormat(%q, %q) = %q, %v; want %q", tt.path, tt.format, got, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ path, format string }{{"cpu.gz", ""}, {"cpu", ""}, {"cpu.pb.gz", "perf"}} {
+		_, err := outputFormat(tt.path, tt.format)
+		if err == nil || !strings.Contains(err.Error(), "pprof, folded, svg, speedscope, sprof") {
+			t.Errorf("outputFormat(%q, %q): error %v, want one listing the formats", tt.path, tt.format, err)
+		}
+	}
+}
