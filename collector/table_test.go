@@ -117,6 +117,23 @@ func (f *fakeProc) set(pid uint32, startTime uint64, lo, hi uint64, file string)
 	}
 }
 
+// addMapping adds an executable mapping of file at [lo, hi) to pid, a
+// process set up by set.
+func (f *fakeProc) addMapping(pid uint32, lo, hi uint64, file string) {
+	dir := filepath.Join(f.root, fmt.Sprint(pid))
+	maps, err := os.OpenFile(filepath.Join(dir, "maps"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer maps.Close()
+	if _, err := fmt.Fprintf(maps, "%x-%x r-xp 00000000 08:01 %d %s\n", lo, hi, lo, file); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.Symlink(file, filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", lo, hi))); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // zombie makes pid a process started at startTime whose memory is gone,
 // as the kernel shows a zombie or a process in exit: no mappings at all.
 func (f *fakeProc) zombie(pid uint32, startTime uint64) {
@@ -206,6 +223,35 @@ func TestPidReuseFromProc(t *testing.T) {
 	}
 	if st := c.Stats(); st.Processes != 2 || st.Samples != 2 {
 		t.Fatalf("stats %+v, want 2 processes, 2 samples", st)
+	}
+}
+
+// TestRefreshOnUnknownAddress: without the side band, a sample at an
+// address outside the known mappings (a library loaded since /proc was
+// read) rereads /proc: the new mapping is found for the same process, and
+// the earlier sample keeps the mappings of its time.
+func TestRefreshOnUnknownAddress(t *testing.T) {
+	trueBin, sleepBin := realPath(t, "/bin/true"), realPath(t, "/bin/sleep")
+	proc := newFakeProc(t)
+	proc.set(100, 111, 0x1000, 0x2000, trueBin)
+	c := newTestCollector(t, proc.root)
+	src := &fakeSource{}
+	src.add(100, 1e9, 0x1500)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	proc.addMapping(100, 0x5000, 0x6000, sleepBin)
+	src.add(100, 2e9, 0x5500, 0x1500)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	got := leafFiles(c.Profile())
+	want := []string{trueBin + " " + fileBuildID(t, trueBin), sleepBin + " " + fileBuildID(t, sleepBin)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("samples attributed to %q, want %q", got, want)
+	}
+	if st := c.Stats(); st.Processes != 1 {
+		t.Fatalf("stats %+v, want 1 process: a new mapping is no new process", st)
 	}
 }
 
