@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -107,34 +109,68 @@ func chainShare(t *testing.T, p *profile.Profile, comm string, chain []string) (
 	return share, total
 }
 
-func TestRecordCFramePointerChain(t *testing.T) {
-	p, _ := recordProfile(t, "-F", "499", "--", "../../testdata/e2e/spin", "3")
-	share, total := chainShare(t, p, "spin", []string{"c", "b", "a", "main"})
-	if total < 100 { // the CPU may be shared; 3 s at 499 Hz gives ~1500 on an idle one
-		t.Errorf("only %d samples in 3 s at 499 Hz", total)
+// chainOfRunning starts bin with args, waits until it has run for 100 ms
+// of CPU time (past ld.so or the Go runtime's start, into its loop), then
+// profiles it with -p for 2 s at 499 Hz, and returns its chain share.
+func chainOfRunning(t *testing.T, comm string, chain []string, bin string, args ...string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); processCPUTime(t, cmd.Process.Pid) < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s ran less than 100 ms of CPU in 10 s", bin)
+		}
+	}
+	p, _ := recordProfile(t, "-F", "499", "-d", "2s", "-p", strconv.Itoa(cmd.Process.Pid))
+	share, total := chainShare(t, p, comm, chain)
+	if total < 100 { // 2 s at 499 Hz gives ~1000 on an idle CPU
+		t.Errorf("only %d samples in 2 s at 499 Hz", total)
 	}
 	if share < 0.99 {
-		t.Errorf("%.2f%% of samples have the exact chain c<-b<-a<-main, want >= 99%%", 100*share)
+		t.Errorf("%.2f%% of samples have the exact chain %s, want >= 99%%", 100*share, strings.Join(chain, "<-"))
 	}
 }
 
+// processCPUTime is the user and system time of a process, from fields
+// 14 and 15 of /proc/PID/stat (clock ticks of 10 ms).
+func processCPUTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// TestRecordCFramePointerChain: the C fixture, -O2 with frame pointers,
+// spinning in main->a->b->c: >= 99% of 2 s of samples show exactly that
+// chain, symbolized.
+func TestRecordCFramePointerChain(t *testing.T) {
+	chainOfRunning(t, "spin", []string{"c", "b", "a", "main"}, "../../testdata/e2e/spin", "30")
+}
+
+// TestRecordGoChain: the same for the Go fixture. Without async
+// preemption the runtime does not interrupt the spinning goroutine every
+// 10 ms to run its scheduler on the g0 stack, where no chain is to be
+// found (about 0.5% of samples on a loaded 2-vCPU VM).
 func TestRecordGoChain(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin := filepath.Join(t.TempDir(), "gospin")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../testdata/e2e/gospin").CombinedOutput(); err != nil {
 		t.Fatalf("build gospin: %v\n%s", err, out)
 	}
-	// Five seconds, so that the runtime's start-up (a few ms of CPU) stays
-	// well under 1% even when other tests share the CPU. Without async
-	// preemption the runtime does not interrupt the spinning goroutine
-	// every 10 ms; those samples are in the scheduler, on the g0 stack,
-	// and hold no chain to find.
 	t.Setenv("GODEBUG", "asyncpreemptoff=1")
-	p, _ := recordProfile(t, "-F", "499", "--", bin, "5")
-	share, _ := chainShare(t, p, "gospin", []string{"main.c", "main.b", "main.a", "main.main"})
-	if share < 0.99 {
-		t.Errorf("%.2f%% of samples have the exact chain main.c<-main.b<-main.a<-main.main, want >= 99%%", 100*share)
-	}
+	chainOfRunning(t, "gospin", []string{"main.c", "main.b", "main.a", "main.main"}, bin, "30")
 }
 
 // TestRecordShortLivedProcess profiles the whole host while a process that
@@ -282,16 +318,24 @@ func TestRecordForcedLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer spin.Wait()
-	p, errs := recordProfile(t, "-F", "4000", "-d", "0.5s", "--ring-buffer", "4K")
-	m := regexp.MustCompile(`(\d+) lost`).FindStringSubmatch(errs)
+	out := filepath.Join(t.TempDir(), "lossy.pb.gz")
+	code, _, errs := runSprof("record", "-F", "4000", "-d", "0.5s", "--ring-buffer", "4K", "-o", out)
+	if code != 0 {
+		t.Fatalf("record: exit %d\n%s", code, errs)
+	}
+	m := regexp.MustCompile(`(\d+) samples, (\d+) lost`).FindStringSubmatch(errs)
 	if m == nil {
 		t.Fatalf("summary line names no lost count: %q", errs)
 	}
-	if lost, _ := strconv.Atoi(m[1]); lost == 0 {
+	t.Logf("%s samples kept, %s lost", m[1], m[2])
+	if lost, _ := strconv.Atoi(m[2]); lost == 0 {
 		t.Errorf("no sample lost with a 4 KiB ring buffer at 4 kHz: %q", errs)
 	}
-	if err := p.CheckValid(); err != nil {
+	if err := parseProfile(t, out).CheckValid(); err != nil {
 		t.Errorf("profile after loss is invalid: %v", err)
+	}
+	if top, err := exec.Command("go", "tool", "pprof", "-top", out).CombinedOutput(); err != nil {
+		t.Errorf("go tool pprof -top on the profile after loss: %v\n%s", err, top)
 	}
 }
 

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sprof/sprof/internal/testenv"
+)
+
+// privilegeLine is what `sprof record` says without root or CAP_BPF and
+// CAP_PERFMON (bpf.ErrPermission's message).
+const privilegeLine = "sprof record: missing privileges: sprof needs root, or the CAP_BPF and CAP_PERFMON capabilities; " +
+	"run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon+ep` on the sprof binary"
+
+// TestRecordWithoutPrivileges runs `sprof record` as this test binary
+// rerun without privileges — as nobody, and as root without CAP_BPF,
+// CAP_PERFMON and CAP_SYS_ADMIN — and expects exit status 1 and the
+// sentence that names what is missing and how to fix it, with no Go stack
+// trace and no output file.
+func TestRecordWithoutPrivileges(t *testing.T) {
+	if args := os.Getenv("SPROF_TEST_MAIN"); args != "" {
+		os.Exit(run(&env{os.Stdin, os.Stdout, os.Stderr}, strings.Fields(args)))
+	}
+	testenv.RequireRoot(t)
+	setpriv := testenv.RequireTool(t, "setpriv")
+	// A directory anyone may enter and write, holding a copy of this test
+	// binary that anyone may run.
+	dir, err := os.MkdirTemp("", "sprof-unprivileged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sprof.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		as   []string
+	}{
+		{"nobody", []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"}},
+		{"root without capabilities", []string{"--inh-caps=-all", "--bounding-set=-bpf,-perfmon,-sys_admin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(setpriv, append(tc.as, bin, "-test.run=^TestRecordWithoutPrivileges$")...)
+			cmd.Dir = dir
+			// A user's own home, where the symbol cache may be created.
+			cmd.Env = append(os.Environ(), "HOME="+dir, "SPROF_TEST_MAIN=record -d 1s -o cpu.pb.gz")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			t.Logf("stderr:\n%s", stderr.String())
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want status 1", err)
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+			if lines[len(lines)-1] != privilegeLine {
+				t.Errorf("last line of stderr %q, want %q", lines[len(lines)-1], privilegeLine)
+			}
+			for _, l := range lines {
+				if !strings.HasPrefix(l, "sprof record: ") || strings.Contains(l, "goroutine ") || strings.Contains(l, "panic") {
+					t.Errorf("stderr line %q is not one of sprof's one-line messages", l)
+				}
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout %q, want nothing", stdout.String())
+			}
+			if _, err := os.Stat(filepath.Join(dir, "cpu.pb.gz")); err == nil {
+				t.Error("an output file was left behind")
+			}
+		})
+	}
+}
