@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/debuginfod"
 )
@@ -25,12 +26,7 @@ import (
 // file of build ID id. It returns the server's URL.
 func startDebuginfod(t *testing.T, dir, id string) string {
 	t.Helper()
-	if _, err := exec.LookPath("debuginfod"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("debuginfod is not installed: %v", err)
-		}
-		t.Skipf("debuginfod is not installed (apt-get install debuginfod): %v", err)
-	}
+	testenv.RequireTool(t, "debuginfod")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

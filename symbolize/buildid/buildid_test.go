@@ -9,14 +9,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 // TestFileMatchesReadelf checks real binaries of this machine against
 // binutils' readelf, which no one here wrote.
 func TestFileMatchesReadelf(t *testing.T) {
-	if _, err := exec.LookPath("readelf"); err != nil {
-		t.Skip("readelf not installed (binutils)")
-	}
+	testenv.RequireTool(t, "readelf")
 	re := regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
 	for _, path := range []string{"/bin/ls", "/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/readelf"} {
 		if _, err := os.Stat(path); err != nil {

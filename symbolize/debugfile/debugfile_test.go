@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize/buildid"
 )
 
@@ -138,7 +139,7 @@ func TestFindByDebuglink(t *testing.T) {
 	// A FIFO under the name neither blocks nor matches.
 	os.Remove(p)
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
-		t.Skip("mkfifo:", err)
+		testenv.Unavailable(t, "mkfifo: "+err.Error())
 	}
 	if got := Find(Request{Link: link, BinaryDirs: []string{bin}}); got != "" {
 		t.Errorf("FIFO: Find = %q", got)
