@@ -103,6 +103,8 @@ func TestRecordUsageErrors(t *testing.T) {
 		{[]string{"--labels", "comm,uid"}, `--labels: unknown label "uid"`},
 		{[]string{"--process-root", "tree"}, `--process-root: unknown process root "tree"`},
 		{[]string{"-o", "x.sprof", "--labels", "comm"}, "give them to 'sprof report'"},
+		{[]string{"--cgroup", "/nonexistent/app.service"}, "--cgroup: /nonexistent/app.service: no such file or directory (give a cgroup v2 directory"},
+		{[]string{"--cgroup", "/proc"}, "--cgroup: /proc is not in a cgroup v2 hierarchy"},
 	}
 	for _, tt := range tests {
 		code, out, errs := runSprof(append([]string{"record"}, tt.args...)...)

@@ -267,14 +267,14 @@ func cgroupIDOf(path string) (uint64, error) {
 	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(path, &fs); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%s: %w (give a cgroup v2 directory, e.g. /sys/fs/cgroup/system.slice/foo.service)", path, err)
 	}
 	if fs.Type != unix.CGROUP2_SUPER_MAGIC {
 		return 0, fmt.Errorf("%s is not in a cgroup v2 hierarchy (is cgroup v2 mounted at /sys/fs/cgroup?)", path)
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return 0, fmt.Errorf("%s is not a cgroup directory", path)
