@@ -17,7 +17,7 @@ func WriteFlameGraph(w io.Writer, p *stacks.Profile, opt Options) error {
 	var frames []frame
 	var stack []flamegraph.Frame
 	for _, ws := range aggregate(p.Samples, opt.ProcessRoot) {
-		frames = rootFirst(frames[:0], ws.sample, opt.ProcessRoot)
+		frames = rootFirst(frames[:0], ws.sample, &opt)
 		stack = stack[:0]
 		for _, f := range frames {
 			stack = append(stack, flamegraph.Frame{Name: cleanName(f.name), Kind: f.kind})

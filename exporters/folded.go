@@ -21,7 +21,7 @@ func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
 	var frames []frame
 	var line []byte
 	for _, ws := range aggregate(p.Samples, opt.ProcessRoot) {
-		frames = rootFirst(frames[:0], ws.sample, opt.ProcessRoot)
+		frames = rootFirst(frames[:0], ws.sample, &opt)
 		line = line[:0]
 		for i, f := range frames {
 			if i > 0 {

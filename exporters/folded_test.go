@@ -106,3 +106,18 @@ func TestFoldedEdgeCases(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyStackName: a sample without frames gets the frame
+// Options.EmptyStack names, in every format that draws frames.
+func TestEmptyStackName(t *testing.T) {
+	p := &stacks.Profile{Period: 10_000_000, Samples: []*stacks.Sample{{Count: 4, Comm: "app"}}}
+	for _, f := range []Format{Folded, SVG, Speedscope} {
+		var buf bytes.Buffer
+		if err := Write(&buf, p, f, Options{EmptyStack: "[user]"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "[user]") || strings.Contains(buf.String(), EmptyStackFrame) {
+			t.Errorf("%s: the empty stack is not named [user]:\n%.500s", f, buf.String())
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 const TruncatedFrame = "[truncated]"
 
 // EmptyStackFrame names the only frame of a sample that has no frames at
-// all, so its count still shows up in the total.
+// all, so its count still shows up in the total, unless
+// Options.EmptyStack names it otherwise.
 const EmptyStackFrame = "[unknown]"
 
 // frame is one display frame of a sample: one inline level of one Location
@@ -30,9 +31,11 @@ type frame struct {
 }
 
 // rootFirst appends the display frames of s to dst, outermost first: the
-// process root if asked for, `[truncated]` if the walk stopped early, then
-// every inline level of every Location, innermost inline level last.
-func rootFirst(dst []frame, s *stacks.Sample, root ProcessRoot) []frame {
+// process root if asked for, `[truncated]` if the walk stopped early (or
+// opt's empty-stack frame if there are no frames), then every inline level
+// of every Location, innermost inline level last.
+func rootFirst(dst []frame, s *stacks.Sample, opt *Options) []frame {
+	root := opt.ProcessRoot
 	if name := containerRootName(s, root); name != "" {
 		dst = append(dst, frame{name: name, kind: flamegraph.Synthetic})
 	}
@@ -42,7 +45,11 @@ func rootFirst(dst []frame, s *stacks.Sample, root ProcessRoot) []frame {
 	if s.Truncated {
 		dst = append(dst, frame{name: TruncatedFrame, kind: flamegraph.Synthetic})
 	} else if len(s.Stack) == 0 {
-		dst = append(dst, frame{name: EmptyStackFrame, kind: flamegraph.Synthetic})
+		name := opt.EmptyStack
+		if name == "" {
+			name = EmptyStackFrame
+		}
+		dst = append(dst, frame{name: name, kind: flamegraph.Synthetic})
 	}
 	for i := len(s.Stack) - 1; i >= 0; i-- {
 		loc := s.Stack[i]

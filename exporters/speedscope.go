@@ -60,7 +60,7 @@ func WriteSpeedscope(w io.Writer, p *stacks.Profile, opt Options) error {
 		sp := speedscopeProfile{Type: "sampled", Unit: "nanoseconds",
 			Name: cleanName(proc[0].Comm) + " (pid " + strconv.FormatUint(uint64(proc[0].Pid), 10) + ")"}
 		for _, ws := range aggregate(proc, opt.ProcessRoot) {
-			buf = rootFirst(buf[:0], ws.sample, opt.ProcessRoot)
+			buf = rootFirst(buf[:0], ws.sample, &opt)
 			stack := make([]int, len(buf))
 			for i, f := range buf {
 				stack[i] = frames.id(f)

@@ -58,6 +58,10 @@ type recordOptions struct {
 	command     []string
 }
 
+// userModeFrame is the frame of a sample without a kernel stack under -K:
+// one taken while the CPU ran user code.
+const userModeFrame = "[user]"
+
 // parseRecord parses and checks the command line of `sprof record`.
 func parseRecord(e *env, args []string) (*recordOptions, error) {
 	o := &recordOptions{}
@@ -70,7 +74,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file; its extension picks the format")
 	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(append(exporters.Formats(), formatRecording)))
 	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
-	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
+	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only; samples taken in user mode show as "+userModeFrame)
 	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
 	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and per sample, its ring size and backlog use, and sprof's userspace ns per sample")
 	o.stackCopy = 16 << 10
@@ -131,6 +135,9 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	}
 	if o.export, err = export.options(); err != nil {
 		return nil, err
+	}
+	if o.kernelOnly {
+		o.export.EmptyStack = userModeFrame
 	}
 	if o.format == formatRecording && (fs.Changed("labels") || fs.Changed("process-root")) {
 		return nil, usagef("--labels and --process-root shape a profile; a .sprof recording keeps every sample's process and container, give them to 'sprof report'")

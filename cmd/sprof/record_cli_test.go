@@ -282,3 +282,21 @@ func TestOutputFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelOnlyNamesUserSamples: under -K a sample without frames was
+// taken in user mode, and says so rather than "[unknown]".
+func TestKernelOnlyNamesUserSamples(t *testing.T) {
+	e := &env{strings.NewReader(""), io.Discard, io.Discard}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{{[]string{"-K"}, userModeFrame}, {nil, ""}, {[]string{"-U"}, ""}} {
+		o, err := parseRecord(e, tt.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.export.EmptyStack != tt.want {
+			t.Errorf("record %v: empty stacks named %q, want %q", tt.args, o.export.EmptyStack, tt.want)
+		}
+	}
+}
