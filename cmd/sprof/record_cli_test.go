@@ -237,7 +237,7 @@ func TestRecordCommandChildren(t *testing.T) {
 // the kernel's run-time statistics and sprof's own per sample.
 func TestRecordStats(t *testing.T) {
 	testenv.RequireRoot(t)
-	startSpin(t, "3")
+	startSpin(t, "30") // outlasts a slow start-up; killed at the end
 	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
 	code, _, errs := runSprof("record", "--stats", "-d", "1s", "-o", out)
 	if code != 0 {
