@@ -49,6 +49,10 @@ type Config struct {
 	// CopyAll copies the stack of every process, marked or not: for hosts
 	// where most code lacks frame pointers, and for tests.
 	CopyAll bool
+	// CopyPids are marked for stack copies before sampling starts, as
+	// SetCopy marks processes later: the first samples of processes known
+	// at Open carry copies too. Needs StackCopy.
+	CopyPids []uint32
 }
 
 // MaxStackCopy is the largest Config.StackCopy, about perf's limit for
@@ -141,8 +145,8 @@ func Open(cfg Config) (*Sampler, error) {
 	if cfg.StackCopy > 0 && !cfg.User {
 		return nil, errors.New("bpf: StackCopy needs User stacks")
 	}
-	if cfg.CopyAll && cfg.StackCopy == 0 {
-		return nil, errors.New("bpf: CopyAll needs a StackCopy size")
+	if (cfg.CopyAll || len(cfg.CopyPids) > 0) && cfg.StackCopy == 0 {
+		return nil, errors.New("bpf: CopyAll and CopyPids need a StackCopy size")
 	}
 	if err := CheckHost(); err != nil {
 		return nil, err
@@ -274,6 +278,12 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
 			s.objs.Close()
 			return fmt.Errorf("add pid %d to the filter: %w", pid, err)
+		}
+	}
+	for _, pid := range cfg.CopyPids {
+		if err := s.objs.CopyPids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
+			s.objs.Close()
+			return fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
 		}
 	}
 	return nil

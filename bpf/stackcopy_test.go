@@ -221,6 +221,29 @@ func TestSetCopy(t *testing.T) {
 	}
 }
 
+// A process in Config.CopyPids has copies from its first sample on, with
+// no SetCopy; others have none.
+func TestCopyPidsFromTheStart(t *testing.T) {
+	requireFixture(t)
+	marked, _ := startBinary(t, nofpPath, "chain")
+	other, _ := startBinary(t, nofpPath, "chain")
+	mpid, opid := uint32(marked.Process.Pid), uint32(other.Process.Pid)
+	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{mpid, opid}, User: true, StackCopy: 4096, CopyPids: []uint32{mpid}})
+	withCopy, without := map[uint32]int{}, map[uint32]int{}
+	collect(t, s, 500*time.Millisecond, func(x *Sample) bool {
+		if x.StackCopy != nil {
+			withCopy[x.Pid]++
+		} else {
+			without[x.Pid]++
+		}
+		return false
+	})
+	if withCopy[mpid] == 0 || without[mpid] != 0 || without[opid] == 0 || withCopy[opid] != 0 {
+		t.Fatalf("CopyPids [%d]: samples with copies by pid %v, without %v; want copies for it only, from the first",
+			mpid, withCopy, without)
+	}
+}
+
 // Records with copies fill a small ring fast: the overflow is counted, and
 // what was kept is whole.
 func TestStackCopyLost(t *testing.T) {

@@ -114,12 +114,25 @@ func TestBacklogKeepsSlowReaderSamples(t *testing.T) {
 	f1, _ := startBinary(t, nofpPath, "deep")
 	f2, _ := startBinary(t, nofpPath, "deep")
 	// 63 records: spilled at half, with 30 records (150 ms at 99 Hz on two
-	// CPUs) for the Sampler's goroutine to wake in on a busy host; 2 s of
-	// samples are about 400 records, six times the ring.
+	// CPUs) for the Sampler's goroutine to wake in on a busy host. The
+	// test waits, without reading, until the program has sent six rings'
+	// worth: about 2 s on an idle host, longer on a loaded one, where the
+	// fixtures get less CPU.
 	ring := 1 << 20
 	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{uint32(f1.Process.Pid), uint32(f2.Process.Pid)},
 		User: true, Kernel: true, StackCopy: 16 << 10, CopyAll: true, RingBufferSize: ring})
-	time.Sleep(2 * time.Second)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, err := s.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Sent*16<<10 >= 6*uint64(ring) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program sent %d samples in 20 s, want %d", st.Sent, 6*ring/(16<<10))
+		}
+	}
 	last := map[uint32]uint64{} // time of the last sample per CPU
 	samples, backwards := 0, 0
 	if _, err := s.Read(func(x *Sample) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -688,6 +689,19 @@ func (u *unwinder) exited(pid uint32) {
 			u.setCopy(pid, false)
 		}
 	}
+}
+
+// CopyPids lists the processes marked for stack copies so far, in
+// order; called between New and Run, those New found running. They are
+// for the sampler's bpf.Config.CopyPids: marked before sampling starts,
+// their first samples carry copies too, where the marks Run sends through
+// the Source miss the samples taken in between. Nil without
+// Options.StackCopy.
+func (c *Collector) CopyPids() []uint32 {
+	if c.unw == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(c.unw.marked))
 }
 
 // attach marks processes for copies through src from now on, and sends

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,7 +49,8 @@ func TestUnwindAccuracy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := bpf.Open(bpf.Config{Frequency: accuracyHz, Pids: []uint32{pid}, User: true, Kernel: true, StackCopy: 16 << 10})
+			s, err := bpf.Open(bpf.Config{Frequency: accuracyHz, Pids: []uint32{pid}, User: true, Kernel: true,
+				StackCopy: 16 << 10, CopyPids: col.CopyPids()})
 			if err != nil {
 				col.Close()
 				t.Fatal(err)
@@ -72,6 +74,9 @@ func TestUnwindAccuracy(t *testing.T) {
 			}
 			if st.Copies == 0 {
 				t.Fatalf("no sample carried a stack copy: the collector did not mark pid %d", pid)
+			}
+			if !slices.Equal(col.CopyPids(), []uint32{pid}) {
+				t.Errorf("CopyPids() = %v, want [%d]", col.CopyPids(), pid)
 			}
 			if share < 0.995 {
 				t.Errorf("%.2f%% of the samples show compare → libc → run → main, want ≥ 99.5%%; others: %v", 100*share, bad)
