@@ -300,6 +300,9 @@ func TestRecordPprofTop(t *testing.T) {
 	if !regexp.MustCompile(`samples`).MatchString(errs) {
 		t.Errorf("no summary line on stderr: %q", errs)
 	}
+	if !strings.Contains(errs, "at 99 Hz") {
+		t.Errorf("record without -F does not say it samples at the default 99 Hz: %q", errs)
+	}
 	top, err := exec.Command("go", "tool", "pprof", "-top", out).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
