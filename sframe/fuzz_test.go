@@ -95,7 +95,9 @@ func checkInvariants(t *testing.T, tab *Table) {
 
 // FuzzUnwind unwinds arbitrary stack memory and registers with the tables
 // of the fixtures: the unwind must end, report a reason, and write no more
-// than the output slice holds.
+// than the output slice holds. A PC outside the fixture's binary is folded
+// into it and an SP outside the stack into the stack, so that most inputs
+// get past the first lookup instead of stopping at "no mapping".
 func FuzzUnwind(f *testing.F) {
 	dumps := stackDumps(f)
 	type fixture struct {
@@ -112,7 +114,14 @@ func FuzzUnwind(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, stack []byte, pc, sp, fp, lr uint64) {
 		x := fx[int(which)%len(fx)]
+		bin := x.u.Resolver.(*oneBinary)
+		if pc < bin.start || pc >= bin.end {
+			pc = bin.start + pc%(bin.end-bin.start)
+		}
 		mem := &Snapshot{Base: x.d.stack.Base, Data: stack}
+		if top := mem.Base + uint64(len(stack)); sp < mem.Base || sp > top {
+			sp = mem.Base + sp%(top-mem.Base+1)
+		}
 		out := make([]uint64, 32)
 		n, stop := x.u.Unwind(Regs{PC: pc, SP: sp, FP: fp, LR: lr}, mem, out)
 		if n < 1 || n > len(out) || stop < StopOutermost || stop > StopFull {
