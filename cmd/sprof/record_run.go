@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,15 +66,18 @@ func runRecord(e *env, args []string) error {
 		pids, follow = []uint32{uint32(cmd.Pid())}, true
 	}
 
+	// Warnings about what sprof will do without wait until the sampler
+	// is open: when it cannot open, its error is the one thing to say.
+	var warnings bytes.Buffer
 	kernel, err := symbolize.LoadKernel()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "sprof record: kernel frames stay unnamed: %v\n", err)
+		fmt.Fprintf(&warnings, "sprof record: kernel frames stay unnamed: %v\n", err)
 	}
 	opts := collector.Options{
 		Frequency:   o.frequency,
 		Pids:        pids,
 		FollowForks: follow,
-		Symbolizer:  o.symbolizer.newSymbolizer(e, "record"),
+		Symbolizer:  o.symbolizer.newSymbolizer(&env{e.stdin, e.stdout, &warnings}, "record"),
 		StackCopy:   o.stackCopy > 0,
 		DebugUnwind: o.debugUnwind,
 	}
@@ -106,6 +110,7 @@ func runRecord(e *env, args []string) error {
 		return err
 	}
 	defer sampler.Close()
+	e.stderr.Write(warnings.Bytes())
 	fmt.Fprintf(e.stderr, "sprof: sampling %s at %d Hz%s; Ctrl-C to stop\n", target(o, cmd), o.frequency, untilText(o))
 	if o.duration > 0 { // counted from the first sample, not from start-up
 		var cancel context.CancelFunc
