@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/stacks"
 )
 
@@ -75,6 +76,8 @@ func TestAgainstBinutils(t *testing.T) {
 	}
 	if id := libcDebug(); id != "" {
 		cases = append(cases, oracleCase{"libc with libc6-dbg", libc, id, nil, true, 0, ""})
+	} else if testenv.InCI() {
+		t.Error("CI=true but libc's debug file is not under /usr/lib/debug/.build-id (make test installs libc6-dbg)")
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkAgainstBinutils(t, c) })
