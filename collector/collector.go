@@ -333,6 +333,12 @@ func (c *Collector) drain(src Source, final bool) error {
 	// The records not applied yet wait for the next drain; held samples
 	// let go before it (changesLater) see them from index 0.
 	c.events, c.next = append(c.events[:0], c.events[c.next:]...), 0
+	// Processes that exited leave the table once no sample has used them
+	// for a while, so a long recording of a build does not keep every
+	// compiler that ran; the stacks they left keep their mappings.
+	if !final {
+		c.table.prune(cut)
+	}
 	if c.sink != nil {
 		c.sink.forget(c.sinkHorizon())
 	}

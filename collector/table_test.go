@@ -406,6 +406,32 @@ func TestExitedProcessForgotten(t *testing.T) {
 	}
 }
 
+// TestDrainForgetsExitedProcesses: a recording drops an exited process
+// from the table once no sample has used it for exitedGrace, and its
+// samples keep their binary.
+func TestDrainForgetsExitedProcesses(t *testing.T) {
+	c := newTestCollector(t, t.TempDir())
+	c.events = []event{
+		mmapEvent(1, 950, 0x1000, 0x2000, 0, "/gone", []byte{0xa}),
+		mmapEvent(1, 951, 0x1000, 0x2000, 0, "/running", []byte{0xb}),
+		// Sample times are CLOCK_MONOTONIC: time 7 is long past the grace.
+		{time: 7, kind: eventExit, pid: 950, tid: 950},
+	}
+	src := &fakeSource{}
+	src.add(950, 5, 0x1100)
+	src.add(951, 5, 0x1100)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if c.table.byPid[950] != nil || c.table.byPid[951] == nil {
+		t.Fatalf("after the drain: exited pid kept %v, running pid kept %v; want only the running one",
+			c.table.byPid[950] != nil, c.table.byPid[951] != nil)
+	}
+	if got, want := leafFiles(c.Profile()), []string{"/gone 0a", "/running 0b"}; !slices.Equal(got, want) {
+		t.Fatalf("leaves in %q, want %q", got, want)
+	}
+}
+
 // TestZombieMapsKeepMappings: a process in exit, or a zombie, shows no
 // mappings in /proc. A sample with an address outside the known mappings
 // rereads /proc; that empty read must not wipe the mappings the process's
