@@ -71,9 +71,11 @@
 // The BPF program walks frame pointers, which most C, C++ and Rust code
 // on a host does not keep. With Options.StackCopy, a process that maps any
 // file not known to keep them (all but Go binaries) is marked through the
-// Source's CopyMarker as soon as its mappings are known, the sampler
-// copies its user stack above SP into each sample, and the collector
-// unwinds the copy in userspace, frame by frame with the binary's .sframe,
+// Source's CopyMarker as soon as its mappings are known (those New finds
+// running are listed by CopyPids, for the sampler to mark before it
+// starts), the sampler copies its user stack above SP into each sample,
+// and the collector unwinds the copy in userspace, frame by frame with the
+// binary's .sframe,
 // rules synthesized from its .eh_frame, or its frame pointers (unwind.go
 // says which walk a sample keeps). Tables are built once per build ID on
 // first need, in the background: a sample that needs a table still being
