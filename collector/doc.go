@@ -75,9 +75,8 @@
 // running are listed by CopyPids, for the sampler to mark before it
 // starts), the sampler copies its user stack above SP into each sample,
 // and the collector unwinds the copy in userspace, frame by frame with the
-// binary's .sframe,
-// rules synthesized from its .eh_frame, or its frame pointers (unwind.go
-// says which walk a sample keeps). Tables are built once per build ID on
+// binary's .sframe, rules synthesized from its .eh_frame, or its frame
+// pointers (unwind.go says which walk a sample keeps). Tables are built once per build ID on
 // first need, in the background: a sample that needs a table still being
 // built is held back and unwound once it is there (unwind_build.go,
 // unwind_hold.go), so a huge library never stalls the drain. Tables are
