@@ -120,13 +120,13 @@ func runRecord(e *env, args []string) error {
 
 	var exited chan struct{}
 	var cmdErr error
-	var cmdPid int
+	var cmdProc *os.Process
 	if cmd != nil {
 		if err := cmd.Release(); err != nil {
 			return fmt.Errorf("start %s: %w", o.command[0], err)
 		}
 		exited = make(chan struct{})
-		cmdPid = cmd.Pid()
+		cmdProc = cmd.cmd.Process
 		c := cmd
 		cmd = nil // released: from now on it runs its course
 		go func() {
@@ -175,13 +175,15 @@ func runRecord(e *env, args []string) error {
 		select {
 		case <-exited:
 		default:
-			// Stopped early: pass the signal on, as a shell would, rather
-			// than wait for a command that was never told. After -d the
-			// command runs on to its end.
+			// Stopped early: pass the signal on rather than wait for a
+			// command that may never have been told (a Ctrl-C in a
+			// terminal reaches it too, and it has mostly exited by now).
+			// os.Process signals by pidfd, so a reused pid is safe.
+			// After -d the command runs on to its end.
 			var sig stopSignal
 			if errors.As(context.Cause(ctx), &sig) {
-				fmt.Fprintf(e.stderr, "sprof: sending %v to %s (pid %d) and waiting for it to exit\n", sig.Signal, o.command[0], cmdPid)
-				syscall.Kill(cmdPid, sig.Signal.(syscall.Signal))
+				fmt.Fprintf(e.stderr, "sprof: sending %v to %s (pid %d) and waiting for it to exit\n", sig.Signal, o.command[0], cmdProc.Pid)
+				cmdProc.Signal(sig.Signal)
 			}
 			<-exited
 		}
