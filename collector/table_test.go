@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sprof/sprof/collector/perfring"
+	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/buildid"
 )
@@ -66,7 +67,7 @@ func TestTableReadsRunningProcess(t *testing.T) {
 	for _, m := range img.maps.maps {
 		if m.bin.name == sleep {
 			found = true
-			if want := fileBuildID(t, sleep); m.bin.buildID != want {
+			if want := readelfBuildID(t, sleep); m.bin.buildID != want {
 				t.Errorf("%s: build ID %q, want %q", sleep, m.bin.buildID, want)
 			}
 		}
@@ -77,6 +78,21 @@ func TestTableReadsRunningProcess(t *testing.T) {
 	if _, err := tb.load(pid, 1); err == nil {
 		t.Error("loading an exited process succeeded")
 	}
+}
+
+// readelfBuildID is the GNU build ID of an ELF file as readelf -n prints
+// it: an oracle for the one sprof reads.
+func readelfBuildID(t testing.TB, path string) string {
+	t.Helper()
+	out, err := exec.Command(testenv.RequireTool(t, "readelf"), "-n", path).Output()
+	if err != nil {
+		t.Fatalf("readelf -n %s: %v", path, err)
+	}
+	_, rest, ok := strings.Cut(string(out), "Build ID: ")
+	if !ok {
+		t.Fatalf("readelf -n %s shows no build ID:\n%s", path, out)
+	}
+	return strings.Fields(rest)[0]
 }
 
 func hasFile(s *mapSet, name string) bool {
