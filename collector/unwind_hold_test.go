@@ -369,7 +369,8 @@ func sameSamples(t *testing.T, sink *readerSink, want []string) {
 func TestHoldSinkAge(t *testing.T) {
 	sink := &logSink{}
 	f := newHoldFixture(t, sink, true)
-	f.c.unw.maxHoldAge = 50 * time.Millisecond
+	// Long enough for two drains on a loaded host (50 ms was not).
+	f.c.unw.maxHoldAge = 500 * time.Millisecond
 	f.add(1, 10)
 	if err := f.c.Drain(f.src); err != nil {
 		t.Fatal(err)
@@ -380,7 +381,7 @@ func TestHoldSinkAge(t *testing.T) {
 	if st := f.c.UnwindStats(); st.Held != 5 || st.FlushedAge != 0 || len(f.c.unw.held) != 5 {
 		t.Fatalf("%d held, %d flushed for their age, %d still held; want 5, 0, 5", st.Held, st.FlushedAge, len(f.c.unw.held))
 	}
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(550 * time.Millisecond)
 	if err := f.c.Drain(f.src); err != nil {
 		t.Fatal(err)
 	}
