@@ -257,9 +257,18 @@ func untilText(o *recordOptions) string {
 func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 	if bpfErr != nil {
 		fmt.Fprintf(e.stderr, "sprof: BPF run-time statistics unavailable: %v\n", bpfErr)
-	} else if b.RunCount > 0 {
-		fmt.Fprintf(e.stderr, "sprof: BPF program: %d runs, %.0f ns/run, %.0f ns/sample; %d KiB ring, %d records spilled to the backlog\n",
-			b.RunCount, float64(b.RunTimeNs)/float64(b.RunCount), float64(b.RunTimeNs)/float64(max(b.Sent, 1)), b.RingSize>>10, b.Spilled)
+	} else {
+		// Runs cost time also when the filters end them; a sample
+		// bears the cost of all runs.
+		perRun, perSample := "no", "no"
+		if b.RunCount > 0 {
+			perRun = fmt.Sprintf("%.0f", float64(b.RunTimeNs)/float64(b.RunCount))
+		}
+		if b.Sent > 0 {
+			perSample = fmt.Sprintf("%.0f", float64(b.RunTimeNs)/float64(b.Sent))
+		}
+		fmt.Fprintf(e.stderr, "sprof: BPF program: %d runs, %s ns/run, %s ns/sample; %d KiB ring, %d records spilled to the backlog\n",
+			b.RunCount, perRun, perSample, b.RingSize>>10, b.Spilled)
 	}
 	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
 		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)
