@@ -107,6 +107,18 @@ func collect(t testing.TB, s *Sampler, d time.Duration, keep func(*Sample) bool)
 	return out
 }
 
+// collectN reads the sampler in 250 ms steps until keep has selected n
+// samples, or for 10 s: a loaded host may give a fixture little CPU, or
+// none for a while. It returns what keep selected.
+func collectN(t testing.TB, s *Sampler, n int, keep func(*Sample) bool) []sampleCopy {
+	t.Helper()
+	var got []sampleCopy
+	for deadline := time.Now().Add(10 * time.Second); len(got) < n && time.Now().Before(deadline); {
+		got = append(got, collect(t, s, 250*time.Millisecond, keep)...)
+	}
+	return got
+}
+
 func ofPid(pid int) func(*Sample) bool {
 	return func(x *Sample) bool { return x.Pid == uint32(pid) }
 }

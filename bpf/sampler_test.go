@@ -169,7 +169,7 @@ func TestWalkChain(t *testing.T) {
 	}
 	cmd, _ := startFixture(t, "chain")
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collect(t, s, time.Second, fx.inFixture(cmd.Process.Pid))
+	got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
 	exact := 0
 	for _, x := range got {
 		if !fx.contains("c", x.PC) {
@@ -237,7 +237,7 @@ func TestWalkBadFrames(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			cmd, _ := startFixture(t, tc.mode, strings.Repeat("r", 32))
 			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-			got := collect(t, s, 500*time.Millisecond, fx.inFixture(cmd.Process.Pid))
+			got := collectN(t, s, 20, fx.inFixture(cmd.Process.Pid))
 			if len(got) == 0 {
 				t.Fatal("no samples")
 			}
@@ -267,7 +267,7 @@ func TestWalkDepth(t *testing.T) {
 			cmd, _ := startFixture(t, "deep", strconv.Itoa(depth))
 			s := openSampler(t, Config{Frequency: 199, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
 			// Only samples in c: the recursion is complete.
-			got := collect(t, s, 500*time.Millisecond, func(x *Sample) bool {
+			got := collectN(t, s, 20, func(x *Sample) bool {
 				return x.Pid == uint32(cmd.Process.Pid) && fx.contains("c", x.PC)
 			})
 			if len(got) == 0 {

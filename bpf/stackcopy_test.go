@@ -99,7 +99,7 @@ func TestStackCopy(t *testing.T) {
 			pid := cmd.Process.Pid
 			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
 				StackCopy: tc.size, CopyAll: true})
-			got := collect(t, s, time.Second, func(x *Sample) bool { return fx.contains("c", x.PC) && x.Pid == uint32(pid) })
+			got := collectN(t, s, 20, func(x *Sample) bool { return fx.contains("c", x.PC) && x.Pid == uint32(pid) })
 			if len(got) < 20 {
 				t.Fatalf("%d samples in c, want ≥ 20", len(got))
 			}
@@ -143,7 +143,7 @@ func TestStackCopyFault(t *testing.T) {
 	cmd, _ := startBinary(t, nofpPath, "fault")
 	pid := cmd.Process.Pid
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, StackCopy: 16384, CopyAll: true})
-	got := collect(t, s, time.Second, func(x *Sample) bool { return fx.contains("spin_on_stack", x.PC) && x.Pid == uint32(pid) })
+	got := collectN(t, s, 20, func(x *Sample) bool { return fx.contains("spin_on_stack", x.PC) && x.Pid == uint32(pid) })
 	if len(got) < 20 {
 		t.Fatalf("%d samples in spin_on_stack, want ≥ 20", len(got))
 	}
