@@ -321,7 +321,7 @@ func TestSetCopyInheritedOnFork(t *testing.T) {
 	var child uint32
 	withCopy, without := 0, 0
 	collect(t, s, time.Second, func(x *Sample) bool {
-		if x.Comm != [16]byte{'f', 'p', 'w', 'a', 'l', 'k'} || x.Pid == ppid {
+		if x.Comm != [16]byte{'f', 'p', 'w', 'a', 'l', 'k'} || x.Pid == ppid || parentOf(t, x.Pid) != ppid {
 			return false
 		}
 		child = x.Pid
@@ -336,4 +336,20 @@ func TestSetCopyInheritedOnFork(t *testing.T) {
 		t.Fatalf("forked child %d: %d samples with copies, %d without; want all with", child, withCopy, without)
 	}
 	killForgotten(t, s.objs.CopyPids, child)
+}
+
+// parentOf returns the parent of process pid (field 4 of /proc/PID/stat),
+// 0 if it is gone.
+func parentOf(t testing.TB, pid uint32) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ppid, err := strconv.ParseUint(f[1], 10, 32)
+	if err != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	return uint32(ppid)
 }

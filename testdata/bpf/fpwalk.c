@@ -14,12 +14,15 @@
  *               the argument string S (24 bytes or more), which lies above
  *               the stack's end (the initial stack pointer)
  *   deep N      main -> recurse x N -> c
- *   fork        reads a line from stdin, then forks a child running chain
+ *   fork        reads a line from stdin, then forks a child running chain,
+ *               which dies with it
  *   syscalls    sys_loop calls getppid (frameless, through the PLT) forever
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,8 +114,13 @@ int main(int argc, char **argv)
 		char line[8];
 		if (!fgets(line, sizeof(line), stdin))
 			return 1;
-		if (fork() == 0)
+		pid_t parent = getpid();
+		if (fork() == 0) {
+			/* Die with the parent, which the test kills. */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+				return 1;
 			a();
+		}
 		wait(NULL);
 	} else {
 		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|above-stack S|bad-return|deep N|fork|syscalls\n");
