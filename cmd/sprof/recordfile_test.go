@@ -51,8 +51,26 @@ func TestRecordingSurvivesKill(t *testing.T) {
 		sprof.Process.Kill()
 		t.Fatalf("sprof did not start sampling: %s", stderr.String())
 	}
+	// Kill once the file holds 500 samples: at 499 Hz on every CPU that
+	// is about a second of a spinning CPU, and a loaded machine may start
+	// the drain later than sprof says "sampling".
 	time.Sleep(3 * time.Second)
+	waitFrom := time.Now()
+	for deadline := waitFrom.Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := recording.Summarize(bytes.NewReader(data)); err == nil && s.Samples >= 500 {
+			break
+		}
+		if time.Now().After(deadline) {
+			sprof.Process.Kill()
+			t.Fatalf("the recording holds fewer than 500 samples 30 s after sprof began sampling: %s", stderr.String())
+		}
+	}
 	killed := time.Now()
+	t.Logf("500 samples in the file %v after the first 3 s of sampling", killed.Sub(waitFrom).Round(time.Millisecond))
 	if err := sprof.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
