@@ -313,14 +313,20 @@ func TestRecordPprofTop(t *testing.T) {
 }
 
 // TestRecordForcedLoss shrinks the ring buffer until samples are lost: the
-// loss must be counted and the profile still valid.
+// loss must be counted and the profile still valid. The ring is 4 KiB: a
+// process recursing 1000 deep has records of 8 KiB, which never fit, and
+// at 4 kHz the small records of a spinning process fill it between two
+// wakeups of the reader on a loaded host (13 to 30 lost in 0.5 s on an
+// idle one).
 func TestRecordForcedLoss(t *testing.T) {
 	testenv.RequireRoot(t)
-	spin := exec.Command("../../testdata/e2e/spin", "3")
-	if err := spin.Start(); err != nil {
-		t.Fatal(err)
+	for _, args := range [][]string{{"../../testdata/e2e/spin", "3"}, {"../../testdata/bpf/fpwalk", "deep", "1000"}} {
+		cmd := exec.Command(args[0], args[1:]...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	}
-	defer spin.Wait()
 	out := filepath.Join(t.TempDir(), "lossy.pb.gz")
 	code, _, errs := runSprof("record", "-F", "4000", "-d", "0.5s", "--ring-buffer", "4K", "-o", out)
 	if code != 0 {
@@ -334,8 +340,12 @@ func TestRecordForcedLoss(t *testing.T) {
 	if lost, _ := strconv.Atoi(m[2]); lost == 0 {
 		t.Errorf("no sample lost with a 4 KiB ring buffer at 4 kHz: %q", errs)
 	}
-	if err := parseProfile(t, out).CheckValid(); err != nil {
+	p := parseProfile(t, out)
+	if err := p.CheckValid(); err != nil {
 		t.Errorf("profile after loss is invalid: %v", err)
+	}
+	if len(p.Sample) == 0 {
+		t.Error("no sample kept")
 	}
 	if top, err := exec.Command("go", "tool", "pprof", "-top", out).CombinedOutput(); err != nil {
 		t.Errorf("go tool pprof -top on the profile after loss: %v\n%s", err, top)
