@@ -42,6 +42,8 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{url, "--pyroscope-api", "grpc"}, "unknown Pyroscope API"},
 		{[]string{url, "--process-root", "tree"}, "--process-root"},
 		{[]string{url, "--queue", "0"}, "--queue 0"},
+		{[]string{url, "--keep", "x"}, `invalid argument "x" for "--keep" flag: want a whole number`},
+		{[]string{url, "--queue", "99999999999999999999"}, `for "--queue" flag: want a whole number`},
 		{[]string{"--output-dir", "/tmp", "--label", "a=1"}, "give --pyroscope-url too"},
 		{[]string{url, "-U", "-K"}, "exclude each other"},
 		{[]string{url, "extra"}, `unexpected argument "extra"`},

@@ -137,7 +137,22 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err // pflag has printed the usage
 		}
-		return &usageError{err.Error()}
+		return &usageError{plainParseError(err.Error())}
 	}
 	return nil
+}
+
+// plainParseError replaces the strconv error pflag quotes for a bool or int
+// flag ("strconv.ParseBool: parsing \"maybe\": invalid syntax") with what
+// the flag takes.
+func plainParseError(msg string) string {
+	for prefix, want := range map[string]string{
+		"strconv.ParseBool: ": "want true or false",
+		"strconv.ParseInt: ":  "want a whole number",
+	} {
+		if i := strings.Index(msg, prefix); i >= 0 {
+			return msg[:i] + want
+		}
+	}
+	return msg
 }

@@ -99,6 +99,8 @@ func TestRecordUsageErrors(t *testing.T) {
 		{[]string{"--format", "xyz"}, `--format: unknown format "xyz"; formats are: pprof, folded, svg, speedscope, sprof`},
 		{[]string{"-o", "x.docx"}, "--output x.docx: cannot tell the format from the name; end it in .pb.gz, .pprof, .pb, .folded, .txt"},
 		{[]string{"--bogus"}, "unknown flag: --bogus; see 'sprof record --help'"},
+		{[]string{"-U=maybe"}, `invalid argument "maybe" for "-U, --user-only" flag: want true or false; see`},
+		{[]string{"--cgroup"}, "flag needs an argument: --cgroup"},
 		{[]string{"-x"}, "unknown shorthand flag: 'x' in -x"},
 		{[]string{"--labels", "comm,uid"}, `--labels: unknown label "uid"`},
 		{[]string{"--process-root", "tree"}, `--process-root: unknown process root "tree"`},
