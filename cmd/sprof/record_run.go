@@ -33,6 +33,11 @@ func runRecord(e *env, args []string) error {
 			return usagef("--cgroup: %v", err)
 		}
 	}
+	// Without privileges, BTF or BPF nothing else matters, not even an
+	// output path this user cannot write: say only that.
+	if err := bpf.CheckHost(); err != nil {
+		return err
+	}
 	// Open the output first: a path that cannot be written is better
 	// reported before the recording than after it. A .sprof recording is
 	// written as the samples come (see recordingFile), a profile at the end.
@@ -104,6 +109,9 @@ func runRecord(e *env, args []string) error {
 		// A command's processes are marked only when their mappings
 		// are read, after they start: copy all of them instead.
 		CopyAll: o.stackCopy > 0 && len(o.command) > 0,
+		// Processes running now that need copies have them from the
+		// first sample, not only once Run marks them.
+		CopyPids: col.CopyPids(),
 	})
 	if err != nil {
 		col.Close()
