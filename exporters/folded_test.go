@@ -2,6 +2,7 @@ package exporters
 
 import (
 	"bytes"
+	"cmp"
 	"strings"
 	"testing"
 
@@ -108,9 +109,19 @@ func TestFoldedEdgeCases(t *testing.T) {
 }
 
 // TestEmptyStackName: a sample without frames gets the frame
-// Options.EmptyStack names, in every format that draws frames.
+// Options.EmptyStack names, in every format.
 func TestEmptyStackName(t *testing.T) {
 	p := &stacks.Profile{Period: 10_000_000, Samples: []*stacks.Sample{{Count: 4, Comm: "app"}}}
+	for _, name := range []string{"", "[user]"} {
+		pp, err := BuildPprof(p, Options{EmptyStack: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := cmp.Or(name, EmptyStackFrame)
+		if s := pp.Sample[0]; len(s.Location) != 1 || s.Location[0].Line[0].Function.Name != want || s.Location[0].Mapping.File != stacks.UnknownFile {
+			t.Errorf("pprof with EmptyStack %q: sample %v, want one %s location on the %s mapping", name, s, want, stacks.UnknownFile)
+		}
+	}
 	for _, f := range []Format{Folded, SVG, Speedscope} {
 		var buf bytes.Buffer
 		if err := Write(&buf, p, f, Options{EmptyStack: "[user]"}); err != nil {

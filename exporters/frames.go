@@ -45,11 +45,7 @@ func rootFirst(dst []frame, s *stacks.Sample, opt *Options) []frame {
 	if s.Truncated {
 		dst = append(dst, frame{name: TruncatedFrame, kind: flamegraph.Synthetic})
 	} else if len(s.Stack) == 0 {
-		name := opt.EmptyStack
-		if name == "" {
-			name = EmptyStackFrame
-		}
-		dst = append(dst, frame{name: name, kind: flamegraph.Synthetic})
+		dst = append(dst, frame{name: opt.emptyStack(), kind: flamegraph.Synthetic})
 	}
 	for i := len(s.Stack) - 1; i >= 0; i-- {
 		loc := s.Stack[i]

@@ -25,14 +25,21 @@ type Options struct {
 	// the way stackcollapse-perf.pl does, so one graph separates programs
 	// — also in Pyroscope, where a per-process label would multiply series.
 	ProcessRoot ProcessRoot
-	// EmptyStack names the one frame folded, SVG and speedscope output
-	// give a sample without frames, so its count still shows; ""
-	// means EmptyStackFrame. `sprof record -K` calls it "[user]": there a
-	// sample without frames is one taken in user mode.
+	// EmptyStack names the one frame every format gives a sample without
+	// frames, so its count shows as a frame; "" means EmptyStackFrame.
+	// `sprof record -K` calls it "[user]": there a sample without frames
+	// is one taken in user mode.
 	EmptyStack string
 	// FlameGraph shapes SVG output. An empty Subtitle is filled in with
 	// what the profile covers.
 	FlameGraph flamegraph.Options
+}
+
+func (o *Options) emptyStack() string {
+	if o.EmptyStack == "" {
+		return EmptyStackFrame
+	}
+	return o.EmptyStack
 }
 
 // Label is a per-sample pprof label key.

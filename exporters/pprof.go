@@ -122,6 +122,7 @@ type pprofBuilder struct {
 	pidSamples map[uint32]int64
 	synthetic  map[string]*profile.Location
 	root       ProcessRoot
+	emptyStack string
 	// key and locs are scratch space reused for every sample.
 	key  []byte
 	locs []*profile.Location
@@ -164,6 +165,7 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 		pidSamples: map[uint32]int64{},
 		synthetic:  map[string]*profile.Location{},
 		root:       opt.ProcessRoot,
+		emptyStack: opt.emptyStack(),
 	}
 }
 
@@ -177,6 +179,8 @@ func (b *pprofBuilder) addSample(s *stacks.Sample) {
 	}
 	if s.Truncated {
 		locs = append(locs, b.syntheticLocation(TruncatedFrame))
+	} else if len(s.Stack) == 0 {
+		locs = append(locs, b.syntheticLocation(b.emptyStack))
 	}
 	if name := processRootName(s, b.root); name != "" {
 		locs = append(locs, b.syntheticLocation(name))
