@@ -221,6 +221,9 @@ func TestWalkBadFrames(t *testing.T) {
 		// strings, above the stack's end: only the upper bound stops it.
 		{"above-stack", "spin_above_stack", []uint64{fx.returnAfterCall(t, "main", "spin_above_stack")}},
 		{"bad-return", "spin_bad_return", nil},
+		// A record on another mapping is no stack switch when its return
+		// address follows no call.
+		{"other-data", "spin_other_data", []uint64{fx.returnAfterCall(t, "main", "spin_other_data")}},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			cmd, _ := startFixture(t, tc.mode, strings.Repeat("r", 32))
@@ -236,6 +239,32 @@ func TestWalkBadFrames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A frame-pointer chain that crosses to another stack, as Go's vDSO and
+// cgo calls do from the g0 stack, is followed there: c runs on a separate
+// mapping below the thread's stack, its record links back to
+// on_other_stack's record on the thread's stack, and the walk reaches
+// main's caller in libc (where, in code without frame pointers, it stops).
+func TestWalkOtherStack(t *testing.T) {
+	requireFixture(t)
+	fx := loadFixtureELF(t)
+	want := []uint64{
+		fx.returnAfterCall(t, "on_other_stack", "c"),
+		fx.returnAfterCall(t, "main", "on_other_stack"),
+	}
+	cmd, _ := startFixture(t, "other-stack")
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
+	got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
+	for _, x := range got {
+		if !fx.contains("c", x.PC) || len(x.user) < 4 || !equal(x.user[1:3], want) {
+			t.Fatalf("pc %#x stack %s, want pc in c, [pc %s, main's caller ...]",
+				x.PC, hexFrames(x.user), hexFrames(want))
+		}
+	}
+	if len(got) == 0 {
+		t.Fatal("no samples")
 	}
 }
 

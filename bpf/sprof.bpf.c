@@ -194,36 +194,54 @@ static long stack_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
 	return 0;
 }
 
-/* The end of the stack holding sp. On the main thread's stack it is
- * mm->start_stack, the initial stack pointer, above which no frame record
- * lies, read without any lock: sp within MAIN_STACK_SPAN below it is taken
- * to be on the main stack. The mmap area starts at least RLIMIT_STACK plus
- * the stack guard gap below the stack, usually gigabytes; a thread stack
- * mapped closer only gets a looser bound, never a tighter one. Elsewhere
- * (pthread stacks, Go goroutine stacks, alternate signal stacks) it is the
- * end of the mapping holding sp, remembered per thread. When that mapping
- * cannot be found (the mmap lock is contended), 8 MiB above sp: the default
- * RLIMIT_STACK and pthread stack size. This cut bpf_find_vma calls by 59%
- * under a build load. */
+/* The stack holding sp: records lie in [lo, end); the whole mapping, which
+ * a record on another stack must lie outside of, is [lo, mapped_end).
+ *
+ * On the main thread's stack, end is mm->start_stack, the initial stack
+ * pointer, above which no frame record lies, read without any lock: sp
+ * within MAIN_STACK_SPAN below it is taken to be on the main stack. The
+ * mmap area starts at least RLIMIT_STACK plus the stack guard gap below the
+ * stack, usually gigabytes; a thread stack mapped closer only gets a looser
+ * bound, never a tighter one. Above start_stack, the same mapping holds the
+ * argument and environment strings and then the program's path.
+ *
+ * Elsewhere (pthread stacks, Go goroutine stacks, alternate signal stacks)
+ * it is the mapping holding sp, remembered per thread. When that mapping is
+ * not known (with lookup false, or the mmap lock is contended), 8 MiB on
+ * either side of sp: the default RLIMIT_STACK and pthread stack size. The
+ * per-thread memory cut bpf_find_vma calls by 59% under a build load; a
+ * program run can make only one such call (its lock is released through a
+ * per-CPU irq_work), so only the sample's own sp looks its mapping up. */
 #define MAIN_STACK_SPAN (64 << 20)
+#define UNKNOWN_STACK_SPAN (8 << 20)
 
-static __always_inline __u64 stack_end(__u64 sp)
+struct stack_bounds {
+	__u64 lo, end, mapped_end;
+};
+
+static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct stack_vma found = {}, *cached;
 	__u64 top = BPF_CORE_READ(task, mm, start_stack);
 
-	if (sp < top && top - sp < MAIN_STACK_SPAN)
-		return top;
-	cached = bpf_task_storage_get(&stack_vmas, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (sp < top && top - sp < MAIN_STACK_SPAN) {
+		__u64 strings = BPF_CORE_READ(task, mm, env_end);
+
+		return (struct stack_bounds){top - MAIN_STACK_SPAN, top, strings + 2 * 4096};
+	}
+	cached = bpf_task_storage_get(&stack_vmas, task, 0, lookup ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 	if (cached && cached->start <= sp && sp < cached->end)
-		return cached->end;
-	bpf_find_vma(task, sp, stack_vma_cb, &found, 0);
-	if (!(found.start <= sp && sp < found.end))
-		return sp + (8 << 20);
-	if (cached)
-		*cached = found;
-	return found.end;
+		return (struct stack_bounds){cached->start, cached->end, cached->end};
+	if (lookup) {
+		bpf_find_vma(task, sp, stack_vma_cb, &found, 0);
+		if (found.start <= sp && sp < found.end) {
+			if (cached)
+				*cached = found;
+			return (struct stack_bounds){found.start, found.end, found.end};
+		}
+	}
+	return (struct stack_bounds){sp - UNKNOWN_STACK_SPAN, sp + UNKNOWN_STACK_SPAN, sp + UNKNOWN_STACK_SPAN};
 }
 
 /*
@@ -352,6 +370,19 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 	return entered_from(ret, pc) ? ret : 0;
 }
 #elif defined(__TARGET_ARCH_arm64)
+/* Whether ret follows a call instruction: bl, blr, or the pointer-
+ * authenticating blraa, blraaz, blrab, blrabz. */
+static __always_inline bool after_call(__u64 ret)
+{
+	__u32 insn;
+
+	if (ret < MIN_USER_ADDR || bpf_probe_read_user(&insn, sizeof(insn), (void *)(ret - 4)))
+		return false;
+	return (insn & 0xfc000000) == 0x94000000 ||
+	       (insn & 0xfffffc1f) == 0xd63f0000 ||
+	       (insn & 0xfefff800) == 0xd63f0800;
+}
+
 static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 {
 	__u32 insn, bl;
@@ -382,9 +413,13 @@ struct fp_walk {
 	__u64 fp;  /* next frame record */
 	__u64 lo;  /* frame records must start at or above lo ... */
 	__u64 end; /* ... and end at or below the stack's end */
+	/* The mapping of the stack the walk is on: a record on another stack
+	 * lies outside [stack_lo, mapped_end). */
+	__u64 stack_lo, mapped_end;
 	__u32 at;  /* next free slot in rec.frames */
 	__u32 n;   /* user frames written */
 	__u16 flags;
+	__u16 switches; /* stacks switched to (see switch_stack) */
 };
 
 /* Followed in the map value by stack_copy_size bytes of room for the copy. */
@@ -427,13 +462,45 @@ static __always_inline void put_user_frame(struct scratch_value *s, __u64 addr)
 	w->n++;
 }
 
+/* A frame record outside the stack the walk is on can still be genuine:
+ * code that runs on a second stack keeps the frame-pointer chain linked to
+ * the first. Go calls the vDSO (time.Now), C code (cgo) and runtime work
+ * (systemstack) on the thread's g0 stack, linked back to the goroutine's
+ * stack in the heap; signal handlers run on an alternate stack; fibers and
+ * coroutines have stacks of their own. Without this, every such sample
+ * loses all its callers. A record there is followed only on evidence, at
+ * most MAX_STACK_SWITCHES times: it lies in another mapping than the stack
+ * the walk is on (a record below sp on the same stack is a stale one of a
+ * returned call), and its return address follows a call instruction (a
+ * frame-pointer register holding data seldom points at such a word). The
+ * walk then goes on within that mapping, strictly increasing again. */
+#define MAX_STACK_SWITCHES 3
+
+static __always_inline bool switch_stack(struct fp_walk *w, __u64 fp, __u64 ret)
+{
+	struct stack_bounds to;
+
+	if (w->switches >= MAX_STACK_SWITCHES || (w->stack_lo <= fp && fp < w->mapped_end) ||
+	    !after_call(ret))
+		return false;
+	to = stack_of(fp, false);
+	if (fp > to.end - 2 * sizeof(__u64))
+		return false;
+	w->switches++;
+	w->end = to.end;
+	w->stack_lo = to.lo;
+	w->mapped_end = to.mapped_end;
+	return true;
+}
+
 /* One frame record of the _thread_stack_pcs-style walk: {saved fp, return
- * address} at fp. A record is used only when it lies inside [lo, end), is
- * 8-byte aligned and readable; the next one must lie entirely above it
- * (strictly increasing, and records do not overlap). The first failing
- * check ends the walk and marks it truncated; a zero saved fp or return
- * address is the outermost frame and ends it cleanly. 8-byte alignment,
- * not 16, because Go's arm64 and amd64 frame records are only 8-aligned. */
+ * address} at fp. A record is used only when it is 8-byte aligned,
+ * readable and lies inside [lo, end) or on another stack (switch_stack);
+ * the next one must lie entirely above it (strictly increasing, and records
+ * do not overlap). The first failing check ends the walk and marks it
+ * truncated; a zero saved fp or return address is the outermost frame and
+ * ends it cleanly. 8-byte alignment, not 16, because Go's arm64 and amd64
+ * frame records are only 8-aligned. */
 static long fp_step(__u64 i, struct walk_ctx *c)
 {
 	struct scratch_value *s = c->s;
@@ -443,14 +510,17 @@ static long fp_step(__u64 i, struct walk_ctx *c)
 
 	if (fp == 0)
 		return 1;
-	if (fp < w->lo || fp > w->end - sizeof(rec) || (fp & 7) ||
-	    bpf_probe_read_user(rec, sizeof(rec), (void *)fp)) {
+	if ((fp & 7) || bpf_probe_read_user(rec, sizeof(rec), (void *)fp)) {
+		w->flags |= SAMPLE_USER_TRUNCATED;
+		return 1;
+	}
+	ret = code_addr(rec[1]);
+	if ((fp < w->lo || fp > w->end - sizeof(rec)) && !switch_stack(w, fp, ret)) {
 		w->flags |= SAMPLE_USER_TRUNCATED;
 		return 1;
 	}
 	if (rec[1] == 0)
 		return 1;
-	ret = code_addr(rec[1]);
 	if (ret < MIN_USER_ADDR || ret >= MAX_USER_ADDR) {
 		w->flags |= SAMPLE_USER_TRUNCATED;
 		return 1;
@@ -464,7 +534,8 @@ static long fp_step(__u64 i, struct walk_ctx *c)
 /* Frame 0 is pc; then the leaf's return address when the frame-pointer
  * register does not name the leaf's record (see leaf_return); then the
  * frame-pointer chain from fp. */
-static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 sp, __u64 fp, __u64 lr, __u64 end)
+static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 sp, __u64 fp, __u64 lr,
+					struct stack_bounds *stack)
 {
 	struct walk_ctx c = {.s = s};
 	struct fp_walk *w = &s->walk;
@@ -476,8 +547,11 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 		put_user_frame(s, ret);
 		w->flags |= SAMPLE_LEAF_RETURN;
 	}
-	w->end = end;
+	w->end = stack->end;
 	w->lo = sp;
+	w->stack_lo = stack->lo;
+	w->mapped_end = stack->mapped_end;
+	w->switches = 0;
 	w->fp = fp;
 	bpf_loop(MAX_USER_FRAMES, fp_step, &c, 0);
 }
@@ -485,7 +559,7 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 /* Shorter copies tried after a fault, halving at 4 KiB boundaries (a
  * multiple of every page size) down to the rest of sp's page. A fault means
  * a page in the range is not resident (swapped out) or lies outside the
- * stack when stack_end had to guess; bpf_probe_read_user then fails whole
+ * stack when stack_of had to guess; bpf_probe_read_user then fails whole
  * and says nothing of where, so the prefix is searched for. Each failed
  * read costs a page-fault exception; 4 tries bound that. */
 #define COPY_TRIES 4
@@ -633,11 +707,11 @@ int sample(struct bpf_perf_event_data *ctx)
 		h->lr = PT_REGS_RET_CORE(regs);
 #endif
 		if (capture_user && h->pc) {
-			__u64 end = stack_end(h->sp);
+			struct stack_bounds stack = stack_of(h->sp, true);
 
-			walk_user(s, h->pc, h->sp, h->fp, h->lr, end);
+			walk_user(s, h->pc, h->sp, h->fp, h->lr, &stack);
 			if (wants_copy(tgid))
-				copy_stack(s, h->sp, end);
+				copy_stack(s, h->sp, stack.end);
 		}
 	}
 	h->user_frames = s->walk.n;

@@ -79,6 +79,7 @@ struct signal_struct {
 
 struct mm_struct {
 	unsigned long start_stack;
+	unsigned long env_end;
 };
 
 struct task_struct {

@@ -13,6 +13,10 @@
  *   above-stack S  rbp points at a well-formed frame record written into
  *               the argument string S (24 bytes or more), which lies above
  *               the stack's end (the initial stack pointer)
+ *   other-stack main -> on_other_stack, which calls c on a stack of its
+ *               own (a separate mapping), linked back by frame pointers
+ *   other-data  rbp points at a frame record on another mapping whose
+ *               return address follows no call
  *   deep N      main -> recurse x N -> c
  *   fork        reads a line from stdin, then forks a child running chain,
  *               which dies with it
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,6 +93,25 @@ NOINLINE void spin_bad_return(void)
 			 "\tmov %rsp,%rbp\n1: jmp 1b"); /* never returns: rax is free */
 }
 
+/* on_other_stack(top) runs c on a stack of its own, the way Go runs vDSO
+ * and cgo calls on the thread's g0 stack: c's frame record links back to
+ * on_other_stack's record on the thread's stack. c never returns. */
+void on_other_stack(char *top);
+__asm__(".text\n"
+	".globl on_other_stack\n.type on_other_stack,@function\non_other_stack:\n"
+	"\tpush %rbp\n\tmov %rsp,%rbp\n\tmov %rdi,%rsp\n\tcall c\n"
+	"\tmov %rbp,%rsp\n\tpop %rbp\n\tret\n"
+	".size on_other_stack, .-on_other_stack\n");
+
+/* rec is a frame record {0, address of zeros} on another mapping: its
+ * return address follows no call, so the walk must not switch stacks to it. */
+NOINLINE void spin_other_data(unsigned long *rec)
+{
+	rec[0] = 0;
+	rec[1] = (unsigned long)(rec + 8);
+	__asm__ volatile("mov %0,%%rbp\n1: jmp 1b" ::"r"(rec));
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "chain";
@@ -108,7 +132,16 @@ int main(int argc, char **argv)
 		spin_bad_return();
 	else if (!strcmp(mode, "syscalls"))
 		sys_loop();
-	else if (!strcmp(mode, "deep") && argc > 2)
+	else if (!strcmp(mode, "other-stack") || !strcmp(mode, "other-data")) {
+		size_t size = 1 << 16;
+		char *other = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (other == MAP_FAILED)
+			return 1;
+		if (!strcmp(mode, "other-stack"))
+			on_other_stack(other + size - 64);
+		else
+			spin_other_data((unsigned long *)other + 256);
+	} else if (!strcmp(mode, "deep") && argc > 2)
 		recurse(atoi(argv[2]));
 	else if (!strcmp(mode, "fork")) {
 		char line[8];
@@ -123,7 +156,7 @@ int main(int argc, char **argv)
 		}
 		wait(NULL);
 	} else {
-		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|above-stack S|bad-return|deep N|fork|syscalls\n");
+		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|above-stack S|bad-return|other-stack|other-data|deep N|fork|syscalls\n");
 		return 2;
 	}
 	KEEP();
