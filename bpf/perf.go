@@ -55,6 +55,13 @@ func (c *cpuClock) enable() error {
 	return nil
 }
 
+func (c *cpuClock) disable() error {
+	if err := unix.IoctlSetInt(c.fd, unix.PERF_EVENT_IOC_DISABLE, 0); err != nil {
+		return fmt.Errorf("disable cpu-clock event: %w", err)
+	}
+	return nil
+}
+
 func (c *cpuClock) close() error {
 	return errors.Join(c.link.Close(), unix.Close(c.fd))
 }

@@ -458,6 +458,18 @@ func (s *Sampler) Stats() (Stats, error) {
 		RingSize: s.ringSize, Spilled: s.backlog.spilled.Load()}, nil
 }
 
+// Stop stops sampling: the CPU-clock events are disabled, so the program
+// sends no more samples, and what it sent stays to be read. A recording
+// stops before its last drain so that the drain ends: at high rates the
+// program can write samples faster than user space aggregates them.
+func (s *Sampler) Stop() error {
+	var errs []error
+	for _, c := range s.clocks {
+		errs = append(errs, c.disable())
+	}
+	return errors.Join(errs...)
+}
+
 // Close stops sampling and frees everything Open set up. Read fails after
 // it with an error wrapping os.ErrClosed.
 func (s *Sampler) Close() error {

@@ -65,6 +65,34 @@ func TestSamplesBusyChild(t *testing.T) {
 	t.Logf("%d samples; BPF %d runs, %.0f ns/run", len(got), st.RunCount, float64(st.RunTimeNs)/float64(st.RunCount))
 }
 
+// Stop ends sampling of a busy process: the program runs no more, and
+// what it sent before stays readable.
+func TestStop(t *testing.T) {
+	requireFixture(t)
+	cmd, _ := startFixture(t, "chain")
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
+	collectN(t, s, 20, ofPid(cmd.Process.Pid))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // runs that began before Stop end
+	before, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // ~100 samples of the child at 499 Hz
+	after, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.RunCount != before.RunCount || after.Sent != before.Sent {
+		t.Fatalf("after Stop: %d runs, %d sent; 200 ms later %d runs, %d sent", before.RunCount, before.Sent, after.RunCount, after.Sent)
+	}
+	if _, err := s.Read(func(*Sample) {}); err != nil {
+		t.Fatalf("Read after Stop: %v", err)
+	}
+}
+
 // Every online CPU samples at the requested frequency, and a process
 // pinned to a CPU is sampled on that CPU. A fixture pinned to each online
 // CPU keeps it busy (on this VM an idle virtual CPU's timer may not fire

@@ -42,6 +42,13 @@ type Notifier interface {
 	Ready() <-chan struct{}
 }
 
+// A Stopper is a Source that can stop producing samples and still be
+// read. Run stops it before its last drain, which then ends even when the
+// source produces samples faster than they are aggregated (high rates).
+type Stopper interface {
+	Stop() error
+}
+
 // Options configure a Collector.
 type Options struct {
 	// Frequency is the sampling frequency in Hz; it sets Profile.Period.
@@ -231,7 +238,8 @@ func (c *Collector) Close() error {
 
 // Run drains src every Interval, and when src is a Notifier that is
 // ready, until ctx is done or exited is closed
-// (for a profiled command; nil if none), drains once more, and returns the
+// (for a profiled command; nil if none), stops src if it is a Stopper,
+// drains once more, and returns the
 // profile (nil with a Sink) and the recording's statistics. Errors while draining are
 // counted in Stats and do not stop the recording. It closes the Collector.
 func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{}) (*stacks.Profile, Stats, error) {
@@ -258,6 +266,9 @@ loop:
 		case <-ready:
 			c.note(c.Drain(src))
 		}
+	}
+	if st, ok := src.(Stopper); ok {
+		c.note(st.Stop())
 	}
 	c.note(c.drain(src, true))
 	c.settleHeld()

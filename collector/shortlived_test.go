@@ -265,3 +265,48 @@ func TestRunSurvivesReadErrors(t *testing.T) {
 		t.Fatalf("%d samples, stats %+v; want the sample and 1 error", len(prof.Samples), st)
 	}
 }
+
+// stoppingSource is a Stopper that produces a sample at every read until
+// it is stopped, as the sampler does at high rates.
+type stoppingSource struct {
+	fakeSource
+	reads, readsAtStop int
+	stopped            bool
+}
+
+func (s *stoppingSource) Read(fn func(*Sample)) (int, error) {
+	s.reads++
+	if !s.stopped {
+		s.add(42, uint64(s.reads), 0x1234)
+	}
+	return s.fakeSource.Read(fn)
+}
+
+func (s *stoppingSource) Stop() error {
+	if s.stopped {
+		return errors.New("stopped twice")
+	}
+	s.stopped, s.readsAtStop = true, s.reads
+	return nil
+}
+
+// TestRunStopsSourceBeforeLastDrain: at the recording's end Run stops a
+// Stopper once and then reads it once more, which gets what was sent
+// before the stop and nothing after.
+func TestRunStopsSourceBeforeLastDrain(t *testing.T) {
+	c, err := New(Options{Frequency: 99, ProcRoot: t.TempDir(), NoSideband: true, Interval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	src := &stoppingSource{}
+	_, st, err := c.Run(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !src.stopped || src.reads != src.readsAtStop+1 || st.Samples != uint64(src.readsAtStop) || st.Errors != 0 {
+		t.Fatalf("stopped %v after %d of %d reads, %d samples, stats %+v; want stopped, then one last read that adds nothing",
+			src.stopped, src.readsAtStop, src.reads, st.Samples, st)
+	}
+}

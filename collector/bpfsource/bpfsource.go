@@ -53,5 +53,8 @@ func (src *Source) Ready() <-chan struct{} { return src.sampler.Ready() }
 // SetCopy marks pid for stack copies (collector.CopyMarker).
 func (src *Source) SetCopy(pid uint32, on bool) error { return src.sampler.SetCopy(pid, on) }
 
+// Stop stops the sampler's events before the last drain (collector.Stopper).
+func (src *Source) Stop() error { return src.sampler.Stop() }
+
 // Lost is the number of samples the BPF program could not hand over.
 func (src *Source) Lost() (uint64, error) { return src.sampler.Lost() }
