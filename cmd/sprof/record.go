@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,9 +17,9 @@ const recordUsage = `Usage: sprof record [flags] [-- COMMAND [ARGS...]]
 
 Samples the CPU stacks (user and kernel) of every process on every CPU, of
 the processes given with -p, of a cgroup, or of one command and its children,
-and writes a profile when the duration is over, the command exits, or on
-Ctrl-C (or SIGTERM), which a command after -- is sent too; after -d, the
-command runs on to its end. One summary line goes to stderr: duration,
+and writes a profile when the duration is over, the command or all the -p
+processes exit, or on Ctrl-C (or SIGTERM), which a command after -- is sent
+too; after -d, the command runs on to its end. One summary line goes to stderr: duration,
 samples, lost samples, processes and the output file.
 
 Examples:
@@ -169,4 +170,63 @@ func formatNames(formats []exporters.Format) string {
 		names = append(names, string(f))
 	}
 	return strings.Join(names, ", ")
+}
+
+// watchExits returns a channel closed once every process in pids has
+// exited, so that `record -p` ends with its processes as perf record -p
+// does, and a function that stops watching. A pidfd polls readable when
+// its process exits, zombie or reaped, and never names a reused pid; a
+// process already gone counts as exited.
+func watchExits(pids []uint32) (<-chan struct{}, func(), error) {
+	fds := make([]unix.PollFd, 0, len(pids))
+	closeAll := func() {
+		for _, p := range fds {
+			unix.Close(int(p.Fd))
+		}
+	}
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(int(pid), 0)
+		if err == unix.ESRCH {
+			continue
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("watch pid %d for its exit: %w", pid, err)
+		}
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	exited, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer closeAll()
+		for len(fds) > 0 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// A bounded wait, so stop is seen within a quarter second.
+			n, err := unix.Poll(fds, 250)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return // the recording then ends as without -p's exits
+			}
+			if n == 0 {
+				continue
+			}
+			live := fds[:0]
+			for _, p := range fds {
+				if p.Revents != 0 {
+					unix.Close(int(p.Fd))
+				} else {
+					live = append(live, p)
+				}
+			}
+			fds = live
+		}
+		close(exited)
+	}()
+	var once sync.Once
+	return exited, func() { once.Do(func() { close(stop) }) }, nil
 }

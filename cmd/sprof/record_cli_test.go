@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/testenv"
 )
@@ -299,4 +301,62 @@ func TestKernelOnlyNamesUserSamples(t *testing.T) {
 			t.Errorf("record %v: empty stacks named %q, want %q", tt.args, o.export.EmptyStack, tt.want)
 		}
 	}
+}
+
+// TestRecordPidsExit: `record -p` without -d ends, as perf record -p does,
+// once all its processes have exited — here left as zombies, unreaped —
+// with its output written, the summary printed and exit status 0.
+func TestRecordPidsExit(t *testing.T) {
+	testenv.RequireRoot(t)
+	spins := []*exec.Cmd{startSpin(t, "3"), startSpin(t, "4")}
+	exits := make(chan time.Time, len(spins))
+	for _, c := range spins {
+		go func() {
+			// WNOWAIT leaves the exited process a zombie.
+			var info unix.Siginfo
+			unix.Waitid(unix.P_PID, c.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			exits <- time.Now()
+		}()
+	}
+	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	ready := make(chan struct{})
+	stderr := &startWatch{ready: ready}
+	type result struct {
+		code int
+		at   time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		code := run(&env{strings.NewReader(""), io.Discard, stderr}, []string{"record", "-F", "199", "-o", out,
+			"-p", strconv.Itoa(spins[0].Process.Pid) + "," + strconv.Itoa(spins[1].Process.Pid)})
+		done <- result{code, time.Now()}
+	}()
+	var started time.Time
+	select {
+	case <-ready:
+		started = time.Now()
+	case r := <-done:
+		t.Fatalf("sprof ended before sampling, exit %d:\n%s", r.code, stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("sprof did not start sampling in 60 s")
+	}
+	last := <-exits
+	if t2 := <-exits; t2.After(last) {
+		last = t2
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("sprof still records 20 s after its processes exited")
+	}
+	t.Logf("stderr:\n%s", stderr.String())
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	if wait := r.at.Sub(last); last.After(started) && wait > time.Second {
+		t.Errorf("sprof ended %v after the last process exited, want within 1 s", wait)
+	}
+	summary(t, stderr.String(), out)
+	checkPprofFile(t, out)
 }

@@ -126,21 +126,29 @@ func runRecord(e *env, args []string) error {
 		defer cancel()
 	}
 
-	var exited chan struct{}
+	var exited <-chan struct{}
 	var cmdErr error
 	var cmdProc *os.Process
 	if cmd != nil {
 		if err := cmd.Release(); err != nil {
 			return fmt.Errorf("start %s: %w", o.command[0], err)
 		}
-		exited = make(chan struct{})
+		done := make(chan struct{})
+		exited = done
 		cmdProc = cmd.cmd.Process
 		c := cmd
 		cmd = nil // released: from now on it runs its course
 		go func() {
 			cmdErr = c.cmd.Wait()
-			close(exited)
+			close(done)
 		}()
+	} else if len(o.pids) > 0 {
+		// Like perf record -p, end when the processes have all exited.
+		var stopWatching func()
+		if exited, stopWatching, err = watchExits(o.pids); err != nil {
+			return err
+		}
+		defer stopWatching()
 	}
 
 	prof, stats, err := col.Run(ctx, bpfsource.New(sampler), exited)
@@ -177,7 +185,7 @@ func runRecord(e *env, args []string) error {
 			return err
 		}
 	}
-	if exited != nil {
+	if cmdProc != nil {
 		// The profile is written: a second Ctrl-C may end sprof now.
 		stopSignals()
 		select {
