@@ -26,18 +26,21 @@ func (e *FormatError) Error() string {
 
 const (
 	// Bounds a hostile file cannot push us past.
-	maxPhnum    = 4096
+	maxEntries  = 4096
 	maxNoteSize = 64 << 10
 	// A build ID is 20 bytes (SHA-1) in practice; 64 leaves room for
 	// other hashes without letting a note claim megabytes.
 	maxIDLen = 64
 
 	ptNote        = 4
+	shtNote       = 7
 	ntGNUBuildID  = 3
 	elfHeader64   = 64
 	elfHeader32   = 52
 	phdrSize64    = 56
 	phdrSize32    = 32
+	shdrSize64    = 64
+	shdrSize32    = 40
 	noteHeaderLen = 12
 )
 
@@ -55,90 +58,151 @@ func File(path string) (string, error) {
 	return id, nil
 }
 
-// Read returns the GNU build ID of the ELF file r as lower-case hex, found in
-// its PT_NOTE segments (present in every loaded binary, unlike section
-// headers, which strip may drop).
+// Read returns the GNU build ID of the ELF file r as lower-case hex. It looks
+// first in the PT_NOTE segments (present in every loaded binary, unlike
+// section headers, which strip may drop), then in the SHT_NOTE sections: the
+// Go linker's only PT_NOTE covers .note.go.buildid and leaves
+// .note.gnu.build-id to a section no segment describes. It reads only the
+// headers and the notes, so r may be a large binary behind a file handle.
 func Read(r io.ReaderAt) (string, error) {
+	h, err := readHeader(r)
+	if err != nil {
+		return "", err
+	}
+	phdrs := table{off: h.phoff, entsize: h.phentsize, num: h.phnum, minsize: phdrSize32,
+		entsizeAt: h.phentsizeAt, numAt: h.phnumAt, field: "e_ph", what: "program header", noteType: ptNote}
+	shdrs := table{off: h.shoff, entsize: h.shentsize, num: h.shnum, minsize: shdrSize32,
+		entsizeAt: h.shentsizeAt, numAt: h.shnumAt, field: "e_sh", what: "section header", noteType: shtNote}
+	if h.is64 {
+		phdrs.minsize, shdrs.minsize = phdrSize64, shdrSize64
+	}
+	for _, t := range []table{phdrs, shdrs} {
+		id, err := t.scan(r, h)
+		if err != nil || id != "" {
+			return id, err
+		}
+	}
+	return "", ErrNotFound
+}
+
+// header is the part of the ELF header that locates the notes.
+type header struct {
+	bo                   binary.ByteOrder
+	is64                 bool
+	phoff, shoff         uint64
+	phentsize, shentsize uint16
+	phnum, shnum         uint16
+	// Field offsets in the ELF header, for errors.
+	phentsizeAt, phnumAt, shentsizeAt, shnumAt int64
+}
+
+func readHeader(r io.ReaderAt) (*header, error) {
 	var ident [elfHeader64]byte
 	n, err := r.ReadAt(ident[:], 0)
 	if n < 20 {
 		if err == nil || err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return "", fmt.Errorf("read ELF header: %w", err)
+		return nil, fmt.Errorf("read ELF header: %w", err)
 	}
 	if string(ident[:4]) != "\x7fELF" {
-		return "", &FormatError{0, "e_ident[EI_MAG]", "not an ELF file"}
+		return nil, &FormatError{0, "e_ident[EI_MAG]", "not an ELF file"}
 	}
-	var bo binary.ByteOrder
+	h := &header{}
 	switch ident[5] {
 	case 1:
-		bo = binary.LittleEndian
+		h.bo = binary.LittleEndian
 	case 2:
-		bo = binary.BigEndian
+		h.bo = binary.BigEndian
 	default:
-		return "", &FormatError{5, "e_ident[EI_DATA]", fmt.Sprintf("unknown byte order %d", ident[5])}
+		return nil, &FormatError{5, "e_ident[EI_DATA]", fmt.Sprintf("unknown byte order %d", ident[5])}
 	}
-	var phoff uint64
-	var phentsize, phnum uint16
-	var is64 bool
+	bo := h.bo
 	switch ident[4] {
 	case 1:
 		if n < elfHeader32 {
-			return "", &FormatError{int64(n), "ELF header", "truncated"}
+			return nil, &FormatError{int64(n), "ELF header", "truncated"}
 		}
-		phoff = uint64(bo.Uint32(ident[28:]))
-		phentsize, phnum = bo.Uint16(ident[42:]), bo.Uint16(ident[44:])
-		if phentsize < phdrSize32 {
-			return "", &FormatError{42, "e_phentsize", fmt.Sprintf("%d is smaller than a program header", phentsize)}
-		}
+		h.phoff, h.shoff = uint64(bo.Uint32(ident[28:])), uint64(bo.Uint32(ident[32:]))
+		h.phentsizeAt, h.phnumAt, h.shentsizeAt, h.shnumAt = 42, 44, 46, 48
 	case 2:
 		if n < elfHeader64 {
-			return "", &FormatError{int64(n), "ELF header", "truncated"}
+			return nil, &FormatError{int64(n), "ELF header", "truncated"}
 		}
-		is64 = true
-		phoff = bo.Uint64(ident[32:])
-		phentsize, phnum = bo.Uint16(ident[54:]), bo.Uint16(ident[56:])
-		if phentsize < phdrSize64 {
-			return "", &FormatError{54, "e_phentsize", fmt.Sprintf("%d is smaller than a program header", phentsize)}
-		}
+		h.is64 = true
+		h.phoff, h.shoff = bo.Uint64(ident[32:]), bo.Uint64(ident[40:])
+		h.phentsizeAt, h.phnumAt, h.shentsizeAt, h.shnumAt = 54, 56, 58, 60
 	default:
-		return "", &FormatError{4, "e_ident[EI_CLASS]", fmt.Sprintf("unknown class %d", ident[4])}
+		return nil, &FormatError{4, "e_ident[EI_CLASS]", fmt.Sprintf("unknown class %d", ident[4])}
 	}
-	if phnum > maxPhnum {
-		return "", &FormatError{56, "e_phnum", fmt.Sprintf("%d program headers exceed the limit of %d", phnum, maxPhnum)}
+	h.phentsize, h.phnum = bo.Uint16(ident[h.phentsizeAt:]), bo.Uint16(ident[h.phnumAt:])
+	h.shentsize, h.shnum = bo.Uint16(ident[h.shentsizeAt:]), bo.Uint16(ident[h.shnumAt:])
+	return h, nil
+}
+
+// table is the program or the section header table, each of whose entries
+// of type noteType locates a run of notes.
+type table struct {
+	off              uint64
+	entsize, num     uint16
+	minsize          uint16 // size of one entry's fields
+	entsizeAt, numAt int64  // offsets of e_Xentsize and e_Xnum in the ELF header
+	field            string // "e_ph" or "e_sh", the prefix of the ELF header fields
+	what             string
+	noteType         uint32
+}
+
+// scan returns the GNU build ID in the notes t's entries locate, or "" when
+// there is none. An e_shnum of 0 (no section headers, or more than 0xff00 of
+// them, which no binary with a build ID note worth reading has) scans nothing.
+func (t table) scan(r io.ReaderAt, h *header) (string, error) {
+	if t.num == 0 {
+		return "", nil
 	}
-	ph := make([]byte, phentsize)
-	for i := range uint64(phnum) {
-		off := phoff + i*uint64(phentsize)
+	if t.entsize < t.minsize {
+		return "", &FormatError{t.entsizeAt, t.field + "entsize", fmt.Sprintf("%d is smaller than a %s", t.entsize, t.what)}
+	}
+	if t.num > maxEntries {
+		return "", &FormatError{t.numAt, t.field + "num", fmt.Sprintf("%d entries exceed the limit of %d", t.num, maxEntries)}
+	}
+	e := make([]byte, t.minsize)
+	for i := range uint64(t.num) {
+		off := t.off + i*uint64(t.entsize)
 		if off > 1<<62 {
-			return "", &FormatError{int64(phoff), "e_phoff", "out of range"}
+			return "", &FormatError{int64(t.off), t.field + "off", "out of range"}
 		}
-		if _, err := r.ReadAt(ph, int64(off)); err != nil {
-			return "", &FormatError{int64(off), "program header", err.Error()}
+		if _, err := r.ReadAt(e, int64(off)); err != nil {
+			return "", &FormatError{int64(off), t.what, err.Error()}
 		}
-		if bo.Uint32(ph) != ptNote {
+		var typ uint32
+		var noff, nsize uint64
+		var sizeField string
+		switch {
+		case t.noteType == ptNote && h.is64:
+			typ, noff, nsize, sizeField = h.bo.Uint32(e), h.bo.Uint64(e[8:]), h.bo.Uint64(e[32:]), "p_filesz"
+		case t.noteType == ptNote:
+			typ, noff, nsize, sizeField = h.bo.Uint32(e), uint64(h.bo.Uint32(e[4:])), uint64(h.bo.Uint32(e[16:])), "p_filesz"
+		case h.is64:
+			typ, noff, nsize, sizeField = h.bo.Uint32(e[4:]), h.bo.Uint64(e[24:]), h.bo.Uint64(e[32:]), "sh_size"
+		default:
+			typ, noff, nsize, sizeField = h.bo.Uint32(e[4:]), uint64(h.bo.Uint32(e[16:])), uint64(h.bo.Uint32(e[20:])), "sh_size"
+		}
+		if typ != t.noteType || nsize == 0 {
 			continue
 		}
-		var noff, nsize uint64
-		if is64 {
-			noff, nsize = bo.Uint64(ph[8:]), bo.Uint64(ph[32:])
-		} else {
-			noff, nsize = uint64(bo.Uint32(ph[4:])), uint64(bo.Uint32(ph[16:]))
-		}
 		if nsize > maxNoteSize || noff > 1<<62 {
-			return "", &FormatError{int64(off), "p_filesz", fmt.Sprintf("note segment of %d bytes at %#x is out of bounds", nsize, noff)}
+			return "", &FormatError{int64(off), sizeField, fmt.Sprintf("notes of %d bytes at %#x are out of bounds", nsize, noff)}
 		}
 		notes := make([]byte, nsize)
 		if _, err := r.ReadAt(notes, int64(noff)); err != nil {
-			return "", &FormatError{int64(noff), "PT_NOTE segment", err.Error()}
+			return "", &FormatError{int64(noff), "notes of " + t.what, err.Error()}
 		}
-		id, err := findNote(notes, int64(noff), bo)
+		id, err := findNote(notes, int64(noff), h.bo)
 		if err != nil || id != "" {
 			return id, err
 		}
 	}
-	return "", ErrNotFound
+	return "", nil
 }
 
 // findNote walks the notes of one segment and returns the GNU build ID, or ""

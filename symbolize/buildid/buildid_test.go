@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,11 +15,13 @@ import (
 )
 
 // TestFileMatchesReadelf checks real binaries of this machine against
-// binutils' readelf, which no one here wrote.
+// binutils' readelf, which no one here wrote. The Go binary matters most: the
+// Go linker puts .note.gnu.build-id in no PT_NOTE segment, so only the
+// section headers lead to it.
 func TestFileMatchesReadelf(t *testing.T) {
 	testenv.RequireTool(t, "readelf")
 	re := regexp.MustCompile(`Build ID: ([0-9a-f]+)`)
-	for _, path := range []string{"/bin/ls", "/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/readelf"} {
+	for _, path := range []string{"/bin/ls", "/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/readelf", goBinary(t)} {
 		if _, err := os.Stat(path); err != nil {
 			continue
 		}
@@ -40,6 +43,25 @@ func TestFileMatchesReadelf(t *testing.T) {
 	}
 }
 
+// goBinary builds a small Go program; go build gives it a GNU build ID
+// derived from its Go build ID.
+func goBinary(t *testing.T) string {
+	goTool := testenv.RequireTool(t, "go")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() { println(\"hi\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hello")
+	cmd := exec.Command(goTool, "build", "-o", bin, src)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GO111MODULE=off", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // elf64 builds a minimal little-endian ELF64 file with one PT_NOTE segment
 // holding notes.
 func elf64(notes []byte) []byte {
@@ -58,6 +80,27 @@ func elf64(notes []byte) []byte {
 	b.Write(ph)
 	b.Write(notes)
 	return b.Bytes()
+}
+
+// elf64Sections builds a minimal little-endian ELF64 file laid out as the Go
+// linker does: its one PT_NOTE segment holds segNotes, and a second SHT_NOTE
+// section, which no segment covers, holds secNotes.
+func elf64Sections(segNotes, secNotes []byte) []byte {
+	b := elf64(segNotes)
+	le := binary.LittleEndian
+	secOff := len(b)
+	b = append(b, secNotes...)
+	le.PutUint64(b[40:], uint64(len(b))) // e_shoff
+	le.PutUint16(b[58:], shdrSize64)     // e_shentsize
+	le.PutUint16(b[60:], 3)              // e_shnum
+	sh := make([]byte, 3*shdrSize64)     // section 0 is SHN_UNDEF
+	for i, n := range []struct{ off, size int }{{elfHeader64 + phdrSize64, len(segNotes)}, {secOff, len(secNotes)}} {
+		e := sh[(i+1)*shdrSize64:]
+		le.PutUint32(e[4:], shtNote)
+		le.PutUint64(e[24:], uint64(n.off))
+		le.PutUint64(e[32:], uint64(n.size))
+	}
+	return append(b, sh...)
 }
 
 func note(name string, typ uint32, desc []byte) []byte {
@@ -96,6 +139,23 @@ func TestRead(t *testing.T) {
 			return elf64(n)
 		}(), "", "n_namesz/n_descsz"},
 		{"empty id", elf64(note("GNU\x00", ntGNUBuildID, nil)), "", "build ID n_descsz"},
+		{"section only", elf64Sections(goNote, note("GNU\x00", ntGNUBuildID, id)), "deadbeef01", ""},
+		{"no note section", elf64Sections(goNote, goNote), "", ErrNotFound.Error()},
+		{"section entsize", func() []byte {
+			b := elf64Sections(goNote, note("GNU\x00", ntGNUBuildID, id))
+			binary.LittleEndian.PutUint16(b[58:], 8)
+			return b
+		}(), "", "e_shentsize at offset 0x3a"},
+		{"section size", func() []byte {
+			b := elf64Sections(goNote, note("GNU\x00", ntGNUBuildID, id))
+			binary.LittleEndian.PutUint64(b[len(b)-shdrSize64+32:], 1<<40)
+			return b
+		}(), "", "sh_size"},
+		{"section past end", func() []byte {
+			b := elf64Sections(goNote, note("GNU\x00", ntGNUBuildID, id))
+			binary.LittleEndian.PutUint64(b[40:], uint64(len(b)))
+			return b
+		}(), "", "section header at offset"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,8 @@
 // symbols, separate debug files and debuginfod are all keyed by it, so a
 // binary replaced on disk under the same path is never confused with the old
 // one. Profiled processes may map any file, including hostile ones, so the
-// reader parses only the ELF header and the notes of PT_NOTE segments,
-// checks every bound itself and reads at most a few kilobytes.
+// reader parses only the ELF header, the program and section headers and the
+// notes they locate (PT_NOTE segments first, then SHT_NOTE sections, where
+// the Go linker leaves .note.gnu.build-id), checks every bound itself and
+// reads a few kilobytes for a typical binary.
 package buildid
