@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,7 +121,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 		return nil, usagef("--ring-buffer %d: must be a power of two of at least 4K", o.ringBuffer)
 	}
 	if *pidList != "" {
-		pids, err := parsePids(*pidList)
+		pids, err := parsePids(e.stderr, *pidList)
 		if err != nil {
 			return nil, usagef("--pid: %v", err)
 		}
@@ -147,21 +150,49 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 }
 
 // parsePids parses "1234,5678" and checks that each process exists now, so a
-// typo is reported at once instead of as an empty profile.
-func parsePids(list string) ([]uint32, error) {
+// typo is reported at once instead of as an empty profile. The kernel
+// filters samples by process, so a thread id (as top -H or a stack dump
+// shows) stands for its process, which w is told in one line.
+func parsePids(w io.Writer, list string) ([]uint32, error) {
 	var pids []uint32
 	for _, f := range strings.Split(list, ",") {
 		f = strings.TrimSpace(f)
-		pid, err := strconv.ParseUint(f, 10, 32)
-		if err != nil || pid == 0 {
+		id, err := strconv.ParseUint(f, 10, 32)
+		if err != nil || id == 0 {
 			return nil, fmt.Errorf("%q is not a process id (expected a comma-separated list like 1234,5678)", f)
 		}
+		pid := uint32(id)
 		if err := unix.Kill(int(pid), 0); err == unix.ESRCH {
 			return nil, fmt.Errorf("no process with pid %d", pid)
 		}
-		pids = append(pids, uint32(pid))
+		if tgid, err := processOf(pid); err == nil && tgid != pid {
+			fmt.Fprintf(w, "sprof: -p %d is a thread of process %d; profiling the process\n", pid, tgid)
+			pid = tgid
+		}
+		if !slices.Contains(pids, pid) {
+			pids = append(pids, pid)
+		}
 	}
 	return pids, nil
+}
+
+// processOf returns the process (thread group) id of thread tid, from the
+// Tgid line of /proc/TID/status.
+func processOf(tid uint32) (uint32, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: Tgid %q: %w", tid, strings.TrimSpace(v), err)
+			}
+			return uint32(id), nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no Tgid line", tid)
 }
 
 func formatNames(formats []exporters.Format) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -359,4 +360,78 @@ func TestRecordPidsExit(t *testing.T) {
 	}
 	summary(t, stderr.String(), out)
 	checkPprofFile(t, out)
+}
+
+// otherThread returns a thread id of process pid that is not pid, waiting
+// up to 5 s for the process to start one.
+func otherThread(t *testing.T, pid int) int {
+	t.Helper()
+	for range 50 {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range tasks {
+			if tid, _ := strconv.Atoi(d.Name()); tid != 0 && tid != pid {
+				return tid
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("process %d has no second thread", pid)
+	return 0
+}
+
+// TestParsePidsThread: a thread id given to -p stands for its process,
+// which the user is told in one line, and a process named twice is
+// filtered once.
+func TestParsePidsThread(t *testing.T) {
+	pid := os.Getpid()
+	tid := otherThread(t, pid)
+	var w strings.Builder
+	pids, err := parsePids(&w, fmt.Sprintf("%d,%d", tid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pids, []uint32{uint32(pid)}) {
+		t.Errorf("parsePids(%d,%d) = %v, want [%d]", tid, pid, pids, pid)
+	}
+	if want := fmt.Sprintf("sprof: -p %d is a thread of process %d; profiling the process\n", tid, pid); w.String() != want {
+		t.Errorf("parsePids said %q, want %q", w.String(), want)
+	}
+}
+
+// TestRecordThreadID records a Go program by the id of one of its threads
+// other than the main one: the samples of the whole process must be there.
+func TestRecordThreadID(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin := filepath.Join(t.TempDir(), "gospin")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../testdata/e2e/gospin").CombinedOutput(); err != nil {
+		t.Fatalf("build gospin: %v\n%s", err, out)
+	}
+	c := exec.Command(bin, "30")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	pid := c.Process.Pid
+	tid := otherThread(t, pid)
+	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	code, _, errs := runSprof("record", "-F", "199", "-d", "1s", "-p", strconv.Itoa(tid), "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errs)
+	}
+	if want := fmt.Sprintf("sprof: -p %d is a thread of process %d; profiling the process\n", tid, pid); !strings.Contains(errs, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errs)
+	}
+	var samples int64
+	for _, s := range parseProfile(t, out).Sample {
+		if s.Label["pid"][0] != strconv.Itoa(pid) {
+			t.Fatalf("a sample of pid %s, want only %d", s.Label["pid"][0], pid)
+		}
+		samples += s.Value[0]
+	}
+	if samples == 0 {
+		t.Errorf("no samples of process %d recorded by its thread %d:\n%s", pid, tid, errs)
+	}
 }
