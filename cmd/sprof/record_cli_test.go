@@ -435,3 +435,34 @@ func TestRecordThreadID(t *testing.T) {
 		t.Errorf("no samples of process %d recorded by its thread %d:\n%s", pid, tid, errs)
 	}
 }
+
+// TestRecordOutputIsDirectory: an output path that is a directory is
+// refused in one line before sampling, not after the recording.
+func TestRecordOutputIsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := createAtomic(dir); err == nil {
+		f.abort()
+		t.Errorf("createAtomic(%s) of a directory succeeded", dir)
+	}
+	testenv.RequireRoot(t)
+	code, _, errs := runSprof("record", "-d", "30s", "-o", dir)
+	want := "sprof record: create output: " + dir + " is a directory; name a file\n"
+	if code != 1 || errs != want {
+		t.Errorf("exit %d, stderr %q; want exit 1, %q", code, errs, want)
+	}
+	if left, _ := os.ReadDir(filepath.Dir(dir)); len(left) != 1 {
+		t.Errorf("files left beside the output: %v", left)
+	}
+	// A recording is written in place: opening it fails up front.
+	rec := filepath.Join(t.TempDir(), "cpu.sprof")
+	if err := os.Mkdir(rec, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = runSprof("record", "-d", "30s", "-o", rec)
+	if code != 1 || !strings.HasSuffix(errs, "is a directory\n") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("-o %s: exit %d, stderr %q; want exit 1, one line ending in \"is a directory\"", rec, code, errs)
+	}
+}

@@ -322,7 +322,12 @@ type atomicFile struct {
 	path string
 }
 
+// createAtomic also refuses a path the final rename could not replace, a
+// directory, now rather than after the recording it would lose.
 func createAtomic(path string) (*atomicFile, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("create output: %s is a directory; name a file", path)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return nil, fmt.Errorf("create output: %w", err)
