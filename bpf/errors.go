@@ -67,8 +67,12 @@ func checkPrivileges() error {
 	if has(unix.CAP_SYS_ADMIN) || (has(capBPF) && has(capPerfmon)) {
 		return nil
 	}
-	return fmt.Errorf("%w: sprof needs root, or the CAP_BPF and CAP_PERFMON capabilities; "+
-		"run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon+ep` on the sprof binary", ErrPermission)
+	// The capabilities beyond the two checked here are those README.md's
+	// Requirements lists: without them stacks and symbols come out partial.
+	return fmt.Errorf("%w: sprof needs root, or CAP_BPF and CAP_PERFMON plus, for whole stacks and named frames, "+
+		"CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_CHECKPOINT_RESTORE, CAP_SYSLOG and CAP_SYS_RESOURCE (README.md, Requirements); "+
+		"run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search,"+
+		"cap_checkpoint_restore,cap_syslog,cap_sys_resource+ep` on the sprof binary", ErrPermission)
 }
 
 // checkBTF fails when the kernel exposes no BTF for itself at path

@@ -14,8 +14,10 @@ import (
 
 // privilegeLine is what `sprof record` says without root or CAP_BPF and
 // CAP_PERFMON (bpf.ErrPermission's message).
-const privilegeLine = "sprof record: missing privileges: sprof needs root, or the CAP_BPF and CAP_PERFMON capabilities; " +
-	"run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon+ep` on the sprof binary"
+const privilegeLine = "sprof record: missing privileges: sprof needs root, or CAP_BPF and CAP_PERFMON plus, for whole stacks and named frames, " +
+	"CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_CHECKPOINT_RESTORE, CAP_SYSLOG and CAP_SYS_RESOURCE (README.md, Requirements); " +
+	"run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search," +
+	"cap_checkpoint_restore,cap_syslog,cap_sys_resource+ep` on the sprof binary"
 
 // TestRecordWithoutPrivileges runs `sprof record` as this test binary
 // rerun without privileges — as nobody, and as root without CAP_BPF,
