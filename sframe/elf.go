@@ -2,6 +2,7 @@ package sframe
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -46,9 +47,101 @@ func Read(r io.ReaderAt) (t *Table, err error) {
 	}()
 	ef, err := elf.NewFile(r)
 	if err != nil {
-		return nil, fmt.Errorf("sframe: %w", err)
+		return nil, elfError(r, err)
 	}
 	return FromELF(ef)
+}
+
+// elfError puts debug/elf's error err about r in words that say what is
+// wrong with the file: not ELF at all, or cut short, and then which table
+// runs past its end, since debug/elf passes a bare io.EOF through. err stays
+// wrapped for errors.Is and errors.As.
+func elfError(r io.ReaderAt, err error) error {
+	var magic [4]byte
+	if n, _ := r.ReadAt(magic[:], 0); n < len(magic) || string(magic[:]) != elf.ELFMAG {
+		return fmt.Errorf("sframe: not an ELF file: %w", err)
+	}
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("sframe: malformed ELF file: %w", err)
+	}
+	for _, t := range elfTables(r) {
+		if t.size == 0 {
+			continue
+		}
+		end := t.off + t.size
+		if end < t.off || end > 1<<62 {
+			return fmt.Errorf("sframe: malformed ELF file: %s at offset %#x (%d bytes) is out of range: %w", t.name, t.off, t.size, err)
+		}
+		var b [1]byte
+		if _, rerr := r.ReadAt(b[:], int64(end-1)); rerr != nil {
+			return fmt.Errorf("sframe: truncated ELF file: reading %s at offset %#x (%d bytes): %w", t.name, t.off, t.size, err)
+		}
+	}
+	return fmt.Errorf("sframe: truncated ELF file: %w", err)
+}
+
+// elfTable is a run of bytes debug/elf.NewFile reads.
+type elfTable struct {
+	name      string
+	off, size uint64
+}
+
+// elfTables lists, in the order debug/elf.NewFile reads them, the ELF
+// header, the program and section header tables and the section name
+// table, as far as the bytes of r describe them.
+func elfTables(r io.ReaderAt) []elfTable {
+	var ident [elf.EI_NIDENT]byte
+	if _, err := r.ReadAt(ident[:], 0); err != nil {
+		return []elfTable{{"ELF header", 0, elf.EI_NIDENT}}
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if elf.Data(ident[elf.EI_DATA]) == elf.ELFDATA2MSB {
+		bo = binary.BigEndian
+	}
+	hr := io.NewSectionReader(r, 0, 1<<62)
+	var phoff, shoff uint64
+	var phentsize, phnum, shentsize, shnum, shstrndx uint16
+	var is64 bool
+	switch elf.Class(ident[elf.EI_CLASS]) {
+	case elf.ELFCLASS32:
+		var h elf.Header32
+		if binary.Read(hr, bo, &h) != nil {
+			return []elfTable{{"ELF header", 0, uint64(binary.Size(h))}}
+		}
+		phoff, shoff = uint64(h.Phoff), uint64(h.Shoff)
+		phentsize, phnum, shentsize, shnum, shstrndx = h.Phentsize, h.Phnum, h.Shentsize, h.Shnum, h.Shstrndx
+	case elf.ELFCLASS64:
+		var h elf.Header64
+		if binary.Read(hr, bo, &h) != nil {
+			return []elfTable{{"ELF header", 0, uint64(binary.Size(h))}}
+		}
+		phoff, shoff = h.Phoff, h.Shoff
+		phentsize, phnum, shentsize, shnum, shstrndx = h.Phentsize, h.Phnum, h.Shentsize, h.Shnum, h.Shstrndx
+		is64 = true
+	default:
+		return nil
+	}
+	tables := []elfTable{
+		{"program headers", phoff, uint64(phnum) * uint64(phentsize)},
+		{"section headers", shoff, uint64(shnum) * uint64(shentsize)},
+	}
+	at := shoff + uint64(shstrndx)*uint64(shentsize)
+	if shstrndx >= shnum || at > 1<<62 {
+		return tables
+	}
+	sr := io.NewSectionReader(r, int64(at), 1<<62)
+	if is64 {
+		var sh elf.Section64
+		if binary.Read(sr, bo, &sh) == nil {
+			tables = append(tables, elfTable{"section name table", sh.Off, sh.Size})
+		}
+	} else {
+		var sh elf.Section32
+		if binary.Read(sr, bo, &sh) == nil {
+			tables = append(tables, elfTable{"section name table", uint64(sh.Off), uint64(sh.Size)})
+		}
+	}
+	return tables
 }
 
 // FromELF parses the SFrame data of a linked ELF file (ET_EXEC or ET_DYN;

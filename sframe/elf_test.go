@@ -5,6 +5,8 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 )
@@ -89,5 +91,39 @@ func TestFromELFChecksTheFile(t *testing.T) {
 	}
 	if _, ok := tab.Lookup(0x401004); ok {
 		t.Errorf("a rule for code outside executable segments")
+	}
+}
+
+// TestReadNamesTheELFDefect: debug/elf's bare io.EOF and its magic-number
+// message are put in words that say what is wrong with the file and where,
+// and stay matchable with errors.Is and errors.As.
+func TestReadNamesTheELFDefect(t *testing.T) {
+	raw := readFile(t, "../testdata/sframe/asm-amd64-v2")
+	shoff := binary.LittleEndian.Uint64(raw[0x28:])
+	cases := []struct {
+		name string
+		data []byte
+		want string
+		is   error
+	}{
+		{"section headers cut off", raw[:3000], fmt.Sprintf("truncated ELF file: reading section headers at offset %#x (%d bytes)", shoff, 64*binary.LittleEndian.Uint16(raw[0x3c:])), io.EOF},
+		{"header cut off", raw[:40], "truncated ELF file: reading ELF header at offset 0x0 (64 bytes)", io.EOF},
+		{"not ELF", []byte(`{"version": 2}` + strings.Repeat(" ", 64)), "not an ELF file: bad magic number", nil},
+		{"empty", nil, "not an ELF file", io.EOF},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Read(bytes.NewReader(c.data))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Read = %v, want an error containing %q", err, c.want)
+			}
+			if c.is != nil && !errors.Is(err, c.is) {
+				t.Errorf("errors.Is(%v, %v) = false", err, c.is)
+			}
+			var fe *elf.FormatError
+			if c.is == nil && !errors.As(err, &fe) {
+				t.Errorf("%v does not wrap debug/elf's FormatError", err)
+			}
+		})
 	}
 }
