@@ -255,6 +255,9 @@ func (p *parser) checkLayout(h *Header) error {
 	p.freStart = hdrEnd + uint64(h.FREOff)
 	p.freEnd = p.freStart + uint64(h.FRELen)
 	switch {
+	case fdeEnd > size && hdrEnd+uint64(h.NumFDEs)*h.Version.fdeSize() <= size:
+		// The FDEs would fit right after the header: the offset is wrong.
+		return formatErr(20, "header.fdeoff", "%d FDEs from offset %#x end at %#x, past the section's %d bytes", h.NumFDEs, fdeStart, fdeEnd, size)
 	case fdeEnd > size:
 		return formatErr(8, "header.num_fdes", "%d FDEs from offset %#x end at %#x, past the section's %d bytes", h.NumFDEs, fdeStart, fdeEnd, size)
 	case p.freStart > size:

@@ -238,6 +238,8 @@ func TestMalformedSections(t *testing.T) {
 		{"aarch64 BE in LE section", mod(func(b []byte) []byte { b[4] = 1; return b }), true, "header.abi_arch", 4, false, 0},
 		{"aux header", mod(func(b []byte) []byte { b[7] = 4; return b }), true, "header.auxhdr_len", 7, true, 0},
 		{"huge num_fdes", mod(func(b []byte) []byte { return put32(b, 8, 0xffffffff) }), true, "header.num_fdes", 8, false, 0},
+		{"huge fdeoff", mod(func(b []byte) []byte { return put32(b, 20, 0xfffffff0) }), true, "header.fdeoff", 20, false, 0},
+		{"fdeoff pushes FDEs past the end", mod(func(b []byte) []byte { return put32(b, 20, 20) }), true, "header.fdeoff", 20, false, 0},
 		{"huge num_fres", mod(func(b []byte) []byte { return put32(b, 12, 0x7fffffff) }), true, "header.num_fres", 12, false, 0},
 		{"fre_len past the end", mod(func(b []byte) []byte { return put32(b, 16, 1000) }), true, "header.fre_len", 16, false, 0},
 		{"huge fre_len", mod(func(b []byte) []byte { return put32(b, 16, 0xffffffff) }), true, "header.fre_len", 16, false, 0},
