@@ -150,7 +150,7 @@ type (
 		PCType  string    `json:"pc_type"`
 		RepSize uint8     `json:"rep_size,omitempty"`
 		Type    string    `json:"type"`
-		PACKey  string    `json:"pac_key"`
+		PACKey  string    `json:"pac_key,omitempty"`
 		Signal  bool      `json:"signal"`
 		Rows    []jsonRow `json:"rows"`
 	}
@@ -175,7 +175,8 @@ type (
 //	version, flags (names), abi, big_endian, cfa_fixed_fp_offset,
 //	cfa_fixed_ra_offset, section_addr, num_fdes, num_fres,
 //	functions: [{pc, size, pc_type ("inc" or "mask"), rep_size,
-//	    type ("default" or "flex"), pac_key ("A" or "B"), signal,
+//	    type ("default" or "flex"), pac_key ("A" or "B"; aarch64 only,
+//	    where return addresses may be signed), signal,
 //	    rows: [{start, outermost, cfa, ra, ra_signed, fp}]}],
 //	errors: [messages of the FDEs left out],
 //	unsupported: how many of those use constructs this package does not
@@ -209,7 +210,7 @@ func (t *Table) WriteJSON(w io.Writer) error {
 		f := &t.fdes[i]
 		jf := jsonFunction{
 			PC: fmt.Sprintf("%#x", f.Start), Size: f.Size, PCType: "inc",
-			Type: "default", PACKey: "A", Signal: f.Signal(),
+			Type: "default", Signal: f.Signal(),
 			Rows: make([]jsonRow, 0, f.nrows),
 		}
 		if f.PCMask() {
@@ -218,8 +219,11 @@ func (t *Table) WriteJSON(w io.Writer) error {
 		if h.Version == Version3 && f.Type() == FDETypeFlex {
 			jf.Type = "flex"
 		}
-		if f.PACKeyB() {
-			jf.PACKey = "B"
+		if t.Arch() == ArchARM64 {
+			jf.PACKey = "A"
+			if f.PACKeyB() {
+				jf.PACKey = "B"
+			}
 		}
 		for _, r := range t.Rows(f) {
 			start := uint64(r.Start)

@@ -167,3 +167,32 @@ func TestJSONFieldsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONPACKeyOnlyAArch64: pac_key says which key signs return addresses,
+// which only aarch64 has; amd64 functions carry no such field.
+func TestJSONPACKeyOnlyAArch64(t *testing.T) {
+	for bin, want := range map[string]bool{"../testdata/sframe/asm-amd64-v3": false, "../testdata/sframe/asm-arm64-v3": true} {
+		tab, err := Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := tab.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Functions []map[string]any `json:"functions"`
+		}
+		if err := json.Unmarshal(b.Bytes(), &out); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Functions) == 0 {
+			t.Fatalf("%s: no functions", bin)
+		}
+		for _, f := range out.Functions {
+			if _, has := f["pac_key"]; has != want {
+				t.Errorf("%s: function %v has pac_key: %v, want %v", bin, f["pc"], has, want)
+			}
+		}
+	}
+}
