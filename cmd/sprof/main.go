@@ -61,7 +61,11 @@ func main() {
 
 // run executes the command line args and returns the exit status.
 func run(e *env, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 { // a usage error, as for perf and git: usage on stderr, exit 2
+		printUsage(e.stderr)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(e.stdout)
 		return 0
 	}

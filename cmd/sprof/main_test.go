@@ -27,11 +27,15 @@ func runSprof(args ...string) (int, string, string) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{}, {"--help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		code, out, _ := runSprof(args...)
 		if code != 0 || !strings.Contains(out, "sprof record -F 99") || !strings.Contains(out, "record") {
 			t.Errorf("sprof %v: exit %d, output %q", args, code, out)
 		}
+	}
+	// No command is a usage error: the usage goes to stderr, exit 2.
+	if code, out, errs := runSprof(); code != 2 || out != "" || !strings.Contains(errs, "Usage:\n  sprof COMMAND") {
+		t.Errorf("sprof: exit %d, stdout %q, stderr %q; want exit 2 and the usage on stderr", code, out, errs)
 	}
 	for _, cmd := range []string{"record", "report", "agent"} {
 		for _, help := range []string{"--help", "-h"} {
@@ -56,6 +60,21 @@ func TestVersion(t *testing.T) {
 	code, out, _ := runSprof("version")
 	if code != 0 || !strings.HasPrefix(out, "sprof ") {
 		t.Fatalf("version: exit %d, %q", code, out)
+	}
+	code, out, errs := runSprof("version", "extra")
+	if want := "sprof version: unexpected argument \"extra\"; version takes none; see 'sprof version --help'\n"; code != 2 || out != "" || errs != want {
+		t.Errorf("version extra: exit %d, stdout %q, stderr %q; want exit 2, %q", code, out, errs, want)
+	}
+}
+
+func TestCount(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want string
+	}{{0, "0 processes"}, {1, "1 process"}, {2, "2 processes"}} {
+		if got := count(tt.n, "process", "processes"); got != tt.want {
+			t.Errorf("count(%d) = %q, want %q", tt.n, got, tt.want)
+		}
 	}
 }
 

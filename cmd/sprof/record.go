@@ -261,3 +261,11 @@ func watchExits(pids []uint32) (<-chan struct{}, func(), error) {
 	var once sync.Once
 	return exited, func() { once.Do(func() { close(stop) }) }, nil
 }
+
+// count says "1 sample" or "2 samples": n and the noun in its number.
+func count[N int | uint64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -23,7 +23,7 @@ import (
 
 // summaryLine is the one line sprof record prints when it has written its
 // output: duration, samples, lost samples, processes, output path.
-var summaryLine = regexp.MustCompile(`(?m)^sprof: recorded (\d+\.\d)s, (\d+) samples, (\d+) lost, (\d+) processes; wrote (\S+) \((\w+)\)$`)
+var summaryLine = regexp.MustCompile(`(?m)^sprof: recorded (\d+\.\d)s, (\d+) samples?, (\d+) lost, (\d+) process(?:es)?; wrote (\S+) \((\w+)\)$`)
 
 // summary checks stderr for the summary line naming out and returns its
 // duration and sample count.
@@ -423,6 +423,9 @@ func TestRecordThreadID(t *testing.T) {
 	}
 	if want := fmt.Sprintf("sprof: -p %d is a thread of process %d; profiling the process\n", tid, pid); !strings.Contains(errs, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, errs)
+	}
+	if !strings.Contains(errs, " lost, 1 process; wrote ") {
+		t.Errorf("the summary does not say \"1 process\":\n%s", errs)
 	}
 	var samples int64
 	for _, s := range parseProfile(t, out).Sample {

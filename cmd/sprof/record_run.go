@@ -168,8 +168,9 @@ func runRecord(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "sprof: recorded %.1fs, %d samples, %d lost, %d processes; wrote %s (%s)\n",
-		stats.Duration.Seconds(), stats.Samples, stats.Lost, stats.Processes, o.output, o.format)
+	fmt.Fprintf(e.stderr, "sprof: recorded %.1fs, %s, %d lost, %s; wrote %s (%s)\n",
+		stats.Duration.Seconds(), count(stats.Samples, "sample", "samples"), stats.Lost,
+		count(stats.Processes, "process", "processes"), o.output, o.format)
 	if stats.Errors > 0 {
 		fmt.Fprintf(e.stderr, "sprof: %d records could not be read and were skipped; first: %v\n", stats.Errors, stats.Err)
 	}

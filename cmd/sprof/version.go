@@ -15,6 +15,9 @@ func runVersion(e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q; version takes none", fs.Arg(0))
+	}
 	fmt.Fprintf(e.stdout, "sprof %s %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return nil
 }
