@@ -175,6 +175,10 @@ func TestAgentSignals(t *testing.T) {
 	}
 	wait("an interval written after the reload", func() bool { return len(stamps()) > 0 })
 	before := stamps()
+	// An interval with no sample writes nothing: SIGTERM a few ms after
+	// the cut would end an empty one. Half an interval holds ~25 samples
+	// of the busy loop at 49 Hz.
+	time.Sleep(500 * time.Millisecond)
 
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	select {
