@@ -93,8 +93,11 @@ func TestRecordingSurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := s.Header.Start.Add(s.LastSample)
-	if s.Samples < 500 || killed.Sub(last) > 1500*time.Millisecond {
-		t.Errorf("%d samples, the last %v before the kill; want ≥ 500 and at most a second (plus a drain) old",
+	// The writer completes a chunk every second from samples drained every
+	// 250 ms; a loaded host (make test runs packages side by side) delays
+	// both by a few hundred ms more: 1.53 s was seen in a make test run.
+	if s.Samples < 500 || killed.Sub(last) > 2*time.Second {
+		t.Errorf("%d samples, the last %v before the kill; want ≥ 500 and at most a second (plus a drain and scheduling delays) old",
 			s.Samples, killed.Sub(last))
 	}
 }
