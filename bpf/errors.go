@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,9 +30,6 @@ var (
 )
 
 const (
-	capPerfmon = 38 // CAP_PERFMON, Linux 5.8
-	capBPF     = 39 // CAP_BPF, Linux 5.8
-
 	kernelBTFPath    = "/sys/kernel/btf/vmlinux"
 	maxSampleRateSys = "/proc/sys/kernel/perf_event_max_sample_rate"
 )
@@ -49,22 +44,17 @@ func CheckHost() error {
 	if err := checkPrivileges(); err != nil {
 		return err
 	}
-	if err := checkBTF(kernelBTFPath); err != nil {
-		return err
-	}
-	return checkKernelFeatures()
+	return ProbeFeatures().Check()
 }
 
 // checkPrivileges fails unless the effective capabilities include CAP_BPF
 // and CAP_PERFMON (root has both; CAP_SYS_ADMIN stands in for both).
 func checkPrivileges() error {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("read process capabilities: %w", err)
+	caps, err := EffectiveCaps()
+	if err != nil {
+		return err
 	}
-	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
-	if has(unix.CAP_SYS_ADMIN) || (has(capBPF) && has(capPerfmon)) {
+	if CanLoad(caps) {
 		return nil
 	}
 	// The capabilities beyond the two checked here are those README.md's
@@ -85,47 +75,37 @@ func checkBTF(path string) error {
 	return nil
 }
 
-// checkKernelFeatures probes the program type, map type and helpers the
-// sampler uses; the newest are bpf_loop and bpf_find_vma (Linux 5.17).
-func checkKernelFeatures() error {
-	release := "unknown"
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		release = unix.ByteSliceToString(uts.Release[:])
+// EffectiveCaps returns this thread's effective capabilities, bit N for
+// capability N (unix.CAP_SYS_PTRACE...).
+func EffectiveCaps() (uint64, error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return 0, fmt.Errorf("read process capabilities: %w", err)
 	}
-	if err := features.HaveProgramType(ebpf.PerfEvent); err != nil {
-		return featureError(release, "perf_event BPF programs", err)
-	}
-	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
-		return featureError(release, "BPF ring buffers", err)
-	}
-	for _, h := range []struct {
-		fn   asm.BuiltinFunc
-		name string
-	}{
-		{asm.FnLoop, "bpf_loop helper"},
-		{asm.FnFindVma, "bpf_find_vma helper"},
-		{asm.FnTaskPtRegs, "bpf_task_pt_regs helper"},
-	} {
-		if err := features.HaveProgramHelper(ebpf.PerfEvent, h.fn); err != nil {
-			return featureError(release, h.name, err)
-		}
-	}
-	return nil
+	return uint64(data[1].Effective)<<32 | uint64(data[0].Effective), nil
 }
 
-// featureError explains a failed probe for what on kernel release: the
-// kernel lacks it, or refuses BPF to this process.
-func featureError(release, what string, err error) error {
+// CanLoad reports whether the capabilities caps allow loading the sampler
+// and opening its perf events: CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN,
+// which stands in for both (and is all kernels before 5.8 know).
+func CanLoad(caps uint64) bool {
+	has := func(c uint) bool { return caps&(1<<c) != 0 }
+	return has(unix.CAP_SYS_ADMIN) || (has(unix.CAP_BPF) && has(unix.CAP_PERFMON))
+}
+
+// featureError explains a failed probe of f on kernel release: the kernel
+// lacks it, or refuses BPF to this process.
+func featureError(release string, f Feature, err error) error {
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%w: the kernel (%s) has no %s; sprof needs Linux 5.17 or newer with BPF enabled",
-			ErrUnsupported, release, what)
+		return fmt.Errorf("%w: the kernel (%s) has no %s (Linux %s, for %s); sprof needs Linux 5.17 or newer with BPF enabled",
+			ErrUnsupported, release, f, f.Since(), f.Use())
 	}
 	if errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("%w: the kernel refused BPF (%v); check kernel.unprivileged_bpf_disabled, "+
 			"lockdown and seccomp, or run sprof as root", ErrPermission, err)
 	}
-	return fmt.Errorf("probe %s: %w", what, err)
+	return fmt.Errorf("probe %s: %w", f, err)
 }
 
 // checkFrequency refuses rates the kernel would refuse with a bare EINVAL.

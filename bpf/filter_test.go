@@ -165,22 +165,7 @@ func TestOpenWithoutPrivileges(t *testing.T) {
 		return
 	}
 	setpriv := testenv.RequireTool(t, "setpriv")
-	dir, err := os.MkdirTemp("", "sprof-bpf-unpriv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	self, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "bpf.test")
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := unprivilegedCopy(t)
 	out, err := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
 		bin, "-test.run=^TestOpenWithoutPrivileges$", "-test.v").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "missing privileges: sprof needs root") {

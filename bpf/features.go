@@ -1,0 +1,177 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
+)
+
+// Feature is one thing of the kernel the sampler's BPF programs use: a
+// program type, a map type or a helper. Each is probed the way the verifier
+// will judge sprof's own programs (a helper in a perf_event program, a
+// BTF tracepoint on the hook sprof attaches to), not read off the kernel
+// version, because distributions backport and disable BPF features.
+type Feature int
+
+// The features, oldest first. Since names the first mainline kernel with
+// each (Feature.Since).
+const (
+	FeatureBTF              Feature = iota // kernel BTF, /sys/kernel/btf/vmlinux: CO-RE and tp_btf
+	FeaturePerfEvent                       // perf_event BPF programs
+	FeatureTracingBTF                      // BTF tracepoints (tp_btf), for process fork and exit
+	FeatureRingBuf                         // BPF ring buffers, and bpf_ringbuf_query
+	FeatureTaskStorage                     // task storage maps, caching each thread's stack bounds
+	FeatureCurrentTaskBTF                  // bpf_get_current_task_btf
+	FeatureAncestorCgroupID                // bpf_get_current_ancestor_cgroup_id in perf_event programs
+	FeatureTaskPtRegs                      // bpf_task_pt_regs: user registers of a sample taken in the kernel
+	FeatureLoop                            // bpf_loop: the frame-pointer walk's 1024 steps
+	FeatureFindVMA                         // bpf_find_vma: the stack's bounds, for walk checks and copies
+	numFeatures
+)
+
+// featureInfo describes a Feature for people: its name, the first kernel
+// with it, and what sprof does with it.
+var featureInfo = [numFeatures]struct{ name, since, use string }{
+	FeatureBTF:              {"kernel BTF", "5.2", "CO-RE relocations and BTF tracepoints"},
+	FeaturePerfEvent:        {"perf_event programs", "4.9", "the sampling program on cpu-clock"},
+	FeatureTracingBTF:       {"BTF tracepoints (tp_btf)", "5.5", "seeing processes fork and exit"},
+	FeatureRingBuf:          {"ring buffer", "5.8", "passing samples to sprof"},
+	FeatureTaskStorage:      {"task storage maps", "5.11", "caching each thread's stack bounds"},
+	FeatureCurrentTaskBTF:   {"bpf_get_current_task_btf", "5.11", "reading the sampled thread"},
+	FeatureAncestorCgroupID: {"bpf_get_current_ancestor_cgroup_id", "5.14", "the --cgroup filter"},
+	FeatureTaskPtRegs:       {"bpf_task_pt_regs", "5.15", "user stacks of samples that hit the kernel"},
+	FeatureLoop:             {"bpf_loop", "5.17", "frame-pointer walks of up to 1024 frames"},
+	FeatureFindVMA:          {"bpf_find_vma", "5.17", "stack bounds for frame checks and stack copies"},
+}
+
+// String returns the feature's name: the helper, map or program type.
+func (f Feature) String() string {
+	if f < 0 || f >= numFeatures {
+		return fmt.Sprintf("Feature(%d)", int(f))
+	}
+	return featureInfo[f].name
+}
+
+// Since returns the first mainline Linux release with f ("5.17").
+func (f Feature) Since() string { return featureInfo[f].since }
+
+// Use says what the sampler does with f, for messages about a missing one.
+func (f Feature) Use() string { return featureInfo[f].use }
+
+// AllFeatures returns every feature, in the order `sprof check` lists them.
+func AllFeatures() []Feature {
+	all := make([]Feature, numFeatures)
+	for i := range all {
+		all[i] = Feature(i)
+	}
+	return all
+}
+
+// Features is what this kernel offers of each Feature, probed once. Probes
+// load tiny programs and create maps, so they need the privileges
+// recording does; without them a probe ends in an error that is neither
+// nil nor ErrNotSupported, and Has reports false.
+type Features struct {
+	// Release is the kernel's release, as uname -r prints it.
+	Release string
+	errs    [numFeatures]error
+}
+
+// ProbeFeatures probes every Feature of the running kernel.
+func ProbeFeatures() *Features {
+	fs := &Features{Release: kernelRelease()}
+	for f := range fs.errs {
+		fs.errs[f] = probeFeature(Feature(f))
+	}
+	return fs
+}
+
+// Has reports whether the kernel has f and lets this process use it.
+func (fs *Features) Has(f Feature) bool { return fs.errs[f] == nil }
+
+// Err returns nil when the kernel has f; an error matching
+// ebpf.ErrNotSupported when it does not; any other error when the probe
+// could not tell (most often no privileges: errors.Is(err, unix.EPERM)).
+func (fs *Features) Err(f Feature) error { return fs.errs[f] }
+
+// Required returns the features without which the sampler's programs do
+// not load: the verifier checks every helper of a program, whichever path
+// a sample takes.
+func Required() []Feature { return AllFeatures() }
+
+// Check returns nil when the kernel has every Required feature, else an
+// error for the first missing one, which names it, the kernel and the fix,
+// and wraps ErrNoBTF, ErrUnsupported or ErrPermission.
+func (fs *Features) Check() error {
+	for _, f := range Required() {
+		switch err := fs.errs[f]; {
+		case err == nil:
+		case f == FeatureBTF:
+			return err
+		default:
+			return featureError(fs.Release, f, err)
+		}
+	}
+	return nil
+}
+
+func kernelRelease() string {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(uts.Release[:])
+}
+
+// probeFeature probes one feature; cilium/ebpf's features package caches
+// its own probes for the life of the process.
+func probeFeature(f Feature) error {
+	switch f {
+	case FeatureBTF:
+		return checkBTF(kernelBTFPath)
+	case FeaturePerfEvent:
+		return features.HaveProgramType(ebpf.PerfEvent)
+	case FeatureTracingBTF:
+		return probeTracepointBTF("sched_process_fork")
+	case FeatureRingBuf:
+		return features.HaveMapType(ebpf.RingBuf)
+	case FeatureTaskStorage:
+		return features.HaveMapType(ebpf.TaskStorage)
+	}
+	helper := map[Feature]asm.BuiltinFunc{
+		FeatureCurrentTaskBTF:   asm.FnGetCurrentTaskBtf,
+		FeatureAncestorCgroupID: asm.FnGetCurrentAncestorCgroupId,
+		FeatureTaskPtRegs:       asm.FnTaskPtRegs,
+		FeatureLoop:             asm.FnLoop,
+		FeatureFindVMA:          asm.FnFindVma,
+	}[f]
+	return features.HaveProgramHelper(ebpf.PerfEvent, helper)
+}
+
+// probeTracepointBTF loads an empty BTF tracepoint program for the
+// tracepoint name, as the sampler attaches to sched_process_fork and
+// sched_process_exit. features.HaveProgramType(ebpf.Tracing) probes fentry
+// instead, which a kernel may have without the tracepoint's BTF.
+func probeTracepointBTF(name string) error {
+	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Type:       ebpf.Tracing,
+		AttachType: ebpf.AttachTraceRawTp,
+		AttachTo:   name,
+		License:    "GPL",
+		Instructions: asm.Instructions{
+			asm.LoadImm(asm.R0, 0, asm.DWord),
+			asm.Return(),
+		},
+	}, ebpf.ProgramOptions{LogDisabled: true})
+	if err == nil {
+		return prog.Close()
+	}
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("%w: %v", ebpf.ErrNotSupported, err)
+	}
+	return err
+}
