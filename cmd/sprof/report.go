@@ -12,6 +12,7 @@ import (
 
 	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/report"
 	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
@@ -54,7 +55,7 @@ type reportOptions struct {
 func parseReport(e *env, args []string) (*reportOptions, error) {
 	o := &reportOptions{}
 	fs := newFlagSet(e, "report", reportUsage)
-	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file; its extension picks the format")
+	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file, - for standard output; its extension picks the format")
 	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(exporters.Formats()))
 	pids := fs.StringP("pid", "p", "", "only these processes: comma-separated pids")
 	fs.StringSliceVar(&o.comms, "comm", nil, "only threads or processes of this name (repeat, or separate with commas)")
@@ -135,15 +136,15 @@ func runReport(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.input, err)
 	}
-	out, err := createAtomic(o.output)
+	out, err := outfile.Create(o.output, e.stdout)
 	if err != nil {
 		return err
 	}
-	defer out.abort()
+	defer out.Abort()
 	if err := exporters.Write(out, prof, o.format, o.export); err != nil {
-		return fmt.Errorf("write %s: %w", o.output, err)
+		return err
 	}
-	if err := out.commit(); err != nil {
+	if err := out.Commit(); err != nil {
 		return err
 	}
 	if res.Damaged != nil {
@@ -152,7 +153,7 @@ func runReport(e *env, args []string) error {
 	if len(res.Missing) > 0 {
 		fmt.Fprintf(e.stderr, "sprof report: frames of these binaries stay unnamed, not found or rebuilt since: %s\n", strings.Join(res.Missing, ", "))
 	}
-	fmt.Fprintf(e.stderr, "sprof report: %d of %d samples; wrote %s (%s)\n", res.Kept, res.Samples, o.output, o.format)
+	fmt.Fprintf(e.stderr, "sprof report: %d of %d samples; wrote %s (%s)\n", res.Kept, res.Samples, out.Name(), o.format)
 	return nil
 }
 
