@@ -82,7 +82,7 @@ func TestInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ = runSprof("info", cut)
-	if code != 0 || !strings.Contains(out, "damaged tail  from offset 19768 (232 bytes lost)") {
+	if code != 0 || !strings.Contains(out, "damaged       offsets 19768 to 20000 (232 bytes skipped)") {
 		t.Errorf("info of a cut file: exit %d\n%s", code, out)
 	}
 	if code, _, _ := runSprof("info"); code != 2 {

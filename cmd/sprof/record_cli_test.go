@@ -102,7 +102,7 @@ func checkRecording(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Samples == 0 || s.End == nil || s.Damaged != nil {
+	if s.Samples == 0 || s.End == nil || s.Damaged != 0 {
 		t.Errorf("%s: %d samples, end %v, damage %v; want samples and an end, no damage", path, s.Samples, s.End, s.Damaged)
 	}
 }
