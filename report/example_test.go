@@ -32,7 +32,7 @@ func Example() {
 	for _, s := range p.Samples {
 		fmt.Println(s.Comm, s.Count, s.Stack[0].Placeholder(), s.Stack[1].Placeholder())
 	}
-	fmt.Println(res.Kept, "samples, damaged:", res.Damaged != nil)
+	fmt.Println(res.Kept, "samples, damaged:", res.Damaged != 0)
 	// Output:
 	// app 3 app+0x1234 app+0x1100
 	// 3 samples, damaged: false

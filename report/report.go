@@ -42,9 +42,20 @@ type Result struct {
 	// Samples counts the samples read, Kept those that passed the
 	// filters.
 	Samples, Kept uint64
-	// Damaged is where the recording's damaged tail starts, nil when it
-	// has none: everything before it was converted.
-	Damaged *recording.DamagedError
+	// Damage lists the damaged stretches of the recording that were
+	// skipped (the first 64), Damaged counts them; everything else was
+	// converted.
+	Damage  []*recording.DamagedError
+	Damaged int
+	// Unplaced counts the samples of intact chunks left out because
+	// their stacks or process maps were in damaged ones.
+	Unplaced uint64
+	// Written is the number of samples the writer recorded, from the
+	// End chunk; 0 when it has none (the writer was killed, or the
+	// chunk damaged).
+	Written uint64
+	// Last is the time of the last sample read, from the start.
+	Last time.Duration
 	// Missing lists the binaries, by path, that were not found or had
 	// another build ID than recorded; their frames are unnamed.
 	Missing []string
@@ -80,7 +91,8 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 	var end *recording.End
 	for {
 		ch, err := rd.Next()
-		if errors.Is(err, io.EOF) || errors.As(err, &res.Damaged) {
+		if errors.Is(err, io.EOF) {
+			res.Damage, res.Damaged = rd.Damage()
 			break
 		}
 		if err != nil {
@@ -90,6 +102,8 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 		case recording.ChunkProcesses:
 			c.procs.Add(ch.Processes())
 		case recording.ChunkSamples:
+			_, n := rd.Damage()
+			c.damaged = n > 0
 			b, err := ch.Batch()
 			if err != nil {
 				return nil, res, fmt.Errorf("recording: samples chunk at offset %d: %w", ch.Offset, err)
@@ -101,8 +115,10 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 				return nil, res, fmt.Errorf("recording: end chunk at offset %d: %w", ch.Offset, err)
 			}
 			end = &e
+			res.Written = e.Samples
 		}
 	}
+	res.Last = c.last
 	return c.profile(end), res, nil
 }
 
@@ -115,6 +131,9 @@ type converter struct {
 	order  []sampleKey // in order of first sight, for a stable output
 	lost   uint64
 	last   time.Duration // the last sample's time
+	// damaged says the reader skipped damage: a sample of a process
+	// without a record lost it there.
+	damaged bool
 }
 
 func (c *converter) add(b *recording.Batch) {
@@ -128,8 +147,16 @@ func (c *converter) add(b *recording.Batch) {
 		if !c.keep(g) {
 			continue
 		}
+		if b.Unplaced(g) {
+			c.res.Unplaced += uint64(len(g.Times))
+			continue
+		}
 		for _, t := range g.Times {
 			if t < c.opts.From || c.opts.To > 0 && t >= c.opts.To {
+				continue
+			}
+			if c.procs.Damaged(g.PID, t) || c.damaged && c.procs.Missing(g.PID, t) {
+				c.res.Unplaced++
 				continue
 			}
 			k := sampleKey{pid: g.PID, tid: g.TID, comm: g.Comm, container: c.procs.Container(g.PID, t), maps: c.procs.Map(g.PID, t), table: b.Stacks,

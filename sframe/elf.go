@@ -23,18 +23,44 @@ const maxSectionSize = 256 << 20
 // data.
 var ErrNoSFrame = errors.New("no SFrame data")
 
-// Open parses the SFrame data of the linked ELF file at path.
-func Open(path string) (*Table, error) {
+// Open parses the SFrame data of the linked ELF file at path, or the file
+// itself when it is a raw SFrame section (it starts with the SFrame magic,
+// as what objcopy --dump-section and `sprof sframe synth` write does) at
+// address 0.
+func Open(path string) (*Table, error) { return OpenAt(path, 0) }
+
+// OpenAt is Open with the address of a raw section: the address it is to
+// have, which its function addresses are relative to. An ELF file's
+// section has its own address; addr is ignored for it.
+func OpenAt(path string, addr uint64) (*Table, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	t, err := Read(f)
+	t, err := readELFOrSection(f, addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// readELFOrSection reads an ELF file or a raw section.
+func readELFOrSection(f *os.File, addr uint64) (*Table, error) {
+	var head [2]byte
+	if n, _ := f.ReadAt(head[:], 0); n < len(head) ||
+		binary.LittleEndian.Uint16(head[:]) != magic && binary.BigEndian.Uint16(head[:]) != magic {
+		return Read(f)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data, err := readCapped(f, uint64(st.Size()))
+	if err != nil {
+		return nil, fmt.Errorf("sframe: raw section: %w", err)
+	}
+	return Parse(data, addr)
 }
 
 // Read parses the SFrame data of the linked ELF file that r holds.

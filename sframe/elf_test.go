@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -125,5 +127,40 @@ func TestReadNamesTheELFDefect(t *testing.T) {
 				t.Errorf("%v does not wrap debug/elf's FormatError", err)
 			}
 		})
+	}
+}
+
+// TestOpenRawSection reads a fixture's .sframe section cut out of the file,
+// as objcopy --dump-section writes it: the table must be the one Open reads
+// from the ELF file.
+func TestOpenRawSection(t *testing.T) {
+	const bin = "../testdata/sframe/chain-amd64-v3"
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sec := f.Section(".sframe")
+	data, err := sec.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := filepath.Join(t.TempDir(), "sframe")
+	if err := os.WriteFile(raw, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromELF, err := Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromRaw, err := OpenAt(raw, sec.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	fromELF.WriteText(&a)
+	fromRaw.WriteText(&b)
+	if a.String() != b.String() {
+		t.Errorf("the ELF file gives\n%s\nthe raw section gives\n%s", a.String(), b.String())
 	}
 }

@@ -8,9 +8,11 @@
 // stream of small chunks, each with its length and a CRC-32C, and the
 // writer completes a chunk at least once a FlushInterval (a second by
 // default). A reader of a file cut at any byte gets every chunk written
-// before the cut and learns where the damaged tail starts; chunks of types
-// it does not know are skipped by their length, so older readers read newer
-// files.
+// before the cut and learns where the damage starts; a chunk damaged in the
+// middle of a file is skipped, the reader goes on at the next intact one,
+// and the samples that refer to what the damaged chunk defined are marked
+// lost. Chunks of types it does not know are skipped by their length, so
+// older readers read newer files.
 //
 // Each distinct stack and each distinct image map is stored once per
 // recording: a stack table, whose entries share their outer frames with

@@ -41,6 +41,12 @@ const (
 	ChunkEnd ChunkType = 4
 	// ChunkStacks adds entries to the recording's stack table.
 	ChunkStacks ChunkType = 5
+	// ChunkTables gives the sizes of the recording's tables, so that a
+	// reader that skipped a damaged chunk knows which entries it lost.
+	ChunkTables ChunkType = 6
+
+	// maxChunkType is the highest type this package knows.
+	maxChunkType = ChunkTables
 )
 
 func (t ChunkType) String() string {
@@ -55,6 +61,8 @@ func (t ChunkType) String() string {
 		return "end"
 	case ChunkStacks:
 		return "stacks"
+	case ChunkTables:
+		return "tables"
 	}
 	return fmt.Sprintf("chunk type %d", uint8(t))
 }

@@ -128,50 +128,71 @@ type mapTable struct {
 	scratch    []cbf.Image
 }
 
-// parseMap reads the map field of a process record.
-func (t *mapTable) parseMap(p *payload) (*cbf.ImageMap, error) {
+// pad grows the tables to the sizes a Tables chunk gives, with entries
+// lost to damage: a nil map, an image of no text, an unknown container.
+func (t *mapTable) pad(maps, images, containers int) {
+	for len(t.maps) < maps {
+		t.maps = append(t.maps, nil)
+	}
+	for len(t.images) < images {
+		t.images = append(t.images, cbf.Image{})
+	}
+	for len(t.containers) < containers {
+		t.containers = append(t.containers, "")
+	}
+}
+
+// parseMap reads the map field of a process record. lost says the map was
+// defined in a chunk lost to damage, or uses an image that was.
+func (t *mapTable) parseMap(p *payload) (m *cbf.ImageMap, lost bool, err error) {
 	off := p.off
 	id, err := p.uvarint("image map")
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, false, err
 	case id == 0:
-		return nil, nil
+		return nil, false, nil
 	case id <= uint64(len(t.maps)):
-		return t.maps[id-1], nil
+		m := t.maps[id-1]
+		return m, m == nil, nil
 	case id > uint64(len(t.maps))+1:
-		return nil, p.errorf(off, "image map", "map %d; %d are defined", id, len(t.maps))
+		return nil, false, p.errorf(off, "image map", "map %d; %d are defined", id, len(t.maps))
 	}
 	off = p.off
 	n, err := p.count("image count", 2)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	images := t.scratch[:0]
 	base := uint64(0)
 	for range n {
 		im, err := t.parseImage(p)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		d, err := parseBase(p)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		base += d
+		lost = lost || im.EndOfText == 0 // an image lost to damage
 		im.Base, im.EndOfText = base, base+im.EndOfText
 		if im.EndOfText < im.Base {
-			return nil, p.errorf(off, "image map", "image %s at %#x runs past the end of the address space", im.Path, im.Base)
+			return nil, false, p.errorf(off, "image map", "image %s at %#x runs past the end of the address space", im.Path, im.Base)
 		}
 		images = append(images, im)
 	}
 	t.scratch = images
-	m, err := cbf.NewImageMap("", cbf.Word64, images)
+	if lost {
+		t.maps = append(t.maps, nil)
+		return nil, true, nil
+	}
+	m, err = cbf.NewImageMap("", cbf.Word64, images)
 	if err != nil {
-		return nil, p.errorf(off, "image map", "%v", err)
+		return nil, false, p.errorf(off, "image map", "%v", err)
 	}
 	t.maps = append(t.maps, m)
-	return m, nil
+	return m, false, nil
 }
 
 // parseImage reads an image reference, or the definition of a new image,

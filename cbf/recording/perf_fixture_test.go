@@ -255,7 +255,7 @@ func TestPerfFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Damaged != nil || s.End == nil || s.Samples == 0 {
+	if s.Damaged != 0 || s.End == nil || s.Samples == 0 {
 		t.Fatalf("fixture damaged or empty: %+v", s)
 	}
 	got := summaryText(s, int64(len(data)))

@@ -52,6 +52,21 @@ func (t *ProcessTable) Kernel(at time.Duration) *cbf.ImageMap {
 	return current(t.kernel, at)
 }
 
+// Damaged says the record that applies to pid at time at has a map lost
+// to damage: the samples it applies to cannot be placed.
+func (t *ProcessTable) Damaged(pid uint32, at time.Duration) bool {
+	pr := applying(t.byPID[pid], at)
+	return pr != nil && pr.Damaged
+}
+
+// Missing says no record can apply to pid at time at: there is none, or
+// only the record of its exit, after at. sprof's writer puts a process's
+// record before its samples, so after damage a sample without one lost it.
+func (t *ProcessTable) Missing(pid uint32, at time.Duration) bool {
+	list := t.byPID[pid]
+	return len(list) == 0 || list[0].Exited && at < list[0].Time
+}
+
 // Comm returns the process name of the record that applies at time at.
 func (t *ProcessTable) Comm(pid uint32, at time.Duration) string {
 	if pr := applying(t.byPID[pid], at); pr != nil {

@@ -275,6 +275,9 @@ func TestDedup(t *testing.T) {
 	}
 	w.Flush()
 	r, _ := NewReader(bytes.NewReader(buf.Bytes()))
+	if c, err := r.Next(); err != nil || c.Type != ChunkTables {
+		t.Fatalf("%v chunk, %v; want the tables", c.Type, err)
+	}
 	if c, err := r.Next(); err != nil || c.Type != ChunkStacks {
 		t.Fatalf("%v chunk, %v; want the stacks", c.Type, err)
 	}
@@ -342,37 +345,171 @@ func TestTruncateEveryByte(t *testing.T) {
 			}
 			n++
 		}
-		if n != complete {
-			t.Fatalf("cut at %d: read %d chunks; want %d", cut, n, complete)
+		if n != complete || err != io.EOF {
+			t.Fatalf("cut at %d: read %d chunks, then %v; want %d and EOF", cut, n, err, complete)
 		}
-		var de *DamagedError
+		damage, count := r.Damage()
 		switch {
 		case cut == ends[complete]:
-			if err != io.EOF {
-				t.Fatalf("cut at %d, a chunk boundary: %v", cut, err)
+			if count != 0 {
+				t.Fatalf("cut at %d, a chunk boundary: damage %v", cut, damage[0])
 			}
-		case !errors.As(err, &de) || de.Offset != int64(ends[complete]):
-			t.Fatalf("cut at %d: %v; want a damaged tail at %d", cut, err, ends[complete])
+		case count != 1 || damage[0].Offset != int64(ends[complete]) || damage[0].End != int64(cut):
+			t.Fatalf("cut at %d: damage %v; want one stretch from %d to the end", cut, damage, ends[complete])
 		}
 	}
 }
 
-func TestCorruptByte(t *testing.T) {
-	data := writeRecording(t)
-	ends := chunkEnds(t, data)
-	for _, at := range []int{ends[2] + 3, ends[3] - 1, ends[3] + 1} {
-		bad := slices.Clone(data)
-		bad[at] ^= 0x20
-		s, err := Summarize(bytes.NewReader(bad))
+// writeFlushes writes a recording of several flushes, each with a new
+// process of a map of its own, new stacks that extend those before, and
+// samples of every process so far: each flush's chunks define table
+// entries that later ones refer to.
+func writeFlushes(t testing.TB) []byte {
+	t.Helper()
+	clock := newFakeClock()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, clock.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Kernel(kernelMap(t))
+	for f := range 8 {
+		pid := uint32(100 + f)
+		w.Process(clock.now(), pid, fmt.Sprintf("p%d", f), testMap(t, 0x400000+uint64(f)<<24))
+		for i := range 20 {
+			for p := uint32(100); p <= pid; p++ {
+				stack := []uint64{0x401000 + uint64(i%4)*0x10 + uint64(f)<<24, 0x402000 + uint64(f)<<24, 0x7f0000029d90, 0x401085}
+				w.Sample(clock.now(), p, p, uint32(i%2), "", stack, nil, 0, 1)
+			}
+			clock.advance(time.Millisecond)
+		}
+		if f == 5 {
+			w.Exit(clock.now(), 101)
+		}
+		w.Flush()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// readChunks reads a recording whole: the offsets of the chunks read, the
+// samples placed (pid, stack and map as text) and the process records, and
+// the number of samples left out because they refer to what damage lost.
+func readChunks(t *testing.T, data []byte) (offsets []int64, samples map[string]int, procs []string, unplaced int, r *Reader) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples = map[string]int{}
+	pt := NewProcessTable()
+	var frames []cbf.Frame
+	for {
+		c, err := r.Next()
+		if err == io.EOF {
+			return offsets, samples, procs, unplaced, r
+		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("a chunk after damage is malformed: %v", err)
 		}
-		chunk := 0
-		for ends[chunk+1] <= at {
-			chunk++
+		offsets = append(offsets, c.Offset)
+		switch c.Type {
+		case ChunkProcesses:
+			pt.Add(c.Processes())
+			for _, pr := range c.Processes() {
+				m := "no map"
+				switch {
+				case pr.Damaged:
+					m = "damaged"
+				case pr.Map != nil:
+					m = pr.Map.String()
+				}
+				procs = append(procs, fmt.Sprintf("%d %s %v %s", pr.PID, pr.Comm, pr.Exited, m))
+			}
+		case ChunkSamples:
+			b, err := c.Batch()
+			if err != nil {
+				t.Fatalf("samples chunk at %d: %v", c.Offset, err)
+			}
+			for i := range b.Groups {
+				g := &b.Groups[i]
+				if _, n := r.Damage(); b.Unplaced(g) || pt.Damaged(g.PID, g.Times[0]) || n > 0 && pt.Missing(g.PID, g.Times[0]) {
+					unplaced += len(g.Times)
+					continue
+				}
+				frames = frames[:0]
+				if g.User >= 0 {
+					frames = b.Stacks.Stack(frames, g.User)
+				}
+				samples[fmt.Sprintf("%d %v", g.PID, frames)] += len(g.Times)
+				if m := pt.Map(g.PID, g.Times[0]); m != nil {
+					// Which map, of those written for the pid: a lost
+					// exit record leaves the one before it applying.
+					samples[fmt.Sprintf("%d map %#x", g.PID, m.Image(0).Base)] += len(g.Times)
+				}
+			}
 		}
-		if s.Damaged == nil || s.Damaged.Offset != int64(ends[chunk]) || s.Chunks != chunk {
-			t.Errorf("byte %d flipped: %d chunks, damaged %v; want %d chunks, damage at %d", at, s.Chunks, s.Damaged, chunk, ends[chunk])
+	}
+}
+
+// TestFlipEveryByte flips each byte after the header of a recording in
+// turn. Every chunk but the damaged one must be read, or all of them when
+// the CRC repairs the damage; what is read must be what was written:
+// samples and process records that refer to what the damaged chunk
+// defined are marked, never shown with other stacks or maps.
+func TestFlipEveryByte(t *testing.T) {
+	for _, fixture := range []struct {
+		name string
+		data []byte
+	}{{"writeRecording", writeRecording(t)}, {"writeFlushes", writeFlushes(t)}} {
+		data := fixture.data
+		ends := chunkEnds(t, data)
+		wantOffsets, wantSamples, wantProcs, _, _ := readChunks(t, data)
+		total := 0
+		for k, n := range wantSamples {
+			if !strings.Contains(k, " map ") {
+				total += n
+			}
+		}
+		for at := ends[0]; at < len(data); at++ {
+			bad := slices.Clone(data)
+			bad[at] ^= 0x55
+			offsets, samples, procs, unplaced, r := readChunks(t, bad)
+			chunk := 0
+			for ends[chunk+1] <= at {
+				chunk++
+			}
+			damage, count := r.Damage()
+			repaired := count == 1 && strings.Contains(damage[0].Reason, "repaired")
+			var want []int64
+			for _, off := range wantOffsets {
+				if off != int64(ends[chunk]) || repaired {
+					want = append(want, off)
+				}
+			}
+			if !slices.Equal(offsets, want) || count != 1 || damage[0].Offset != int64(ends[chunk]) {
+				t.Fatalf("%s, byte %d flipped: read chunks %v, damage %v; want %v and the damage at %d",
+					fixture.name, at, offsets, damage, want, ends[chunk])
+			}
+			placed := 0
+			for k, n := range samples {
+				if _, ok := wantSamples[k]; !ok {
+					t.Fatalf("%s, byte %d flipped: %d samples %s, none written", fixture.name, at, n, k)
+				}
+				if !strings.Contains(k, " map ") {
+					placed += n
+				}
+			}
+			for _, pr := range procs {
+				if !slices.Contains(wantProcs, pr) && !strings.HasSuffix(pr, " damaged") {
+					t.Fatalf("%s, byte %d flipped: process record %s was not written", fixture.name, at, pr)
+				}
+			}
+			if placed+unplaced > total || repaired && placed != total {
+				t.Fatalf("%s, byte %d flipped: %d samples placed and %d unplaced, of %d written", fixture.name, at, placed, unplaced, total)
+			}
 		}
 	}
 }
@@ -388,7 +525,7 @@ func TestUnknownChunkSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Unknown != 1 || s.Samples != 300 || s.Damaged != nil {
+	if s.Unknown != 1 || s.Samples != 300 || s.Damaged != 0 {
 		t.Errorf("summary %+v", s)
 	}
 }
@@ -400,7 +537,7 @@ func TestSummarize(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Samples != 300 || s.Lost != 7 || s.Processes != 3 || s.Images != 3 || s.End == nil ||
-		s.Duration() != 2991*time.Millisecond || s.Intact != int64(len(data)) || s.Damaged != nil {
+		s.Duration() != 2991*time.Millisecond || s.Intact != int64(len(data)) || s.Damaged != 0 {
 		t.Errorf("summary %+v", s)
 	}
 	var total int64
@@ -414,7 +551,7 @@ func TestSummarize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.End != nil || s.Damaged == nil || s.Duration() != 2990*time.Millisecond || s.Samples != 300 {
+	if s.End != nil || s.Damaged != 1 || s.Duration() != 2990*time.Millisecond || s.Samples != 300 {
 		t.Errorf("summary of a cut file %+v", s)
 	}
 }

@@ -25,6 +25,9 @@ type Process struct {
 	// bytes: a writer cuts longer ones.
 	Container string
 	Map       *cbf.ImageMap
+	// Damaged says the process's map was lost to damage (see Reader):
+	// Map is nil, and its samples' user frames cannot be placed.
+	Damaged bool
 }
 
 // MaxContainer caps a process record's container name. Container IDs are
@@ -120,7 +123,7 @@ func parseProcess(p *payload, pr *Process, prev *recordBase, maps *mapTable) err
 	if pr.Comm, err = p.string("comm"); err != nil {
 		return err
 	}
-	pr.Map, err = maps.parseMap(p)
+	pr.Map, pr.Damaged, err = maps.parseMap(p)
 	return err
 }
 
@@ -143,7 +146,7 @@ func parseProcessV2(p *payload, pr *Process, maps *mapTable) error {
 	if pr.Comm, err = p.string("comm"); err != nil {
 		return err
 	}
-	pr.Map, err = maps.parseMap(p)
+	pr.Map, pr.Damaged, err = maps.parseMap(p)
 	return err
 }
 
@@ -172,6 +175,12 @@ type Group struct {
 	Weight uint64
 	// Times holds one offset from the recording's start per sample.
 	Times []time.Duration
+}
+
+// Unplaced says a group's stacks were lost to damage (see Reader): its
+// samples cannot be shown.
+func (b *Batch) Unplaced(g *Group) bool {
+	return g.User >= 0 && b.Stacks.Lost(g.User) || g.Kernel >= 0 && b.Stacks.Lost(g.Kernel)
 }
 
 // Samples returns the number of samples in the batch.

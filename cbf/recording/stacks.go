@@ -43,6 +43,9 @@ const (
 type StackTable struct {
 	entries []stackEntry
 	words   []uint64 // the entries' own frames, leaf first
+	// wordLost marks the words whose value is unknown, lost to damage
+	// (see Reader); nil while there are none.
+	wordLost []bool
 }
 
 // stackEntry is one entry: its own frames words[off:off+n], then the
@@ -54,10 +57,61 @@ type stackEntry struct {
 	depth     int32 // frames of the assembled stack
 	hops      int32 // entries on the chain of parents, this one included
 	truncated bool  // the outermost entry ended with trunc
+	// lost says the stack is unknown: its entry was in a damaged chunk,
+	// or it refers to one that was.
+	lost bool
 }
 
 // Len returns the number of stacks in the table.
 func (t *StackTable) Len() int { return len(t.entries) }
+
+// Lost says stack i is unknown, lost to damage: it was defined in a chunk
+// the Reader skipped (or past the table, which a Samples chunk read after
+// damage may refer to), or refers to such a stack. Stack must not be
+// called for it.
+func (t *StackTable) Lost(i int) bool { return i >= len(t.entries) || t.entries[i].lost }
+
+// pad grows the table to entries entries and words words, the sizes a
+// Tables chunk gives, with entries and words lost to damage. A table
+// larger than entries was begun anew in what was lost: the new one starts
+// with entries lost entries. It returns the table to use.
+func (t *StackTable) pad(entries, words int) *StackTable {
+	if entries < len(t.entries) {
+		t = &StackTable{}
+	}
+	if entries == len(t.entries) && words == len(t.words) {
+		return t
+	}
+	if t.wordLost == nil {
+		t.wordLost = make([]bool, len(t.words), max(words, len(t.words)))
+	}
+	for len(t.entries) < entries {
+		t.entries = append(t.entries, stackEntry{parent: -1, off: int32(len(t.words)), lost: true})
+	}
+	for len(t.words) < words {
+		t.words = append(t.words, 0)
+		t.wordLost = append(t.wordLost, true)
+	}
+	return t
+}
+
+// addWords extends the table's words by n and returns them, marked lost
+// when lost.
+func (t *StackTable) addWords(n int, lost bool) []uint64 {
+	t.words = slices.Grow(t.words, n)[:len(t.words)+n]
+	if t.wordLost != nil || lost {
+		if t.wordLost == nil {
+			t.wordLost = make([]bool, len(t.words)-n, len(t.words))
+		}
+		for range n {
+			t.wordLost = append(t.wordLost, lost)
+		}
+	}
+	return t.words[len(t.words)-n:]
+}
+
+// isLost says word i is unknown.
+func (t *StackTable) isLost(i int64) bool { return t.wordLost != nil && t.wordLost[i] }
 
 // Stack appends stack i to dst as frames, leaf first: the leaf's exact PC,
 // then return addresses, then a Truncated frame when the walk that took
@@ -160,11 +214,17 @@ func (t *StackTable) parseEntry(p *payload) error {
 			}
 			skip += min(more, maxStackFrames)
 		}
-		if skip >= uint64(pe.n) {
+		if pe.lost {
+			// Its frames are read, to find the next entry and to give
+			// later references their words, but nothing is known.
+			e.lost, e.parent, skip = true, -1, 0
+		} else if skip >= uint64(pe.n) {
 			return p.errorf(off, "stack skip", "%d of a parent's %d own frames", skip, pe.n)
 		}
-		e.skip, e.depth, e.truncated, e.hops = int32(skip), pe.depth-int32(skip), pe.truncated, pe.hops
-		join = t.words[pe.off+e.skip]
+		if !e.lost {
+			e.skip, e.depth, e.truncated, e.hops = int32(skip), pe.depth-int32(skip), pe.truncated, pe.hops
+			join = t.words[pe.off+e.skip]
+		}
 	} else if low > headTrunc {
 		return p.errorf(off, "stack head", "%#x: bits of a skip without a parent", head)
 	} else {
@@ -181,7 +241,7 @@ func (t *StackTable) parseEntry(p *payload) error {
 			e.depth, len(t.words)+int(n), maxStackFrames, maxTableFrames)
 	}
 	// Stored from the outermost frame in; the words are leaf first.
-	t.words = slices.Grow(t.words, int(n))[:len(t.words)+int(n)]
+	t.addWords(int(n), e.lost)
 	end := int64(len(t.words))
 	for i := int64(e.n) - 1; i >= 0; i-- {
 		off := p.off
@@ -205,6 +265,12 @@ func (t *StackTable) parseEntry(p *payload) error {
 				return p.errorf(off, "stack frame", "a reference %d words back, to no frame read yet", back)
 			}
 			join = t.words[at]
+			if t.isLost(at) && !e.lost {
+				e.lost = true
+				for j := int64(e.off); j < end; j++ {
+					t.wordLost[j] = true
+				}
+			}
 		default:
 			z := v >> 1
 			join += uint64(int64(z>>1) ^ -int64(z&1))
@@ -232,7 +298,9 @@ func (t *StackTable) parseEntryV2(p *payload, frames []cbf.Frame) ([]cbf.Frame, 
 	if err != nil {
 		return frames, err
 	}
-	if parent > 0 {
+	if parent > 0 && t.entries[parent-1].lost {
+		e.lost = true
+	} else if parent > 0 {
 		e.parent = int32(parent - 1)
 		pe := &t.entries[e.parent]
 		if skip > uint64(pe.depth) {
@@ -265,6 +333,11 @@ func (t *StackTable) parseEntryV2(p *payload, frames []cbf.Frame) ([]cbf.Frame, 
 			e.truncated = true
 		default:
 			return frames, p.errorf(off, "stack", "%v frame %d in a recording's stack", f.Kind, i)
+		}
+	}
+	if t.wordLost != nil {
+		for len(t.wordLost) < len(t.words) {
+			t.wordLost = append(t.wordLost, e.lost)
 		}
 	}
 	e.n = int32(len(t.words)) - e.off

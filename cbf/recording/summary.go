@@ -32,8 +32,13 @@ type Summary struct {
 	FirstSample, LastSample time.Duration
 	// End is the End chunk, nil when the writer never closed the file.
 	End *End
-	// Damaged says where the damaged tail starts; nil when there is none.
-	Damaged *DamagedError
+	// Damage lists the damaged stretches skipped (the first 64),
+	// Damaged counts them; a file cut short ends in one.
+	Damage  []*DamagedError
+	Damaged int
+	// Unplaced counts the samples of intact chunks whose stacks or
+	// process maps were lost to damage.
+	Unplaced uint64
 
 	table    *StackTable // the stack table being counted, and its length
 	tableLen int
@@ -48,8 +53,8 @@ func (s *Summary) Duration() time.Duration {
 	return s.LastSample
 }
 
-// Summarize reads a whole recording. A damaged tail is not an error: it is
-// reported in Summary.Damaged. Malformed content in an intact chunk is.
+// Summarize reads a whole recording. Damage is not an error: it is
+// reported in Summary.Damage. Malformed content in an intact chunk is.
 func Summarize(r io.Reader) (*Summary, error) {
 	rd, err := NewReader(r)
 	if err != nil {
@@ -63,9 +68,6 @@ func Summarize(r io.Reader) (*Summary, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if errors.As(err, &s.Damaged) {
-			break
-		}
 		if err != nil {
 			return nil, err
 		}
@@ -76,6 +78,10 @@ func Summarize(r io.Reader) (*Summary, error) {
 		}
 	}
 	s.Intact = rd.Offset()
+	s.Damage, s.Damaged = rd.Damage()
+	if len(s.Damage) > 0 && s.Damage[len(s.Damage)-1].End == s.Intact {
+		s.Intact = s.Damage[len(s.Damage)-1].Offset
+	}
 	s.Processes, s.Images = len(pids), len(images)
 	return s, nil
 }
@@ -105,6 +111,9 @@ func (s *Summary) add(c *Chunk, pids map[uint32]bool, images map[string]bool) er
 		}
 		s.Lost += b.Lost
 		for _, g := range b.Groups {
+			if b.Unplaced(&g) {
+				s.Unplaced += uint64(len(g.Times))
+			}
 			for _, t := range g.Times {
 				if s.Samples == 0 || t < s.FirstSample {
 					s.FirstSample = t
@@ -129,6 +138,7 @@ func (s *Summary) add(c *Chunk, pids map[uint32]bool, images map[string]bool) er
 		s.tableLen = c.nstacks
 	case ChunkHeader:
 		return fmt.Errorf("a second header")
+	case ChunkTables:
 	default:
 		s.Unknown++
 	}

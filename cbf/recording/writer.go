@@ -66,8 +66,11 @@ type Writer struct {
 	batch      batch
 	samples    uint64 // totals for the End chunk
 	lost       uint64
-	out        []byte // the chunks being written
-	scratch    []byte // one payload being encoded
+	// tables is the Tables chunk's payload for the next flush: the
+	// sizes of the tables as the chunks written so far leave them.
+	tables  []byte
+	out     []byte // the chunks being written
+	scratch []byte // one payload being encoded
 }
 
 // NewWriter writes the magic and the header to w and returns a Writer for
@@ -90,6 +93,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 	wr := &Writer{w: w, opts: opts, start: opts.Start, lastFlush: now, stacks: newStackDict(),
 		maps: newMapDict()}
 	wr.batch.reset()
+	wr.tables = wr.appendTables(nil)
 	h := Header{Version: Version, Start: opts.Start, Host: opts.Host, Kernel: opts.Kernel,
 		Arch: opts.Arch, Frequency: opts.Frequency}
 	wr.out = append(wr.out, Magic...)
@@ -205,6 +209,12 @@ func (w *Writer) Flush() error {
 		return w.err
 	}
 	w.lastFlush = w.opts.Clock()
+	defines := w.nprocs > 0 || len(w.stacks.entries) > w.stacks.defined
+	if defines {
+		// A reader that skipped a damaged chunk learns here what it
+		// lost of the tables the chunks below refer to.
+		w.out = appendChunk(w.out, ChunkTables, w.tables)
+	}
 	if w.nprocs > 0 {
 		w.scratch = binary.AppendUvarint(w.scratch[:0], uint64(w.nprocs))
 		w.scratch = append(w.scratch, w.procs...)
@@ -224,7 +234,19 @@ func (w *Writer) Flush() error {
 	if len(w.stacks.words) > w.stacks.maxWords {
 		w.stacks.reset()
 	}
+	if defines {
+		w.tables = w.appendTables(w.tables[:0])
+	}
 	return w.write()
+}
+
+// appendTables appends a Tables chunk's payload: the number of maps,
+// images, containers, stacks and stack words defined so far.
+func (w *Writer) appendTables(dst []byte) []byte {
+	for _, n := range []uint64{w.maps.nmaps, w.maps.nimages, w.cdict.n, uint64(len(w.stacks.entries)), uint64(len(w.stacks.words))} {
+		dst = binary.AppendUvarint(dst, n)
+	}
+	return dst
 }
 
 // Close flushes what is pending and ends the recording with an End chunk.

@@ -63,6 +63,11 @@ func runCBFDecode(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// An argument that is no file must be a record itself; a path mistyped
+	// must not be decoded as base64, not even by --swift, which never fails.
+	notFile := func() error {
+		return fmt.Errorf("%q: no such file, nor a CBF record in hex, base64 or JSON", fs.Arg(0))
+	}
 	d := cbf.Decoder{Swift: *swift, MaxFrames: *maxFrames}
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
@@ -83,10 +88,16 @@ func runCBFDecode(e *env, args []string) error {
 		}
 	case "base64":
 		if data, err = cbf.DecodeBase64(strings.TrimSpace(string(in))); err != nil {
+			if fromText {
+				return notFile()
+			}
 			return fmt.Errorf("base64 input: %w", err)
 		}
 	default:
 		data = in
+	}
+	if fromText && kind != "json" && !startsRecord(data) {
+		return notFile()
 	}
 	return printRecords(out, d, data, images)
 }
@@ -125,9 +136,18 @@ func cbfInputFormat(format string, in []byte, fromText bool) (string, error) {
 	case text != "" && strings.Trim(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=") == "":
 		return "base64", nil
 	case fromText:
-		return "", usagef("%.20q is neither a file nor hex, base64 or JSON", text)
+		return "", fmt.Errorf("%q: no such file, nor a CBF record in hex, base64 or JSON", string(in))
 	}
 	return "raw", nil
+}
+
+// startsRecord says whether data starts with a CBF info byte: what a
+// record given on the command line does, and a file name read as base64
+// almost never.
+func startsRecord(data []byte) bool {
+	_, _, err := cbf.Decoder{}.Decode(nil, data)
+	var fe *cbf.FormatError
+	return len(data) > 0 && !(errors.As(err, &fe) && fe.Offset == 0 && fe.Field == "info byte")
 }
 
 // printRecords decodes the records in data one after another and prints

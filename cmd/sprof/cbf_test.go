@@ -22,7 +22,12 @@ func TestCBFDecode(t *testing.T) {
 		{[]string{"0212009999"}, 1, []string{"opcode at offset 5: input ends before end or trunc"}},
 		{[]string{"--swift", "0212009999"}, 0, []string{"2 frames as Swift reads them", "pc     0x0000000000009999", "truncated"}},
 		{[]string{"--format", "xml", "00"}, 2, []string{"--format"}},
-		{[]string{"zz!"}, 2, []string{"neither a file nor hex"}},
+		// An argument that is neither a file nor a record is quoted
+		// whole, and fails even with --swift.
+		{[]string{"zz!"}, 1, []string{`sprof cbf: "zz!": no such file, nor a CBF record in hex, base64 or JSON`}},
+		{[]string{"--swift", "crash"}, 1, []string{`sprof cbf: "crash": no such file`}},
+		{[]string{"--swift", "/tmp/no/such/backtrace-file"}, 1, []string{`"/tmp/no/such/backtrace-file": no such file`}},
+		{[]string{"--swift", "no-such-backtrace.json"}, 1, []string{`"no-such-backtrace.json": no such file`}},
 	} {
 		code, out, errOut := runSprof(append([]string{"cbf", "decode"}, c.args...)...)
 		all := out + errOut
@@ -77,7 +82,7 @@ func TestInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ = runSprof("info", cut)
-	if code != 0 || !strings.Contains(out, "damaged tail  from offset 19768 (232 bytes lost)") {
+	if code != 0 || !strings.Contains(out, "damaged       offsets 19768 to 20000 (232 bytes skipped)") {
 		t.Errorf("info of a cut file: exit %d\n%s", code, out)
 	}
 	if code, _, _ := runSprof("info"); code != 2 {

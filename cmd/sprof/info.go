@@ -68,9 +68,18 @@ func printSummary(w io.Writer, name string, size int64, s *recording.Summary) {
 	if s.Unknown > 0 {
 		fmt.Fprintf(w, "skipped       %d chunks of types this sprof does not know\n", s.Unknown)
 	}
+	for _, d := range s.Damage {
+		fmt.Fprintf(w, "damaged       offsets %d to %d (%d bytes skipped): %s\n", d.Offset, d.End, d.End-d.Offset, d.Reason)
+	}
+	if s.Damaged > len(s.Damage) {
+		fmt.Fprintf(w, "damaged       and %d more stretches\n", s.Damaged-len(s.Damage))
+	}
+	if s.Unplaced > 0 {
+		fmt.Fprintf(w, "unplaced      %d samples refer to stacks lost to damage\n", s.Unplaced)
+	}
 	switch {
-	case s.Damaged != nil:
-		fmt.Fprintf(w, "damaged tail  from offset %d (%d bytes lost): %s\n", s.Damaged.Offset, size-s.Damaged.Offset, s.Damaged.Reason)
+	case s.End == nil && s.Damaged > 0:
+		fmt.Fprintf(w, "end           none: cut short (the writer was killed, or its disk filled)\n")
 	case s.End == nil:
 		fmt.Fprintf(w, "end           none: the writer stopped without closing the file (its chunks are intact)\n")
 	default:

@@ -52,6 +52,12 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
+// exitStatus ends sprof with a status that says all, after what there was
+// to say has been printed: `sprof record -- CMD` exits as CMD did.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == launcherArg {
 		os.Exit(runLauncher(os.Args[2:]))
@@ -75,9 +81,12 @@ func run(e *env, args []string) int {
 		}
 		err := c.run(e, args[1:])
 		var ue *usageError
+		var status exitStatus
 		switch {
 		case err == nil, errors.Is(err, pflag.ErrHelp):
 			return 0
+		case errors.As(err, &status):
+			return int(status)
 		case errors.As(err, &ue):
 			fmt.Fprintf(e.stderr, "sprof %s: %s; see 'sprof %s --help'\n", c.name, ue.msg, c.name)
 			return 2

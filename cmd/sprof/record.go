@@ -75,7 +75,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.VarP((*durationValue)(&o.duration), "duration", "d", "how long to record (10, 10s, 1m30s); 0 = until Ctrl-C or the command exits")
 	pidList := fs.StringP("pid", "p", "", "only these processes: comma-separated pids (filtered in the kernel)")
 	fs.StringVar(&o.cgroup, "cgroup", "", "only processes in this cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/foo.service)")
-	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file; its extension picks the format")
+	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file, - for standard output; its extension picks the format")
 	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(append(exporters.Formats(), formatRecording)))
 	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
 	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only; samples taken in user mode show as "+userModeFrame)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/testenv"
 )
@@ -88,6 +89,24 @@ func checkFolded(t *testing.T, path string) map[string]int {
 	return stacks
 }
 
+// checkRecording reads a recording whole: it must hold samples and end
+// with an End chunk, as a recording closed by sprof does.
+func checkRecording(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := recording.Summarize(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Samples == 0 || s.End == nil || s.Damaged != 0 {
+		t.Errorf("%s: %d samples, end %v, damage %v; want samples and an end, no damage", path, s.Samples, s.End, s.Damaged)
+	}
+}
+
 // startSpin starts the spin fixture (main→a→b→c) for secs seconds and
 // stops it when the test ends.
 func startSpin(t *testing.T, secs string) *exec.Cmd {
@@ -102,13 +121,15 @@ func startSpin(t *testing.T, secs string) *exec.Cmd {
 
 // TestRecordInterrupt runs the sprof binary as a user would and stops it
 // with a signal before its time: the output must be complete and valid,
-// the summary line printed, and sprof must exit 0 — for the whole host,
-// for a -p list, and for a command, whether Ctrl-C reaches the whole
-// process group (a terminal) or SIGTERM only sprof (a supervisor).
+// the summary line printed, no temporary file left, and sprof must exit 0,
+// or as the command it recorded did — for the whole host, for a -p list,
+// and for a command, whether Ctrl-C reaches the whole process group (a
+// terminal) or SIGTERM only sprof (a supervisor); and for SIGHUP, which a
+// dropped SSH session sends.
 func TestRecordInterrupt(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin := buildSprof(t)
-	spins := []*exec.Cmd{startSpin(t, "60"), startSpin(t, "60"), startSpin(t, "60")}
+	spins := []*exec.Cmd{startSpin(t, "600"), startSpin(t, "600"), startSpin(t, "600")}
 	pid := func(i int) string { return strconv.Itoa(spins[i].Process.Pid) }
 	spin, err := filepath.Abs("../../testdata/e2e/spin")
 	if err != nil {
@@ -123,12 +144,20 @@ func TestRecordInterrupt(t *testing.T) {
 		// terminal's Ctrl-C does; otherwise only sprof gets it.
 		group bool
 		sig   syscall.Signal
+		// code is sprof's exit status: 0, or the command's.
+		code  int
 		check func(t *testing.T, out, stderr string)
 	}{
-		{"host", nil, ".pb.gz", false, syscall.SIGINT, func(t *testing.T, out, _ string) {
+		{"host", nil, ".pb.gz", false, syscall.SIGINT, 0, func(t *testing.T, out, _ string) {
 			checkPprofFile(t, out)
 		}},
-		{"pid list", []string{"-p", pid(0) + "," + pid(1)}, ".pb.gz", false, syscall.SIGINT, func(t *testing.T, out, _ string) {
+		{"host, SIGHUP", nil, ".folded", false, syscall.SIGHUP, 0, func(t *testing.T, out, _ string) {
+			checkFolded(t, out)
+		}},
+		{"recording, SIGHUP", nil, ".sprof", false, syscall.SIGHUP, 0, func(t *testing.T, out, _ string) {
+			checkRecording(t, out)
+		}},
+		{"pid list", []string{"-p", pid(0) + "," + pid(1)}, ".pb.gz", false, syscall.SIGINT, 0, func(t *testing.T, out, _ string) {
 			checkPprofFile(t, out)
 			seen := map[string]int64{}
 			for _, s := range parseProfile(t, out).Sample {
@@ -139,7 +168,8 @@ func TestRecordInterrupt(t *testing.T) {
 			}
 		}},
 		// The shell forks spin (a background job would ignore SIGINT).
-		{"command, Ctrl-C", []string{"--", "sh", "-c", spin + " 300; true"}, ".folded", true, syscall.SIGINT, func(t *testing.T, out, _ string) {
+		// The shell dies of the SIGINT too: 128+2.
+		{"command, Ctrl-C", []string{"--", "sh", "-c", spin + " 300; true"}, ".folded", true, syscall.SIGINT, 130, func(t *testing.T, out, _ string) {
 			var chain int
 			for stack, n := range checkFolded(t, out) {
 				if strings.HasSuffix(stack, "main;a;b;c") {
@@ -150,7 +180,7 @@ func TestRecordInterrupt(t *testing.T) {
 				t.Errorf("no main;a;b;c stack of the command's child")
 			}
 		}},
-		{"command, SIGTERM", []string{"--", spin, "300"}, ".pb.gz", false, syscall.SIGTERM, func(t *testing.T, out, stderr string) {
+		{"command, SIGTERM", []string{"--", spin, "300"}, ".pb.gz", false, syscall.SIGTERM, 128 + 15, func(t *testing.T, out, stderr string) {
 			checkPprofFile(t, out)
 			if !strings.Contains(stderr, "sending terminated to "+spin) || !strings.Contains(stderr, "exited with signal: terminated") {
 				t.Errorf("sprof did not pass SIGTERM on to the command:\n%s", stderr)
@@ -186,9 +216,9 @@ func TestRecordInterrupt(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- sprof.Wait() }()
 			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("sprof after %v: %v\n%s", tt.sig, err, stderr.String())
+			case <-done:
+				if code := sprof.ProcessState.ExitCode(); code != tt.code {
+					t.Fatalf("sprof after %v: %v, want exit status %d\n%s", tt.sig, sprof.ProcessState, tt.code, stderr.String())
 				}
 			case <-time.After(45 * time.Second):
 				t.Fatalf("sprof still runs 45 s after %v:\n%s", tt.sig, stderr.String())
@@ -236,6 +266,25 @@ func TestRecordCommandChildren(t *testing.T) {
 	}
 }
 
+// TestRecordCommandExitStatus: `sprof record -- CMD` exits as CMD did, as
+// perf does, and still writes the profile.
+func TestRecordCommandExitStatus(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tt := range []struct {
+		script string
+		code   int
+	}{{"exit 3", 3}, {"kill -TERM $$", 128 + 15}, {"true", 0}} {
+		out := filepath.Join(t.TempDir(), "cpu.folded")
+		code, _, errs := runSprof("record", "-o", out, "--", "sh", "-c", tt.script)
+		if code != tt.code {
+			t.Errorf("sh -c %q: sprof exits %d, want %d\n%s", tt.script, code, tt.code, errs)
+		}
+		if _, err := os.Stat(out); err != nil {
+			t.Errorf("sh -c %q: no profile: %v", tt.script, err)
+		}
+	}
+}
+
 // TestRecordStats checks that --stats reports the BPF program's cost from
 // the kernel's run-time statistics and sprof's own per sample.
 func TestRecordStats(t *testing.T) {
@@ -273,12 +322,14 @@ func TestOutputFormat(t *testing.T) {
 		{"cpu.pb.gz", "folded", exporters.Folded},
 		{"out", "PPROF", exporters.Pprof},
 		{"out.folded", "sprof", formatRecording},
+		{"-", "folded", exporters.Folded},
+		{"-", "sprof", formatRecording},
 	} {
 		if got, err := outputFormat(tt.path, tt.format); got != tt.want || err != nil {
 			t.Errorf("outputFormat(%q, %q) = %q, %v; want %q", tt.path, tt.format, got, err, tt.want)
 		}
 	}
-	for _, tt := range []struct{ path, format string }{{"cpu.gz", ""}, {"cpu", ""}, {"cpu.pb.gz", "perf"}} {
+	for _, tt := range []struct{ path, format string }{{"cpu.gz", ""}, {"cpu", ""}, {"cpu.pb.gz", "perf"}, {"-", ""}} {
 		_, err := outputFormat(tt.path, tt.format)
 		if err == nil || !strings.Contains(err.Error(), "pprof, folded, svg, speedscope, sprof") {
 			t.Errorf("outputFormat(%q, %q): error %v, want one listing the formats", tt.path, tt.format, err)
@@ -446,26 +497,22 @@ func TestRecordOutputIsDirectory(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := createAtomic(dir); err == nil {
-		f.abort()
-		t.Errorf("createAtomic(%s) of a directory succeeded", dir)
-	}
 	testenv.RequireRoot(t)
 	code, _, errs := runSprof("record", "-d", "30s", "-o", dir)
-	want := "sprof record: create output: " + dir + " is a directory; name a file\n"
+	want := "sprof record: output " + dir + " is a directory; name a regular file, a character device such as /dev/null, a FIFO, or - for standard output\n"
 	if code != 1 || errs != want {
 		t.Errorf("exit %d, stderr %q; want exit 1, %q", code, errs, want)
 	}
 	if left, _ := os.ReadDir(filepath.Dir(dir)); len(left) != 1 {
 		t.Errorf("files left beside the output: %v", left)
 	}
-	// A recording is written in place: opening it fails up front.
+	// A recording, published early, is refused up front too.
 	rec := filepath.Join(t.TempDir(), "cpu.sprof")
 	if err := os.Mkdir(rec, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errs = runSprof("record", "-d", "30s", "-o", rec)
-	if code != 1 || !strings.HasSuffix(errs, "is a directory\n") || strings.Count(errs, "\n") != 1 {
-		t.Errorf("-o %s: exit %d, stderr %q; want exit 1, one line ending in \"is a directory\"", rec, code, errs)
+	if code != 1 || !strings.Contains(errs, rec+" is a directory") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("-o %s: exit %d, stderr %q; want exit 1, one line saying it is a directory", rec, code, errs)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/collector/bpfsource"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/symbolize"
 )
 
@@ -41,18 +42,18 @@ func runRecord(e *env, args []string) error {
 	// Open the output first: a path that cannot be written is better
 	// reported before the recording than after it. A .sprof recording is
 	// written as the samples come (see recordingFile), a profile at the end.
-	var out *atomicFile
-	var rec *recordingFile
-	if o.format == formatRecording {
-		rec, err = createRecording(o.output, o.frequency)
-	} else {
-		out, err = createAtomic(o.output)
-	}
+	out, err := outfile.Create(o.output, e.stdout)
 	if err != nil {
 		return err
 	}
-	defer out.abort()
-	defer rec.abort()
+	defer out.Abort()
+	var rec *recordingFile
+	if o.format == formatRecording {
+		if rec, err = newRecording(out, o.frequency); err != nil {
+			return err
+		}
+		defer rec.abort()
+	}
 
 	ctx, stopSignals := stopOnSignal()
 	defer stopSignals()
@@ -118,6 +119,17 @@ func runRecord(e *env, args []string) error {
 		return err
 	}
 	defer sampler.Close()
+	if rec != nil {
+		// Sampling runs: from now on a kill leaves the recording at
+		// its path, and a write error (a full disk) ends it.
+		if err := out.Publish(); err != nil {
+			return err
+		}
+		var failed context.CancelCauseFunc
+		ctx, failed = context.WithCancelCause(ctx)
+		defer failed(nil)
+		rec.failed = failed
+	}
 	e.stderr.Write(warnings.Bytes())
 	fmt.Fprintf(e.stderr, "sprof: sampling %s at %d Hz%s; Ctrl-C to stop\n", target(o, cmd), o.frequency, untilText(o))
 	if o.duration > 0 { // counted from the first sample, not from start-up
@@ -160,17 +172,24 @@ func runRecord(e *env, args []string) error {
 
 	if rec != nil {
 		err = rec.close(stats.Lost)
-	} else if err = exporters.Write(out, prof, o.format, o.export); err != nil {
-		err = fmt.Errorf("write %s: %w", o.output, err)
-	} else {
-		err = out.commit()
+		if werr := out.Err(); werr != nil {
+			// Say what was kept; a command recorded is told to end,
+			// as perf tells it when it stops.
+			if cmdProc != nil {
+				cmdProc.Signal(syscall.SIGTERM)
+			}
+			return fmt.Errorf("%w; the recording ended then, after %.1fs, and is readable up to there", werr,
+				stats.Duration.Seconds())
+		}
+	} else if err = exporters.Write(out, prof, o.format, o.export); err == nil {
+		err = out.Commit()
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "sprof: recorded %.1fs, %s, %d lost, %s; wrote %s (%s)\n",
 		stats.Duration.Seconds(), count(stats.Samples, "sample", "samples"), stats.Lost,
-		count(stats.Processes, "process", "processes"), o.output, o.format)
+		count(stats.Processes, "process", "processes"), out.Name(), o.format)
 	if stats.Errors > 0 {
 		fmt.Fprintf(e.stderr, "sprof: %d records could not be read and were skipped; first: %v\n", stats.Errors, stats.Err)
 	}
@@ -206,24 +225,44 @@ func runRecord(e *env, args []string) error {
 		}
 		var ee *exec.ExitError
 		if errors.As(cmdErr, &ee) {
+			// Exit as the command did, as perf does, so that a script
+			// that profiles a step still sees the step fail.
 			fmt.Fprintf(e.stderr, "sprof: %s exited with %v\n", o.command[0], ee.ProcessState)
+			return exitStatusOf(ee.ProcessState)
 		}
 	}
 	return nil
 }
 
-// stopSignal is why a recording ended early: sprof got SIGINT or SIGTERM.
+// exitStatusOf returns the status a shell gives a command that ended as
+// ps did: its exit code, or 128 plus the signal that killed it.
+func exitStatusOf(ps *os.ProcessState) error {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitStatus(128 + int(ws.Signal()))
+	}
+	return exitStatus(ps.ExitCode())
+}
+
+// stopSignal is why a recording ended early: sprof got SIGINT, SIGTERM or
+// SIGHUP.
 type stopSignal struct{ os.Signal }
 
 func (s stopSignal) Error() string { return "stopped by " + s.Signal.String() }
 
 // stopOnSignal returns a context cancelled, with a stopSignal as its cause,
-// when sprof gets SIGINT or SIGTERM, and a function that restores the
-// signals' default action.
+// when sprof gets SIGINT, SIGTERM or SIGHUP, and a function that restores
+// the signals' default action. SIGHUP is what a dropped SSH session sends
+// `sprof record -d 10m`: it ends the recording and writes it, as Ctrl-C
+// does. Until then SIGPIPE is caught too: a write to a closed stderr or
+// standard output fails with EPIPE rather than killing sprof with its
+// output half written. (Caught, not ignored: a command sprof starts gets
+// the default action back on exec.)
 func stopOnSignal() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -236,6 +275,7 @@ func stopOnSignal() (context.Context, func()) {
 	return ctx, func() {
 		once.Do(func() {
 			signal.Stop(sigs)
+			signal.Stop(pipes)
 			close(done)
 		})
 	}
@@ -313,47 +353,4 @@ func cgroupIDOf(path string) (uint64, error) {
 		return 0, fmt.Errorf("%s is not a cgroup directory", path)
 	}
 	return st.Ino, nil
-}
-
-// atomicFile is an output file written under a temporary name and renamed
-// into place when complete, so a reader never sees half a profile and an
-// interrupted run leaves no broken file behind.
-type atomicFile struct {
-	*os.File
-	path string
-}
-
-// createAtomic also refuses a path the final rename could not replace, a
-// directory, now rather than after the recording it would lose.
-func createAtomic(path string) (*atomicFile, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("create output: %s is a directory; name a file", path)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return nil, fmt.Errorf("create output: %w", err)
-	}
-	return &atomicFile{f, path}, nil
-}
-
-func (f *atomicFile) commit() error {
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", f.path, err)
-	}
-	if err := os.Rename(f.Name(), f.path); err != nil {
-		return fmt.Errorf("write %s: %w", f.path, err)
-	}
-	f.File = nil
-	return nil
-}
-
-// abort removes the temporary file unless commit has run.
-func (f *atomicFile) abort() {
-	if f != nil && f.File != nil {
-		f.Close()
-		os.Remove(f.Name())
-	}
 }

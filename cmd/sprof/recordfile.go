@@ -13,6 +13,7 @@ import (
 	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/symbolize/buildid"
 )
 
@@ -35,6 +36,8 @@ func outputFormat(path, format string) (exporters.Format, error) {
 			return "", fmt.Errorf("--format: unknown format %q; formats are: %s", format, all)
 		}
 		return f, nil
+	case path == outfile.Stdout:
+		return "", fmt.Errorf("--output - writes to standard output, whose format no name tells: give --format (%s)", all)
 	case strings.HasSuffix(strings.ToLower(path), ".sprof"):
 		return formatRecording, nil
 	}
@@ -59,26 +62,23 @@ func kernelImage() cbf.Image {
 	return im
 }
 
-// recordingFile is a collector.Sink that writes a recording. The file is
-// written in place, not renamed into place at the end: a recording is
-// readable up to its last complete chunk, at most a second old, whatever
-// stops sprof.
+// recordingFile is a collector.Sink that writes a recording. It is
+// published at its path once sampling runs and written there, not renamed
+// into place at the end: a recording is readable up to its last complete
+// chunk, at most a second old, whatever stops sprof. The first write error
+// (a full disk) calls failed, which ends the recording then.
 type recordingFile struct {
-	f       *os.File
-	w       *recording.Writer
-	images  []cbf.Image
-	sampled bool
+	out    *outfile.File
+	w      *recording.Writer
+	images []cbf.Image
+	failed func(error)
 }
 
-func createRecording(path string, frequency int) (*recordingFile, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("create output: %w", err)
-	}
+func newRecording(out *outfile.File, frequency int) (*recordingFile, error) {
 	var uts unix.Utsname
 	unix.Uname(&uts)
 	host, _ := os.Hostname()
-	w, err := recording.NewWriter(f, recording.Options{Host: host, Kernel: unix.ByteSliceToString(uts.Release[:]),
+	w, err := recording.NewWriter(out, recording.Options{Host: host, Kernel: unix.ByteSliceToString(uts.Release[:]),
 		Arch: unix.ByteSliceToString(uts.Machine[:]), Frequency: uint64(frequency)})
 	if err == nil {
 		var m *cbf.ImageMap
@@ -87,10 +87,26 @@ func createRecording(path string, frequency int) (*recordingFile, error) {
 		}
 	}
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("write %s: %w", path, err)
+		return nil, outputError(out, err)
 	}
-	return &recordingFile{f: f, w: w}, nil
+	return &recordingFile{out: out, w: w, failed: func(error) {}}, nil
+}
+
+// outputError prefers the output's own error, which names the user's path
+// and the cause, to what the recording writer made of it.
+func outputError(out *outfile.File, err error) error {
+	if werr := out.Err(); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// check passes a write error on to failed.
+func (r *recordingFile) check(err error) error {
+	if err != nil && r.out.Err() != nil {
+		r.failed(r.out.Err())
+	}
+	return err
 }
 
 func (r *recordingFile) Process(t time.Time, pid uint32, comm, container string, maps []collector.Mapping) error {
@@ -103,45 +119,34 @@ func (r *recordingFile) Process(t time.Time, pid uint32, comm, container string,
 	if err != nil {
 		return fmt.Errorf("mappings of pid %d: %w", pid, err)
 	}
-	return r.w.ProcessInContainer(t, pid, comm, container, im)
+	return r.check(r.w.ProcessInContainer(t, pid, comm, container, im))
 }
 
-func (r *recordingFile) Exit(t time.Time, pid uint32) error { return r.w.Exit(t, pid) }
+func (r *recordingFile) Exit(t time.Time, pid uint32) error { return r.check(r.w.Exit(t, pid)) }
 
 func (r *recordingFile) Sample(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool) error {
-	r.sampled = true
 	var flags recording.Flags
 	if userTruncated {
 		flags = recording.UserTruncated
 	}
-	return r.w.Sample(t, pid, tid, cpu, comm, user, kernel, flags, 1)
+	return r.check(r.w.Sample(t, pid, tid, cpu, comm, user, kernel, flags, 1))
 }
 
-func (r *recordingFile) Tick() error { return r.w.Tick() }
+func (r *recordingFile) Tick() error { return r.check(r.w.Tick()) }
 
 // close ends the recording with the count of samples the sampler lost.
 func (r *recordingFile) close(lost uint64) error {
 	r.w.Lost(lost)
 	err := r.w.Close()
-	if cerr := r.f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = r.out.Commit()
 	}
-	r.f = nil
 	if err != nil {
-		return fmt.Errorf("write recording: %w", err)
+		return outputError(r.out, err)
 	}
 	return nil
 }
 
-// abort ends a recording that close did not, after an error: what was
-// written stays, as after a crash, unless sampling never began.
-func (r *recordingFile) abort() {
-	if r == nil || r.f == nil {
-		return
-	}
-	r.w.Flush()
-	r.f.Close()
-	if !r.sampled {
-		os.Remove(r.f.Name())
-	}
-}
+// abort writes out what close did not, after an error: a published
+// recording keeps what was written, as after a crash.
+func (r *recordingFile) abort() { r.w.Flush() }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sprof/sprof/cbf/recording"
+	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/internal/testenv"
 )
 
@@ -23,7 +24,11 @@ func TestRecordingKernelBuildID(t *testing.T) {
 	}
 	want := strings.TrimSpace(string(out))
 	path := filepath.Join(t.TempDir(), "k.sprof")
-	rec, err := createRecording(path, 99)
+	of, err := outfile.Create(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := newRecording(of, 99)
 	if err != nil {
 		t.Fatal(err)
 	}

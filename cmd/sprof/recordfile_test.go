@@ -81,7 +81,7 @@ func TestRecordingSurvivesKill(t *testing.T) {
 		t.Fatalf("sprof info: %v\n%s", err, info)
 	}
 	t.Logf("sprof info:\n%s", info)
-	if !strings.Contains(string(info), "end           none") && !strings.Contains(string(info), "damaged tail") {
+	if !strings.Contains(string(info), "end           none") && !strings.Contains(string(info), "end           none: cut short") {
 		t.Errorf("sprof info does not say the recording was cut")
 	}
 	data, err := os.ReadFile(out)
@@ -99,5 +99,47 @@ func TestRecordingSurvivesKill(t *testing.T) {
 	if s.Samples < 500 || killed.Sub(last) > 2*time.Second {
 		t.Errorf("%d samples, the last %v before the kill; want ≥ 500 and at most a second (plus a drain and scheduling delays) old",
 			s.Samples, killed.Sub(last))
+	}
+}
+
+// TestRecordingDiskFull records the host into a 64 KiB tmpfs: the write
+// that finds the disk full ends the recording then, with an error that
+// names the user's path, and what was written stays readable.
+func TestRecordingDiskFull(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		testenv.Unavailable(t, "mount a tmpfs: "+err.Error())
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	startSpin(t, "600")
+	out := filepath.Join(dir, "x.sprof")
+	done := make(chan struct{})
+	var code int
+	var errs string
+	go func() {
+		code, _, errs = runSprof("record", "-F", "999", "-d", "10m", "-o", out)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("sprof records on into a full disk")
+	}
+	t.Logf("stderr:\n%s", errs)
+	want := "sprof record: write " + out + ": no space left on device; the recording ended then"
+	if code != 1 || !strings.Contains(errs, want) {
+		t.Errorf("exit %d; want 1 and an error saying %q", code, want)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := recording.Summarize(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("the recording is not readable: %v", err)
+	}
+	if s.Samples == 0 {
+		t.Errorf("the recording holds no samples (%d bytes)", len(data))
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/report"
 	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
@@ -54,7 +55,7 @@ type reportOptions struct {
 func parseReport(e *env, args []string) (*reportOptions, error) {
 	o := &reportOptions{}
 	fs := newFlagSet(e, "report", reportUsage)
-	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file; its extension picks the format")
+	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file, - for standard output; its extension picks the format")
 	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(exporters.Formats()))
 	pids := fs.StringP("pid", "p", "", "only these processes: comma-separated pids")
 	fs.StringSliceVar(&o.comms, "comm", nil, "only threads or processes of this name (repeat, or separate with commas)")
@@ -135,25 +136,87 @@ func runReport(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.input, err)
 	}
-	out, err := createAtomic(o.output)
+	if d := damageText(res); d != "" {
+		fmt.Fprintf(e.stderr, "sprof report: %s: %s\n", o.input, d)
+	}
+	if res.Kept == 0 {
+		// An empty profile is no answer: say why, and write nothing.
+		return fmt.Errorf("%s: no samples to report: %s; wrote nothing", o.input, whyEmpty(o, res))
+	}
+	out, err := outfile.Create(o.output, e.stdout)
 	if err != nil {
 		return err
 	}
-	defer out.abort()
+	defer out.Abort()
 	if err := exporters.Write(out, prof, o.format, o.export); err != nil {
-		return fmt.Errorf("write %s: %w", o.output, err)
-	}
-	if err := out.commit(); err != nil {
 		return err
 	}
-	if res.Damaged != nil {
-		fmt.Fprintf(e.stderr, "sprof report: %s is damaged from offset %d (%s); reported what comes before\n", o.input, res.Damaged.Offset, res.Damaged.Reason)
+	if err := out.Commit(); err != nil {
+		return err
 	}
 	if len(res.Missing) > 0 {
 		fmt.Fprintf(e.stderr, "sprof report: frames of these binaries stay unnamed, not found or rebuilt since: %s\n", strings.Join(res.Missing, ", "))
 	}
-	fmt.Fprintf(e.stderr, "sprof report: %d of %d samples; wrote %s (%s)\n", res.Kept, res.Samples, o.output, o.format)
+	fmt.Fprintf(e.stderr, "sprof report: %d of %d samples; wrote %s (%s)\n", res.Kept, res.Samples, out.Name(), o.format)
 	return nil
+}
+
+// damageText says what damage cost a report, "" when there was none. A
+// recording that ends in damage and has no End chunk was cut: its writer
+// was killed or its disk filled.
+func damageText(res *report.Result) string {
+	if res.Damaged == 0 && res.Unplaced == 0 {
+		return ""
+	}
+	var offs []string
+	for _, d := range res.Damage {
+		offs = append(offs, strconv.FormatInt(d.Offset, 10))
+	}
+	if res.Damaged > len(res.Damage) {
+		offs = append(offs, fmt.Sprintf("and %d more", res.Damaged-len(res.Damage)))
+	}
+	at := "at offsets " + strings.Join(offs, ", ")
+	if res.Damaged == 1 {
+		at = "at offset " + offs[0]
+	}
+	if res.Written >= res.Samples && res.Written > 0 {
+		lost := res.Written - res.Samples + res.Unplaced
+		return fmt.Sprintf("%d of %d samples lost to damage %s (%s)", lost, res.Written, at, res.Damage[0].Reason)
+	}
+	if res.Damaged == 1 && res.Unplaced == 0 {
+		return fmt.Sprintf("cut short %s (%s); reported what comes before", at, res.Damage[0].Reason)
+	}
+	return fmt.Sprintf("damaged %s (%s); the samples there are lost, and %d more that refer to them", at, res.Damage[0].Reason, res.Unplaced)
+}
+
+// whyEmpty says why no sample made it into a report.
+func whyEmpty(o *reportOptions, res *report.Result) string {
+	switch {
+	case res.Samples == 0 && res.Damaged > 0:
+		return "no intact samples"
+	case res.Samples == 0:
+		return "the recording holds no samples"
+	case res.Samples == res.Unplaced:
+		return "every sample refers to stacks or processes lost to damage"
+	}
+	var filters []string
+	if len(o.pids) > 0 {
+		pids := make([]string, len(o.pids))
+		for i, p := range o.pids {
+			pids[i] = strconv.FormatUint(uint64(p), 10)
+		}
+		filters = append(filters, "--pid "+strings.Join(pids, ","))
+	}
+	if len(o.comms) > 0 {
+		filters = append(filters, "--comm "+strings.Join(o.comms, ","))
+	}
+	if o.from != "" {
+		filters = append(filters, "--from "+o.from)
+	}
+	if o.to != "" {
+		filters = append(filters, "--to "+o.to)
+	}
+	return fmt.Sprintf("none of its %d samples, taken from the start to %v, matches %s", res.Samples, res.Last.Round(time.Millisecond), strings.Join(filters, " "))
 }
 
 // windowEdge parses --from or --to: an offset from the recording's start

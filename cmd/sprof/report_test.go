@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,7 +131,7 @@ func TestReportFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs = runSprof("report", cut, "-o", filepath.Join(dir, "cut.folded"))
-	if code != 0 || !strings.Contains(errs, "is damaged from offset 19768") {
+	if code != 0 || !strings.Contains(errs, "cut.sprof: cut short at offset 19768") {
 		t.Errorf("report of a cut recording: exit %d\n%s", code, errs)
 	}
 
@@ -187,6 +188,9 @@ func writeCinlineRecording(t *testing.T, path string, load uint64, addrs []uint6
 	for i, a := range addrs {
 		if err := w.Sample(start.Add(time.Duration(i)*time.Millisecond), 300, 300, 0, "cinline", []uint64{load + a}, nil, 0, 1); err != nil {
 			t.Fatal(err)
+		}
+		if i%50 == 49 { // a chunk of samples each 50, as each second
+			w.Flush()
 		}
 	}
 	if err := w.Close(); err != nil {
@@ -342,5 +346,58 @@ func TestRecordContainer(t *testing.T) {
 		if !slices.Equal(root, wantRoot) {
 			t.Fatalf("record --process-root container-comm: a sample of spin rooted at %q; want %q", root, wantRoot)
 		}
+	}
+}
+
+// TestReportEmpty: a report with no sample in it says why, exits 1 and
+// leaves the output path alone.
+func TestReportEmpty(t *testing.T) {
+	const fixture = "../../testdata/cbf/gobuild.sprof"
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.folded")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--comm", "nosuchprogram"}, "no samples to report: none of its 735 samples, taken from the start to 19.578s, matches --comm nosuchprogram; wrote nothing"},
+		{[]string{"--from", "1h"}, "matches --from 1h"},
+		{[]string{"-p", "1,2"}, "matches --pid 1,2"},
+	} {
+		code, _, errs := runSprof(append([]string{"report", fixture, "-o", out}, tt.args...)...)
+		if code != 1 || !strings.Contains(errs, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tt.args, code, errs, tt.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: an empty profile was written", tt.args)
+		}
+	}
+}
+
+// TestReportDamagedMiddle reports a recording with a byte damaged in the
+// middle: the chunks after it are reported, and the loss is counted.
+func TestReportDamagedMiddle(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "r.sprof")
+	var addrs []uint64
+	for range 200 {
+		addrs = append(addrs, 0x1215)
+	}
+	writeCinlineRecording(t, rec, 0x555555554000, addrs)
+	data, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := len(data)
+	data[whole/2] ^= 0xff
+	bad := filepath.Join(dir, "bad.sprof")
+	os.WriteFile(bad, data, 0o644)
+	code, _, errs := runSprof("report", bad, "--symbolizer", "elf", "-o", filepath.Join(dir, "x.folded"))
+	m := regexp.MustCompile(`bad.sprof: (\d+) of 200 samples lost to damage at offset (\d+) `).FindStringSubmatch(errs)
+	if code != 0 || m == nil {
+		t.Fatalf("exit %d; want 0 and the samples lost to damage counted:\n%s", code, errs)
+	}
+	lost, _ := strconv.Atoi(m[1])
+	if lost == 0 || lost >= 200 || !strings.Contains(errs, fmt.Sprintf("sprof report: %d of %d samples", 200-lost, 200-lost)) {
+		t.Errorf("%d samples lost; want some, not all, and the rest reported:\n%s", lost, errs)
 	}
 }

@@ -3,21 +3,25 @@ package main
 import (
 	"debug/elf"
 	"fmt"
-	"os"
 	"strconv"
 
+	"github.com/spf13/pflag"
+
+	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/sframe/synth"
 )
 
 const sframeUsage = `Usage:
-  sprof sframe dump FILE [--json]
-  sprof sframe lookup FILE ADDR...
+  sprof sframe dump FILE [--json] [--addr ADDR]
+  sprof sframe lookup FILE ADDR... [--addr ADDR]
   sprof sframe synth BINARY -o OUT [--version 1|2|3] [--addr ADDR]
 
 Reads the SFrame unwind table (.sframe, SFrame versions 1 to 3) of a linked
 ELF executable or shared object, as GNU binutils 2.40 and later write it
-with 'as --gsframe'.
+with 'as --gsframe'. FILE may also be a raw SFrame section, as synth or
+'objcopy --dump-section .sframe=OUT' writes it, recognized by its magic;
+--addr gives the address it is to have (default 0, synth's default).
 
 dump prints the table as 'readelf --sframe' does: the header, then for each
 function its PC, size and rows with the CFA, FP and RA rules. --json prints
@@ -33,13 +37,15 @@ unchanged value; for the RA on aarch64: still in the link register).
 
 synth builds the SFrame table of a binary from its DWARF call frame
 information (.eh_frame, and .debug_frame for code .eh_frame does not cover)
-and writes it to OUT as a raw SFrame section of the given version (default
+and writes it to OUT (- for standard output) as a raw SFrame section of the given version (default
 2), with function addresses relative to ADDR (default 0, the address
 'objcopy --add-section .sframe=OUT BINARY COPY' gives a new section; V1 and
 V2 need functions within 2 GiB of it). It prints how much of the code the
 table covers and, by reason, the rows SFrame cannot express (DWARF
 expressions, a CFA on another register, ...), which are left out rather
-than guessed. amd64 PLT stubs get the PCMASK rows GNU ld writes.
+than guessed. amd64 PLT stubs get the PCMASK rows GNU ld writes. A
+malformed FDE or CIE is left out and counted, and the rest is kept; synth
+fails when no function is left.
 `
 
 func runSFrame(e *env, args []string) error {
@@ -63,13 +69,14 @@ func runSFrame(e *env, args []string) error {
 func runSFrameDump(e *env, args []string) error {
 	fs := newFlagSet(e, "sframe dump", sframeUsage)
 	asJSON := fs.Bool("json", false, "print JSON instead of readelf's text")
+	addr := sectionAddrFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usagef("dump takes one FILE")
 	}
-	t, err := sframe.Open(fs.Arg(0))
+	t, err := sframe.OpenAt(fs.Arg(0), *addr)
 	if err != nil {
 		return err
 	}
@@ -81,6 +88,7 @@ func runSFrameDump(e *env, args []string) error {
 
 func runSFrameLookup(e *env, args []string) error {
 	fs := newFlagSet(e, "sframe lookup", sframeUsage)
+	addr := sectionAddrFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -95,7 +103,7 @@ func runSFrameLookup(e *env, args []string) error {
 		}
 		addrs = append(addrs, v)
 	}
-	t, err := sframe.Open(fs.Arg(0))
+	t, err := sframe.OpenAt(fs.Arg(0), *addr)
 	if err != nil {
 		return err
 	}
@@ -108,6 +116,11 @@ func runSFrameLookup(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%#x: %s\n", a, t.Describe(r))
 	}
 	return nil
+}
+
+// sectionAddrFlag adds --addr: the address of a raw SFrame section.
+func sectionAddrFlag(fs *pflag.FlagSet) *uint64 {
+	return fs.Uint64("addr", 0, "address of a raw SFrame section FILE, which its function addresses are relative to")
 }
 
 func runSFrameSynth(e *env, args []string) error {
@@ -140,13 +153,31 @@ func runSFrameSynth(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
+	if len(t.FDEs()) == 0 {
+		st.WriteText(e.stderr)
+		return fmt.Errorf("%s: no function has unwind rows SFrame can express (%d FDEs, %d malformed); wrote nothing", fs.Arg(0), st.FDEs, st.BadFDEs)
+	}
 	data, err := t.Encode(sframe.Version(*version), addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
-	if err := os.WriteFile(*out, data, 0o644); err != nil {
+	f, err := outfile.Create(*out, e.stdout)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s: wrote %d bytes of SFrame V%d to %s\n", fs.Arg(0), len(data), *version, *out)
-	return st.WriteText(e.stdout)
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Commit(); err != nil {
+		return err
+	}
+	// With -o -, the section is on standard output: the report goes to
+	// standard error.
+	report := e.stdout
+	if *out == outfile.Stdout {
+		report = e.stderr
+	}
+	fmt.Fprintf(report, "%s: wrote %d bytes of SFrame V%d to %s\n", fs.Arg(0), len(data), *version, f.Name())
+	return st.WriteText(report)
 }

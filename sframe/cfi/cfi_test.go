@@ -365,3 +365,48 @@ func mustHdr(t *testing.T, data []byte, s *elf.Section) *Hdr {
 	}
 	return h
 }
+
+// TestResyncAfterBadLength damages the length field of each entry of a
+// real .eh_frame in turn: every FDE outside the damaged entry must still
+// be read, as the undamaged section gives it.
+func TestResyncAfterBadLength(t *testing.T) {
+	ef, err := elf.Open("../../testdata/sframe/chain-amd64-v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	s := ef.Section(".eh_frame")
+	data, err := s.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parse := func(data []byte) *Frame {
+		fr, err := Parse(Section{Kind: EHFrame, Data: data, Order: binary.LittleEndian, AddrSize: 8, Bases: Bases{Section: s.Addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fr
+	}
+	whole := parse(data)
+	if len(whole.FDEs) < 5 || len(whole.Errors) > 0 {
+		t.Fatalf("undamaged: %d FDEs, errors %v", len(whole.FDEs), whole.Errors)
+	}
+	for _, f := range whole.FDEs {
+		bad := slices.Clone(data)
+		binary.LittleEndian.PutUint32(bad[f.Offset:], 0xfffffff0)
+		fr := parse(bad)
+		var want []uint64
+		for _, g := range whole.FDEs {
+			if g.Offset != f.Offset {
+				want = append(want, g.Start)
+			}
+		}
+		var got []uint64
+		for _, g := range fr.FDEs {
+			got = append(got, g.Start)
+		}
+		if !slices.Equal(got, want) || len(fr.Errors) != 1 {
+			t.Errorf("length of the FDE at %#x damaged: FDEs at %#x, errors %v; want %#x and one error", f.Offset, got, fr.Errors, want)
+		}
+	}
+}

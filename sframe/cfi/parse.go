@@ -149,12 +149,14 @@ func Parse(s Section) (*Frame, error) {
 	}
 	p := &parser{s: &s, cies: make(map[uint64]cieResult)}
 	fr := &Frame{Kind: s.Kind}
-	// Every entry takes at least 4 bytes, so the loop ends.
+	// Every entry takes at least 4 bytes, and resync moves on by 4 at
+	// least, so the loop ends.
 	for off := uint64(0); off < uint64(len(s.Data)); {
 		e, err := p.entry(off)
 		if err != nil {
 			fr.Errors = append(fr.Errors, err)
-			break
+			off = p.resync(off)
+			continue
 		}
 		if e.end == 0 { // .eh_frame's zero terminator
 			break
@@ -380,20 +382,53 @@ func (p *parser) augmentation(c *CIE, r *reader, augOff uint64) error {
 	return nil
 }
 
-func (p *parser) fde(e entry) (FDE, error) {
-	f := FDE{Offset: e.off}
-	var cieOff uint64
-	switch p.s.Kind {
-	case EHFrame:
+// cieOffset returns where the CIE of the FDE e starts.
+func (p *parser) cieOffset(e entry) (uint64, error) {
+	cieOff := e.id
+	if p.s.Kind == EHFrame {
 		if e.id > e.idOff {
-			return f, formatErr(e.idOff, "fde.cie_pointer", "CIE pointer %#x points before the section", e.id)
+			return 0, formatErr(e.idOff, "fde.cie_pointer", "CIE pointer %#x points before the section", e.id)
 		}
 		cieOff = e.idOff - e.id
-	default:
-		cieOff = e.id
 	}
 	if cieOff >= uint64(len(p.s.Data)) {
-		return f, formatErr(e.idOff, "fde.cie_pointer", "CIE at %#x past the section's end", cieOff)
+		return 0, formatErr(e.idOff, "fde.cie_pointer", "CIE at %#x past the section's end", cieOff)
+	}
+	return cieOff, nil
+}
+
+// resync returns where reading can go on after the entry at off, whose
+// length field cannot be trusted: the next offset, on the 4-byte grid
+// entries are aligned to, where an entry fits in the section and is a CIE
+// that parses or an FDE of a CIE that did. One damaged entry then costs
+// only itself, not every entry after it. Each offset is tried once, with a
+// map lookup or a CIE parse (cached), so resync ends in linear time.
+func (p *parser) resync(off uint64) uint64 {
+	for next := off + 4; next < uint64(len(p.s.Data)); next += 4 {
+		e, err := p.entry(next)
+		if err != nil || e.end == 0 || e.idOff == 0 {
+			continue
+		}
+		if e.isCIE(p.s.Kind) {
+			if _, err := p.cie(next); err == nil {
+				return next
+			}
+			continue
+		}
+		if cieOff, err := p.cieOffset(e); err == nil {
+			if c, ok := p.cies[cieOff]; ok && c.err == nil {
+				return next
+			}
+		}
+	}
+	return uint64(len(p.s.Data))
+}
+
+func (p *parser) fde(e entry) (FDE, error) {
+	f := FDE{Offset: e.off}
+	cieOff, err := p.cieOffset(e)
+	if err != nil {
+		return f, err
 	}
 	c, err := p.cie(cieOff)
 	if err != nil {
