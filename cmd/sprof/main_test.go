@@ -10,10 +10,15 @@ import (
 )
 
 // TestMain lets the test binary stand in for sprof as the launcher of
-// profiled commands (see launch.go), as the real binary does.
+// profiled commands (see launch.go), as the real binary does, and, with
+// SPROF_TEST_MAIN set to a command line, for sprof itself: tests rerun it
+// with other privileges.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == launcherArg {
 		os.Exit(runLauncher(os.Args[2:]))
+	}
+	if args := os.Getenv("SPROF_TEST_MAIN"); args != "" {
+		os.Exit(run(&env{os.Stdin, os.Stdout, os.Stderr}, strings.Fields(args)))
 	}
 	os.Exit(m.Run())
 }
