@@ -113,6 +113,7 @@ Commands:
 	}
 	fmt.Fprint(w, `
 Examples:
+  sudo sprof check                                  # what this host allows sprof, and the fixes
   sudo sprof record -F 99 -d 10s -o cpu.pb.gz      # every process on every CPU
   go tool pprof -http :8080 cpu.pb.gz
   sudo sprof record -o app.folded -- ./myapp --flag # one command and its children

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,6 +66,20 @@ func TestVersion(t *testing.T) {
 	code, out, _ := runSprof("version")
 	if code != 0 || !strings.HasPrefix(out, "sprof ") {
 		t.Fatalf("version: exit %d, %q", code, out)
+	}
+	// How the test binary is linked, as file(1) says, and the BPF object's
+	// hash, as sha256sum says.
+	fileOut := toolOutput(t, "file", "-L", "/proc/self/exe")
+	linked := ", dynamically linked (CGO_ENABLED=0 builds a static binary), "
+	if strings.Contains(fileOut, "statically linked") {
+		linked = ", statically linked, "
+	}
+	arch := map[string]string{"amd64": "x86", "arm64": "arm64"}[runtime.GOARCH]
+	sum := strings.Fields(toolOutput(t, "sha256sum", "../../bpf/sprof_"+arch+"_bpfel.o"))[0]
+	for _, want := range []string{", " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ", ", linked, "BPF object sha256 " + sum[:16] + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version %q lacks %q (file: %s)", out, want, fileOut)
+		}
 	}
 	code, out, errs := runSprof("version", "extra")
 	if want := "sprof version: unexpected argument \"extra\"; version takes none; see 'sprof version --help'\n"; code != 2 || out != "" || errs != want {
