@@ -2,13 +2,23 @@
 # runs (.ci/run); it installs what the tests need and runs all of them.
 
 GO ?= go
+PREFIX ?= /usr/local
 
-.PHONY: all build test deps vet unit generate check-generate
+.PHONY: all build install test deps vet unit generate check-generate
 
 all: build
 
+# A static binary: with cgo, Go's net package would link libc for its DNS
+# resolver, and the binary would not run on a host or in an image with
+# another libc. `sprof version` says which a binary is.
 build:
-	$(GO) build -o sprof ./cmd/sprof
+	CGO_ENABLED=0 $(GO) build -o sprof ./cmd/sprof
+
+# Installs what `make build` built, without building: under sudo, PATH
+# (sudo's secure_path) usually lacks go.
+install:
+	@test -f sprof || { echo "install: no ./sprof; run make build first, as yourself"; exit 1; }
+	install -D -m 0755 sprof $(DESTDIR)$(PREFIX)/bin/sprof
 
 test: deps vet check-generate unit
 

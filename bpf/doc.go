@@ -55,5 +55,7 @@
 // sprof.bpf.c and committed, so building sprof needs no clang; `make
 // generate` rebuilds them and `make check-generate` fails when the committed
 // ones are stale. The program needs Linux 5.17 or newer with BTF, and root or
-// CAP_BPF plus CAP_PERFMON.
+// CAP_BPF plus CAP_PERFMON; [ProbeFeatures] says which of the kernel
+// features it uses a host has, each probed as the verifier will judge the
+// program, and [CheckHost] what stops it from loading.
 package bpf

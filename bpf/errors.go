@@ -47,6 +47,10 @@ func CheckHost() error {
 	return ProbeFeatures().Check()
 }
 
+// SetcapCommand grants the sprof binary every capability it uses, for a
+// user who records without root (append the binary's path).
+const SetcapCommand = "setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search,cap_checkpoint_restore,cap_syslog,cap_sys_resource+ep"
+
 // checkPrivileges fails unless the effective capabilities include CAP_BPF
 // and CAP_PERFMON (root has both; CAP_SYS_ADMIN stands in for both).
 func checkPrivileges() error {
@@ -61,8 +65,7 @@ func checkPrivileges() error {
 	// Requirements lists: without them stacks and symbols come out partial.
 	return fmt.Errorf("%w: sprof needs root, or CAP_BPF and CAP_PERFMON plus, for whole stacks and named frames, "+
 		"CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_CHECKPOINT_RESTORE, CAP_SYSLOG and CAP_SYS_RESOURCE (README.md, Requirements); "+
-		"run it with sudo, or grant them with `setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search,"+
-		"cap_checkpoint_restore,cap_syslog,cap_sys_resource+ep` on the sprof binary", ErrPermission)
+		"run it with sudo, or grant them with `%s` on the sprof binary", ErrPermission, SetcapCommand)
 }
 
 // checkBTF fails when the kernel exposes no BTF for itself at path

@@ -45,7 +45,7 @@ var featureInfo = [numFeatures]struct{ name, since, use string }{
 	FeatureAncestorCgroupID: {"bpf_get_current_ancestor_cgroup_id", "5.14", "the --cgroup filter"},
 	FeatureTaskPtRegs:       {"bpf_task_pt_regs", "5.15", "user stacks of samples that hit the kernel"},
 	FeatureLoop:             {"bpf_loop", "5.17", "frame-pointer walks of up to 1024 frames"},
-	FeatureFindVMA:          {"bpf_find_vma", "5.17", "stack bounds for frame checks and stack copies"},
+	FeatureFindVMA:          {"bpf_find_vma", "5.17", "the stack's bounds (frame checks, stack copies)"},
 }
 
 // String returns the feature's name: the helper, map or program type.
@@ -102,6 +102,11 @@ func (fs *Features) Err(f Feature) error { return fs.errs[f] }
 // not load: the verifier checks every helper of a program, whichever path
 // a sample takes.
 func Required() []Feature { return AllFeatures() }
+
+// StackCopyFeatures lists what copying user stacks needs beyond loading
+// the sampler: the stack's bounds, looked up by bpf_find_vma and cached
+// per thread in task storage.
+func StackCopyFeatures() []Feature { return []Feature{FeatureFindVMA, FeatureTaskStorage} }
 
 // Check returns nil when the kernel has every Required feature, else an
 // error for the first missing one, which names it, the kernel and the fix,

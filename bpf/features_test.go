@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -104,7 +103,7 @@ func TestProbeFeaturesUnprivileged(t *testing.T) {
 		return
 	}
 	testenv.RequireRoot(t)
-	bin := unprivilegedCopy(t)
+	bin := testenv.UnprivilegedCopy(t)
 	cmd := exec.Command(testenv.RequireTool(t, "setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
 		bin, "-test.run=^TestProbeFeaturesUnprivileged$", "-test.v")
 	cmd.Env = append(os.Environ(), "SPROF_FEATURES_CHILD=1")
@@ -124,28 +123,4 @@ func TestFeatureNames(t *testing.T) {
 	if got := Feature(-1).String(); got != "Feature(-1)" {
 		t.Errorf("Feature(-1) = %q", got)
 	}
-}
-
-// unprivilegedCopy returns a copy of the test binary that the user nobody
-// may run, in a directory it may enter, removed when t ends: the test
-// binary itself may lie under a directory only root can enter.
-func unprivilegedCopy(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "sprof-bpf-unpriv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "bpf.test")
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
 }

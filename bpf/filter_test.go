@@ -165,7 +165,7 @@ func TestOpenWithoutPrivileges(t *testing.T) {
 		return
 	}
 	setpriv := testenv.RequireTool(t, "setpriv")
-	bin := unprivilegedCopy(t)
+	bin := testenv.UnprivilegedCopy(t)
 	out, err := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
 		bin, "-test.run=^TestOpenWithoutPrivileges$", "-test.v").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "missing privileges: sprof needs root") {

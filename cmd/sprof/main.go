@@ -37,7 +37,8 @@ func commands() []command {
 		{"info", "describe a .sprof recording: duration, samples, size, damage", runInfo},
 		{"report", "symbolize a .sprof recording into pprof, folded, SVG or speedscope", runReport},
 		{"sframe", "dump, look up or synthesize (from .eh_frame) SFrame unwind tables", runSFrame},
-		{"version", "print sprof's version", runVersion},
+		{"check", "say what this host allows sprof and what it lacks, with fixes", runCheck},
+		{"version", "print sprof's version and how it was built", runVersion},
 	}
 }
 
@@ -121,6 +122,7 @@ Commands:
 	}
 	fmt.Fprint(w, `
 Examples:
+  sudo sprof check                                  # what this host allows sprof, and the fixes
   sudo sprof record -F 99 -d 10s -o cpu.pb.gz      # every process on every CPU
   go tool pprof -http :8080 cpu.pb.gz
   sudo sprof record -o app.folded -- ./myapp --flag # one command and its children

@@ -4,16 +4,22 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 )
 
 // TestMain lets the test binary stand in for sprof as the launcher of
-// profiled commands (see launch.go), as the real binary does.
+// profiled commands (see launch.go), as the real binary does, and, with
+// SPROF_TEST_MAIN set to a command line, for sprof itself: tests rerun it
+// with other privileges.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == launcherArg {
 		os.Exit(runLauncher(os.Args[2:]))
+	}
+	if args := os.Getenv("SPROF_TEST_MAIN"); args != "" {
+		os.Exit(run(&env{os.Stdin, os.Stdout, os.Stderr}, strings.Fields(args)))
 	}
 	os.Exit(m.Run())
 }
@@ -60,6 +66,20 @@ func TestVersion(t *testing.T) {
 	code, out, _ := runSprof("version")
 	if code != 0 || !strings.HasPrefix(out, "sprof ") {
 		t.Fatalf("version: exit %d, %q", code, out)
+	}
+	// How the test binary is linked, as file(1) says, and the BPF object's
+	// hash, as sha256sum says.
+	fileOut := toolOutput(t, "file", "-L", "/proc/self/exe")
+	linked := ", dynamically linked (CGO_ENABLED=0 builds a static binary), "
+	if strings.Contains(fileOut, "statically linked") {
+		linked = ", statically linked, "
+	}
+	arch := map[string]string{"amd64": "x86", "arm64": "arm64"}[runtime.GOARCH]
+	sum := strings.Fields(toolOutput(t, "sha256sum", "../../bpf/sprof_"+arch+"_bpfel.o"))[0]
+	for _, want := range []string{", " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ", ", linked, "BPF object sha256 " + sum[:16] + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version %q lacks %q (file: %s)", out, want, fileOut)
+		}
 	}
 	code, out, errs := runSprof("version", "extra")
 	if want := "sprof version: unexpected argument \"extra\"; version takes none; see 'sprof version --help'\n"; code != 2 || out != "" || errs != want {

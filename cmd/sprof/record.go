@@ -62,6 +62,10 @@ type recordOptions struct {
 	command     []string
 }
 
+// defaultFrequency is record's -F: a prime, so sampling does not lock step
+// with work on a round period, and low enough to cost under 1% of a CPU.
+const defaultFrequency = 99
+
 // userModeFrame is the frame of a sample without a kernel stack under -K:
 // one taken while the CPU ran user code.
 const userModeFrame = "[user]"
@@ -70,7 +74,7 @@ const userModeFrame = "[user]"
 func parseRecord(e *env, args []string) (*recordOptions, error) {
 	o := &recordOptions{}
 	fs := newFlagSet(e, "record", recordUsage)
-	o.frequency = 99
+	o.frequency = defaultFrequency
 	fs.VarP((*frequencyValue)(&o.frequency), "frequency", "F", "samples per second on each CPU (19 for always-on profiling, up to kernel.perf_event_max_sample_rate)")
 	fs.VarP((*durationValue)(&o.duration), "duration", "d", "how long to record (10, 10s, 1m30s); 0 = until Ctrl-C or the command exits")
 	pidList := fs.StringP("pid", "p", "", "only these processes: comma-separated pids (filtered in the kernel)")

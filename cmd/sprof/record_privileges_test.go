@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/sprof/sprof/internal/testenv"
@@ -20,34 +19,15 @@ const privilegeLine = "sprof record: missing privileges: sprof needs root, or CA
 	"cap_checkpoint_restore,cap_syslog,cap_sys_resource+ep` on the sprof binary"
 
 // TestRecordWithoutPrivileges runs `sprof record` as this test binary
-// rerun without privileges — as nobody, and as root without CAP_BPF,
+// rerun without privileges (TestMain's SPROF_TEST_MAIN) — as nobody, and as root without CAP_BPF,
 // CAP_PERFMON and CAP_SYS_ADMIN — and expects exit status 1 and the
 // sentence that names what is missing and how to fix it, with no Go stack
 // trace and no output file: that one line, nothing else.
 func TestRecordWithoutPrivileges(t *testing.T) {
-	if args := os.Getenv("SPROF_TEST_MAIN"); args != "" {
-		os.Exit(run(&env{os.Stdin, os.Stdout, os.Stderr}, strings.Fields(args)))
-	}
 	testenv.RequireRoot(t)
 	setpriv := testenv.RequireTool(t, "setpriv")
-	// A directory anyone may enter and write, holding a copy of this test
-	// binary that anyone may run.
-	dir, err := os.MkdirTemp("", "sprof-unprivileged")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "sprof.test")
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := testenv.UnprivilegedCopy(t)
+	dir := filepath.Dir(bin)
 	for _, tc := range []struct {
 		name string
 		as   []string
@@ -56,7 +36,7 @@ func TestRecordWithoutPrivileges(t *testing.T) {
 		{"root without capabilities", []string{"--inh-caps=-all", "--bounding-set=-bpf,-perfmon,-sys_admin"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(setpriv, append(tc.as, bin, "-test.run=^TestRecordWithoutPrivileges$")...)
+			cmd := exec.Command(setpriv, append(tc.as, bin)...)
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "SPROF_TEST_MAIN=record -d 1s -o cpu.pb.gz")
 			var stdout, stderr bytes.Buffer

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"debug/elf"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/sprof/sprof/bpf"
 )
 
 // version is set at link time by `-ldflags "-X main.version=v1.2.3"`;
@@ -11,15 +14,41 @@ import (
 var version = ""
 
 func runVersion(e *env, args []string) error {
-	fs := newFlagSet(e, "version", "Usage: sprof version\n\nPrints sprof's version, the Go version and the platform.\n")
+	fs := newFlagSet(e, "version", `Usage: sprof version
+
+Prints sprof's version (the VCS revision, -dirty for uncommitted changes),
+how it was built: the Go version, the platform, whether it is statically
+linked (it then runs on any Linux host of its architecture, and in any
+container image), and the first 16 hex digits of the SHA-256 of its BPF
+object (compare with sha256sum bpf/sprof_*_bpfel.o of a checkout).
+`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q; version takes none", fs.Arg(0))
 	}
-	fmt.Fprintf(e.stdout, "sprof %s %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(e.stdout, "sprof %s, %s %s/%s, %s, BPF object sha256 %.16s\n",
+		buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, linking("/proc/self/exe"), bpf.ObjectHash())
 	return nil
+}
+
+// linking says whether the executable at path is statically linked, from
+// its program headers: a dynamically linked one names its loader in
+// PT_INTERP. Build settings cannot tell: CGO_ENABLED=1 links statically
+// when no package uses cgo.
+func linking(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "linking unknown"
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "dynamically linked (CGO_ENABLED=0 builds a static binary)"
+		}
+	}
+	return "statically linked"
 }
 
 func buildVersion() string {

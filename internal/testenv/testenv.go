@@ -8,6 +8,7 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -41,4 +42,29 @@ func RequireTool(t testing.TB, name string) string {
 		Unavailable(t, name+" is not installed (make test installs it)")
 	}
 	return path
+}
+
+// UnprivilegedCopy returns a copy of the running test binary that any user
+// may run, in a directory any user may enter and write, removed when t
+// ends, for a test that reruns itself as nobody (setpriv): the test binary
+// itself may lie under a directory only root can enter.
+func UnprivilegedCopy(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sprof-unprivileged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(os.Args[0]))
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
