@@ -15,12 +15,14 @@
 #   systemd            systemd-analyze verify, for the agent's unit file
 #   util-linux         setpriv, to rerun BPF tests with fewer capabilities
 #   gcc, gcc-aarch64-linux-gnu  compile the object files the GSYM converter's relocation test reads
+#   libc6-dev-arm64-cross  the aarch64 C headers those compiles include; gcc-aarch64-linux-gnu only
+#                      recommends it, and recommends are not installed (scripts/fresh-check.sh found it)
 #   qemu-user          qemu-aarch64 runs the aarch64 SFrame fixtures for live stack dumps
 #   bpftool            libbpf's kernel feature probe, the oracle for bpf.ProbeFeatures and sprof check
 #   sudo               the README's quick start runs as a sudo user too
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu qemu-user bpftool sudo"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user bpftool sudo"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

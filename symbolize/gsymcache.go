@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -42,6 +43,9 @@ type GSYMOptions struct {
 	// CacheDir/debuginfod, which both symbolizers then search as a debug
 	// directory.
 	Debuginfod *debuginfod.Client
+	// Warnings, when set, is told in a line of what the symbolizer
+	// repaired: a damaged cache file, converted again.
+	Warnings io.Writer
 }
 
 // GSYMStats counts the work of a GSYM symbolizer's file cache.
@@ -536,7 +540,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 	}
 	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.dirs})
 	if err == nil {
-		err = c.WriteFile(final, gsym.EncodeOptions{ByteOrder: st.ByteOrder})
+		err = writeCacheFile(final, c, gsym.EncodeOptions{ByteOrder: st.ByteOrder})
 	}
 	if err != nil {
 		if _, ok := errors.AsType[*fs.PathError](err); ok {
@@ -551,7 +555,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 		return t, nil
 	}
 	s.converted.Add(1)
-	r, err := gsym.Open(final)
+	r, err := openCacheFile(final)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.Path, err)
 	}
@@ -588,13 +592,19 @@ func validNone(p string, sig []byte) (time.Time, bool) {
 	return until, true
 }
 
-// open maps the cached file p if it is there and reads; one that does not
-// read is removed, to be converted again.
+// open maps the cached file p if it is there, reads and matches its
+// checksum; one that does not is removed, to be converted again. A file
+// whose checksum does not match was changed on disk: the symbolizer says
+// so, once per file. (One without a checksum is an older sprof's.)
 func (s *GSYM) open(p string) (*gsym.Reader, bool) {
-	r, err := gsym.Open(p)
+	r, err := openCacheFile(p)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			os.Remove(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false
+		}
+		os.Remove(p)
+		if ce, ok := errors.AsType[*checksumError](err); ok && s.opts.Warnings != nil {
+			fmt.Fprintf(s.opts.Warnings, "GSYM cache file %s is damaged (%v); converting its binary again\n", p, ce)
 		}
 		return nil, false
 	}
