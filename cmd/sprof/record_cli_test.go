@@ -285,6 +285,29 @@ func TestRecordCommandExitStatus(t *testing.T) {
 	}
 }
 
+// TestRecordToStdout records with -o -: a profile, and a recording as a
+// stream, on standard output, and no file named "-".
+func TestRecordToStdout(t *testing.T) {
+	testenv.RequireRoot(t)
+	startSpin(t, "600")
+	code, stdout, errs := runSprof("record", "-F", "199", "-d", "2s", "-o", "-", "--format", "folded")
+	if code != 0 || !strings.Contains(stdout, ";c ") || !strings.Contains(errs, "wrote standard output (folded)") {
+		t.Errorf("--format folded: exit %d, stdout %.200q, stderr %s", code, stdout, errs)
+	}
+	code, stdout, errs = runSprof("record", "-F", "199", "-d", "2s", "-o", "-", "--format", "sprof")
+	if code != 0 {
+		t.Fatalf("--format sprof: exit %d, %s", code, errs)
+	}
+	s, err := recording.Summarize(strings.NewReader(stdout))
+	if err != nil || s.Samples == 0 || s.End == nil {
+		t.Errorf("the recording on stdout: %v, %+v", err, s)
+	}
+	if _, err := os.Lstat("-"); err == nil {
+		os.Remove("-")
+		t.Error(`a file named "-" was created`)
+	}
+}
+
 // TestRecordStats checks that --stats reports the BPF program's cost from
 // the kernel's run-time statistics and sprof's own per sample.
 func TestRecordStats(t *testing.T) {
