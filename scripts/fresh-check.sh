@@ -58,6 +58,13 @@ deb $mirror bookworm-updates main
 deb ${mirror%/debian}/debian-security bookworm-security main
 SOURCES
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The certificate authorities this machine adds, if any: a network that
+# inspects TLS (a corporate proxy) signs with one, and Go's module
+# downloads fail without it. A machine on that network has it too.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+	cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+	chroot "$root" update-ca-certificates >/dev/null
+fi
 
 step "copying Go ($goroot) and a clone of $repo at $(git -C "$repo" rev-parse --short HEAD)"
 cp -a "$goroot" "$root/usr/local/go"
