@@ -90,7 +90,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.BoolVar(&o.debugUnwind, "debug-unwind", false, "print per binary how many frames each unwinding method found and why unwinds stopped")
 	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = rate × CPUs × record size for 1s, or with --stack-copy 64-128ms: small enough to stay in the CPU caches, drained when a quarter full")
 	export := &exportFlags{}
-	export.add(fs)
+	export.add(fs, "comm in folded and SVG output of every process or a --cgroup, none with -p or a command")
 	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -144,6 +144,8 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	if o.export, err = export.options(); err != nil {
 		return nil, err
 	}
+	o.export.ProcessRoot = export.rootFor(o.format, len(o.pids) == 0 && len(o.command) == 0, o.export.ProcessRoot)
+	o.export.Subject = recordSubject(o)
 	if o.kernelOnly {
 		o.export.EmptyStack = userModeFrame
 	}
@@ -151,6 +153,33 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 		return nil, usagef("--labels and --process-root shape a profile; a .sprof recording keeps every sample's process and container, give them to 'sprof report'")
 	}
 	return o, nil
+}
+
+// recordSubject names what a recording profiles, for the flame graph's
+// title: the command line, or the processes, cgroup or host.
+func recordSubject(o *recordOptions) string {
+	if len(o.command) > 0 {
+		return strings.Join(o.command, " ")
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "this host"
+	}
+	switch {
+	case len(o.pids) > 0:
+		pids := make([]string, len(o.pids))
+		for i, p := range o.pids {
+			pids[i] = strconv.FormatUint(uint64(p), 10)
+		}
+		word := "pid"
+		if len(pids) > 1 {
+			word = "pids"
+		}
+		return fmt.Sprintf("%s %s on %s", word, strings.Join(pids, ","), host)
+	case o.cgroup != "":
+		return o.cgroup + " on " + host
+	}
+	return host
 }
 
 // parsePids parses "1234,5678" and checks that each process exists now, so a

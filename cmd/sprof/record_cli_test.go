@@ -161,7 +161,7 @@ func TestRecordInterrupt(t *testing.T) {
 			checkPprofFile(t, out)
 			seen := map[string]int64{}
 			for _, s := range parseProfile(t, out).Sample {
-				seen[s.Label["pid"][0]] += s.Value[0]
+				seen[samplePid(s)] += s.Value[0]
 			}
 			if len(seen) != 2 || seen[pid(0)] == 0 || seen[pid(1)] == 0 {
 				t.Errorf("samples per pid %v; want both of %s,%s and no other (not %s)", seen, pid(0), pid(1), pid(2))
@@ -258,7 +258,7 @@ func TestRecordCommandChildren(t *testing.T) {
 	pids := map[string]bool{}
 	for _, s := range p.Sample {
 		if s.Label["comm"][0] == "spin" && slices.Contains(names(s), "c") {
-			pids[s.Label["pid"][0]] = true
+			pids[samplePid(s)] = true
 		}
 	}
 	if len(pids) != 2 {
@@ -503,8 +503,8 @@ func TestRecordThreadID(t *testing.T) {
 	}
 	var samples int64
 	for _, s := range parseProfile(t, out).Sample {
-		if s.Label["pid"][0] != strconv.Itoa(pid) {
-			t.Fatalf("a sample of pid %s, want only %d", s.Label["pid"][0], pid)
+		if samplePid(s) != strconv.Itoa(pid) {
+			t.Fatalf("a sample of pid %s, want only %d", samplePid(s), pid)
 		}
 		samples += s.Value[0]
 	}

@@ -80,6 +80,15 @@ func names(s *profile.Sample) []string {
 	return fns
 }
 
+// samplePid returns the pid label of s, a numeric pprof label, in decimal;
+// "" when s has none.
+func samplePid(s *profile.Sample) string {
+	if v := s.NumLabel["pid"]; len(v) == 1 {
+		return strconv.FormatInt(v[0], 10)
+	}
+	return ""
+}
+
 // chainShare returns the share of the samples of processes named comm whose
 // stacks hold chain (leaf first, ending in main) exactly, and how many
 // samples there were. Frames above the chain are callees of its leaf — the
@@ -371,7 +380,7 @@ func TestRecordPidFilter(t *testing.T) {
 	t.Log(errs)
 	var n int64
 	for _, s := range p.Sample {
-		if got := s.Label["pid"]; len(got) != 1 || got[0] != want {
+		if got := samplePid(s); got != want {
 			t.Fatalf("sample of pid %v in a profile of pid %s", got, want)
 		}
 		n += s.Value[0]
