@@ -124,6 +124,7 @@ type Collector struct {
 	tracker  *perfring.Tracker
 	agg      *aggregator
 	unw      *unwinder // nil without Options.StackCopy
+	jit      *jitProcesses
 	self     uint32
 	interval time.Duration
 
@@ -196,9 +197,13 @@ func New(opts Options) (*Collector, error) {
 		self:     uint32(os.Getpid()),
 		interval: opts.Interval,
 		start:    time.Now(),
+		jit:      newJITProcesses(opts.ProcRoot),
 	}
 	c.copySampleFn, c.copyRecordFn = c.copySample, c.copyRecord
 	c.sink = newSinkState(opts.Sink)
+	if c.sink != nil {
+		c.sink.jits = c.jit
+	}
 	if c.interval <= 0 {
 		c.interval = DefaultInterval
 	}
@@ -212,6 +217,11 @@ func New(opts Options) (*Collector, error) {
 	if err := c.table.scan(); err != nil {
 		c.Close()
 		return nil, err
+	}
+	for pid, img := range c.table.byPid {
+		for _, m := range img.maps.maps {
+			c.watchJITDump(pid, m.bin)
+		}
 	}
 	if opts.StackCopy {
 		c.unw = newUnwinder(c.table.files, opts.UnwindCacheBytes, opts.DebugUnwind)
@@ -228,6 +238,7 @@ func (c *Collector) Close() error {
 		c.unw.builds.close()
 	}
 	c.table.files.close()
+	c.jit.close()
 	if c.tracker != nil {
 		err := c.tracker.Close()
 		c.tracker = nil
@@ -332,6 +343,8 @@ func (c *Collector) drain(src Source, final bool) error {
 		}
 		c.stats.SidebandLost = c.tracker.Lost()
 	}
+	// After the samples: what their code's runtime wrote before running it.
+	c.jit.update()
 	slices.SortStableFunc(c.events, func(a, b event) int { return cmp.Compare(a.time, b.time) })
 	slices.SortStableFunc(c.pend, func(a, b pending) int { return cmp.Compare(a.time, b.time) })
 	c.next = 0
@@ -351,6 +364,7 @@ func (c *Collector) drain(src Source, final bool) error {
 		c.table.prune(cut)
 	}
 	if c.sink != nil {
+		errs = append(errs, c.sink.retellJIT(c.jit))
 		c.sink.forget(c.sinkHorizon())
 	}
 	errs = append(errs, c.sink.tick())
@@ -431,6 +445,7 @@ func (c *Collector) apply(e *event) {
 		if c.table.tracked(e.pid) {
 			e.m.bin = c.table.files.fromMMap(e.pid, e.m.start, e.m.limit, e.file, e.buildID)
 			c.table.mmap(e.pid, e.m)
+			c.watchJITDump(e.pid, e.m.bin)
 			if c.unw != nil {
 				c.unw.consider(e.pid, &e.m)
 			}
@@ -509,6 +524,8 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 		for _, addr := range user {
 			if m := p.key.set.find(addr); m != nil {
 				c.table.files.pin(p.key.pid, m)
+			} else {
+				c.jit.watch(p.key.pid, img)
 			}
 		}
 	}

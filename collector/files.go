@@ -127,7 +127,11 @@ func (fs *files) vdsoAt(start, limit uint64) *binaryFile {
 // deleted or in another mount namespace; root/ is the process's view of the
 // path; the bare path is the host's view.
 func (fs *files) candidates(pid uint32, start, limit uint64, name string) []string {
-	pidDir := filepath.Join(fs.procRoot, fmt.Sprint(pid))
+	return candidatePaths(fs.procRoot, pid, start, limit, name)
+}
+
+func candidatePaths(procRoot string, pid uint32, start, limit uint64, name string) []string {
+	pidDir := filepath.Join(procRoot, fmt.Sprint(pid))
 	return []string{
 		filepath.Join(pidDir, "map_files", fmt.Sprintf("%x-%x", start, limit)),
 		filepath.Join(pidDir, "root", name),

@@ -63,6 +63,7 @@ func (c *Collector) nextInterval() {
 		}
 	}
 	c.forgetUnmappedFiles()
+	c.jit.forget(c.table)
 }
 
 // forgetUnmappedFiles closes and forgets the files that no process in the

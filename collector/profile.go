@@ -53,7 +53,7 @@ func (c *Collector) Profile() *stacks.Profile {
 			s.Stack = append(s.Stack, b.locs.Kernel(addr, j > 0))
 		}
 		for j, addr := range e.user.of(c.agg.words) {
-			s.Stack = append(s.Stack, b.userLocation(e.set, addr, j > 0))
+			s.Stack = append(s.Stack, b.userLocation(e.pid, e.set, addr, j > 0))
 		}
 		// Entries differing only in their mapSet (a library loaded in
 		// between) are the same stack once resolved.
@@ -96,9 +96,12 @@ func (b *builder) sampleKey(key []byte, s *stacks.Sample) []byte {
 	return key
 }
 
-func (b *builder) userLocation(set *mapSet, addr uint64, isCall bool) *stacks.Location {
+func (b *builder) userLocation(pid uint32, set *mapSet, addr uint64, isCall bool) *stacks.Location {
 	m := set.find(addr)
 	if m == nil {
+		if l := b.locs.JIT(pid, addr, isCall, b.c.jit.name(pid)); l != nil {
+			return l
+		}
 		return b.locs.Unknown(addr)
 	}
 	mk := mappingKey{m.bin, m.start, m.limit, m.offset}

@@ -20,9 +20,12 @@
 #   qemu-user          qemu-aarch64 runs the aarch64 SFrame fixtures for live stack dumps
 #   bpftool            libbpf's kernel feature probe, the oracle for bpf.ProbeFeatures and sprof check
 #   sudo               the README's quick start runs as a sudo user too
+#   nodejs             a real JIT: its perf map (--perf-basic-prof) and jitdump (--perf-prof)
+#                      name the JavaScript frames of the JIT tests
+#   openjdk-17-jdk-headless  the JVM and jcmd, whose Compiler.perfmap names the Java frames
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user bpftool sudo"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user bpftool sudo nodejs openjdk-17-jdk-headless"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

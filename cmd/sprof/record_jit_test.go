@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/sprof/sprof/internal/testenv"
+)
+
+// These tests profile real JIT compilers: Node and the JVM generate their
+// hot code into anonymous memory and name it only in the perf maps and
+// jitdumps they write for perf. The fixtures are in testdata/jit.
+
+// startJIT starts a runtime running a fixture in dir and returns once the
+// fixture says its hot function is compiled.
+func startJIT(t *testing.T, dir, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid))
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("%s %v: read %q, %v; want ready", bin, args, line, err)
+	}
+	go io.Copy(io.Discard, out)
+	return cmd
+}
+
+// functionShare returns the share of the samples of the threads named
+// comm that have a frame whose function name contains fn, and how many
+// samples there were.
+func functionShare(t *testing.T, p *profile.Profile, comm, fn string) (float64, int64) {
+	t.Helper()
+	var total, match int64
+	var other []string
+	for _, s := range p.Sample {
+		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != comm {
+			continue
+		}
+		total += s.Value[0]
+		found := false
+		for _, name := range names(s) {
+			found = found || strings.Contains(name, fn)
+		}
+		if found {
+			match += s.Value[0]
+		} else if len(other) < 3 {
+			stack := strings.Join(names(s), " <- ")
+			other = append(other, stack[:min(len(stack), 300)])
+		}
+	}
+	if total == 0 {
+		t.Fatalf("no samples of %q in the profile", comm)
+	}
+	share := float64(match) / float64(total)
+	t.Logf("%s: %d of %d samples (%.2f%%) name %s; others like: %q", comm, match, total, 100*share, fn, other)
+	return share, total
+}
+
+// checkJIT runs `sprof record` at 499 Hz with args into out (a profile,
+// or a recording that is then reported) and wants fn named in >= 95% of
+// the samples of the threads named comm.
+func checkJIT(t *testing.T, out, comm, fn string, args ...string) {
+	t.Helper()
+	code, _, errs := runSprof(append([]string{"record", "-F", "499", "-o", out}, args...)...)
+	if code != 0 {
+		t.Fatalf("sprof record: exit %d\n%s", code, errs)
+	}
+	if strings.HasSuffix(out, ".sprof") {
+		pb := strings.TrimSuffix(out, ".sprof") + ".pb.gz"
+		if code, _, errs := runSprof("report", out, "-o", pb); code != 0 {
+			t.Fatalf("sprof report: exit %d\n%s", code, errs)
+		}
+		out = pb
+	}
+	share, total := functionShare(t, parseProfile(t, out), comm, fn)
+	if total < 100 {
+		t.Errorf("only %d samples of %s at 499 Hz", total, comm)
+	}
+	if share < 0.95 {
+		t.Errorf("%.2f%% of the samples of %s name %s, want >= 95%%", 100*share, comm, fn)
+	}
+}
+
+// recordRunning records the process pid for at most d with checkJIT. The
+// runtime's files are removed before a recording is reported, as on
+// another host.
+func recordRunning(t *testing.T, pid int, d, out, comm, fn string) {
+	t.Helper()
+	if strings.HasSuffix(out, ".sprof") {
+		defer os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
+	}
+	checkJIT(t, out, comm, fn, "-d", d, "-p", strconv.Itoa(pid))
+}
+
+// TestRecordNodeJIT: Node spinning in an optimized JavaScript function,
+// recorded into a profile and into a recording reported afterwards. With
+// a perf map (--perf-basic-prof) the running process is recorded for
+// 2 s. Node buffers its jitdump (--perf-prof) in 2 MiB and writes it out
+// when the buffer fills or the process exits, so that process spins for
+// 10 s and is recorded until it exits: sprof reads the dump's tail after
+// the exit, from the file it kept open since it saw the process map it.
+func TestRecordNodeJIT(t *testing.T) {
+	testenv.RequireRoot(t)
+	node := testenv.RequireTool(t, "node")
+	script, err := filepath.Abs("../../testdata/jit/hot.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".pb.gz", ".sprof"} {
+		t.Run("perf-basic-prof"+ext, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := startJIT(t, dir, node, "--perf-basic-prof", "--allow-natives-syntax", script, "60")
+			recordRunning(t, cmd.Process.Pid, "2s", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+		})
+		t.Run("perf-prof"+ext, func(t *testing.T) {
+			dir := t.TempDir() // where node writes jit-PID.dump
+			cmd := startJIT(t, dir, node, "--perf-prof", "--allow-natives-syntax", script, "10")
+			recordRunning(t, cmd.Process.Pid, "60s", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+		})
+	}
+}
+
+// TestRecordJavaJIT: OpenJDK 17 keeping frame pointers in compiled code,
+// its perf map written by jcmd once the hot method is compiled.
+func TestRecordJavaJIT(t *testing.T) {
+	testenv.RequireRoot(t)
+	java := testenv.RequireTool(t, "java")
+	jcmd := testenv.RequireTool(t, "jcmd")
+	src, err := filepath.Abs("../../testdata/jit/Hot.java")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".pb.gz", ".sprof"} {
+		t.Run(ext, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := startJIT(t, dir, java, "-XX:+PreserveFramePointer", "-Xbatch", src, "60")
+			pid := cmd.Process.Pid
+			if out, err := exec.Command(jcmd, strconv.Itoa(pid), "Compiler.perfmap").CombinedOutput(); err != nil {
+				t.Fatalf("jcmd %d Compiler.perfmap: %v\n%s", pid, err, out)
+			}
+			recordRunning(t, pid, "2s", filepath.Join(dir, "cpu"+ext), "java", "Hot.spin")
+		})
+	}
+}
