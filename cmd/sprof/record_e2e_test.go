@@ -95,7 +95,19 @@ func samplePid(s *profile.Sample) string {
 // vDSO, the kernel on an interrupt, Go's asyncPreempt — and are real.
 func chainShare(t *testing.T, p *profile.Profile, comm string, chain []string) (float64, int64) {
 	t.Helper()
-	var total, match int64
+	return sampleShare(t, p, comm, fmt.Sprint(chain), func(fns []string) bool {
+		i := slices.Index(fns, chain[len(chain)-1])
+		return i >= len(chain)-1 && slices.Equal(fns[i+1-len(chain):i+1], chain)
+	})
+}
+
+// sampleShare returns the share of the samples of the threads named comm
+// whose function names (leaf first, see names) match, and how many
+// samples there were; it logs both, what matches saying what, and a few
+// samples that did not match.
+func sampleShare(t *testing.T, p *profile.Profile, comm, what string, match func(fns []string) bool) (float64, int64) {
+	t.Helper()
+	var total, matched int64
 	var bad []string
 	for _, s := range p.Sample {
 		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != comm {
@@ -103,18 +115,18 @@ func chainShare(t *testing.T, p *profile.Profile, comm string, chain []string) (
 		}
 		total += s.Value[0]
 		fns := names(s)
-		i := slices.Index(fns, chain[len(chain)-1])
-		if i >= len(chain)-1 && slices.Equal(fns[i+1-len(chain):i+1], chain) {
-			match += s.Value[0]
+		if match(fns) {
+			matched += s.Value[0]
 		} else if len(bad) < 20 {
-			bad = append(bad, strings.Join(fns, " <- "))
+			stack := strings.Join(fns, " <- ")
+			bad = append(bad, stack[:min(len(stack), 300)])
 		}
 	}
 	if total == 0 {
 		t.Fatalf("no samples of %q in the profile", comm)
 	}
-	share := float64(match) / float64(total)
-	t.Logf("%s: %d of %d samples (%.2f%%) show %v; others like: %q", comm, match, total, 100*share, chain, bad)
+	share := float64(matched) / float64(total)
+	t.Logf("%s: %d of %d samples (%.2f%%) show %s; others like: %q", comm, matched, total, 100*share, what, bad)
 	return share, total
 }
 

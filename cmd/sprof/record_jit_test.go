@@ -7,11 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/google/pprof/profile"
 
 	"github.com/sprof/sprof/internal/testenv"
 )
@@ -47,37 +46,6 @@ func startJIT(t *testing.T, dir, bin string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// functionShare returns the share of the samples of the threads named
-// comm that have a frame whose function name contains fn, and how many
-// samples there were.
-func functionShare(t *testing.T, p *profile.Profile, comm, fn string) (float64, int64) {
-	t.Helper()
-	var total, match int64
-	var other []string
-	for _, s := range p.Sample {
-		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != comm {
-			continue
-		}
-		total += s.Value[0]
-		found := false
-		for _, name := range names(s) {
-			found = found || strings.Contains(name, fn)
-		}
-		if found {
-			match += s.Value[0]
-		} else if len(other) < 3 {
-			stack := strings.Join(names(s), " <- ")
-			other = append(other, stack[:min(len(stack), 300)])
-		}
-	}
-	if total == 0 {
-		t.Fatalf("no samples of %q in the profile", comm)
-	}
-	share := float64(match) / float64(total)
-	t.Logf("%s: %d of %d samples (%.2f%%) name %s; others like: %q", comm, match, total, 100*share, fn, other)
-	return share, total
-}
-
 // checkJIT runs `sprof record` at 499 Hz with args into out (a profile,
 // or a recording that is then reported) and wants fn named in >= 95% of
 // the samples of the threads named comm.
@@ -94,7 +62,9 @@ func checkJIT(t *testing.T, out, comm, fn string, args ...string) {
 		}
 		out = pb
 	}
-	share, total := functionShare(t, parseProfile(t, out), comm, fn)
+	share, total := sampleShare(t, parseProfile(t, out), comm, fn, func(fns []string) bool {
+		return slices.ContainsFunc(fns, func(name string) bool { return strings.Contains(name, fn) })
+	})
 	if total < 100 {
 		t.Errorf("only %d samples of %s at 499 Hz", total, comm)
 	}
