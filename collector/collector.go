@@ -445,6 +445,7 @@ func (c *Collector) apply(e *event) {
 		if c.table.tracked(e.pid) {
 			e.m.bin = c.table.files.fromMMap(e.pid, e.m.start, e.m.limit, e.file, e.buildID)
 			c.table.mmap(e.pid, e.m)
+			c.table.files.pin(e.pid, &e.m)
 			c.watchJITDump(e.pid, e.m.bin)
 			if c.unw != nil {
 				c.unw.consider(e.pid, &e.m)

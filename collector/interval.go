@@ -85,11 +85,7 @@ func (c *Collector) forgetUnmappedFiles() {
 		if live[f] {
 			continue
 		}
-		if f.pinned != nil {
-			f.pinned.Close()
-			f.pinned = nil
-			fs.pinned--
-		}
+		fs.unpin(f)
 		delete(fs.byKey, k)
 	}
 	if len(fs.idByInode) > maxBuildIDCache {

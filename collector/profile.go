@@ -112,10 +112,15 @@ func (b *builder) userLocation(pid uint32, set *mapSet, addr uint64, isCall bool
 	}
 	return b.locs.User(sm, addr, isCall, func(dst []stacks.Frame, at uint64) []stacks.Frame {
 		sym := b.c.opts.Symbolizer
-		if sym == nil || b.failed[m.bin] || !m.bin.readable() {
+		if sym == nil {
 			return dst
 		}
-		fr, err := sym.Symbolize(dst, m.bin.binary(), at-m.start+m.offset)
+		sm.SymbolsTried = true
+		bin, readable := b.c.table.files.source(m.bin)
+		if b.failed[m.bin] || !readable {
+			return dst
+		}
+		fr, err := sym.Symbolize(dst, bin, at-m.start+m.offset)
 		if err != nil {
 			b.failed[m.bin] = true
 			b.c.stats.SymbolizeErrors++

@@ -37,13 +37,15 @@ func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
 // calls the first one the main binary and names it in every report's
 // header ("File: nginx"), so the first is the executable of the process
 // with the most samples (see mainMapping), not whichever mapping came
-// first. A mapping is marked HasFunctions
-// (and the other Has* flags) only when its symbols really are there: at
-// least one of its addresses symbolized. An address no symbol covers keeps
-// its address and gets its placeholder (`libc.so.6+0x1a2b`) as function
-// name: pprof's flame graph drops frames without a name, and pprof still
-// replaces the placeholder when it finds the binary of a mapping that is
-// not marked. Location slices and label maps are shared between samples
+// first. A mapping is marked HasFunctions when at least one of its
+// addresses symbolized or sprof tried to symbolize it
+// (stacks.Mapping.SymbolsTried), so that pprof does not try again, fail,
+// and say so for every binary since deleted; the other Has* flags only
+// when lines or inline frames really are there. An address no symbol
+// covers keeps its address and gets its placeholder (`libc.so.6+0x1a2b`)
+// as function name: pprof's flame graph drops frames without a name, and
+// pprof still replaces the placeholder when it finds the binary of a
+// mapping sprof did not try (recorded without symbolization). Location slices and label maps are shared between samples
 // with equal stacks or label values: treat them as read-only.
 func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
 	if p.Period <= 0 {
@@ -66,7 +68,8 @@ func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
 type pprofMapping struct {
 	m    *profile.Mapping
 	kind stacks.MappingKind
-	// symbolized is set once one of the mapping's addresses has a symbol.
+	// symbolized is set once one of the mapping's addresses has a symbol,
+	// or sprof tried to find them (stacks.Mapping.SymbolsTried).
 	symbolized bool
 	// lo and hi bound the addresses seen, to size the synthetic mappings.
 	lo, hi uint64
@@ -299,6 +302,7 @@ func (b *pprofBuilder) mapping(m *stacks.Mapping) *pprofMapping {
 		return pm
 	}
 	pm := b.mappingByValue(m)
+	pm.symbolized = pm.symbolized || m != nil && m.SymbolsTried
 	b.byMapping[m] = pm
 	return pm
 }

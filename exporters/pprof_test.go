@@ -427,3 +427,22 @@ func TestPprofMainMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofSymbolsTried: a mapping sprof tried to symbolize is marked
+// HasFunctions though none of its addresses has a name (its file was
+// deleted), so pprof does not try again; one it did not try is left for
+// pprof.
+func TestPprofSymbolsTried(t *testing.T) {
+	for _, tried := range []bool{false, true} {
+		m := &stacks.Mapping{Kind: stacks.User, Start: 0x1000, Limit: 0x2000, File: "/tmp/gone", SymbolsTried: tried}
+		p := &stacks.Profile{Period: time.Millisecond, Mappings: []*stacks.Mapping{m},
+			Samples: []*stacks.Sample{{Count: 1, Pid: 1, Tid: 1, Stack: []*stacks.Location{{Mapping: m, Address: 0x1010}}}}}
+		out, err := BuildPprof(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Mapping[0].HasFunctions; got != tried {
+			t.Errorf("SymbolsTried %v: HasFunctions %v", tried, got)
+		}
+	}
+}

@@ -301,8 +301,12 @@ func (b *builder) userLocation(pid uint32, m *cbf.ImageMap, addr uint64, isCall 
 		b.mappings[key] = sm
 	}
 	return b.locs.UserDeferred(sm, addr, isCall, func(ats []uint64, fn func(int, []stacks.Frame)) {
+		if b.opts.Symbolizer == nil {
+			return
+		}
+		sm.SymbolsTried = true
 		bin := b.binary(sm)
-		if b.opts.Symbolizer == nil || !bin.usable {
+		if !bin.usable {
 			return
 		}
 		offs := make([]uint64, len(ats))

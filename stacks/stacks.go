@@ -62,6 +62,11 @@ type Mapping struct {
 	File string
 	// BuildID is the GNU build ID in lower-case hex, "" when the file has none.
 	BuildID string
+	// SymbolsTried is set once sprof looked the mapping's addresses up
+	// (or found its file gone): what it left unnamed has no symbol to be
+	// found, and a viewer need not look again (pprof's "Local
+	// symbolization failed" for every deleted binary).
+	SymbolsTried bool
 }
 
 // Name is the short name of the mapping's file, used for unsymbolized frames.

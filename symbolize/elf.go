@@ -73,7 +73,7 @@ func (s *ELF) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fram
 	if !ok {
 		return dst, nil
 	}
-	return img.frames(dst, addr, b.Path)
+	return img.frames(dst, addr, b)
 }
 
 // CacheStats reports the work of the table cache so far.

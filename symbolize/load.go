@@ -35,6 +35,9 @@ type image struct {
 	lines *lineTable   // nil without DWARF line rows
 	inl   *inlineTable // nil without DWARF inlined calls
 	gotab *gosym.Table // nil unless a Go program
+	// fdes are the function ranges of .eh_frame, for addresses no symbol
+	// covers.
+	fdes functionRanges
 	// goMu serializes gotab lookups: debug/gosym does not promise that a
 	// Table is safe for concurrent use, and its LineTable caches strings
 	// in maps without a lock.
@@ -86,12 +89,14 @@ func (ss segments) vaddr(off uint64) (uint64, bool) {
 // the functions DWARF says were inlined there, then the function around
 // them, from Go's pclntab for Go functions or else the symbol table. The
 // innermost frame's position is the line table's (the pclntab's in Go);
-// each outer one's is the call site of the frame inside it.
-func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks.Frame, error) {
+// each outer one's is the call site of the frame inside it. An address no
+// symbol covers is named after its function's start, when .eh_frame
+// knows it (see unnamedFunction).
+func (img *image) frames(dst []stacks.Frame, addr uint64, b Binary) ([]stacks.Frame, error) {
 	if img.gotab != nil {
 		var f stacks.Frame
 		var ok bool
-		err := contain(name, func() error {
+		err := contain(b.Path, func() error {
 			img.goMu.Lock()
 			defer img.goMu.Unlock()
 			file, line, fn := img.gotab.PCToLine(addr)
@@ -110,6 +115,9 @@ func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks
 	}
 	i := img.syms.lookup(addr)
 	if i < 0 {
+		if f, ok := img.unnamedFunction(addr, b.Name); ok {
+			return append(dst, f), nil
+		}
 		return dst, nil
 	}
 	var file string
@@ -179,6 +187,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		link = readDebuglink(ef, size)
+		img.fdes = loadFunctionRanges(ef, size)
 		return nil
 	})
 	if err != nil {
@@ -222,7 +231,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 	}
 
 	img.syms = newSymtab(syms, dm)
-	img.bytes = img.syms.bytes + int64(len(img.loads))*32
+	img.bytes = img.syms.bytes + int64(len(img.loads))*32 + int64(len(img.fdes))*16
 	if img.lines != nil {
 		img.bytes += img.lines.size()
 	}
