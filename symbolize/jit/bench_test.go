@@ -3,6 +3,7 @@ package jit
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,20 +47,31 @@ func BenchmarkPerfMapParse(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
 }
 
-// BenchmarkSettle adds a drain's worth of new functions (1,000) to a table
-// of 100,000 and looks one up, as the collector does every drain.
+// BenchmarkSettle adds a drain's worth of newly compiled functions
+// (1,000) to the 100,000 of a process and looks one up, as the collector
+// does after reading a perf map: new code in free memory (a merge), or
+// over code freed before (the overlaps make Table repaint its segments).
 func BenchmarkSettle(b *testing.B) {
-	var tb Table
+	var base Table
 	for i := range 100_000 {
-		tb.Add(Symbol{Start: uint64(i) * 0x400, Size: 0x180, Name: "f"})
+		base.Add(Symbol{Start: uint64(i) * 0x400, Size: 0x180, Name: "f"})
 	}
-	tb.Lookup(0)
-	next := uint64(0)
-	for b.Loop() {
-		for range 1000 {
-			tb.Add(Symbol{Start: next*0x400 + 0x200, Size: 0x100, Name: "g"})
-			next = (next + 1) % 100_000
-		}
-		tb.Lookup(0)
+	base.Lookup(0)
+	for _, c := range []struct {
+		name   string
+		offset uint64
+	}{{"merge", 0x200}, {"repaint", 0x100}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				t := Table{syms: slices.Clone(base.syms), segs: slices.Clone(base.segs), pending: base.pending}
+				b.StartTimer()
+				for i := range 1000 {
+					t.Add(Symbol{Start: uint64(i)*0x400*97 + c.offset, Size: 0x100, Name: "g"})
+				}
+				t.Lookup(0)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/symbol")
+		})
 	}
 }

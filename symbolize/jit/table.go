@@ -142,8 +142,9 @@ func (t *Table) At(addr uint64) *Symbol {
 }
 
 // settle merges the symbols added since the last lookup into the
-// segments. New code rarely overlaps old code, and then a merge of two
-// sorted lists does; otherwise the segments are recomputed.
+// segments. Only the old segments that new code overlaps are repainted
+// with it; the rest are merged around them, so a drain's new functions
+// cost O(n) in the segments of the process, not O(n log n) (BenchmarkSettle).
 func (t *Table) settle() {
 	if t.pending == len(t.syms) {
 		return
@@ -153,54 +154,41 @@ func (t *Table) settle() {
 		fresh = append(fresh, segment{t.syms[i].Start, t.syms[i].End(), int32(i)})
 	}
 	t.pending = len(t.syms)
-	slices.SortStableFunc(fresh, func(a, b segment) int {
-		if a.start != b.start {
-			if a.start < b.start {
+	var hit []int // the old segments fresh ones overlap
+	for _, f := range fresh {
+		i, _ := slices.BinarySearchFunc(t.segs, f.start, func(s segment, a uint64) int {
+			if s.end <= a {
 				return -1
 			}
 			return 1
+		})
+		for ; i < len(t.segs) && t.segs[i].start < f.end; i++ {
+			hit = append(hit, i)
 		}
-		return 0
-	})
-	if !t.disjoint(fresh) {
-		t.segs = paint(append(t.segs, fresh...))
-		return
 	}
-	merged := make([]segment, 0, len(t.segs)+len(fresh))
+	slices.Sort(hit)
+	hit = slices.Compact(hit)
+	kept := make([]segment, 0, len(t.segs)-len(hit))
+	for i, s := range t.segs {
+		if len(hit) > 0 && hit[0] == i {
+			fresh, hit = append(fresh, s), hit[1:]
+			continue
+		}
+		kept = append(kept, s)
+	}
+	painted := paint(fresh)
+	merged := make([]segment, 0, len(kept)+len(painted))
 	i, j := 0, 0
-	for i < len(t.segs) || j < len(fresh) {
-		if j == len(fresh) || i < len(t.segs) && t.segs[i].start < fresh[j].start {
-			merged = append(merged, t.segs[i])
+	for i < len(kept) || j < len(painted) {
+		if j == len(painted) || i < len(kept) && kept[i].start < painted[j].start {
+			merged = append(merged, kept[i])
 			i++
 		} else {
-			merged = append(merged, fresh[j])
+			merged = append(merged, painted[j])
 			j++
 		}
 	}
 	t.segs = merged
-}
-
-// disjoint reports whether the sorted fresh segments overlap neither each
-// other nor the Table's segments.
-func (t *Table) disjoint(fresh []segment) bool {
-	for k, f := range fresh {
-		if k > 0 && fresh[k-1].end > f.start {
-			return false
-		}
-		i, _ := slices.BinarySearchFunc(t.segs, f.start, func(s segment, a uint64) int {
-			if s.start < a {
-				return -1
-			}
-			if s.start > a {
-				return 1
-			}
-			return 0
-		})
-		if i < len(t.segs) && t.segs[i].start < f.end || i > 0 && t.segs[i-1].end > f.start {
-			return false
-		}
-	}
-	return true
 }
 
 // paint returns the segments that the newest of segs (highest sym) owns
