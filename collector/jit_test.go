@@ -95,3 +95,34 @@ func TestJITFrames(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestJITFramesAcrossCuts: the agent's intervals name JIT frames in each
+// one, and the JIT files of a process that exited are closed once the
+// table forgets it.
+func TestJITFramesAcrossCuts(t *testing.T) {
+	procRoot := t.TempDir()
+	perfMap := fakeJITProcess(t, procRoot)
+	if err := os.WriteFile(perfMap, []byte("7f0000001000 100 JS:*hot /app.js:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{Frequency: 99, ProcRoot: procRoot, NoSideband: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.events = []event{mmapEvent(1, 10, 0x1000, 0x3000, 0, "/usr/bin/node", []byte{0xaa})}
+	for cut := range 2 {
+		src := &fakeSource{}
+		src.add(10, uint64(5+cut), 0x7f0000001010)
+		p, _ := c.Cut(src)
+		if len(p.Samples) != 1 || names(p.Samples[0])[0] != "JS:*hot /app.js:1" {
+			t.Fatalf("interval %d: %+v", cut, p.Samples)
+		}
+	}
+	// Sample times are CLOCK_MONOTONIC: time 7 is long past the grace.
+	c.events = []event{{time: 7, kind: eventExit, pid: 10, tid: 10}}
+	c.Cut(&fakeSource{})
+	if len(c.jit.byPid) != 0 {
+		t.Errorf("the JIT files of an exited process are still open")
+	}
+}

@@ -86,7 +86,7 @@ func (d *JITDump) Read(r io.ReaderAt, size int64, t *Table) error {
 		if size < fileHeaderSize {
 			return nil
 		}
-		if err := d.readHeader(r); err != nil {
+		if err := d.readHeader(r, size); err != nil || d.order == nil {
 			return err
 		}
 	}
@@ -117,7 +117,9 @@ func (d *JITDump) Read(r io.ReaderAt, size int64, t *Table) error {
 	return nil
 }
 
-func (d *JITDump) readHeader(r io.ReaderAt) error {
+// readHeader reads the file header, or leaves d as it was while the
+// header is not all there yet.
+func (d *JITDump) readHeader(r io.ReaderAt, size int64) error {
 	h := make([]byte, fileHeaderSize)
 	if _, err := r.ReadAt(h, 0); err != nil {
 		return fmt.Errorf("jitdump: read header: %w", err)
@@ -138,6 +140,10 @@ func (d *JITDump) readHeader(r io.ReaderAt) error {
 	if total < fileHeaderSize || total > maxHeaderSize {
 		d.order = nil
 		return &FormatError{8, "total_size", fmt.Sprintf("%d is not in [%d, %d]", total, fileHeaderSize, maxHeaderSize)}
+	}
+	if int64(total) > size {
+		d.order = nil // the rest of the header is still being written
+		return nil
 	}
 	d.off = int64(total)
 	return nil
