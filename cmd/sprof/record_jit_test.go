@@ -65,7 +65,10 @@ func checkJIT(t *testing.T, out, comm, fn string, args ...string) {
 	share, total := sampleShare(t, parseProfile(t, out), comm, fn, func(fns []string) bool {
 		return slices.ContainsFunc(fns, func(name string) bool { return strings.Contains(name, fn) })
 	})
-	if total < 100 {
+	// 2 s at 499 Hz is about 1000 samples on an idle CPU; at the load
+	// averages of 30-60 other tests make, under 100. 40 still make 95% mean
+	// something.
+	if total < 40 {
 		t.Errorf("only %d samples of %s at 499 Hz", total, comm)
 	}
 	if share < 0.95 {
@@ -110,6 +113,35 @@ func TestRecordNodeJIT(t *testing.T) {
 			recordRunning(t, cmd.Process.Pid, "60s", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
 		})
 	}
+}
+
+// TestRecordNodeJITInContainer: Node in its own pid and mount namespaces,
+// as in a container, writes /tmp/perf-1.map into a /tmp of its own, which
+// only /proc/PID/root reaches; its JIT frames are named all the same.
+func TestRecordNodeJITInContainer(t *testing.T) {
+	testenv.RequireRoot(t)
+	node := testenv.RequireTool(t, "node")
+	unshare := testenv.RequireTool(t, "unshare")
+	script, err := filepath.Abs("../../testdata/jit/hot.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := startJIT(t, dir, unshare, "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c",
+		`mount -t tmpfs tmpfs /tmp && exec "$0" --perf-basic-prof --allow-natives-syntax "$1" 60`, node, script)
+	// unshare forks the namespace's pid 1, which runs node.
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(children)))
+	if err != nil {
+		t.Fatalf("unshare's children: %q", children)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/root/tmp/perf-1.map", pid)); err != nil {
+		t.Fatalf("node's perf map is not in its own /tmp: %v", err)
+	}
+	recordRunning(t, pid, "2s", filepath.Join(dir, "cpu.pb.gz"), "node", "hotLoop")
 }
 
 // TestRecordJavaJIT: OpenJDK 17 keeping frame pointers in compiled code,
