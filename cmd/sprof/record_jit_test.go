@@ -92,8 +92,9 @@ func recordRunning(t *testing.T, pid int, d, out, comm, fn string) {
 // a perf map (--perf-basic-prof) the running process is recorded for
 // 2 s. Node buffers its jitdump (--perf-prof) in 2 MiB and writes it out
 // when the buffer fills or the process exits, so that process spins for
-// 10 s and is recorded until it exits: sprof reads the dump's tail after
-// the exit, from the file it kept open since it saw the process map it.
+// 2 s of CPU time and is recorded until it exits: sprof reads the dump's
+// tail after the exit, from the file it kept open since it saw the
+// process map it. Its exit (about 10 samples) is in the recording too.
 func TestRecordNodeJIT(t *testing.T) {
 	testenv.RequireRoot(t)
 	node := testenv.RequireTool(t, "node")
@@ -109,8 +110,8 @@ func TestRecordNodeJIT(t *testing.T) {
 		})
 		t.Run("perf-prof"+ext, func(t *testing.T) {
 			dir := t.TempDir() // where node writes jit-PID.dump
-			cmd := startJIT(t, dir, node, "--perf-prof", "--allow-natives-syntax", script, "10")
-			recordRunning(t, cmd.Process.Pid, "60s", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+			cmd := startJIT(t, dir, node, "--perf-prof", "--allow-natives-syntax", script, "2")
+			recordRunning(t, cmd.Process.Pid, "10m", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
 		})
 	}
 }
