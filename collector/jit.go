@@ -52,13 +52,13 @@ func newJITProcesses(procRoot string) *jitProcesses {
 
 // watch starts reading the JIT files of img's process, if it is not read
 // yet. A pid now running another image starts over.
-func (j *jitProcesses) watch(pid uint32, img *image) *jitProcess {
+func (j *jitProcesses) watch(pid uint32, img *image) {
 	p := j.byPid[pid]
 	if p != nil && p.img == img {
-		return p
+		return
 	}
 	if p == nil && len(j.byPid) >= maxJITProcesses {
-		return nil
+		return
 	}
 	if p != nil {
 		p.files.Close()
@@ -66,7 +66,6 @@ func (j *jitProcesses) watch(pid uint32, img *image) *jitProcess {
 	p = &jitProcess{img: img, files: jit.NewProcess(j.procRoot, pid)}
 	j.byPid[pid] = p
 	p.update(j, pid)
-	return p
 }
 
 // watchJITDump starts reading the JIT files of pid when f is a jitdump,
@@ -101,14 +100,6 @@ func (j *jitProcesses) update() {
 	for pid, p := range j.byPid {
 		p.update(j, pid)
 	}
-}
-
-// lookup returns the symbol that covers addr in pid's generated code.
-func (j *jitProcesses) lookup(pid uint32, addr uint64) *jit.Symbol {
-	if p := j.byPid[pid]; p != nil {
-		return p.files.Symbols.Lookup(addr)
-	}
-	return nil
 }
 
 // forget closes the files of processes the table no longer runs.

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"cmp"
 	"debug/elf"
 	"fmt"
 	"path/filepath"
@@ -55,15 +56,7 @@ func loadFunctionRanges(f *elf.File, fileSize int64) functionRanges {
 			out = append(out, functionRange{fde.Start, fde.End()})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b functionRange) int {
-		if a.start < b.start {
-			return -1
-		}
-		if a.start > b.start {
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, func(a, b functionRange) int { return cmp.Compare(a.start, b.start) })
 	kept := out[:0]
 	for _, r := range out {
 		if n := len(kept); n == 0 || r.start >= kept[n-1].end {

@@ -11,8 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/sprof/sprof/stacks"
 )
 
 // Bounds on reading one process's files.
@@ -235,23 +233,4 @@ func (p *Process) Close() {
 			d.f = nil
 		}
 	}
-}
-
-// Frames appends to dst the frames of the symbol covering addr, nothing
-// when none does: a locations.Symbolizer of generated code.
-func (t *Table) Frames(dst []stacks.Frame, addr uint64) []stacks.Frame {
-	if s := t.Lookup(addr); s != nil {
-		return s.Frames(dst, addr)
-	}
-	return dst
-}
-
-// Frames appends the frames of addr in s to dst: one frame, its function
-// s's name, with the source line when s has one for addr.
-func (s *Symbol) Frames(dst []stacks.Frame, addr uint64) []stacks.Frame {
-	f := stacks.Frame{Function: s.Name}
-	if l := s.LineAt(addr); l != nil {
-		f.File, f.Line = l.File, l.Line
-	}
-	return append(dst, f)
 }

@@ -1,9 +1,12 @@
 package jit
 
 import (
+	"cmp"
 	"container/heap"
 	"slices"
 	"strings"
+
+	"github.com/sprof/sprof/stacks"
 )
 
 // Limits on what one process's files can make sprof keep. A runtime that
@@ -201,15 +204,7 @@ func paint(segs []segment) []segment {
 	}
 	slices.Sort(bounds)
 	bounds = slices.Compact(bounds)
-	slices.SortFunc(segs, func(a, b segment) int {
-		if a.start < b.start {
-			return -1
-		}
-		if a.start > b.start {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(segs, func(a, b segment) int { return cmp.Compare(a.start, b.start) })
 	var open newestFirst
 	var out []segment
 	next := 0
@@ -247,4 +242,23 @@ func (h *newestFirst) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// Frames appends to dst the frames of the symbol covering addr, nothing
+// when none does: a locations.Symbolizer of generated code.
+func (t *Table) Frames(dst []stacks.Frame, addr uint64) []stacks.Frame {
+	if s := t.Lookup(addr); s != nil {
+		return s.Frames(dst, addr)
+	}
+	return dst
+}
+
+// Frames appends the frames of addr in s to dst: one frame, its function
+// s's name, with the source line when s has one for addr.
+func (s *Symbol) Frames(dst []stacks.Frame, addr uint64) []stacks.Frame {
+	f := stacks.Frame{Function: s.Name}
+	if l := s.LineAt(addr); l != nil {
+		f.File, f.Line = l.File, l.Line
+	}
+	return append(dst, f)
 }
