@@ -34,6 +34,12 @@
 // jitdump whose record framing cannot be trusted is read no further.
 // FuzzPerfMap and FuzzJITDump exercise both parsers.
 //
+// Debug-info lines are taken as the runtime wrote them. Some runtimes add
+// 0x40 (perf's GEN_ELF_TEXT_OFFSET) to their addresses for perf's sake, so
+// a line may be attributed up to 64 bytes early; Node 20's V8 writes over
+// the start of some file names, and such a record keeps only the lines
+// before the damage.
+//
 // Node buffers its jitdump (2 MiB) and writes it when the buffer fills or
 // the process exits, so a process that compiles little names its code only
 // at exit; the tail is read then, from the file kept open since the

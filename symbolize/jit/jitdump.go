@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // The jitdump format, as Linux perf specifies it in
@@ -187,6 +188,12 @@ func (d *JITDump) record(r io.ReaderAt, id uint32, total int64, t *Table) error 
 		s := Symbol{Start: addr, Size: size, Name: strings.ToValidUTF8(string(name), "\uFFFD")}
 		if d.lines != nil && d.linesAddr == addr {
 			s.Lines = d.lines
+			for i, l := range s.Lines {
+				if l.Offset >= size {
+					s.Lines = s.Lines[:i] // past the code: not this code's lines
+					break
+				}
+			}
 		}
 		d.lines = nil
 		t.Add(s)
@@ -245,7 +252,14 @@ func (d *JITDump) debugInfo(b []byte, at int64) error {
 			return &FormatError{pos + 16, "debug entry name", "no terminating NUL"}
 		}
 		if !(end == 1 && name[0] == 0xff) { // 0xff: the previous entry's file
-			file = strings.ToValidUTF8(string(name[:end]), "\uFFFD")
+			if !plausibleFile(name[:end]) {
+				// Written over (Node 20's V8 clobbers the start of some
+				// names, NULs included): this entry and everything after
+				// it, which may be read out of step, are dropped.
+				d.lines, d.linesAddr = lines, addr
+				return &FormatError{pos + 16, "debug entry name", "not a file name"}
+			}
+			file = string(name[:end])
 		}
 		consumed := 16 + end + 1
 		rest, pos = rest[consumed:], pos+int64(consumed)
@@ -259,4 +273,18 @@ func (d *JITDump) debugInfo(b []byte, at int64) error {
 	}
 	d.lines, d.linesAddr = lines, addr
 	return nil
+}
+
+// plausibleFile reports whether a debug entry's name can be a file name:
+// UTF-8 without control characters.
+func plausibleFile(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, c := range b {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

@@ -184,3 +184,28 @@ func TestJITDumpMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestJITDumpDamagedLines: a debug-info record whose file name was written
+// over (as Node 20's V8 does to some) keeps the lines before it, and a
+// line past the code it describes is dropped.
+func TestJITDumpDamagedLines(t *testing.T) {
+	w := newDump(binary.LittleEndian)
+	w.debug(0x5000, debugEntry{0x5000, 3, "/tmp/hot.js"}, debugEntry{0x5010, 4, "\xff"}, debugEntry{0x5080, 9, "\xff"})
+	w.load(0x5000, 0x40, "JS:*hotLoop")
+	w.debug(0x6000, debugEntry{0x6000, 7, "/a.js"}, debugEntry{0x6008, 8, "\xb9\x83\x02"}, debugEntry{0x6010, 9, "/a.js"})
+	w.load(0x6000, 0x20, "JS:*other")
+	var d JITDump
+	var tb Table
+	if err := d.Read(bytes.NewReader(w.b), int64(len(w.b)), &tb); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tb.Lookup(0x5000).Lines, []Line{{0, "/tmp/hot.js", 3}, {0x10, "/tmp/hot.js", 4}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("lines of hotLoop %+v, want %+v (the one past its code dropped)", got, want)
+	}
+	if got, want := tb.Lookup(0x6000).Lines, []Line{{0, "/a.js", 7}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("lines of other %+v, want %+v (none from the damaged name on)", got, want)
+	}
+	if d.Malformed != 1 {
+		t.Errorf("%d records counted malformed, want 1", d.Malformed)
+	}
+}
