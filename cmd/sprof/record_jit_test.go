@@ -128,9 +128,10 @@ func TestRecordNodeJITInContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	cmd := startJIT(t, dir, unshare, "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c",
+	cmd := startJIT(t, dir, unshare, "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "sh", "-c",
 		`mount -t tmpfs tmpfs /tmp && exec "$0" --perf-basic-prof --allow-natives-syntax "$1" 60`, node, script)
-	// unshare forks the namespace's pid 1, which runs node.
+	// unshare forks the namespace's pid 1, which runs node and is
+	// killed with unshare.
 	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
