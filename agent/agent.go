@@ -7,13 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/pipeline"
 	"github.com/sprof/sprof/stacks"
-	"github.com/sprof/sprof/symbolize"
 )
 
 // Defaults of Config's zero fields.
@@ -25,28 +27,43 @@ const (
 	DefaultFlushTimeout = 10 * time.Second
 )
 
-// Recorder is where the agent's profiles come from: the BPF sampler with
-// its collector (OpenBPF) or, in tests, a fake.
+// Recorder is where the agent's profiles come from: the BPF pipeline
+// (OpenBPF) or, in tests, a fake. Drain and Cut are called on the agent's
+// drain goroutine; an Interval is resolved on another, while the drains
+// go on.
 type Recorder interface {
 	// Drain moves the samples waiting now into the current interval.
 	Drain() error
-	// Cut returns the profile of the interval that ends now and starts
-	// the next one (see collector.Collector.Cut).
-	Cut() (*stacks.Profile, collector.Stats)
-	// SymbolizerStats reports the symbolizer's work, for the metrics.
+	// Cut ends the interval under way and starts the next one (see
+	// collector.Collector.CutInterval); it returns at once, leaving the
+	// frames to be named by the Interval's Resolve.
+	Cut() Interval
+	// SymbolizerStats reports the symbolizer's work, for the metrics;
+	// it may be called on any goroutine.
 	SymbolizerStats() SymbolizerStats
 }
+
+// Interval is one interval cut from a Recorder.
+type Interval interface {
+	// Resolve names the frames and returns the profile; after ctx is
+	// done, what is not named yet stays unnamed.
+	Resolve(ctx context.Context) *stacks.Profile
+	// Stats describe the interval, complete once Resolve returned.
+	Stats() collector.Stats
+}
+
+// A notifier is a Recorder whose ring asks to be drained before the next
+// drain period (pipeline.Pipeline.Ready).
+type notifier interface{ Ready() <-chan struct{} }
+
+// An unwindReporter is a Recorder that unwinds stack copies in userspace;
+// its statistics are read on the drain goroutine at every cut.
+type unwindReporter interface{ UnwindStats() collector.UnwindStats }
 
 // SymbolizerStats is what a symbolizer reports of its work; each part is
 // nil when the symbolizer does not count it, so the metrics leave it out
 // rather than show zeros.
-type SymbolizerStats struct {
-	// Cache is the symbolizer's cache of tables in memory.
-	Cache *symbolize.CacheStats
-	// GSYM counts the binaries a GSYM symbolizer converted, found
-	// converted in its cache directory, or could not convert.
-	GSYM *symbolize.GSYMStats
-}
+type SymbolizerStats = pipeline.SymbolizerStats
 
 // Config says how often to profile and where profiles go. At least one of
 // Pyroscope and OutputDir must be set.
@@ -92,6 +109,10 @@ type Config struct {
 	Metrics net.Listener
 	// Log receives what goes wrong and what recovers; nil discards it.
 	Log *slog.Logger
+	// DebugUnwind logs, every interval, how the userspace unwinder found
+	// frames per binary and why its unwinds stopped (the metrics hold
+	// the totals).
+	DebugUnwind bool
 }
 
 // Agent profiles continuously. Make one with New and call Run.
@@ -106,6 +127,9 @@ type Agent struct {
 	reload  chan struct{}
 	// sidebandWarned is set once the lack of a side band was logged.
 	sidebandWarned bool
+	// abandon is set when Run stops waiting for the interval being
+	// symbolized at exit; it is then dropped.
+	abandon atomic.Bool
 }
 
 // New checks cfg and returns an agent recording from rec. Nothing runs
@@ -207,10 +231,25 @@ func (a *Agent) Run(ctx context.Context) error {
 		close(pushed)
 	}
 
+	// Intervals are named and sent on their own goroutine: reading the
+	// debug info of fifty binaries must not stop the drains, or the ring
+	// overflows and the next interval loses samples.
+	cuts := make(chan Interval, a.cfg.Queue)
+	converted := make(chan struct{})
+	resolveCtx, stopResolving := context.WithCancel(context.Background())
+	defer stopResolving()
+	go func() {
+		defer close(converted)
+		a.convertLoop(resolveCtx, cuts)
+	}()
 	drain := time.NewTicker(a.cfg.DrainEvery)
 	defer drain.Stop()
 	cut := time.NewTicker(a.cfg.Interval)
 	defer cut.Stop()
+	var ready <-chan struct{} // nil, never ready, unless rec is a notifier
+	if n, ok := a.rec.(notifier); ok {
+		ready = n.Ready()
+	}
 	var err error
 loop:
 	for {
@@ -221,22 +260,75 @@ loop:
 			err = fmt.Errorf("agent: metrics endpoint: %w", err)
 			break loop
 		case <-drain.C:
-			if err := a.rec.Drain(); err != nil {
-				a.log.Debug("drain", "err", err) // counted in the interval's Stats
-			}
+			a.drain()
+		case <-ready:
+			a.drain()
 		case <-cut.C:
-			a.cutInterval()
+			cuts <- a.cut()
+		}
+	}
+	cuts <- a.cut()
+	close(cuts)
+	// Naming the last intervals and pushing them share FlushTimeout.
+	// Past it, the intervals not named yet are dropped; a binary still
+	// being read (a GSYM conversion) finishes in the background.
+	deadline := time.NewTimer(a.cfg.FlushTimeout)
+	defer deadline.Stop()
+	select {
+	case <-converted:
+		a.queue.close()
+		select {
+		case <-pushed:
+		case <-deadline.C:
+		}
+	case <-deadline.C:
+		a.abandon.Store(true)
+		a.log.Warn("exiting while an interval is being symbolized; it is not sent")
+		a.queue.close()
+	}
+	stopResolving()
+	stopPushing()
+	<-pushed
+	a.queue.dropAll(dropShutdown)
+	return err
+}
+
+func (a *Agent) drain() {
+	if err := a.rec.Drain(); err != nil {
+		a.log.Debug("drain", "err", err) // counted in the interval's Stats
+	}
+}
+
+// cut ends the interval on the drain goroutine, where the unwinder's
+// statistics may be read.
+func (a *Agent) cut() Interval {
+	iv := a.rec.Cut()
+	if u, ok := a.rec.(unwindReporter); ok {
+		st := u.UnwindStats()
+		a.metrics.unwind.Store(&st)
+		if a.cfg.DebugUnwind {
+			var b strings.Builder
+			st.WriteText(&b)
+			a.log.Info("unwinding", "stats", b.String())
+		}
+	}
+	return iv
+}
+
+// convertLoop names, writes and queues the intervals cut, in order, and
+// reloads when asked, until cuts is closed.
+func (a *Agent) convertLoop(ctx context.Context, cuts <-chan Interval) {
+	for {
+		select {
+		case iv, ok := <-cuts:
+			if !ok {
+				return
+			}
+			a.convert(ctx, iv)
 		case <-a.reload:
 			a.doReload()
 		}
 	}
-	a.cutInterval()
-	a.queue.close()
-	flush := time.AfterFunc(a.cfg.FlushTimeout, stopPushing)
-	defer flush.Stop()
-	<-pushed
-	a.queue.dropAll(dropShutdown)
-	return err
 }
 
 func (a *Agent) doReload() {
@@ -251,10 +343,14 @@ func (a *Agent) doReload() {
 	a.log.Info("reloaded")
 }
 
-// cutInterval ends the interval: it writes the profiles and queues them
+// convert names an interval's frames, writes its profiles and queues them
 // for Pyroscope.
-func (a *Agent) cutInterval() {
-	p, st := a.rec.Cut()
+func (a *Agent) convert(ctx context.Context, iv Interval) {
+	p := iv.Resolve(ctx)
+	if a.abandon.Load() {
+		return // Run has returned
+	}
+	st := iv.Stats()
 	a.metrics.observe(st, p.Start.Add(p.Duration))
 	if st.Errors > 0 {
 		a.log.Warn("records skipped while draining", "count", st.Errors, "first", st.Err)

@@ -5,10 +5,14 @@
 // flame graph instead of reproducing last Tuesday's incident.
 //
 // An agent lives for weeks on hosts it must not disturb, so it keeps one
-// sampler, one collector and one symbolizer for its whole life: the
-// collector's process table and the symbolizer's tables carry over from
-// one interval to the next (collector.Collector.Cut), so a binary is read
-// once, not every 15 s. What can fail is bounded: profiles wait for an
+// pipeline (package pipeline: sampler, collector, unwinder, symbolizer,
+// wired as for `sprof record`, stack copies included) for its whole life:
+// the process table, the unwind tables and the symbolizer's tables carry
+// over from one interval to the next (collector.Collector.CutInterval), so
+// a binary is read once, not every 15 s. Its drain goroutine only drains
+// and cuts; each interval's frames are named on a second goroutine, so
+// that the first intervals, which convert every binary a host runs, do
+// not stop the drains and overflow the ring. What can fail is bounded: profiles wait for an
 // unreachable server in a queue of a fixed number of intervals, the oldest
 // dropped first and counted, and pushes resume by themselves when the
 // server is back; files are rotated to the newest intervals. The agent's

@@ -140,8 +140,11 @@ type Collector struct {
 	copyRecordFn func(*perfring.Record)
 
 	// sampled holds the processes (image.process) that had samples.
-	sampled    map[uint32]struct{}
-	sink       *sinkState
+	sampled map[uint32]struct{}
+	sink    *sinkState
+	// continuous: intervals are cut (CutInterval), so held-back samples
+	// are flushed by age, as with a Sink, rather than at the end.
+	continuous bool
 	start, end time.Time
 	stats      Stats
 }
@@ -248,12 +251,24 @@ func (c *Collector) Close() error {
 }
 
 // Run drains src every Interval, and when src is a Notifier that is
-// ready, until ctx is done or exited is closed
-// (for a profiled command; nil if none), stops src if it is a Stopper,
-// drains once more, and returns the
-// profile (nil with a Sink) and the recording's statistics. Errors while draining are
-// counted in Stats and do not stop the recording. It closes the Collector.
+// ready, until ctx is done or exited is closed (for a profiled command;
+// nil if none), stops src if it is a Stopper, drains once more, and
+// returns the profile (nil with a Sink) and the recording's statistics.
+// Errors while draining are counted in Stats and do not stop the
+// recording. It closes the Collector.
 func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{}) (*stacks.Profile, Stats, error) {
+	iv, stats, err := c.RunInterval(ctx, src, exited)
+	if err != nil || iv == nil {
+		return nil, stats, err
+	}
+	p := iv.Resolve(context.Background())
+	return p, iv.Stats, nil
+}
+
+// RunInterval is Run that leaves naming the frames to the caller
+// (Interval.Resolve): a second Ctrl-C may cut that short. The Interval is
+// nil with a Sink.
+func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan struct{}) (*Interval, Stats, error) {
 	defer c.Close()
 	c.start = time.Now()
 	if c.unw != nil { // mark processes for stack copies now, not at the first drain
@@ -291,8 +306,8 @@ loop:
 	if c.sink != nil { // a recording, symbolized later: no profile now
 		return nil, c.Stats(), nil
 	}
-	p := c.Profile()
-	return p, c.Stats(), nil
+	iv := c.unresolved()
+	return iv, iv.Stats, nil
 }
 
 // note counts a drain's error: a bad record must not cost the recording.

@@ -182,15 +182,16 @@ func (fs *files) unpin(f *binaryFile) {
 // that exited and whose binary was deleted before sprof got to it), a
 // pinned file with the same build ID, the same binary under another path
 // or run again; else f's path.
-func (fs *files) source(f *binaryFile) (symbolize.Binary, bool) {
+// It also returns the pinned file the Binary reads, nil if none.
+func (fs *files) source(f *binaryFile) (symbolize.Binary, *os.File, bool) {
 	if f.pinned == nil && f.buildID != "" {
 		if twin := fs.pinnedByID[f.buildID]; twin != nil {
 			b := twin.binary()
 			b.Name = f.name
-			return b, true
+			return b, twin.pinned, true
 		}
 	}
-	return f.binary(), f.readable()
+	return f.binary(), f.pinned, f.readable()
 }
 
 // open opens the file pid maps at m, or returns nil. Paths other than

@@ -44,15 +44,15 @@ type UnwindStats struct {
 	BuildTime   time.Duration
 	// Held counts the samples held back because a table their unwind
 	// needed was still being built; Released those unwound once it was
-	// there, and FlushedFull, FlushedCut, FlushedAge and FlushedEnd
-	// those unwound without it because the hold-back queue was full, the
-	// interval was cut, they had waited the longest a recording holds a
-	// sample back (2 s), or the recording ended (see the binaries' "table
-	// still being built" stops). Building is the number of tables under
+	// there, and FlushedFull, FlushedAge and FlushedEnd those unwound
+	// without it because the hold-back queue was full, they had waited
+	// the longest a recording or an agent holds a sample back (2 s), or
+	// the recording ended (see the binaries' "table still being built"
+	// stops). Building is the number of tables under
 	// way.
-	Held, Released                                  uint64
-	FlushedFull, FlushedCut, FlushedAge, FlushedEnd uint64
-	Building                                        int
+	Held, Released                      uint64
+	FlushedFull, FlushedAge, FlushedEnd uint64
+	Building                            int
 	// Binaries breaks frames and stops down by binary, most frames
 	// first.
 	Binaries []BinaryUnwind
@@ -151,8 +151,8 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, ")\nunwind tables: %d, %.1f MiB, %d evicted, %d failed, built in %v\n",
 		s.Tables, float64(s.TableBytes)/(1<<20), s.Evicted, s.TableErrors, s.BuildTime.Round(time.Millisecond))
-	fmt.Fprintf(tw, "held back for tables being built: %d samples (%d unwound with the table; flushed without it: %d queue full, %d interval cut, %d held too long, %d at the end); %d tables being built\n",
-		s.Held, s.Released, s.FlushedFull, s.FlushedCut, s.FlushedAge, s.FlushedEnd, s.Building)
+	fmt.Fprintf(tw, "held back for tables being built: %d samples (%d unwound with the table; flushed without it: %d queue full, %d held too long, %d at the end); %d tables being built\n",
+		s.Held, s.Released, s.FlushedFull, s.FlushedAge, s.FlushedEnd, s.Building)
 	fmt.Fprintf(tw, "frames:")
 	for m, n := range s.Frames {
 		fmt.Fprintf(tw, " %s %d", Method(m), n)

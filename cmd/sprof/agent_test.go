@@ -17,6 +17,7 @@ import (
 
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/pipeline"
 	"github.com/sprof/sprof/symbolize"
 )
 
@@ -85,6 +86,34 @@ func TestAgentOptions(t *testing.T) {
 	}
 	if o.symbolizer != (symbolizerFlags{kind: "elf", cacheDir: "/srv/cache", cacheBytes: 64 << 20}) {
 		t.Errorf("symbolizer %+v", o.symbolizer)
+	}
+}
+
+// TestAgentSamplesAsRecord: the agent takes record's sampling flags with
+// record's defaults, stack copies on, so that programs without frame
+// pointers show whole stacks in both.
+func TestAgentSamplesAsRecord(t *testing.T) {
+	e := &env{strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}}
+	a, err := parseAgent(e, []string{"--output-dir", "/var/lib/sprof"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseRecord(e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.sampling != r.sampling || a.sampling.stackCopy != pipeline.DefaultStackCopy {
+		t.Errorf("agent samples with %+v, record with %+v; want both with %d bytes of stack copy", a.sampling, r.sampling, pipeline.DefaultStackCopy)
+	}
+	a, err = parseAgent(e, []string{"--output-dir", "/var/lib/sprof", "--stack-copy", "0", "--debug-unwind", "-U", "--ring-buffer", "1M"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (samplingFlags{userOnly: true, ringBuffer: 1 << 20, debugUnwind: true}); a.sampling != want {
+		t.Errorf("agent sampling %+v, want %+v", a.sampling, want)
+	}
+	if cfg := a.sampling.config(19); cfg.StackCopy != 0 || cfg.Kernel || !cfg.User || !cfg.DebugUnwind || cfg.RingBufferSize != 1<<20 {
+		t.Errorf("pipeline config %+v", cfg)
 	}
 }
 
