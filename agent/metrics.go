@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/unwind"
 )
 
 // dropReason says why a profile was never delivered.
@@ -153,7 +154,7 @@ func writeUnwind(p promWriter, us *collector.UnwindStats) {
 	p.sample("sprof_agent_unwind_samples_total", `walk="bpf"`, float64(us.BPF))
 	p.family("sprof_agent_unwind_frames_total", c, "User frames found, by unwinding method.")
 	for m, n := range us.Frames {
-		p.sample("sprof_agent_unwind_frames_total", `method="`+collector.Method(m).String()+`"`, float64(n))
+		p.sample("sprof_agent_unwind_frames_total", `method="`+unwind.Method(m).String()+`"`, float64(n))
 	}
 	stops := map[string]uint64{}
 	for _, b := range us.Binaries {

@@ -238,7 +238,7 @@ func New(opts Options) (*Collector, error) {
 // Close releases the side band and the files kept open for symbolization.
 func (c *Collector) Close() error {
 	if c.unw != nil {
-		c.unw.builds.close()
+		c.unw.builds.Close()
 	}
 	c.table.files.close()
 	c.jit.close()

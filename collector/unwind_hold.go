@@ -203,7 +203,7 @@ func (c *Collector) settleHeld() {
 	for {
 		c.releaseHeld(false, flushEnd)
 		left := time.Until(deadline)
-		if len(u.held) == 0 || left <= 0 || !u.builds.wait(left) {
+		if len(u.held) == 0 || left <= 0 || !u.builds.Wait(left) {
 			break
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/unwind"
 )
 
 // holdFixture is a collector with two processes: pid 100 runs a program
@@ -58,10 +59,10 @@ func newHoldFixture(t testing.TB, sink Sink, slow bool) *holdFixture {
 		}
 		lib.bin.pinned = self
 		t.Cleanup(func() { self.Close() })
-		u.builds = newTableBuilder(func(io.ReaderAt, string, bool) (*sframe.Table, Method, error, error) {
+		u.builds = unwind.NewBuilder[*unwindInfo](func(io.ReaderAt, string, bool) (*sframe.Table, unwind.Method, error, error) {
 			f.calls.Add(1)
 			<-f.release
-			return table, MethodEHFrame, nil, nil
+			return table, unwind.MethodEHFrame, nil, nil
 		})
 		t.Cleanup(f.finish)
 	}
@@ -103,7 +104,7 @@ func (f *holdFixture) sample(pid uint32, t uint64, stack []byte) {
 func (f *holdFixture) built(t *testing.T) {
 	t.Helper()
 	f.finish()
-	if !f.c.unw.builds.wait(10 * time.Second) {
+	if !f.c.unw.builds.Wait(10 * time.Second) {
 		t.Fatal("the build did not end")
 	}
 }
@@ -445,6 +446,9 @@ func TestHoldFlush(t *testing.T) {
 					lib += s.Count
 					if len(s.Stack) != 2 || s.Stack[0].Address != f.regs.PC {
 						t.Errorf("flushed sample's stack %v, want the program's frame and the return address into the library", s.Stack)
+					}
+					if !s.Truncated {
+						t.Errorf("flushed sample's partial stack %v is not marked truncated", s.Stack)
 					}
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sprof/sprof/sframe"
+	"github.com/sprof/sprof/unwind"
 )
 
 // UnwindStats describe the userspace unwinding of a recording (all zero
@@ -27,7 +27,7 @@ type UnwindStats struct {
 	Userspace, BPF uint64
 	// Frames counts the frames each method produced (the leaf frame,
 	// which comes from the registers, is not counted).
-	Frames [NumMethods]uint64
+	Frames [unwind.NumMethods]uint64
 	// Marked counts the processes marked for stack copies; MarkErrors
 	// the marks the sampler refused, MarkErr the first of them.
 	Marked     int
@@ -66,7 +66,7 @@ type BinaryUnwind struct {
 	Table string
 	// Frames counts the frames found with the binary's rules (the
 	// frame's caller is found through the binary's code), by method.
-	Frames [NumMethods]uint64
+	Frames [unwind.NumMethods]uint64
 	// Stops counts, by reason, the unwinds that stopped at a frame of
 	// the binary.
 	Stops map[string]uint64
@@ -93,7 +93,7 @@ func (u *unwinder) report() UnwindStats {
 				if b.Stops == nil {
 					b.Stops = map[string]uint64{}
 				}
-				b.Stops[stopName(sframe.StopReason(r))] += n
+				b.Stops[unwind.Stop(r).String()] += n
 			}
 		}
 		if b.Stops != nil || b.total() > 0 {
@@ -155,7 +155,7 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 		s.Held, s.Released, s.FlushedFull, s.FlushedAge, s.FlushedEnd, s.Building)
 	fmt.Fprintf(tw, "frames:")
 	for m, n := range s.Frames {
-		fmt.Fprintf(tw, " %s %d", Method(m), n)
+		fmt.Fprintf(tw, " %s %d", unwind.Method(m), n)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "binary\ttable\tsframe\teh_frame\tframe pointer\tbpf-fp\tstops")
