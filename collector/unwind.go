@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/unwind"
 )
@@ -74,10 +75,6 @@ type stackCopy struct {
 	truncated bool
 }
 
-// load is an executable PT_LOAD segment, to turn runtime addresses into
-// the file's virtual addresses.
-type load struct{ off, vaddr, filesz uint64 }
-
 // unwindInfo is what the unwinder knows of one binary (one build ID).
 type unwindInfo struct {
 	name, buildID string
@@ -86,7 +83,7 @@ type unwindInfo struct {
 	// framePointers: the code keeps frame pointers (a Go binary).
 	framePointers bool
 	hasSFrame     bool
-	loads         []load
+	loads         elfx.Segments
 	// built: the table was built (or failed to be: err); table is nil
 	// for a binary without one. building: it is being built.
 	built, building bool
@@ -242,10 +239,9 @@ func (u *unwinder) classify(in *unwindInfo, pid uint32, m *mapping) {
 	}
 	in.classified = true
 	err := u.withELF(pid, m, func(f *elf.File) error {
+		in.framePointers = elfx.IsGo(f)
 		for _, s := range f.Sections {
 			switch s.Name {
-			case ".gopclntab", ".note.go.buildid", ".go.buildinfo":
-				in.framePointers = true
 			case ".sframe":
 				in.hasSFrame = true
 				in.cfiBytes += int64(s.Size)
@@ -253,11 +249,7 @@ func (u *unwinder) classify(in *unwindInfo, pid uint32, m *mapping) {
 				in.cfiBytes += int64(s.Size)
 			}
 		}
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-				in.loads = append(in.loads, load{p.Off, p.Vaddr, p.Filesz})
-			}
-		}
+		in.loads = elfx.LoadSegments(f)
 		return nil
 	})
 	if err != nil {
@@ -280,7 +272,7 @@ func (u *unwinder) withELF(pid uint32, m *mapping, fn func(*elf.File) error) err
 		defer h.Close()
 		r = h
 	}
-	return unwind.ReadELF(r, m.bin.name, fn)
+	return elfx.Read(r, m.bin.name, fn)
 }
 
 // ensureTable reports whether in's table is there (or known not to be),
@@ -399,16 +391,8 @@ func (u *unwinder) record(in *unwindInfo, pc, bias uint64) {
 }
 
 // bias returns what to subtract from a runtime address in m to get the
-// file's virtual address: the mapping's start less the address its file
-// offset has in the segment that holds it.
-func (in *unwindInfo) bias(m *mapping) uint64 {
-	for _, l := range in.loads {
-		if l.off&^0xfff <= m.offset && m.offset < l.off+l.filesz {
-			return m.start - m.offset + l.off - l.vaddr
-		}
-	}
-	return m.start - m.offset
-}
+// file's virtual address.
+func (in *unwindInfo) bias(m *mapping) uint64 { return in.loads.Bias(m.start, m.offset) }
 
 // method returns the method that unwound the frame at s.
 func (s *step) method() unwind.Method {

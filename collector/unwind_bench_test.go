@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/unwind"
 )
@@ -47,7 +48,7 @@ func benchStack(b testing.TB, depth int) (*unwinder, *mapSet, stackCopy) {
 		in := u.info(&set.maps[len(set.maps)-1])
 		in.classified, in.readable, in.built = true, true, true
 		in.table, in.kind = t, unwind.MethodEHFrame
-		in.loads = []load{{off: 0x1000, vaddr: 0x1000, filesz: nfuncs * fsize}}
+		in.loads = elfx.Segments{{Off: 0x1000, Vaddr: 0x1000, Filesz: nfuncs * fsize, Exec: true}}
 		bins[i] = bin{start, in}
 	}
 	// Frame k runs function k of binary k%2 at its body row.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/unwind"
 )
@@ -55,7 +56,7 @@ func stopFixture(t *testing.T, depth int) (*unwinder, *mapSet, stackCopy) {
 		in := u.info(m)
 		in.classified, in.readable, in.built = true, true, true
 		in.table, in.kind = lib.table, unwind.MethodEHFrame
-		in.loads = []load{{off: 0x1000, vaddr: 0x1000, filesz: 0xf000}}
+		in.loads = elfx.Segments{{Off: 0x1000, Vaddr: 0x1000, Filesz: 0xf000, Exec: true}}
 	}
 	return u, set, cp
 }

@@ -69,7 +69,7 @@ func (s *ELF) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fram
 	if err != nil {
 		return dst, err
 	}
-	addr, ok := img.loads.vaddr(off)
+	addr, ok := img.loads.Vaddr(off)
 	if !ok {
 		return dst, nil
 	}

@@ -80,17 +80,6 @@ func (rs functionRanges) find(addr uint64) (uint64, bool) {
 	return rs[i-1].start, true
 }
 
-// fileOffset converts an address in an executable segment back to the
-// file offset it is loaded from.
-func (ss segments) fileOffset(addr uint64) (uint64, bool) {
-	for _, s := range ss {
-		if s.exec && addr >= s.vaddr && addr-s.vaddr < s.filesz {
-			return addr - s.vaddr + s.off, true
-		}
-	}
-	return 0, false
-}
-
 // unnamedFunction returns the frame of an address no symbol covers but an
 // FDE does: `binary+0xoffset` with the file offset of the function's
 // start, as sprof names an unsymbolized address, so that all the
@@ -100,7 +89,7 @@ func (img *image) unnamedFunction(addr uint64, binary string) (stacks.Frame, boo
 	if !ok {
 		return stacks.Frame{}, false
 	}
-	off, ok := img.loads.fileOffset(start)
+	off, ok := img.loads.FileOffset(start)
 	if !ok {
 		return stacks.Frame{}, false
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/sprof/sprof/stacks"
+
+	"github.com/sprof/sprof/internal/elfx"
 )
 
 // fdeLine is an FDE as `readelf --debug-dump=frames` prints it.
@@ -25,7 +27,7 @@ func TestUnnamedFunctions(t *testing.T) {
 	if err != nil {
 		t.Skipf("%s: %v", lib, err)
 	}
-	loads := loadSegments(f)
+	loads := elfx.LoadSegments(f)
 	f.Close()
 	s := NewELF(Options{})
 	bin := Binary{Path: lib, Name: lib}
@@ -33,14 +35,14 @@ func TestUnnamedFunctions(t *testing.T) {
 	for _, m := range fdeLine.FindAllStringSubmatch(run(t, "", "readelf", "--debug-dump=frames", lib), -1) {
 		lo, _ := strconv.ParseUint(m[1], 16, 64)
 		hi, _ := strconv.ParseUint(m[2], 16, 64)
-		startOff, ok := loads.fileOffset(lo)
+		startOff, ok := loads.FileOffset(lo)
 		if !ok || hi <= lo {
 			t.Fatalf("FDE %#x..%#x outside the executable segments", lo, hi)
 		}
 		want := fmt.Sprintf("liblzma.so.5.4.1+%#x", startOff)
 		var names []string
 		for _, pc := range []uint64{lo, lo + (hi-lo)/2, hi - 1} {
-			off, _ := loads.fileOffset(pc)
+			off, _ := loads.FileOffset(pc)
 			fr, err := s.Symbolize(nil, bin, off)
 			if err != nil || len(fr) != 1 {
 				t.Fatalf("%#x: frames %v, err %v", pc, fr, err)

@@ -23,6 +23,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/buildid"
 	"github.com/sprof/sprof/symbolize/debugfile"
@@ -215,7 +216,7 @@ func (s *GSYM) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fra
 	if t.r == nil {
 		return s.fallback.Symbolize(dst, b, off)
 	}
-	addr, ok := t.loads.vaddr(off)
+	addr, ok := t.loads.Vaddr(off)
 	if !ok {
 		return dst, nil
 	}
@@ -241,7 +242,7 @@ func (s *GSYM) SymbolizeBatch(b Binary, offs []uint64, fn func(i int, frames []s
 	addrs := make([]uint64, 0, len(offs))
 	index := make([]int, 0, len(offs)) // of each address in offs
 	for i, off := range offs {
-		if addr, ok := t.loads.vaddr(off); ok {
+		if addr, ok := t.loads.Vaddr(off); ok {
 			addrs = append(addrs, addr)
 			index = append(index, i)
 		} else {
@@ -289,7 +290,7 @@ func (s *GSYM) frames(dst []stacks.Frame, t *gsymTable, b Binary, off uint64, re
 // to turn file offsets into addresses. A nil r means the binary has no
 // GSYM file, which is believed until noneUntil.
 type gsymTable struct {
-	loads     segments
+	loads     elfx.Segments
 	r         *gsym.Reader
 	fileSize  int64 // of r's file, all of it mapped
 	style     Demangling
@@ -642,7 +643,7 @@ func removeStale(dir string) {
 type elfInfo struct {
 	size      int64
 	mtime     int64 // nanoseconds since the epoch
-	loads     segments
+	loads     elfx.Segments
 	hasDWARF  bool
 	goProgram bool
 	id        string // GNU build ID, "" if none
@@ -668,9 +669,9 @@ func inspect(b Binary) (elfInfo, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w: %w", b.Path, ErrMalformed, err)
 		}
-		info.loads = loadSegments(ef)
+		info.loads = elfx.LoadSegments(ef)
 		info.hasDWARF = ef.Section(".debug_info") != nil || ef.Section(".zdebug_info") != nil
-		info.goProgram = ef.Section(".gopclntab") != nil || ef.Section(".go.buildinfo") != nil
+		info.goProgram = elfx.IsGo(ef)
 		if !info.hasDWARF {
 			info.link = readDebuglink(ef, st.Size())
 			if info.id = b.BuildID; info.id == "" {

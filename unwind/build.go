@@ -2,9 +2,9 @@ package unwind
 
 import (
 	"debug/elf"
-	"fmt"
 	"io"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/sframe/synth"
 )
@@ -23,7 +23,7 @@ const MaxBuildInput = 16 << 20
 // an error of the .sframe section that was worked around, and an error if
 // there is no table.
 func BuildTable(r io.ReaderAt, name string, hasSFrame bool) (t *sframe.Table, kind Method, sframeErr, err error) {
-	err = ReadELF(r, name, func(f *elf.File) error {
+	err = elfx.Read(r, name, func(f *elf.File) error {
 		var sf *sframe.Table
 		if hasSFrame {
 			sf, sframeErr = sframe.FromELF(f)
@@ -42,19 +42,4 @@ func BuildTable(r io.ReaderAt, name string, hasSFrame bool) (t *sframe.Table, ki
 		return nil
 	})
 	return t, kind, sframeErr, err
-}
-
-// ReadELF calls fn with the ELF file r, named name in errors.
-func ReadELF(r io.ReaderAt, name string, fn func(*elf.File) error) (err error) {
-	// debug/elf is not hardened against hostile files; contain it here.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: reading ELF: %v", name, p)
-		}
-	}()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	return fn(f)
 }
