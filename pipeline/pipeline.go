@@ -42,6 +42,9 @@ type Config struct {
 	// userspace unwinder (.sframe, .eh_frame); 0 walks frame pointers
 	// only. Ignored without User.
 	StackCopy int
+	// UnwindCache bounds the memory of the unwind tables kept; 0 means
+	// collector.DefaultUnwindCacheBytes.
+	UnwindCache int64
 	// DebugUnwind counts the unwinder's frames per binary and method,
 	// for UnwindStats.
 	DebugUnwind bool
@@ -83,13 +86,14 @@ func Open(cfg Config) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg}
 	opts := collector.Options{
-		Frequency:   cfg.Frequency,
-		Pids:        cfg.Pids,
-		FollowForks: cfg.Command,
-		Symbolizer:  cfg.Symbolizer,
-		StackCopy:   cfg.StackCopy > 0,
-		DebugUnwind: cfg.DebugUnwind,
-		Sink:        cfg.Sink,
+		Frequency:        cfg.Frequency,
+		Pids:             cfg.Pids,
+		FollowForks:      cfg.Command,
+		Symbolizer:       cfg.Symbolizer,
+		StackCopy:        cfg.StackCopy > 0,
+		UnwindCacheBytes: cfg.UnwindCache,
+		DebugUnwind:      cfg.DebugUnwind,
+		Sink:             cfg.Sink,
 	}
 	if k, err := symbolize.LoadKernel(); err != nil {
 		p.KernelErr = err

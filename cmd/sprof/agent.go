@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/sprof/sprof/agent"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/exporters/pyroscope"
-	"github.com/sprof/sprof/symbolize"
 )
 
 const agentUsage = `Usage: sprof agent [flags]
@@ -60,6 +60,7 @@ type agentOptions struct {
 	queue        int
 	metricsAddr  string
 	flushTimeout time.Duration
+	memoryLimit  int
 	sampling     samplingFlags
 	symbolizer   symbolizerFlags
 }
@@ -91,9 +92,11 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while Pyroscope is unreachable; the oldest are dropped first")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the agent's Prometheus metrics at this address (e.g. 127.0.0.1:9465), GET /metrics")
 	fs.Var((*durationValue)(&o.flushTimeout), "flush-timeout", "how long to try sending queued profiles at exit")
-	o.sampling.add(fs)
-	symbolCache := sizeValue(symbolize.DefaultCacheBytes)
-	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables, most of the agent's footprint (e.g. 64M): tables unused for a whole interval are dropped, and the least recently used when over it; with gsym, half for GSYM files, half for ELF fallbacks")
+	o.sampling.add(fs, agent.DefaultUnwindCache)
+	symbolCache := sizeValue(agent.DefaultSymbolCache)
+	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables (e.g. 64M): tables unused for a whole interval are dropped, and the least recently used when over it; with gsym, half for GSYM files, half for ELF fallbacks")
+	o.memoryLimit = agent.DefaultMemoryLimit
+	fs.Var((*sizeValue)(&o.memoryLimit), "memory-limit", "soft limit of the Go heap and runtime, which the garbage collector works to stay under (GOMEMLIMIT, which wins when set); 0 = none")
 	o.symbolizer.add(fs)
 	for _, name := range secretFlags() {
 		fs.String(name, "", "")
@@ -191,6 +194,9 @@ func runAgent(e *env, args []string) error {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		defer metrics.Close()
+	}
+	if o.memoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(o.memoryLimit))
 	}
 	cfg := o.sampling.config(o.frequency)
 	cfg.Symbolizer = o.symbolizer.newSymbolizer(e, "agent")

@@ -15,10 +15,11 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/sprof/sprof/agent"
+	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/pipeline"
-	"github.com/sprof/sprof/symbolize"
 )
 
 // TestAgentUsageErrors: each bad command line is refused before anything
@@ -77,7 +78,7 @@ func TestAgentOptions(t *testing.T) {
 	if p.Host != "node-7" || p.TenantID != "t1" || p.Labels["env"] != "prod" || p.Labels["team"] != "sre" || p.API != "push" {
 		t.Errorf("pyroscope config %+v", p)
 	}
-	if o.symbolizer != (symbolizerFlags{kind: "gsym", cacheBytes: symbolize.DefaultCacheBytes}) {
+	if o.symbolizer != (symbolizerFlags{kind: "gsym", cacheBytes: agent.DefaultSymbolCache}) || o.memoryLimit != agent.DefaultMemoryLimit {
 		t.Errorf("symbolizer %+v; want gsym in the default directory and budget", o.symbolizer)
 	}
 	o, err = parseAgent(e, []string{"--output-dir", "/var/lib/sprof", "--symbolizer", "elf", "--cache-dir", "/srv/cache", "--symbol-cache", "64M"})
@@ -102,17 +103,22 @@ func TestAgentSamplesAsRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Only the memory for unwind tables differs: an agent lives for weeks.
+	if a.sampling.unwindCache != agent.DefaultUnwindCache || r.sampling.unwindCache != collector.DefaultUnwindCacheBytes {
+		t.Errorf("unwind caches: agent %d, record %d", a.sampling.unwindCache, r.sampling.unwindCache)
+	}
+	a.sampling.unwindCache = r.sampling.unwindCache
 	if a.sampling != r.sampling || a.sampling.stackCopy != pipeline.DefaultStackCopy {
 		t.Errorf("agent samples with %+v, record with %+v; want both with %d bytes of stack copy", a.sampling, r.sampling, pipeline.DefaultStackCopy)
 	}
-	a, err = parseAgent(e, []string{"--output-dir", "/var/lib/sprof", "--stack-copy", "0", "--debug-unwind", "-U", "--ring-buffer", "1M"})
+	a, err = parseAgent(e, []string{"--output-dir", "/var/lib/sprof", "--stack-copy", "0", "--debug-unwind", "-U", "--ring-buffer", "1M", "--unwind-cache", "8M"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (samplingFlags{userOnly: true, ringBuffer: 1 << 20, debugUnwind: true}); a.sampling != want {
+	if want := (samplingFlags{userOnly: true, ringBuffer: 1 << 20, debugUnwind: true, unwindCache: 8 << 20}); a.sampling != want {
 		t.Errorf("agent sampling %+v, want %+v", a.sampling, want)
 	}
-	if cfg := a.sampling.config(19); cfg.StackCopy != 0 || cfg.Kernel || !cfg.User || !cfg.DebugUnwind || cfg.RingBufferSize != 1<<20 {
+	if cfg := a.sampling.config(19); cfg.StackCopy != 0 || cfg.Kernel || !cfg.User || !cfg.DebugUnwind || cfg.RingBufferSize != 1<<20 || cfg.UnwindCache != 8<<20 {
 		t.Errorf("pipeline config %+v", cfg)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
 )
 
@@ -78,7 +79,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(append(exporters.Formats(), formatRecording)))
 	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
 	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and per sample, its ring size and backlog use, and sprof's userspace ns per sample")
-	o.sampling.add(fs)
+	o.sampling.add(fs, collector.DefaultUnwindCacheBytes)
 	export := &exportFlags{}
 	export.add(fs, "comm in folded and SVG output of every process or a --cgroup, none with -p or a command")
 	o.symbolizer.add(fs)
