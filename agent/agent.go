@@ -8,7 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/sprof/sprof/collector"
@@ -149,9 +149,11 @@ type Agent struct {
 	reload  chan struct{}
 	// sidebandWarned is set once the lack of a side band was logged.
 	sidebandWarned bool
-	// abandon is set when Run stops waiting for the interval being
-	// symbolized at exit; it is then dropped.
-	abandon atomic.Bool
+	// convertMu serializes writing and queueing intervals, which Run
+	// does itself at exit past FlushTimeout. abandon is set then: an
+	// interval still being named is dropped.
+	convertMu sync.Mutex
+	abandon   bool
 }
 
 // New checks cfg and returns an agent recording from rec. Nothing runs
@@ -286,33 +288,63 @@ loop:
 		case <-ready:
 			a.drain()
 		case <-cut.C:
-			cuts <- a.cut()
+			a.enqueue(cuts, a.cut())
 		}
 	}
-	cuts <- a.cut()
+	a.enqueue(cuts, a.cut())
 	close(cuts)
 	// Naming the last intervals and pushing them share FlushTimeout.
-	// Past it, the intervals not named yet are dropped; a binary still
-	// being read (a GSYM conversion) finishes in the background.
+	// Past it, naming stops: the intervals still queued are written and
+	// sent here with the frames not named yet as binary+offset, and one
+	// whose binary is still being read (a GSYM conversion) is dropped
+	// when that ends.
 	deadline := time.NewTimer(a.cfg.FlushTimeout)
 	defer deadline.Stop()
 	select {
 	case <-converted:
-		a.queue.close()
-		select {
-		case <-pushed:
-		case <-deadline.C:
-		}
 	case <-deadline.C:
-		a.abandon.Store(true)
-		a.log.Warn("exiting while an interval is being symbolized; it is not sent")
-		a.queue.close()
+		stopResolving()
+		for iv := range cuts {
+			a.convert(resolveCtx, iv)
+		}
+		a.convertMu.Lock()
+		a.abandon = true
+		a.convertMu.Unlock()
+		a.log.Warn("exited while an interval was being symbolized; it is not sent")
+		stopPushing()
+	}
+	a.queue.close()
+	select {
+	case <-pushed:
+	case <-deadline.C:
 	}
 	stopResolving()
 	stopPushing()
 	<-pushed
 	a.queue.dropAll(dropShutdown)
 	return err
+}
+
+// enqueue hands iv to the converter without blocking the drains: when
+// Queue intervals wait already (their binaries take longer to read than
+// intervals last), the oldest waiting is dropped and counted.
+func (a *Agent) enqueue(cuts chan Interval, iv Interval) {
+	for {
+		select {
+		case cuts <- iv:
+			return
+		default:
+		}
+		select {
+		case old := <-cuts:
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			old.Resolve(done) // names nothing; releases what it holds
+			a.metrics.dropped[dropQueueFull].Add(1)
+			a.log.Warn("intervals are cut faster than their frames are named; dropped the oldest waiting", "queue", cap(cuts))
+		default:
+		}
+	}
 }
 
 func (a *Agent) drain() {
@@ -354,6 +386,8 @@ func (a *Agent) convertLoop(ctx context.Context, cuts <-chan Interval) {
 }
 
 func (a *Agent) doReload() {
+	a.convertMu.Lock()
+	defer a.convertMu.Unlock()
 	if err := a.loadCredentials(); err != nil {
 		a.log.Error("reload credentials; keeping the old ones", "err", err)
 	}
@@ -369,7 +403,9 @@ func (a *Agent) doReload() {
 // for Pyroscope.
 func (a *Agent) convert(ctx context.Context, iv Interval) {
 	p := iv.Resolve(ctx)
-	if a.abandon.Load() {
+	a.convertMu.Lock()
+	defer a.convertMu.Unlock()
+	if a.abandon {
 		return // Run has returned
 	}
 	st := iv.Stats()

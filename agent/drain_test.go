@@ -110,3 +110,42 @@ func TestDrainsWhileConverting(t *testing.T) {
 		}
 	})
 }
+
+// TestExitWhileConverting: stopped while the first interval's binaries
+// are still being read, the agent returns FlushTimeout after the stop and
+// writes the intervals cut after that one, frames unnamed where naming had
+// not come; the one being named is dropped.
+func TestExitWhileConverting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const flush = 3 * time.Second
+		rec := &slowRecorder{release: make(chan struct{}), converting: make(chan struct{}), enough: make(chan struct{}), wantDrains: 20}
+		a, err := New(rec, Config{Interval: time.Second, DrainEvery: 250 * time.Millisecond, ProcRoot: fakeProc(t), OutputDir: t.TempDir(), FlushTimeout: flush})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx) }()
+		<-rec.converting
+		<-rec.enough
+		cancel()
+		stopped := time.Now()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(stopped); took != flush {
+			t.Errorf("Run returned %v after the stop, want FlushTimeout, %v", took, flush)
+		}
+		rec.mu.Lock()
+		cuts := len(rec.cutTimes)
+		rec.mu.Unlock()
+		if n := a.metrics.intervals.Load(); n != uint64(cuts-1) {
+			t.Errorf("%d intervals written of %d cut; want all but the one being named", n, cuts)
+		}
+		close(rec.release) // the first interval's naming ends, after Run
+		synctest.Wait()
+		if n := a.metrics.intervals.Load(); n != uint64(cuts-1) {
+			t.Errorf("%d intervals written once the first was named; want it dropped", n)
+		}
+	})
+}

@@ -170,9 +170,13 @@ func TestAgentSignals(t *testing.T) {
 	addr := freeAddr(t)
 	var stderr syncBuffer
 	done := make(chan int, 1)
+	// Frame pointers only: this is about signals, and on a loaded host
+	// the first intervals of a host-wide agent that also builds unwind
+	// tables for every program can take longer than the waits below
+	// (agent.TestAgentUnwindsWithoutFramePointers tests unwinding).
 	go func() {
 		done <- run(&env{strings.NewReader(""), &bytes.Buffer{}, &stderr},
-			[]string{"agent", "--interval", "1s", "--output-dir", dir, "--metrics-addr", addr, "-F", "49"})
+			[]string{"agent", "--interval", "1s", "--output-dir", dir, "--metrics-addr", addr, "-F", "49", "--stack-copy", "0"})
 	}()
 	// The metrics endpoint answers once the signal handlers are in place.
 	wait := func(what string, cond func() bool) {
