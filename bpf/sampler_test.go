@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -489,15 +490,17 @@ func equal(a, b []uint64) bool {
 	return true
 }
 
-// kernelSymbol returns the address range of a kernel function from
-// /proc/kallsyms (root sees real addresses).
-func kernelSymbol(t *testing.T, name string) (start, end uint64) {
+// kernelSymbols returns the address ranges of those of the named kernel
+// functions /proc/kallsyms lists (root sees real addresses), and fails t
+// when it lists none of them.
+func kernelSymbols(t *testing.T, names ...string) ranges {
 	t.Helper()
 	b, err := os.ReadFile("/proc/kallsyms")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var addrs []uint64
+	var found ranges
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 3 {
@@ -508,20 +511,21 @@ func kernelSymbol(t *testing.T, name string) (start, end uint64) {
 			continue
 		}
 		addrs = append(addrs, a)
-		if f[2] == name && start == 0 {
-			start = a
+		if slices.Contains(names, f[2]) {
+			found = append(found, [2]uint64{a, ^uint64(0)})
 		}
 	}
-	if start == 0 {
-		t.Fatalf("%s not in /proc/kallsyms", name)
+	if len(found) == 0 {
+		t.Fatalf("none of %v in /proc/kallsyms", names)
 	}
-	end = ^uint64(0)
-	for _, a := range addrs {
-		if a > start && a < end {
-			end = a
+	for i := range found {
+		for _, a := range addrs {
+			if a > found[i][0] && a < found[i][1] {
+				found[i][1] = a
+			}
 		}
 	}
-	return start, end
+	return found
 }
 
 // A syscall-heavy process gets kernel stacks through the syscall entry, and
@@ -532,7 +536,7 @@ func TestKernelStacksAndPLTLeaf(t *testing.T) {
 	fx := loadFixtureELF(t)
 	intoLoop := syscallReturns(t, fx)
 	inMain := fx.returnAfterCall(t, "main", "sys_loop")
-	sysStart, sysEnd := kernelSymbol(t, syscallEntry())
+	entry := kernelSymbols(t, syscallEntries()...)
 	cmd, _ := startFixture(t, "syscalls")
 	time.Sleep(200 * time.Millisecond) // past ld.so
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true})
@@ -564,24 +568,28 @@ func TestKernelStacksAndPLTLeaf(t *testing.T) {
 			if a < 0xffff800000000000 {
 				t.Fatalf("kernel frame %#x is a user address", a)
 			}
-			if a >= sysStart && a < sysEnd {
+			if entry.contains(a) {
 				viaEntry++
 				break
 			}
 		}
 	}
 	if inKernel == 0 || viaEntry*10 < inKernel*9 {
-		t.Fatalf("%d samples in the kernel, %d through %s; want some, ≥ 90%% of them", inKernel, viaEntry, syscallEntry())
+		t.Fatalf("%d samples in the kernel, %d through %v; want some, ≥ 90%% of them", inKernel, viaEntry, syscallEntries())
 	}
-	t.Logf("%d samples, %d in the kernel (%d through %s), %d with the exact user chain", len(got), inKernel, viaEntry, syscallEntry(), exact)
+	t.Logf("%d samples, %d in the kernel (%d through %v), %d with the exact user chain", len(got), inKernel, viaEntry, syscallEntries(), exact)
 }
 
-// syscallEntry is the kernel function every system call passes through.
-func syscallEntry() string {
+// syscallEntries are the kernel functions a system call passes through:
+// do_syscall_64 on x86-64; on arm64 el0_svc, which also does the entry and
+// exit work around do_el0_svc, and the handler of all synchronous
+// exceptions from user mode that calls it (el0t_64_sync_handler since
+// 5.13, el0_sync_handler before), where el0_svc may be inlined.
+func syscallEntries() []string {
 	if runtime.GOARCH == "arm64" {
-		return "do_el0_svc"
+		return []string{"el0_svc", "el0t_64_sync_handler", "el0_sync_handler"}
 	}
-	return "do_syscall_64"
+	return []string{"do_syscall_64"}
 }
 
 // syscallReturns is the set of return addresses of sys_loop's calls of

@@ -206,7 +206,7 @@ func processCPUTime(t *testing.T, pid int) time.Duration {
 // spinning in main->a->b->c: >= 99% of 2 s of samples show exactly that
 // chain, symbolized.
 func TestRecordCFramePointerChain(t *testing.T) {
-	chainOfRunning(t, "spin", []string{"c", "b", "a", "main"}, fixture("e2e", "spin"), "30")
+	chainOfRunning(t, "spin", []string{"c", "b", "a", "main"}, fixture("e2e", "spin"), "600")
 }
 
 // TestRecordNoFramePointerChain: code without frame pointers, called back
@@ -278,7 +278,7 @@ func TestRecordThreadChain(t *testing.T) {
 // and some samples must have such a leaf, or the test proves nothing.
 func TestRecordPLTLeafChain(t *testing.T) {
 	bin := fixture("e2e", "plt")
-	p := chainOfRunning(t, "plt", []string{"c", "b", "a", "main"}, bin, "30")
+	p := chainOfRunning(t, "plt", []string{"c", "b", "a", "main"}, bin, "600")
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -411,6 +411,7 @@ var placeholder = regexp.MustCompile(`^\[unknown\] 0x[0-9a-f]+$|\+0x[0-9a-f]+$`)
 func TestRecordKernelFrames(t *testing.T) {
 	p, _ := recordProfile(t, "-F", "499", "--", fixture("e2e", "syscalls"), "1.5")
 	var total, kernel, entry int64
+	var others []string
 	for _, s := range p.Sample {
 		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != "syscalls" {
 			continue
@@ -421,20 +422,21 @@ func TestRecordKernelFrames(t *testing.T) {
 			continue
 		}
 		kernel += s.Value[0]
-		for _, fn := range names(s) {
-			if strings.HasPrefix(fn, "entry_SYSCALL") || strings.HasPrefix(fn, "do_syscall") || // x86-64
-				strings.HasPrefix(fn, "el0_svc") || strings.HasPrefix(fn, "do_el0_svc") { // arm64
-				entry += s.Value[0]
-				break
-			}
+		if slices.ContainsFunc(names(s), func(fn string) bool {
+			return strings.HasPrefix(fn, "entry_SYSCALL") || strings.HasPrefix(fn, "do_syscall") || // x86-64
+				strings.HasPrefix(fn, "el0_svc") || strings.HasPrefix(fn, "el0t_64_sync") || strings.HasPrefix(fn, "el0_sync") // arm64
+		}) {
+			entry += s.Value[0]
+		} else if len(others) < 5 {
+			others = append(others, strings.Join(names(s), " <- "))
 		}
 	}
-	t.Logf("syscalls: %d samples, %d with a kernel leaf, %d through the syscall entry", total, kernel, entry)
+	t.Logf("syscalls: %d samples, %d with a kernel leaf, %d through the syscall entry; others like %q", total, kernel, entry, others)
 	if kernel < total/2 {
 		t.Errorf("%d of %d samples have a kernel leaf, want most", kernel, total)
 	}
 	if entry < kernel*9/10 {
-		t.Errorf("%d of %d kernel stacks pass through entry_SYSCALL*/do_syscall* (arm64: el0_svc*/do_el0_svc*), want >= 90%%", entry, kernel)
+		t.Errorf("%d of %d kernel stacks pass through entry_SYSCALL*/do_syscall* (arm64: el0_svc*, el0t_64_sync*, el0_sync*), want >= 90%%", entry, kernel)
 	}
 }
 
@@ -443,7 +445,7 @@ func TestRecordKernelFrames(t *testing.T) {
 func TestRecordPprofTop(t *testing.T) {
 	testenv.RequireRoot(t)
 	out := filepath.Join(t.TempDir(), "x.pb.gz")
-	startSpin(t, "30")
+	startSpin(t, "600")
 	code, _, errs := runSprof("record", "-d", "1s", "-o", out)
 	if code != 0 {
 		t.Fatalf("record: exit %d: %s", code, errs)
@@ -471,7 +473,7 @@ func TestRecordPprofTop(t *testing.T) {
 // idle one).
 func TestRecordForcedLoss(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, args := range [][]string{{fixture("e2e", "spin"), "3"}, {fixture("bpf", "fpwalk"), "deep", "1000"}} {
+	for _, args := range [][]string{{fixture("e2e", "spin"), "600"}, {fixture("bpf", "fpwalk"), "deep", "1000"}} {
 		cmd := exec.Command(args[0], args[1:]...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -510,7 +512,7 @@ func TestRecordPidFilter(t *testing.T) {
 	testenv.RequireRoot(t)
 	var spins []*exec.Cmd
 	for range 2 {
-		spins = append(spins, startSpin(t, "30"))
+		spins = append(spins, startSpin(t, "600"))
 	}
 	want := strconv.Itoa(spins[0].Process.Pid)
 	p, errs := recordProfile(t, "-p", want, "-d", "1s", "-F", "499")
