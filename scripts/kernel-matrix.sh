@@ -80,17 +80,18 @@ apt_update() {
 	apt_updated=1
 }
 
-# newest_kernel SUITE ARCH prints "package version" of the suite's newest
-# generic kernel image, preferring the -unsigned package (sid ships only the
-# plain one).
+# newest_kernel SUITE ARCH prints "package version" of the package that
+# holds the suite's newest generic kernel image: linux-image-*-unsigned up
+# to trixie; since sid's 7.x, linux-binary-* (linux-image-* is signed and,
+# in sid, only depends on it).
 newest_kernel() {
 	for f in "$aptdir"/lists/*_dists_"$1"_main_binary-"$2"_Packages*; do
 		/usr/lib/apt/apt-helper cat-file "$f"
 	done | awk -v arch="$2" '
 		/^Package: / { p = $2 }
-		/^Version: / && p ~ ("^linux-image-[0-9][.0-9]*(-[0-9]+)?(\\+deb[0-9]+)?-" arch "(-unsigned)?$") {
-			u = p ~ /-unsigned$/
-			print $2, u, p
+		/^Version: / && p ~ ("^linux-(image|binary)-[0-9][.0-9]*(-[0-9]+)?(\\+deb[0-9]+)?-" arch "(-unsigned)?$") {
+			rank = p ~ /-unsigned$/ ? 2 : p ~ /^linux-binary-/ ? 1 : 0
+			print $2, rank, p
 		}' | sort -V | tail -n 1 | awk '{ print $3, $1 }'
 }
 
@@ -115,8 +116,11 @@ fetch_kernel() {
 	log "$1/$2: apt-get download $3 ($4)"
 	mkdir -p "$d/deb"
 	fetch_deb "$3:$2=$4" "$d/deb"
-	dpkg-deb --fsys-tarfile "$d"/deb/*.deb | tar -x -C "$d/deb" --wildcards './boot/vmlinuz-*'
-	mv "$d"/deb/boot/vmlinuz-* "$d/vmlinuz"
+	# /boot/vmlinuz-VERSION, or /usr/lib/modules/VERSION/vmlinuz (sid).
+	img=$(dpkg-deb -c "$d"/deb/*.deb | awk '$NF ~ /^\.\/(boot\/vmlinuz-|usr\/lib\/modules\/[^\/]+\/vmlinuz$)/ && !n++ { print $NF }')
+	[ -n "$img" ] || die "$3 holds no vmlinuz"
+	dpkg-deb --fsys-tarfile "$d"/deb/*.deb | tar -x -C "$d/deb" "$img"
+	mv "$d/deb/$img" "$d/vmlinuz"
 	echo "$3 $4" >"$d/release"
 	rm -rf "$d/deb"
 }
