@@ -111,7 +111,7 @@ func checkRecording(t *testing.T, path string) {
 // stops it when the test ends.
 func startSpin(t *testing.T, secs string) *exec.Cmd {
 	t.Helper()
-	c := exec.Command("../../testdata/e2e/spin", secs)
+	c := exec.Command(fixture("e2e", "spin"), secs)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
