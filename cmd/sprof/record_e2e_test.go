@@ -164,11 +164,17 @@ func profileRunning(t *testing.T, bin string, args ...string) *profile.Profile {
 }
 
 // checkShare fails t unless share, of total samples of 2 s at 499 Hz, is
-// >= 99%.
+// >= 99% of at least 100 samples (2 s at 499 Hz gives ~1000 on an idle
+// CPU), or of 30 on an emulated CPU, which sustains no such rate: 66 were
+// seen in the kernel matrix's VMs on a loaded host.
 func checkShare(t *testing.T, share float64, total int64, chain string) {
 	t.Helper()
-	if total < 100 { // 2 s at 499 Hz gives ~1000 on an idle CPU
-		t.Errorf("only %d samples in 2 s at 499 Hz", total)
+	least := int64(100)
+	if testenv.EmulatedCPU() {
+		least = 30
+	}
+	if total < least {
+		t.Errorf("only %d samples in 2 s at 499 Hz, want >= %d", total, least)
 	}
 	if share < 0.99 {
 		t.Errorf("%.2f%% of samples have the exact chain %s, want >= 99%%", 100*share, chain)
