@@ -20,7 +20,7 @@ install:
 	@test -f sprof || { echo "install: no ./sprof; run make build first, as yourself"; exit 1; }
 	install -D -m 0755 sprof $(DESTDIR)$(PREFIX)/bin/sprof
 
-test: deps vet check-generate unit kernel-matrix
+test: deps vet check-generate unit
 
 deps:
 	./scripts/install-test-deps.sh
@@ -32,7 +32,8 @@ vet:
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
 
-# Boot Debian's kernels (5.10, 6.1, 6.12, newest sid; amd64 and arm64) one
+# Not yet part of `test`: arm64 leaf frames and the amd64 6.1 thread-stack
+# copy still fail there (issue #14). Boot Debian's kernels (5.10, 6.1, 6.12, newest sid; amd64 and arm64) one
 # at a time under QEMU and run the kernel-dependent tests in each: bpf's and
 # the end-to-end chain tests (scripts/kernel-matrix.sh; kernels are cached
 # in /var/cache/sprof-kernels). kernel-matrix-full runs all of bpf's tests.
