@@ -15,6 +15,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(makeCopyRecord(0, 1, make([]byte, 4096)))
 	f.Add(makeRecord(2, 2)[:headerSize+8])
 	f.Add([]byte{1, 0})
+	f.Add(makeOffCPURecord(3, 5, 1e6))
+	f.Add(makeOffCPURecord(1, 1, 1)[:offCPUHeaderSize+4])
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var s Sample
 		err := s.decode(raw)

@@ -23,6 +23,7 @@ import (
 var (
 	fixturePath = fixtureDir() + "/fpwalk"
 	nofpPath    = fixtureDir() + "/nofp" // built without frame pointers
+	offCPUPath  = fixtureDir() + "/offcpu"
 )
 
 func fixtureDir() string {

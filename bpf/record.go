@@ -27,9 +27,14 @@ const (
 	maxFrames  = len(sprofSampleBuf{}.Frames)
 )
 
-// Sample is one record from the ring buffer.
+// Sample is one record from the ring buffer: a CPU sample, or with
+// Config.OffCPU, a stretch of time a thread spent off the CPU.
 type Sample struct {
-	Time          uint64 // CLOCK_MONOTONIC ns
+	Time uint64 // CLOCK_MONOTONIC ns; for off-CPU records, when the thread ran again
+	// OffCPU is nonzero for an off-CPU record: the thread was off the CPU
+	// for this many nanoseconds before Time, and its stacks and registers
+	// are those it left the CPU with. CPU then is the CPU it ran on again.
+	OffCPU        uint64
 	Pid, Tid, CPU uint32
 	Comm          [16]byte
 	// The thread's user registers, also when the sample hit the kernel; zero
@@ -96,10 +101,14 @@ func (e *RecordError) Error() string {
 	return fmt.Sprintf("bpf record: %s at byte %d: %s", e.Field, e.Off, e.Msg)
 }
 
-// decode fills s from raw, a record as the BPF program wrote it. The
-// header is copied into the bpf2go-generated struct, so its layout is
-// defined once, in the C source.
+// decode fills s from raw, a record as a BPF program wrote it: a sample
+// (sprof.bpf.c) or an off-CPU record (offcpu.bpf.c), told apart by the
+// first u16. Each header is copied into its bpf2go-generated struct, so its
+// layout is defined once, in the C source.
 func (s *Sample) decode(raw []byte) error {
+	if len(raw) >= 2 && binary.NativeEndian.Uint16(raw) == offCPURecordVersion {
+		return s.decodeOffCPU(raw)
+	}
 	var h sprofSampleHeader
 	if len(raw) < headerSize {
 		return &RecordError{Off: 0, Field: "header", Msg: fmt.Sprintf("record has %d bytes, header needs %d", len(raw), headerSize)}
@@ -108,39 +117,59 @@ func (s *Sample) decode(raw []byte) error {
 	if h.Version != recordVersion {
 		return &RecordError{Off: int(unsafe.Offsetof(h.Version)), Field: "version", Msg: fmt.Sprintf("%d, want %d", h.Version, recordVersion)}
 	}
-	nk, nu := int(h.KernelFrames), int(h.UserFrames)
-	if nk+nu > maxFrames {
-		return &RecordError{Off: int(unsafe.Offsetof(h.UserFrames)), Field: "frame counts",
-			Msg: fmt.Sprintf("%d kernel + %d user frames exceed %d", nk, nu, maxFrames)}
+	b := recordBody{headerSize: headerSize, kernel: int(h.KernelFrames), user: int(h.UserFrames),
+		stackBytes: int(h.StackBytes), flags: h.Flags,
+		framesOff: int(unsafe.Offsetof(h.UserFrames)), stackBytesOff: int(unsafe.Offsetof(h.StackBytes))}
+	if err := s.decodeBody(raw, b); err != nil {
+		return err
 	}
-	framesEnd := headerSize + 8*(nk+nu)
-	if len(raw) < framesEnd {
-		return &RecordError{Off: len(raw), Field: "frames", Msg: fmt.Sprintf("record has %d bytes, %d frames need %d", len(raw), nk+nu, framesEnd)}
-	}
-	copied := h.Flags&flagStackCopy != 0
-	if nb := int(h.StackBytes); nb > MaxStackCopy || (!copied && nb != 0) {
-		return &RecordError{Off: int(unsafe.Offsetof(h.StackBytes)), Field: "stack bytes",
-			Msg: fmt.Sprintf("%d with stack-copy flag %v (at most %d)", nb, copied, MaxStackCopy)}
-	}
-	if need := framesEnd + int(h.StackBytes); len(raw) < need {
-		return &RecordError{Off: len(raw), Field: "stack copy", Msg: fmt.Sprintf("record has %d bytes, %d-byte stack copy needs %d", len(raw), h.StackBytes, need)}
-	}
-	frames := frameView(raw[headerSize:], nk+nu, &s.frames)
-	s.Time = h.Time
+	s.Time, s.OffCPU = h.Time, 0
 	s.Pid, s.Tid, s.CPU = h.Pid, h.Tid, h.Cpu
 	for i, c := range h.Comm {
 		s.Comm[i] = byte(c)
 	}
 	s.PC, s.SP, s.FP, s.LR = h.Pc, h.Sp, h.Fp, h.Lr
+	return nil
+}
+
+// recordBody is what both record kinds say about the frames and stack copy
+// after their headers, with the header offsets of the fields for errors.
+type recordBody struct {
+	headerSize, kernel, user, stackBytes int
+	flags                                uint16
+	framesOff, stackBytesOff             int
+}
+
+// decodeBody checks the frames and stack copy after a header against
+// raw's length and sets the fields of s they give.
+func (s *Sample) decodeBody(raw []byte, b recordBody) error {
+	nk, nu := b.kernel, b.user
+	if nk+nu > maxFrames {
+		return &RecordError{Off: b.framesOff, Field: "frame counts",
+			Msg: fmt.Sprintf("%d kernel + %d user frames exceed %d", nk, nu, maxFrames)}
+	}
+	framesEnd := b.headerSize + 8*(nk+nu)
+	if len(raw) < framesEnd {
+		return &RecordError{Off: len(raw), Field: "frames", Msg: fmt.Sprintf("record has %d bytes, %d frames need %d", len(raw), nk+nu, framesEnd)}
+	}
+	copied := b.flags&flagStackCopy != 0
+	if nb := b.stackBytes; nb > MaxStackCopy || (!copied && nb != 0) {
+		return &RecordError{Off: b.stackBytesOff, Field: "stack bytes",
+			Msg: fmt.Sprintf("%d with stack-copy flag %v (at most %d)", nb, copied, MaxStackCopy)}
+	}
+	if need := framesEnd + b.stackBytes; len(raw) < need {
+		return &RecordError{Off: len(raw), Field: "stack copy", Msg: fmt.Sprintf("record has %d bytes, %d-byte stack copy needs %d", len(raw), b.stackBytes, need)}
+	}
+	frames := frameView(raw[b.headerSize:], nk+nu, &s.frames)
 	s.Kernel = frames[:nk:nk]
 	s.User = frames[nk:]
-	s.UserTruncated = h.Flags&flagUserTruncated != 0
-	s.LeafReturn = h.Flags&flagLeafReturn != 0
+	s.UserTruncated = b.flags&flagUserTruncated != 0
+	s.LeafReturn = b.flags&flagLeafReturn != 0
 	s.StackCopy = nil
 	if copied {
-		s.StackCopy = raw[framesEnd : framesEnd+int(h.StackBytes) : framesEnd+int(h.StackBytes)]
+		s.StackCopy = raw[framesEnd : framesEnd+b.stackBytes : framesEnd+b.stackBytes]
 	}
-	s.StackCopyTruncated = h.Flags&flagStackCopyTruncated != 0
-	s.StackCopyFault = h.Flags&flagStackCopyFault != 0
+	s.StackCopyTruncated = b.flags&flagStackCopyTruncated != 0
+	s.StackCopyFault = b.flags&flagStackCopyFault != 0
 	return nil
 }

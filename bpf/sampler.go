@@ -19,7 +19,7 @@ import (
 
 // Config says what to sample and how often.
 type Config struct {
-	Frequency    int      // samples per second per CPU
+	Frequency    int      // samples per second per CPU; 0 with OffCPU: off-CPU records only
 	Pids         []uint32 // only these processes (tgids); empty = all
 	FollowForks  bool     // add children of Pids as they are forked
 	CgroupID     uint64   // cgroup v2 id (inode of its directory); 0 = any. Descendants match too.
@@ -53,6 +53,14 @@ type Config struct {
 	// SetCopy marks processes later: the first samples of processes known
 	// at Open carry copies too. Needs StackCopy.
 	CopyPids []uint32
+
+	// OffCPU also records where threads wait: each time a thread of the
+	// selected processes runs again after at least OffCPUMin off the CPU
+	// (blocked, sleeping or preempted), Read hands a Sample with OffCPU
+	// set, its stacks those it left the CPU with. OffCPUMin 0 means
+	// DefaultOffCPUMin.
+	OffCPU    bool
+	OffCPUMin time.Duration
 }
 
 // MaxStackCopy is the largest Config.StackCopy, about perf's limit for
@@ -68,6 +76,8 @@ type Stats struct {
 	// (read, still waiting, or dropped at Close), so RunTimeNs / Sent is
 	// the cost per sample.
 	RunCount, RunTimeNs, Sent uint64
+	// OffCPU are the off-CPU programs' figures (Config.OffCPU).
+	OffCPU OffCPUStats
 	// RingSize is the ring's size in bytes. Spilled counts the records
 	// moved into the backlog because the ring passed half full before
 	// the caller read it.
@@ -117,6 +127,7 @@ type Sampler struct {
 	statsErr   error // why run-time statistics are off, if they are
 	filterPids bool
 	stackCopy  bool // samples may carry stack copies (Config.StackCopy > 0)
+	offCPU     *offCPU
 
 	// mu is held while the ring is read, by Read or by the waiter's spill.
 	mu      sync.Mutex
@@ -130,8 +141,13 @@ type Sampler struct {
 // sampling on every online CPU. Errors about the host wrap ErrPermission,
 // ErrNoBTF, ErrUnsupported or ErrFrequency.
 func Open(cfg Config) (*Sampler, error) {
-	if err := checkFrequency(cfg.Frequency); err != nil {
-		return nil, err
+	if cfg.OffCPUMin < 0 {
+		return nil, fmt.Errorf("bpf: negative OffCPUMin %v", cfg.OffCPUMin)
+	}
+	if !cfg.OffCPU || cfg.Frequency != 0 {
+		if err := checkFrequency(cfg.Frequency); err != nil {
+			return nil, err
+		}
 	}
 	if !cfg.User && !cfg.Kernel {
 		return nil, errors.New("bpf: Config captures neither user nor kernel stacks")
@@ -180,7 +196,13 @@ func ringBufferSize(cfg Config, cpus int) (int, error) {
 		}
 		return n, nil
 	}
-	return DefaultRingBufferSize(cfg.Frequency, cpus, cfg.StackCopy), nil
+	hz := cfg.Frequency
+	if cfg.OffCPU {
+		// Off-CPU records come at most once per OffCPUMin per thread;
+		// size the ring as for that many samples of one thread a CPU.
+		hz += int(time.Second / max(cfg.OffCPUMin, DefaultOffCPUMin))
+	}
+	return DefaultRingBufferSize(hz, cpus, cfg.StackCopy), nil
 }
 
 // DefaultRingBufferSize is the ring's size for a RingBufferSize of 0: the
@@ -274,6 +296,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		}
 		return fmt.Errorf("load BPF program: %w", err)
 	}
+
 	for _, pid := range cfg.Pids {
 		if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
 			s.objs.Close()
@@ -284,6 +307,12 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		if err := s.objs.CopyPids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
 			s.objs.Close()
 			return fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
+		}
+	}
+	if cfg.OffCPU {
+		if err := s.loadOffCPU(cfg, ringSize, cpus); err != nil {
+			s.objs.Close()
+			return err
 		}
 	}
 	return nil
@@ -328,7 +357,15 @@ func (s *Sampler) start(cfg Config, online []int) error {
 	if err := s.startWaiter(); err != nil {
 		return err
 	}
+	if s.offCPU != nil {
+		if err := s.offCPU.attach(); err != nil {
+			return err
+		}
+	}
 	for _, cpu := range online {
+		if cfg.Frequency == 0 {
+			break
+		}
 		c, err := openCPUClock(cpu, cfg.Frequency, cfg.IncludeIdle, s.objs.Sample)
 		if err != nil {
 			return err
@@ -417,11 +454,19 @@ func (s *Sampler) SetCopy(pid uint32, on bool) error {
 
 // Lost returns how many samples found the ring buffer full, summed over
 // CPUs, plus those that found the backlog full. They passed the filters
-// and were dropped whole.
+// and were dropped whole. With Config.OffCPU it includes the off-CPU
+// records lost (OffCPUStats.Lost).
 func (s *Sampler) Lost() (uint64, error) {
 	n, err := sumPerCPU(s.objs.Lost)
 	if err != nil {
 		return 0, fmt.Errorf("read lost-sample counters: %w", err)
+	}
+	if s.offCPU != nil {
+		st, err := s.offCPU.stats()
+		if err != nil {
+			return 0, err
+		}
+		n += st.Lost
 	}
 	return n + s.backlog.lost.Load(), nil
 }
@@ -447,7 +492,13 @@ func (s *Sampler) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("read BPF program statistics: %w", err)
 	}
-	if st.RunCount == 0 && s.statsErr != nil {
+	var off OffCPUStats
+	if s.offCPU != nil {
+		if off, err = s.offCPU.stats(); err != nil {
+			return Stats{}, err
+		}
+	}
+	if st.RunCount == 0 && off.Switches == 0 && s.statsErr != nil {
 		return Stats{}, s.statsErr
 	}
 	sent, err := sumPerCPU(s.objs.Sent)
@@ -455,7 +506,7 @@ func (s *Sampler) Stats() (Stats, error) {
 		return Stats{}, fmt.Errorf("read sent-sample counters: %w", err)
 	}
 	return Stats{RunCount: st.RunCount, RunTimeNs: uint64(st.Runtime), Sent: sent,
-		RingSize: s.ringSize, Spilled: s.backlog.spilled.Load()}, nil
+		RingSize: s.ringSize, Spilled: s.backlog.spilled.Load(), OffCPU: off}, nil
 }
 
 // Stop stops sampling: the CPU-clock events are disabled, so the program
@@ -466,6 +517,9 @@ func (s *Sampler) Stop() error {
 	var errs []error
 	for _, c := range s.clocks {
 		errs = append(errs, c.disable())
+	}
+	if s.offCPU != nil {
+		errs = append(errs, s.offCPU.detach())
 	}
 	return errors.Join(errs...)
 }
@@ -479,6 +533,9 @@ func (s *Sampler) Close() error {
 	}
 	for _, l := range s.hooks {
 		errs = append(errs, l.Close())
+	}
+	if s.offCPU != nil {
+		errs = append(errs, s.offCPU.close())
 	}
 	errs = append(errs, s.stopWaiter())
 	if s.reader != nil {

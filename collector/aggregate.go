@@ -26,6 +26,9 @@ type Sample struct {
 	// the sampler clipped it below the stack's end.
 	StackCopy          []byte
 	StackCopyTruncated bool
+	// OffCPU is nonzero for an off-CPU record: the thread was off the
+	// CPU this many nanoseconds before Time, with these stacks.
+	OffCPU uint64
 }
 
 // span is a slice of an arena of words, by position, so that arenas can
@@ -55,7 +58,8 @@ type stackKey struct {
 type entry struct {
 	stackKey
 	user, kernel span
-	count        int64
+	count        int64 // CPU samples
+	offCPU       int64 // nanoseconds off the CPU
 	next         int32 // next entry with the same hash, -1 at the end
 }
 
@@ -125,9 +129,20 @@ func (a *aggregator) find(h uint64, k *stackKey, user, kernel []uint64) int32 {
 	return -1
 }
 
-// insert adds a new entry with count 1.
-func (a *aggregator) insert(h uint64, k *stackKey, user, kernel []uint64) {
-	e := entry{stackKey: *k, count: 1, next: -1}
+// add counts one more sample of the entry's stack: a CPU sample, or
+// offCPU nanoseconds off the CPU.
+func (e *entry) add(offCPU uint64) {
+	if offCPU == 0 {
+		e.count++
+	} else {
+		e.offCPU += int64(offCPU)
+	}
+}
+
+// insert adds a new entry for one sample (see entry.add).
+func (a *aggregator) insert(h uint64, k *stackKey, user, kernel []uint64, offCPU uint64) {
+	e := entry{stackKey: *k, next: -1}
+	e.add(offCPU)
 	if head, ok := a.heads[h]; ok {
 		e.next = head
 	}

@@ -52,7 +52,12 @@ type Stopper interface {
 // Options configure a Collector.
 type Options struct {
 	// Frequency is the sampling frequency in Hz; it sets Profile.Period.
+	// It is 0 when only off-CPU records come (OffCPU without CPU
+	// sampling).
 	Frequency int
+	// OffCPU says the source also hands off-CPU records (Sample.OffCPU),
+	// so profiles carry off-CPU time (stacks.Profile.OffCPU).
+	OffCPU bool
 	// Pids, when not empty, limits process tracking to these processes
 	// and, with FollowForks, the children they start from now on. The
 	// sampler filters samples itself; this keeps the process table small.
@@ -156,6 +161,7 @@ type pending struct {
 	key          stackKey
 	user, kernel span
 	copy         stackCopy
+	offCPU       uint64 // Sample.OffCPU
 }
 
 // eventKind is what a side-band record changes in the process table.
@@ -187,7 +193,7 @@ type event struct {
 // then reads every tracked process already running from /proc, in that
 // order so no process falls in between. Open the sampler after New.
 func New(opts Options) (*Collector, error) {
-	if opts.Frequency <= 0 {
+	if opts.Frequency < 0 || (opts.Frequency == 0 && !opts.OffCPU) {
 		return nil, fmt.Errorf("collector: frequency %d Hz must be positive", opts.Frequency)
 	}
 	if opts.ProcRoot == "" {
@@ -399,7 +405,7 @@ func monotonicNow() uint64 {
 }
 
 func (c *Collector) copySample(s *Sample) {
-	p := pending{time: s.Time, cpu: s.CPU, key: stackKey{pid: s.Pid, tid: s.Tid, comm: s.Comm, truncated: s.UserTruncated}}
+	p := pending{time: s.Time, cpu: s.CPU, key: stackKey{pid: s.Pid, tid: s.Tid, comm: s.Comm, truncated: s.UserTruncated}, offCPU: s.OffCPU}
 	c.arena, p.user = appendSpan(c.arena, s.User)
 	c.arena, p.kernel = appendSpan(c.arena, s.Kernel)
 	if c.unw != nil {
@@ -520,7 +526,7 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 	}
 	h := c.agg.hash(&p.key, user, kernel)
 	if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
-		c.agg.entries[i].count++
+		c.agg.entries[i].add(p.offCPU)
 		return
 	}
 	// A new stack: make sure its addresses are known before keeping it.
@@ -530,7 +536,7 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 			p.key.set, p.key.container = img.maps, img.container
 			h = c.agg.hash(&p.key, user, kernel)
 			if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
-				c.agg.entries[i].count++
+				c.agg.entries[i].add(p.offCPU)
 				return
 			}
 		}
@@ -546,7 +552,7 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 		}
 	}
 	p.key.set.frozen = true
-	c.agg.insert(h, &p.key, user, kernel)
+	c.agg.insert(h, &p.key, user, kernel, p.offCPU)
 }
 
 func covers(s *mapSet, addrs []uint64) bool {

@@ -87,10 +87,13 @@ func (c *Collector) build() *Interval {
 		p: &stacks.Profile{
 			Start:    c.start,
 			Duration: c.end.Sub(c.start),
-			Period:   time.Second / time.Duration(c.opts.Frequency),
+			OffCPU:   c.opts.OffCPU,
 			Lost:     c.stats.Lost,
 		},
 		sym: c.opts.Symbolizer,
+	}
+	if c.opts.Frequency > 0 {
+		iv.p.Period = time.Second / time.Duration(c.opts.Frequency)
 	}
 	b := &builder{c: c, iv: iv, mappings: map[mappingKey]*stacks.Mapping{}, bins: map[*binaryFile]*symbolFile{}}
 	b.locs = locations.New(iv.p, c.opts.Kernel)
@@ -99,7 +102,7 @@ func (c *Collector) build() *Interval {
 	var key []byte
 	for i := range c.agg.entries {
 		e := &c.agg.entries[i]
-		s := &stacks.Sample{Count: e.count, Pid: e.pid, Tid: e.tid, Comm: commString(e.comm), Container: e.container, Truncated: e.truncated}
+		s := &stacks.Sample{Count: e.count, OffCPU: time.Duration(e.offCPU), Pid: e.pid, Tid: e.tid, Comm: commString(e.comm), Container: e.container, Truncated: e.truncated}
 		for j, addr := range e.kernel.of(c.agg.words) {
 			s.Stack = append(s.Stack, b.locs.Kernel(addr, j > 0))
 		}
@@ -111,6 +114,7 @@ func (c *Collector) build() *Interval {
 		key = b.sampleKey(key[:0], s)
 		if m := merged[string(key)]; m != nil {
 			m.Count += s.Count
+			m.OffCPU += s.OffCPU
 			continue
 		}
 		merged[string(key)] = s

@@ -134,7 +134,7 @@ func TestAggregateKeys(t *testing.T) {
 		if a.find(h, &v.k, v.user, v.kernel) >= 0 {
 			t.Fatalf("%s: found before insertion", v.name)
 		}
-		a.insert(h, &v.k, v.user, v.kernel)
+		a.insert(h, &v.k, v.user, v.kernel, 0)
 	}
 	for i, v := range variants {
 		h := a.hash(&v.k, v.user, v.kernel)

@@ -32,6 +32,9 @@ type Sink interface {
 	Process(t time.Time, pid uint32, comm, container string, maps []Mapping) error
 	Exit(t time.Time, pid uint32) error
 	Sample(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool) error
+	// OffCPU is called instead of Sample for an off-CPU record: the
+	// thread ran again at t after ns nanoseconds off the CPU.
+	OffCPU(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool, ns uint64) error
 	// Tick is called after every drain, at least every Options.Interval,
 	// so that a Sink can complete what it buffers.
 	Tick() error
@@ -131,6 +134,9 @@ func (s *sinkState) sample(p *pending, user, kernel []uint64) error {
 		if err := jp.tell(s.jit, p.key.pid, p.time, s.time, p.key.set, user); err != nil {
 			return err
 		}
+	}
+	if p.offCPU > 0 {
+		return s.sink.OffCPU(t, p.key.pid, p.key.tid, p.cpu, comm, user, kernel, p.key.truncated, p.offCPU)
 	}
 	return s.sink.Sample(t, p.key.pid, p.key.tid, p.cpu, comm, user, kernel, p.key.truncated)
 }

@@ -38,6 +38,11 @@ func (l *logSink) Sample(t time.Time, pid, tid, cpu uint32, comm string, user, k
 	return nil
 }
 
+func (l *logSink) OffCPU(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, truncated bool, ns uint64) error {
+	l.log = append(l.log, fmt.Sprintf("%v off-cpu %v %d/%d cpu%d %s %x %x %v", l.at(t), time.Duration(ns), pid, tid, cpu, comm, user, kernel, truncated))
+	return nil
+}
+
 func (l *logSink) Tick() error { l.ticks++; return nil }
 
 // TestSink checks that a Sink gets the samples in time order, each
@@ -103,5 +108,37 @@ func TestSinkForget(t *testing.T) {
 		if got := applying(s.sent[1], tc.t); got != tc.want {
 			t.Errorf("record applying at %d: %d, want %d", tc.t, got, tc.want)
 		}
+	}
+}
+
+// TestOffCPU: an off-CPU record goes to the Sink as such, and the profile
+// adds its time to the stack's OffCPU, beside the CPU samples of the same
+// stack in Count.
+func TestOffCPU(t *testing.T) {
+	sink := &logSink{}
+	c, err := New(Options{Frequency: 99, OffCPU: true, ProcRoot: t.TempDir(), NoSideband: true, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.events = []event{mmapEvent(1000, 10, 0x1000, 0x3000, 0x4000, "/app", []byte{0xaa})}
+	src := &fakeSource{}
+	src.add(10, 2000, 0x1000, 0x2000)
+	src.add(10, 3000, 0x1000, 0x2000)
+	src.add(10, 4000, 0x1000, 0x2000)
+	src.add(10, 5000, 0x1000, 0x2000)
+	src.samples[1].OffCPU, src.samples[3].OffCPU = 3e6, 4e6
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sink.log[2], "1µs off-cpu 3ms 10/10 cpu0 p10 [1000 2000] [] false"; got != want {
+		t.Errorf("sink was told %q, want %q (all: %q)", got, want, sink.log)
+	}
+	p := c.Profile()
+	if !p.OffCPU || len(p.Samples) != 1 || p.Samples[0].Count != 2 || p.Samples[0].OffCPU != 7*time.Millisecond {
+		t.Fatalf("profile: off-CPU %v, %d samples, first %+v", p.OffCPU, len(p.Samples), p.Samples[0])
+	}
+	if _, err := New(Options{Frequency: 0, ProcRoot: t.TempDir(), NoSideband: true}); err == nil {
+		t.Error("New accepted frequency 0 without OffCPU")
 	}
 }

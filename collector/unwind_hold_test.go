@@ -232,6 +232,10 @@ func (r *readerSink) Sample(t time.Time, pid, tid, cpu uint32, comm string, user
 	return nil
 }
 
+func (r *readerSink) OffCPU(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool, ns uint64) error {
+	return r.Sample(t, pid, tid, cpu, comm, user, kernel, userTruncated)
+}
+
 func (r *readerSink) Tick() error { return nil }
 
 // describe says what a sample is: its time, process, stack, and the images

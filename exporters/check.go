@@ -85,10 +85,18 @@ func checkSample(p *profile.Profile, s *profile.Sample) error {
 			return fmt.Errorf("location %d is not in the location table", l.ID)
 		}
 	}
+	// One value may be 0 where another is not (a stack seen off the CPU
+	// but never on it); Pyroscope then leaves the sample out of that
+	// type's profile. A sample without any value it would drop whole.
+	positive := false
 	for j, v := range s.Value {
-		if v <= 0 {
-			return fmt.Errorf("value %d is %d: values must be positive", j, v)
+		if v < 0 {
+			return fmt.Errorf("value %d is %d: values must not be negative", j, v)
 		}
+		positive = positive || v > 0
+	}
+	if !positive {
+		return fmt.Errorf("values %v: at least one must be positive", s.Value)
 	}
 	for k, vs := range s.Label {
 		if len(vs) != 1 {

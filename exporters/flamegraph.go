@@ -16,13 +16,17 @@ func WriteFlameGraph(w io.Writer, p *stacks.Profile, opt Options) error {
 	t := flamegraph.NewTree()
 	var frames []frame
 	var stack []flamegraph.Frame
-	for _, ws := range aggregate(p.Samples, opt.ProcessRoot) {
+	for _, ws := range aggregate(p.Samples, &opt) {
 		frames = rootFirst(frames[:0], ws.sample, &opt)
 		stack = stack[:0]
 		for _, f := range frames {
 			stack = append(stack, flamegraph.Frame{Name: cleanName(f.name), Kind: f.kind})
 		}
-		t.Add(stack, ws.count)
+		if opt.OffCPU {
+			t.Add(stack, ws.count/1000)
+		} else {
+			t.Add(stack, ws.count)
+		}
 	}
 	fo := opt.FlameGraph
 	titled := fo.Title == "" && opt.Subject != ""
@@ -33,12 +37,28 @@ func WriteFlameGraph(w io.Writer, p *stacks.Profile, opt Options) error {
 		}
 	}
 	if fo.Subtitle == "" {
-		fo.Subtitle = describe(p, t.Total(), !titled)
+		if opt.OffCPU {
+			fo.Subtitle = describeOffCPU(p, time.Duration(t.Total())*time.Microsecond)
+		} else {
+			fo.Subtitle = describe(p, t.Total(), !titled)
+		}
 	}
 	return t.WriteSVG(w, fo)
 }
 
 const startLayout = "2006-01-02 15:04:05 UTC"
+
+// describeOffCPU says in one line what an off-CPU graph shows.
+func describeOffCPU(p *stacks.Profile, off time.Duration) string {
+	s := off.Round(time.Millisecond).String() + " off the CPU"
+	if p.Duration > 0 {
+		s += " over " + p.Duration.String()
+	}
+	if p.Lost > 0 {
+		s += ", " + strconv.FormatUint(p.Lost, 10) + " records lost"
+	}
+	return s
+}
 
 // describe says in one line what a profile covers: how many samples, at
 // which frequency, over what time, and from when unless the title says.

@@ -12,7 +12,8 @@ import (
 )
 
 // WriteFolded writes p as folded stacks: one line per distinct stack,
-// frames from root to leaf joined by `;`, a space and the sample count.
+// frames from root to leaf joined by `;`, a space and the sample count, or
+// with opt.OffCPU the microseconds off the CPU.
 // Kernel frames end in `_[k]`, inlined frames in `_[i]` and JIT-compiled
 // ones in `_[j]`, the suffixes flamegraph.pl colours by. Lines are sorted so equal profiles give equal
 // files; samples with a count below one are left out.
@@ -20,7 +21,7 @@ func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
 	counts := map[string]int64{}
 	var frames []frame
 	var line []byte
-	for _, ws := range aggregate(p.Samples, opt.ProcessRoot) {
+	for _, ws := range aggregate(p.Samples, &opt) {
 		frames = rootFirst(frames[:0], ws.sample, &opt)
 		line = line[:0]
 		for i, f := range frames {
@@ -39,7 +40,11 @@ func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
 
 	bw := bufio.NewWriter(w)
 	for _, k := range keys {
-		line = append(append(append(line[:0], k...), ' '), strconv.FormatInt(counts[k], 10)...)
+		n := counts[k]
+		if opt.OffCPU {
+			n /= 1000
+		}
+		line = append(append(append(line[:0], k...), ' '), strconv.FormatInt(n, 10)...)
 		line = append(line, '\n')
 		if _, err := bw.Write(line); err != nil {
 			return fmt.Errorf("write folded stacks: %w", err)

@@ -128,17 +128,19 @@ type weightedStack struct {
 
 // aggregate merges the samples that display the same — same
 // Locations, same truncation, same process root — keeping first-seen
-// order, and drops samples with a count below one. Comparing Location
+// order, and drops samples with a weight (opt.weight) below one. Comparing Location
 // pointers instead of rendered names keeps the cost per sample at one map
 // lookup per frame; stacks that differ only by pointer merge later, when
 // their names are compared.
-func aggregate(samples []*stacks.Sample, root ProcessRoot) []weightedStack {
+func aggregate(samples []*stacks.Sample, opt *Options) []weightedStack {
+	root := opt.ProcessRoot
 	ids := map[*stacks.Location]uint64{}
 	index := map[string]int{}
 	var out []weightedStack
 	var key []byte
 	for _, s := range samples {
-		if s.Count <= 0 {
+		w := opt.weight(s)
+		if w <= 0 {
 			continue
 		}
 		key = binary.AppendUvarint(key[:0], uint64(len(s.Stack)))
@@ -159,11 +161,11 @@ func aggregate(samples []*stacks.Sample, root ProcessRoot) []weightedStack {
 		key = append(key, 0)
 		key = append(key, processRootName(s, root)...)
 		if i, ok := index[string(key)]; ok {
-			out[i].count += s.Count
+			out[i].count += w
 			continue
 		}
 		index[string(key)] = len(out)
-		out = append(out, weightedStack{s, s.Count})
+		out = append(out, weightedStack{s, w})
 	}
 	return out
 }

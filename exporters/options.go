@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sprof/sprof/exporters/flamegraph"
+	"github.com/sprof/sprof/stacks"
 )
 
 // Options tunes the encoders. The zero value gives every format its
@@ -37,6 +38,21 @@ type Options struct {
 	// Subject names what was profiled — a command line, a host — for the
 	// SVG's title, so two graphs side by side say which is which.
 	Subject string
+	// OffCPU makes the formats with one value per stack (folded, SVG,
+	// speedscope) show the time threads waited off the CPU
+	// (stacks.Sample.OffCPU) instead of CPU samples: folded and SVG in
+	// microseconds, as bcc's offcputime folds them, speedscope in
+	// nanoseconds. pprof carries both values whatever this says.
+	OffCPU bool
+}
+
+// weight is what a sample adds to its stack in the one-value formats: CPU
+// samples, or with OffCPU nanoseconds off the CPU.
+func (o *Options) weight(s *stacks.Sample) int64 {
+	if o.OffCPU {
+		return s.OffCPU.Nanoseconds()
+	}
+	return s.Count
 }
 
 func (o *Options) emptyStack() string {

@@ -31,6 +31,10 @@ func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
 
 // BuildPprof converts p into a pprof profile of the Go runtime's CPU shape:
 // sample types samples/count and cpu/nanoseconds, values [n, n·period].
+// A profile with off-CPU time (p.OffCPU) has a third sample type,
+// off_cpu/nanoseconds, the time threads waited with that stack, and cpu
+// stays the default (`go tool pprof -sample_index=off_cpu` switches);
+// without CPU sampling (p.Period 0) off_cpu/nanoseconds is the only one.
 // The result has passed CheckPprof.
 //
 // Mappings come user first, then [kernel.kallsyms], then [unknown]. pprof
@@ -48,12 +52,12 @@ func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
 // mapping sprof did not try (recorded without symbolization). Location slices and label maps are shared between samples
 // with equal stacks or label values: treat them as read-only.
 func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
-	if p.Period <= 0 {
+	if p.Period <= 0 && !p.OffCPU {
 		return nil, errors.New("pprof: the profile has no sampling period")
 	}
 	b := newPprofBuilder(p, opt)
 	for _, s := range p.Samples {
-		if s.Count > 0 {
+		if (b.cpu && s.Count > 0) || (p.OffCPU && s.OffCPU > 0) {
 			b.addSample(s)
 		}
 	}
@@ -104,6 +108,8 @@ type sampleKey struct {
 type pprofBuilder struct {
 	out      *profile.Profile
 	period   int64
+	cpu      bool // the values start with samples/count, cpu/nanoseconds
+	offCPU   bool // the last value is off_cpu/nanoseconds
 	labels   []Label
 	maxDepth int
 	mappings map[mappingKey]*pprofMapping
@@ -134,13 +140,22 @@ type pprofBuilder struct {
 func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 	period := p.Period.Nanoseconds()
 	out := &profile.Profile{
-		SampleType: []*profile.ValueType{
-			{Type: "samples", Unit: "count"},
-			{Type: "cpu", Unit: "nanoseconds"},
-		},
 		PeriodType:    &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
 		Period:        period,
 		DurationNanos: p.Duration.Nanoseconds(),
+	}
+	cpu := period > 0
+	if cpu {
+		out.SampleType = []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}}
+	}
+	if p.OffCPU {
+		out.SampleType = append(out.SampleType, &profile.ValueType{Type: "off_cpu", Unit: "nanoseconds"})
+		if cpu {
+			out.DefaultSampleType = "cpu"
+		} else {
+			// Every nanosecond off the CPU is recorded, none sampled.
+			out.PeriodType, out.Period = &profile.ValueType{Type: "off_cpu", Unit: "nanoseconds"}, 1
+		}
 	}
 	if !p.Start.IsZero() {
 		out.TimeNanos = p.Start.UnixNano()
@@ -155,6 +170,8 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 	return &pprofBuilder{
 		out:        out,
 		period:     period,
+		cpu:        cpu,
+		offCPU:     p.OffCPU,
 		labels:     labels,
 		maxDepth:   max(opt.MaxDepth, 0),
 		mappings:   map[mappingKey]*pprofMapping{},
@@ -175,7 +192,7 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 // addSample adds s, merging it into an earlier sample with the same stack
 // and label values.
 func (b *pprofBuilder) addSample(s *stacks.Sample) {
-	b.pidSamples[s.Pid] += s.Count
+	b.pidSamples[s.Pid] += b.weight(s)
 	locs := b.locs[:0]
 	for _, loc := range s.Stack {
 		locs = append(locs, b.location(loc))
@@ -212,19 +229,39 @@ func (b *pprofBuilder) addSample(s *stacks.Sample) {
 
 	sk := sampleKey{stack, b.labelKey(s)}
 	if smp, ok := b.samples[sk]; ok {
-		smp.Value[0] += s.Count
-		smp.Value[1] += s.Count * b.period
+		b.addValues(smp.Value, s)
 		return
 	}
 	labels := b.sampleLabels(sk.labels)
 	smp := &profile.Sample{
 		Location: b.stacks[stack],
-		Value:    []int64{s.Count, s.Count * b.period},
+		Value:    make([]int64, len(b.out.SampleType)),
 		Label:    labels.str,
 		NumLabel: labels.num,
 	}
+	b.addValues(smp.Value, s)
 	b.samples[sk] = smp
 	b.out.Sample = append(b.out.Sample, smp)
+}
+
+// weight is what ranks processes and mappings for mainMapping: CPU
+// samples, or in a profile of off-CPU time alone, the time.
+func (b *pprofBuilder) weight(s *stacks.Sample) int64 {
+	if b.cpu {
+		return s.Count
+	}
+	return s.OffCPU.Nanoseconds()
+}
+
+// addValues adds s's values to v, laid out as the sample types.
+func (b *pprofBuilder) addValues(v []int64, s *stacks.Sample) {
+	if b.cpu {
+		v[0] += s.Count
+		v[1] += s.Count * b.period
+	}
+	if b.offCPU {
+		v[len(v)-1] += s.OffCPU.Nanoseconds()
+	}
 }
 
 // labelKey keeps of s's identity only what the configured labels show.
@@ -485,7 +522,7 @@ func (b *pprofBuilder) mainMapping(samples []*stacks.Sample) *pprofMapping {
 		var seen []*stacks.Mapping // the mappings of one sample: a few
 		looked := 0
 		for _, s := range samples {
-			if s.Pid != pid || s.Count <= 0 {
+			if s.Pid != pid || b.weight(s) <= 0 {
 				continue
 			}
 			if looked++; looked > maxMainSamples {
@@ -495,7 +532,7 @@ func (b *pprofBuilder) mainMapping(samples []*stacks.Sample) *pprofMapping {
 			for _, loc := range s.Stack {
 				if m := loc.Mapping; m != nil && m.Kind == stacks.User && !slices.Contains(seen, m) {
 					seen = append(seen, m)
-					through[b.byMapping[m]] += s.Count
+					through[b.byMapping[m]] += b.weight(s)
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/sprof/sprof/stacks"
 )
@@ -47,7 +48,8 @@ type speedscopeProfile struct {
 
 // WriteSpeedscope writes p in speedscope's JSON format: one sampled
 // profile per process, busiest first, so speedscope's profile menu picks
-// the process; weights in nanoseconds of CPU time; stacks root first, with
+// the process; weights in nanoseconds of CPU time, or with opt.OffCPU of
+// time off the CPU; stacks root first, with
 // one frame per inline level (speedscope's own pprof import keeps only the
 // outermost). A frame's file is its source file, or the binary when the
 // symbol has none.
@@ -55,20 +57,25 @@ func WriteSpeedscope(w io.Writer, p *stacks.Profile, opt Options) error {
 	frames := speedscopeFrames{index: map[speedscopeFrame]int{}}
 	var profiles []speedscopeProfile
 	var buf []frame
-	var samples int64
+	var samples, offCPU int64
 	for _, proc := range byProcess(p.Samples) {
 		sp := speedscopeProfile{Type: "sampled", Unit: "nanoseconds",
 			Name: cleanName(proc[0].Comm) + " (pid " + strconv.FormatUint(uint64(proc[0].Pid), 10) + ")"}
-		for _, ws := range aggregate(proc, opt.ProcessRoot) {
+		for _, ws := range aggregate(proc, &opt) {
 			buf = rootFirst(buf[:0], ws.sample, &opt)
 			stack := make([]int, len(buf))
 			for i, f := range buf {
 				stack[i] = frames.id(f)
 			}
 			sp.Samples = append(sp.Samples, stack)
-			sp.Weights = append(sp.Weights, ws.count*p.Period.Nanoseconds())
-			sp.EndValue += ws.count * p.Period.Nanoseconds()
-			samples += ws.count
+			ns := ws.count // off-CPU nanoseconds
+			if !opt.OffCPU {
+				ns *= p.Period.Nanoseconds()
+				samples += ws.count
+			}
+			sp.Weights = append(sp.Weights, ns)
+			sp.EndValue += ns
+			offCPU += ns
 		}
 		if len(sp.Samples) > 0 {
 			profiles = append(profiles, sp)
@@ -76,11 +83,15 @@ func WriteSpeedscope(w io.Writer, p *stacks.Profile, opt Options) error {
 	}
 	slices.SortStableFunc(profiles, func(a, b speedscopeProfile) int { return cmp.Compare(b.EndValue, a.EndValue) })
 
+	name := describe(p, samples, true)
+	if opt.OffCPU {
+		name = describeOffCPU(p, time.Duration(offCPU))
+	}
 	file := speedscopeFile{
 		Schema:   SpeedscopeSchema,
 		Shared:   speedscopeShared{Frames: frames.list},
 		Profiles: profiles,
-		Name:     "sprof: " + describe(p, samples, true),
+		Name:     "sprof: " + name,
 		Exporter: "sprof",
 	}
 	if file.Shared.Frames == nil {

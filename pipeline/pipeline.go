@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/collector"
@@ -34,6 +35,12 @@ type Config struct {
 	IncludeIdle bool
 	// User and Kernel select the stacks; at least one must be set.
 	User, Kernel bool
+	// OffCPU also records where threads wait off the CPU, for waits of
+	// OffCPUMin or more (0: bpf.DefaultOffCPUMin); profiles then carry
+	// the off_cpu/nanoseconds sample type. Frequency 0 records off-CPU
+	// waits alone.
+	OffCPU    bool
+	OffCPUMin time.Duration
 	// RingBufferSize is the BPF ring's size, a power of two; 0 lets the
 	// sampler size it (bpf.DefaultRingBufferSize).
 	RingBufferSize int
@@ -87,6 +94,7 @@ func Open(cfg Config) (*Pipeline, error) {
 	p := &Pipeline{cfg: cfg}
 	opts := collector.Options{
 		Frequency:        cfg.Frequency,
+		OffCPU:           cfg.OffCPU,
 		Pids:             cfg.Pids,
 		FollowForks:      cfg.Command,
 		Symbolizer:       cfg.Symbolizer,
@@ -112,6 +120,8 @@ func Open(cfg Config) (*Pipeline, error) {
 		IncludeIdle:    cfg.IncludeIdle,
 		User:           cfg.User,
 		Kernel:         cfg.Kernel,
+		OffCPU:         cfg.OffCPU,
+		OffCPUMin:      cfg.OffCPUMin,
 		RingBufferSize: cfg.RingBufferSize,
 		StackCopy:      cfg.StackCopy,
 		CopyAll:        cfg.StackCopy > 0 && cfg.Command,

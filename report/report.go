@@ -41,8 +41,8 @@ type Options struct {
 type Result struct {
 	Header recording.Header
 	// Samples counts the samples read, Kept those that passed the
-	// filters.
-	Samples, Kept uint64
+	// filters; OffCPUKept counts the off-CPU records that passed them.
+	Samples, Kept, OffCPUKept uint64
 	// Damage lists the damaged stretches of the recording that were
 	// skipped (the first 64), Damaged counts them; everything else was
 	// converted.
@@ -85,11 +85,9 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 		return nil, nil, err
 	}
 	res := &Result{Header: rd.Header()}
-	if res.Header.Frequency == 0 {
-		return nil, res, fmt.Errorf("recording: sampling frequency 0 in the header")
-	}
+	// Frequency 0: a recording of off-CPU records alone.
 	c := &converter{opts: opts, res: res, procs: recording.NewProcessTable(), counts: map[sampleKey]int64{},
-		jit: map[uint32]*jit.Table{}}
+		offCPU: map[sampleKey]int64{}, jit: map[uint32]*jit.Table{}}
 	var end *recording.End
 	for {
 		ch, err := rd.Next()
@@ -110,7 +108,14 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 			if err != nil {
 				return nil, res, fmt.Errorf("recording: samples chunk at offset %d: %w", ch.Offset, err)
 			}
-			c.add(b)
+			c.add(b, false)
+		case recording.ChunkOffCPU:
+			b, err := ch.Batch()
+			if err != nil {
+				return nil, res, fmt.Errorf("recording: off-CPU chunk at offset %d: %w", ch.Offset, err)
+			}
+			c.hasOffCPU = true
+			c.add(b, true)
 		case recording.ChunkJIT:
 			syms, err := ch.JIT()
 			if err != nil {
@@ -135,8 +140,11 @@ type converter struct {
 	opts   Options
 	res    *Result
 	procs  *recording.ProcessTable
-	counts map[sampleKey]int64
-	order  []sampleKey // in order of first sight, for a stable output
+	counts map[sampleKey]int64 // CPU samples
+	offCPU map[sampleKey]int64 // nanoseconds off the CPU
+	order  []sampleKey         // in order of first sight, for a stable output
+	// hasOffCPU is set by the first off-CPU chunk.
+	hasOffCPU bool
 	// jit holds each process's JIT symbols, in file order (the later
 	// wins where they overlap).
 	jit  map[uint32]*jit.Table
@@ -147,11 +155,19 @@ type converter struct {
 	damaged bool
 }
 
-func (c *converter) add(b *recording.Batch) {
+// add adds a batch's weights to c.counts, or for off-CPU records to
+// c.offCPU.
+func (c *converter) add(b *recording.Batch, offCPU bool) {
+	values := c.counts
+	if offCPU {
+		values = c.offCPU
+	}
 	c.lost += b.Lost
 	for i := range b.Groups {
 		g := &b.Groups[i]
-		c.res.Samples += uint64(len(g.Times))
+		if !offCPU {
+			c.res.Samples += uint64(len(g.Times))
+		}
 		for _, t := range g.Times {
 			c.last = max(c.last, t)
 		}
@@ -173,10 +189,16 @@ func (c *converter) add(b *recording.Batch) {
 			k := sampleKey{pid: g.PID, tid: g.TID, comm: g.Comm, container: c.procs.Container(g.PID, t), maps: c.procs.Map(g.PID, t), table: b.Stacks,
 				user: g.User, kernel: g.Kernel, truncated: g.Flags&recording.UserTruncated != 0}
 			if _, ok := c.counts[k]; !ok {
-				c.order = append(c.order, k)
+				if _, ok := c.offCPU[k]; !ok {
+					c.order = append(c.order, k)
+				}
 			}
-			c.counts[k] += int64(g.Weight)
-			c.res.Kept++
+			values[k] += int64(g.Weight)
+			if offCPU {
+				c.res.OffCPUKept++
+			} else {
+				c.res.Kept++
+			}
 		}
 	}
 }
@@ -220,17 +242,20 @@ func (c *converter) profile(end *recording.End) *stacks.Profile {
 		p: &stacks.Profile{
 			Start:    h.Start.Add(c.opts.From),
 			Duration: max(stop-c.opts.From, 0),
-			Period:   time.Second / time.Duration(h.Frequency),
+			OffCPU:   c.hasOffCPU,
 			Lost:     c.lost,
 		},
 		mappings: map[imageKey]*stacks.Mapping{},
 		binaries: map[binaryKey]*binary{},
 		jit:      c.jit,
 	}
+	if h.Frequency > 0 {
+		b.p.Period = time.Second / time.Duration(h.Frequency)
+	}
 	b.locs = locations.New(b.p, c.opts.Kernel)
 	var frames []cbf.Frame
 	for _, k := range c.order {
-		s := &stacks.Sample{Count: c.counts[k], Pid: k.pid, Tid: k.tid, Comm: k.comm, Container: k.container, Truncated: k.truncated}
+		s := &stacks.Sample{Count: c.counts[k], OffCPU: time.Duration(c.offCPU[k]), Pid: k.pid, Tid: k.tid, Comm: k.comm, Container: k.container, Truncated: k.truncated}
 		if k.kernel >= 0 {
 			frames = k.table.Stack(frames[:0], k.kernel)
 			for j, f := range frames {

@@ -12,4 +12,5 @@ for cc in gcc aarch64-linux-gnu-gcc; do
 	[ "$cc" = gcc ] || out=arm64
 	$cc -O2 -fno-omit-frame-pointer -no-pie -o "$out/fpwalk" fpwalk.c
 	$cc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -pthread -o "$out/nofp" nofp.c
+	$cc -O2 -fno-omit-frame-pointer -no-pie -pthread -o "$out/offcpu" offcpu.c
 done

@@ -122,15 +122,19 @@ func (l *Location) Placeholder() string {
 	return fmt.Sprintf("%s+0x%x", m.Name(), l.Address-m.Start+m.Offset)
 }
 
-// Sample is a call stack observed Count times in one thread.
+// Sample is a call stack observed Count times in one thread by CPU
+// sampling, and for OffCPU in all by off-CPU recording.
 type Sample struct {
 	// Stack lists the locations leaf first: kernel frames (if any) come
 	// before user frames, as the CPU saw them.
 	Stack []*Location
 	Count int64
-	Pid   uint32
-	Tid   uint32
-	Comm  string
+	// OffCPU is the time the thread spent off the CPU (blocked, asleep,
+	// preempted) with this stack; 0 in profiles without off-CPU records.
+	OffCPU time.Duration
+	Pid    uint32
+	Tid    uint32
+	Comm   string
 	// Container is the ID of the container the process runs in, as its
 	// runtime names it (Docker's, containerd's, CRI-O's or Podman's 64 hex
 	// digits), read from the process's cgroup; "" when the process runs in
@@ -147,8 +151,12 @@ type Sample struct {
 type Profile struct {
 	Start    time.Time
 	Duration time.Duration
-	// Period is the sampling period of the cpu-clock event: 1s / frequency.
+	// Period is the sampling period of the cpu-clock event: 1s / frequency;
+	// 0 when the profile has only off-CPU time (no CPU sampling).
 	Period time.Duration
+	// OffCPU says the samples carry off-CPU time (Sample.OffCPU), the
+	// off-CPU records of waits of at least the recording's minimum.
+	OffCPU bool
 	// Mappings lists every Mapping that a Location of Samples refers to.
 	Mappings []*Mapping
 	Samples  []*Sample

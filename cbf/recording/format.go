@@ -47,9 +47,14 @@ const (
 	// ChunkJIT holds the symbols of code that processes generated at run
 	// time (JIT compilers), which no file on disk names.
 	ChunkJIT ChunkType = 7
+	// ChunkOffCPU holds one batch of off-CPU records: a Samples chunk's
+	// layout, each time a thread ran again after waiting off the CPU and
+	// the group's weight the nanoseconds it waited. Readers from before
+	// off-CPU recording skip it.
+	ChunkOffCPU ChunkType = 8
 
 	// maxChunkType is the highest type this package knows.
-	maxChunkType = ChunkJIT
+	maxChunkType = ChunkOffCPU
 )
 
 func (t ChunkType) String() string {
@@ -68,6 +73,8 @@ func (t ChunkType) String() string {
 		return "tables"
 	case ChunkJIT:
 		return "jit"
+	case ChunkOffCPU:
+		return "off-cpu"
 	}
 	return fmt.Sprintf("chunk type %d", uint8(t))
 }

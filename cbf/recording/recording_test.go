@@ -723,3 +723,57 @@ func TestRoundTripExtremes(t *testing.T) {
 		}
 	}
 }
+
+// TestOffCPUChunk: off-CPU records go into chunks of their own, which the
+// summary counts apart from the samples.
+func TestOffCPUChunk(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(1_700_000_000, 0)
+	w, err := NewWriter(&buf, Options{Frequency: 99, Start: now, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, kernel := []uint64{0x401000, 0x402000}, []uint64{0xffffffff81000000}
+	if err := w.Sample(now.Add(time.Millisecond), 10, 11, 0, "app", user, nil, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, ns := range []uint64{5e6, 5e6, 2e6} {
+		if err := w.OffCPU(now.Add(time.Duration(i+2)*time.Millisecond), 10, 11, 1, "app", user, kernel, 0, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.OffCPU(now, 10, 11, 1, "app", user, kernel, 0, 0); err == nil {
+		t.Error("an off-CPU record of 0 ns was accepted")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Summarize(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Samples != 1 || s.OffCPU != 3 || s.OffCPUTime != 12*time.Millisecond || s.Unknown != 0 || s.End == nil || s.End.Samples != 1 {
+		t.Errorf("summary %+v", s)
+	}
+	r, err := NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []ChunkType
+	for {
+		c, err := r.Next()
+		if err != nil {
+			break
+		}
+		types = append(types, c.Type)
+		if c.Type == ChunkOffCPU {
+			b, err := c.Batch()
+			if err != nil || len(b.Groups) != 2 || b.Lost != 0 {
+				t.Errorf("off-CPU batch %+v (%v)", b, err)
+			}
+		}
+	}
+	if !slices.Contains(types, ChunkOffCPU) || !slices.Contains(types, ChunkSamples) {
+		t.Errorf("chunk types %v", types)
+	}
+}

@@ -20,7 +20,11 @@ type Summary struct {
 	// and checksums included: where the size of a recording goes.
 	Bytes   map[ChunkType]int64
 	Samples uint64
-	Lost    uint64
+	// OffCPU counts off-CPU records (ChunkOffCPU), and OffCPUTime is the
+	// time they waited.
+	OffCPU     uint64
+	OffCPUTime time.Duration
+	Lost       uint64
 	// Stacks counts the entries of the stack tables: the distinct stacks
 	// and the shared parts of stacks, each stored once.
 	Stacks int
@@ -121,6 +125,15 @@ func (s *Summary) add(c *Chunk, pids map[uint32]bool, images map[string]bool) er
 				s.LastSample = max(s.LastSample, t)
 				s.Samples++
 			}
+		}
+	case ChunkOffCPU:
+		b, err := c.Batch()
+		if err != nil {
+			return err
+		}
+		for _, g := range b.Groups {
+			s.OffCPU += uint64(len(g.Times))
+			s.OffCPUTime += time.Duration(g.Weight) * time.Duration(len(g.Times))
 		}
 	case ChunkEnd:
 		e, err := c.End()

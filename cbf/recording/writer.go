@@ -67,6 +67,7 @@ type Writer struct {
 	cdict      containerDict
 	stacks     *stackDict
 	batch      batch
+	offCPU     batch  // off-CPU records, for the next OffCPU chunk
 	samples    uint64 // totals for the End chunk
 	lost       uint64
 	// tables is the Tables chunk's payload for the next flush: the
@@ -97,6 +98,7 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 		maps: newMapDict()}
 	wr.batch.reset()
 	wr.tables = wr.appendTables(nil)
+	wr.offCPU.reset()
 	h := Header{Version: Version, Start: opts.Start, Host: opts.Host, Kernel: opts.Kernel,
 		Arch: opts.Arch, Frequency: opts.Frequency}
 	wr.out = append(wr.out, Magic...)
@@ -158,13 +160,29 @@ func (w *Writer) Sample(t time.Time, pid, tid, cpu uint32, comm string, user, ke
 	if w.err != nil {
 		return w.err
 	}
+	w.samples++
+	return w.add(&w.batch, t, pid, tid, cpu, comm, user, kernel, flags, weight)
+}
+
+// OffCPU adds an off-CPU record: thread tid ran again at t on cpu after
+// waiting ns nanoseconds off the CPU with these stacks (see ChunkOffCPU).
+func (w *Writer) OffCPU(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, flags Flags, ns uint64) error {
+	if w.err != nil {
+		return w.err
+	}
+	if ns == 0 {
+		return errors.New("recording: off-CPU record of 0 ns")
+	}
+	return w.add(&w.offCPU, t, pid, tid, cpu, comm, user, kernel, flags, ns)
+}
+
+func (w *Writer) add(b *batch, t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, flags Flags, weight uint64) error {
 	k := groupKey{pid: pid, tid: tid, cpu: cpu, flags: flags, weight: weight}
-	k.comm = w.batch.comm(comm)
+	k.comm = b.comm(comm)
 	k.user = w.stack(user, flags&UserTruncated != 0)
 	k.kernel = w.stack(kernel, flags&KernelTruncated != 0)
-	w.batch.add(k, int64(t.Sub(w.start)))
-	w.samples++
-	if w.batch.size()+len(w.stacks.pending) >= w.opts.MaxBatchBytes {
+	b.add(k, int64(t.Sub(w.start)))
+	if w.batch.size()+w.offCPU.size()+len(w.stacks.pending) >= w.opts.MaxBatchBytes {
 		return w.Flush()
 	}
 	return w.tick(w.opts.Clock())
@@ -239,6 +257,11 @@ func (w *Writer) Flush() error {
 		w.scratch = w.batch.appendPayload(w.scratch[:0])
 		w.out = appendChunk(w.out, ChunkSamples, w.scratch)
 		w.batch.reset()
+	}
+	if len(w.offCPU.groups) > 0 {
+		w.scratch = w.offCPU.appendPayload(w.scratch[:0])
+		w.out = appendChunk(w.out, ChunkOffCPU, w.scratch)
+		w.offCPU.reset()
 	}
 	if len(w.stacks.words) > w.stacks.maxWords {
 		w.stacks.reset()

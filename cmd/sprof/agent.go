@@ -27,6 +27,7 @@ A service is --service-name, or else each process under its command name.
 Examples:
   sudo sprof agent --pyroscope-url http://pyroscope:4040 --label env=prod
   sudo sprof agent --output-dir /var/lib/sprof --keep 240 --metrics-addr 127.0.0.1:9465
+  sudo sprof agent --pyroscope-url http://pyroscope:4040 --off-cpu  # also off_cpu:nanoseconds
   sudo env SPROF_PYROSCOPE_USER=123456 SPROF_PYROSCOPE_PASSWORD=glc_... \
     sprof agent --pyroscope-url https://profiles-prod-001.grafana.net
 
@@ -92,7 +93,7 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while Pyroscope is unreachable; the oldest are dropped first")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the agent's Prometheus metrics at this address (e.g. 127.0.0.1:9465), GET /metrics")
 	fs.Var((*durationValue)(&o.flushTimeout), "flush-timeout", "how long to try sending queued profiles at exit")
-	o.sampling.add(fs, agent.DefaultUnwindCache)
+	o.sampling.add(fs, agent.DefaultUnwindCache, "also record where threads wait off the CPU: a second profile type per service, off_cpu:nanoseconds")
 	symbolCache := sizeValue(agent.DefaultSymbolCache)
 	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables (e.g. 64M): tables unused for a whole interval are dropped, and the least recently used when over it; with gsym, half for GSYM files, half for ELF fallbacks")
 	o.memoryLimit = agent.DefaultMemoryLimit
@@ -120,7 +121,7 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	if o.interval < time.Second {
 		return nil, usagef("--interval %v: must be at least 1s", o.interval)
 	}
-	if err := o.sampling.check(); err != nil {
+	if err := o.sampling.check(fs); err != nil {
 		return nil, err
 	}
 	if symbolCache < 1<<20 {

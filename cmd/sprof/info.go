@@ -56,6 +56,9 @@ func printSummary(w io.Writer, name string, size int64, s *recording.Summary) {
 	fmt.Fprintf(w, "duration      %v\n", s.Duration().Round(time.Millisecond))
 	fmt.Fprintf(w, "frequency     %d Hz\n", h.Frequency)
 	fmt.Fprintf(w, "samples       %d (%d lost)\n", s.Samples, s.Lost)
+	if s.OffCPU > 0 {
+		fmt.Fprintf(w, "off-CPU       %d waits, %v in all\n", s.OffCPU, s.OffCPUTime.Round(time.Millisecond))
+	}
 	fmt.Fprintf(w, "processes     %d\n", s.Processes)
 	fmt.Fprintf(w, "images        %d\n", s.Images)
 	fmt.Fprintf(w, "stacks        %d stored\n", s.Stacks)

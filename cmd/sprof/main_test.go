@@ -146,6 +146,10 @@ func TestRecordUsageErrors(t *testing.T) {
 		{[]string{"-o", "x.sprof", "--labels", "comm"}, "give them to 'sprof report'"},
 		{[]string{"--cgroup", "/nonexistent/app.service"}, "--cgroup: /nonexistent/app.service: no such file or directory (give a cgroup v2 directory"},
 		{[]string{"--cgroup", "/proc"}, "--cgroup: /proc is not in a cgroup v2 hierarchy"},
+		{[]string{"--off-cpu", "--cpu", "-o", "x.folded"}, "folded output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz) or a .sprof recording"},
+		{[]string{"--off-cpu-min", "5ms"}, "--off-cpu-min needs --off-cpu"},
+		{[]string{"--off-cpu", "--off-cpu-min", "0"}, "--off-cpu-min must be positive"},
+		{[]string{"--cpu=false"}, "--cpu=false records nothing; add --off-cpu"},
 	}
 	for _, tt := range tests {
 		code, out, errs := runSprof(append([]string{"record"}, tt.args...)...)

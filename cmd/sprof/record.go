@@ -33,6 +33,8 @@ Examples:
   sudo sprof record --cgroup /sys/fs/cgroup/system.slice/nginx.service -o nginx.pb.gz
   sudo sprof record -U -F 49 -d 1m -o user.folded      # user stacks only, 49 Hz
   sudo sprof record -d 30 --process-root container-comm -o host.svg  # by container
+  sudo sprof record --off-cpu -p 1234 -d 30 -o waits.svg  # where pid 1234 waits
+  sudo sprof record --off-cpu --cpu -d 30 -o both.pb.gz   # pprof -sample_index=off_cpu
 
 The output format follows the file's extension unless --format says
 otherwise: .pb.gz, .pprof, .pb (pprof, for go tool pprof and Pyroscope);
@@ -40,6 +42,15 @@ otherwise: .pb.gz, .pprof, .pb (pprof, for go tool pprof and Pyroscope);
 .speedscope.json (speedscope); .sprof (a recording of the raw samples and
 the processes' image maps, readable even if sprof is killed; 'sprof report'
 symbolizes it later, into any of the other formats).
+
+Off-CPU profiling (--off-cpu) records where threads wait instead of where
+they run: each time a thread of the selected processes runs again after at
+least --off-cpu-min off the CPU (blocked on a lock, in I/O, asleep,
+preempted), its stacks as it left the CPU, kernel frames included, count the
+time it waited. pprof output gets an off_cpu/nanoseconds sample type, alone
+or with --cpu beside the CPU samples (go tool pprof -sample_index=off_cpu
+selects it); folded and SVG count microseconds off the CPU and speedscope
+nanoseconds, so they take --off-cpu without --cpu.
 `
 
 // recordOptions is the parsed command line of `sprof record`.
@@ -52,6 +63,7 @@ type recordOptions struct {
 	format      exporters.Format
 	includeIdle bool
 	stats       bool
+	cpu         bool // sample the CPU (by default unless --off-cpu)
 	sampling    samplingFlags
 	symbolizer  symbolizerFlags
 	export      exporters.Options
@@ -79,7 +91,8 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(append(exporters.Formats(), formatRecording)))
 	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
 	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and per sample, its ring size and backlog use, and sprof's userspace ns per sample")
-	o.sampling.add(fs, collector.DefaultUnwindCacheBytes)
+	o.sampling.add(fs, collector.DefaultUnwindCacheBytes, "record where threads wait off the CPU (blocked, asleep, preempted) instead of where they run; add --cpu for both")
+	fs.BoolVar(&o.cpu, "cpu", true, "sample what runs on the CPU (the default; with --off-cpu, records both)")
 	export := &exportFlags{}
 	export.add(fs, "comm in folded and SVG output of every process or a --cgroup, none with -p or a command")
 	o.symbolizer.add(fs)
@@ -100,8 +113,14 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	if err := checkFrequency(o.frequency); err != nil {
 		return nil, err
 	}
-	if err := o.sampling.check(); err != nil {
+	if err := o.sampling.check(fs); err != nil {
 		return nil, err
+	}
+	if o.sampling.offCPU && !fs.Changed("cpu") {
+		o.cpu = false
+	}
+	if !o.cpu && !o.sampling.offCPU {
+		return nil, usagef("--cpu=false records nothing; add --off-cpu")
 	}
 	if err := o.symbolizer.check(); err != nil {
 		return nil, err
@@ -131,6 +150,10 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	if o.sampling.kernelOnly {
 		o.export.EmptyStack = userModeFrame
 	}
+	if o.sampling.offCPU && o.cpu && o.format != exporters.Pprof && o.format != formatRecording {
+		return nil, usagef("%s output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz) or a .sprof recording, or drop --cpu for off-CPU time alone", o.format)
+	}
+	o.export.OffCPU = o.sampling.offCPU && !o.cpu
 	if o.format == formatRecording && (fs.Changed("labels") || fs.Changed("process-root")) {
 		return nil, usagef("--labels and --process-root shape a profile; a .sprof recording keeps every sample's process and container, give them to 'sprof report'")
 	}

@@ -562,3 +562,49 @@ func TestPlaceholderPattern(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordOffCPU records the off-CPU fixture (testdata/bpf/offcpu: a
+// thread alternating a spin in chain_a with a pipe read in chain_b) with
+// --off-cpu --cpu: go tool pprof's model of the output must hold both
+// sample types, the wait time on chain_b with the kernel's pipe read below
+// it, and the CPU samples on chain_a.
+func TestRecordOffCPU(t *testing.T) {
+	p, errs := recordProfile(t, "--off-cpu", "--cpu", "-F", "499", "--stats", "--", "../../testdata/bpf/offcpu", "pipe", "100", "5000")
+	if !strings.Contains(errs, "off-CPU programs:") {
+		t.Errorf("--stats says nothing of the off-CPU programs:\n%s", errs)
+	}
+	var types []string
+	for _, st := range p.SampleType {
+		types = append(types, st.Type+"/"+st.Unit)
+	}
+	if strings.Join(types, " ") != "samples/count cpu/nanoseconds off_cpu/nanoseconds" || p.DefaultSampleType != "cpu" {
+		t.Fatalf("sample types %v, default %q", types, p.DefaultSampleType)
+	}
+	var offB, offPipe, offAll, cpuA, cpuAll int64
+	for _, s := range p.Sample {
+		fns := strings.Join(names(s), ";")
+		if !strings.Contains(fns, "worker") {
+			continue
+		}
+		offAll += s.Value[2]
+		cpuAll += s.Value[0]
+		if strings.Contains(fns, "chain_b") {
+			offB += s.Value[2]
+			if strings.Contains(fns, "pipe_read") { // anon_pipe_read since 6.16
+				offPipe += s.Value[2]
+			}
+		}
+		if strings.Contains(fns, "chain_a") {
+			cpuA += s.Value[0]
+		}
+	}
+	t.Logf("worker: %v off the CPU, %v in chain_b, %v of it in pipe_read; %d CPU samples, %d in chain_a",
+		time.Duration(offAll), time.Duration(offB), time.Duration(offPipe), cpuAll, cpuA)
+	// 100 waits of 5 ms at least: most of the thread's time off the CPU.
+	if offB < int64(400*time.Millisecond) || offB < offAll*3/4 || offPipe < offB*9/10 {
+		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of %v", time.Duration(offB), time.Duration(offPipe), time.Duration(offAll))
+	}
+	if cpuA < cpuAll*3/4 {
+		t.Errorf("CPU: %d of %d samples in chain_a", cpuA, cpuAll)
+	}
+}

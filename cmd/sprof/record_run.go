@@ -74,7 +74,11 @@ func runRecord(e *env, args []string) error {
 	// Warnings about what sprof will do without wait until the sampler
 	// is open: when it cannot open, its error is the one thing to say.
 	var warnings bytes.Buffer
-	cfg := o.sampling.config(o.frequency)
+	hz := o.frequency
+	if !o.cpu {
+		hz = 0 // off-CPU records only
+	}
+	cfg := o.sampling.config(hz)
 	cfg.Pids, cfg.Command, cfg.CgroupID, cfg.IncludeIdle = pids, follow, cgroupID, o.includeIdle
 	cfg.Symbolizer = o.symbolizer.newSymbolizer(&env{e.stdin, e.stdout, &warnings}, "record")
 	if rec != nil {
@@ -100,7 +104,7 @@ func runRecord(e *env, args []string) error {
 		rec.failed = failed
 	}
 	e.stderr.Write(warnings.Bytes())
-	fmt.Fprintf(e.stderr, "sprof: sampling %s at %d Hz%s; Ctrl-C to stop\n", target(o, cmd), o.frequency, untilText(o))
+	fmt.Fprintf(e.stderr, "sprof: %s%s; Ctrl-C to stop\n", recordingWhat(o, target(o, cmd)), untilText(o))
 	if o.duration > 0 { // counted from the first sample, not from start-up
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
@@ -258,6 +262,17 @@ func stopOnSignal() (stop, names context.Context, restore func()) {
 	}
 }
 
+// recordingWhat says what record does to what (target's words).
+func recordingWhat(o *recordOptions, what string) string {
+	switch {
+	case o.sampling.offCPU && o.cpu:
+		return fmt.Sprintf("sampling %s at %d Hz and recording its waits off the CPU of %v or more", what, o.frequency, o.sampling.offCPUMin)
+	case o.sampling.offCPU:
+		return fmt.Sprintf("recording the waits off the CPU of %v or more of %s", o.sampling.offCPUMin, what)
+	}
+	return fmt.Sprintf("sampling %s at %d Hz", what, o.frequency)
+}
+
 // target says in words what is being sampled.
 func target(o *recordOptions, cmd *launched) string {
 	what := "all processes"
@@ -291,7 +306,7 @@ func untilText(o *recordOptions) string {
 func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 	if bpfErr != nil {
 		fmt.Fprintf(e.stderr, "sprof: BPF run-time statistics unavailable: %v\n", bpfErr)
-	} else {
+	} else if b.RunCount > 0 || b.OffCPU.Switches == 0 { // no sampling program ran with --off-cpu alone
 		// Runs cost time also when the filters end them; a sample
 		// bears the cost of all runs.
 		perRun, perSample := "no", "no"
@@ -303,6 +318,10 @@ func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 		}
 		fmt.Fprintf(e.stderr, "sprof: BPF program: %d runs, %s ns/run, %s ns/sample; %d KiB ring, %d records spilled to the backlog\n",
 			b.RunCount, perRun, perSample, b.RingSize>>10, b.Spilled)
+	}
+	if off := b.OffCPU; bpfErr == nil && off.Switches > 0 {
+		fmt.Fprintf(e.stderr, "sprof: off-CPU programs: %d context switches, %.0f ns/switch (system call exits included); %d records sent, %d waits below --off-cpu-min, %d lost\n",
+			off.Switches, float64(off.RunTimeNs)/float64(off.Switches), off.Sent, off.Short, off.Lost)
 	}
 	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
 		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)

@@ -142,6 +142,14 @@ func (r *recordingFile) JIT(t time.Time, pid uint32, s *jit.Symbol) error {
 	return r.check(r.w.JIT(t, pid, sym))
 }
 
+func (r *recordingFile) OffCPU(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool, ns uint64) error {
+	var flags recording.Flags
+	if userTruncated {
+		flags = recording.UserTruncated
+	}
+	return r.check(r.w.OffCPU(t, pid, tid, cpu, comm, user, kernel, flags, ns))
+}
+
 func (r *recordingFile) Tick() error { return r.check(r.w.Tick()) }
 
 // close ends the recording with the count of samples the sampler lost.

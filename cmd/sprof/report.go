@@ -40,6 +40,11 @@ Examples:
 The output format follows the file's extension unless --format says
 otherwise: .pb.gz, .pprof, .pb (pprof); .folded, .txt (folded stacks);
 .svg (flame graph); .speedscope.json (speedscope).
+
+A recording made with 'sprof record --off-cpu' holds the time threads waited
+off the CPU: pprof output has it as the off_cpu sample type; folded, SVG and
+speedscope show it when the recording has nothing else, or with --off-cpu
+when it also has CPU samples.
 `
 
 // reportOptions is the parsed command line of `sprof report`.
@@ -52,6 +57,7 @@ type reportOptions struct {
 	symbolizer    symbolizerFlags
 	export        exporters.Options
 	exportFlags   *exportFlags
+	offCPU        bool // one-value formats show off-CPU time
 }
 
 func parseReport(e *env, args []string) (*reportOptions, error) {
@@ -63,6 +69,7 @@ func parseReport(e *env, args []string) (*reportOptions, error) {
 	fs.StringSliceVar(&o.comms, "comm", nil, "only threads or processes of this name (repeat, or separate with commas)")
 	fs.StringVar(&o.from, "from", "", "start of the window: an offset from the recording's start (10, 1m30s) or a time (RFC 3339)")
 	fs.StringVar(&o.to, "to", "", "end of the window, as --from; default the end of the recording")
+	fs.BoolVar(&o.offCPU, "off-cpu", false, "in folded, SVG and speedscope output, show the time threads waited off the CPU rather than CPU samples (recordings made with --off-cpu --cpu)")
 	export := &exportFlags{}
 	export.add(fs, "comm in folded and SVG output of more than one process, else none")
 	o.exportFlags = export
@@ -142,12 +149,16 @@ func runReport(e *env, args []string) error {
 	if d := damageText(res); d != "" {
 		fmt.Fprintf(e.stderr, "sprof report: %s: %s\n", o.input, d)
 	}
-	if res.Kept == 0 {
+	if res.Kept == 0 && res.OffCPUKept == 0 {
 		// An empty profile is no answer: say why, and write nothing.
 		return fmt.Errorf("%s: no samples to report: %s; wrote nothing", o.input, whyEmpty(o, res))
 	}
 	o.export.ProcessRoot = o.exportFlags.rootFor(o.format, manyProcesses(prof), o.export.ProcessRoot)
 	o.export.Subject = reportSubject(h.Host, o)
+	if o.offCPU && !prof.OffCPU {
+		return fmt.Errorf("%s has no off-CPU records (record with --off-cpu); drop --off-cpu", o.input)
+	}
+	o.export.OffCPU = o.offCPU || (prof.OffCPU && prof.Period == 0)
 	out, err := outfile.Create(o.output, e.stdout)
 	if err != nil {
 		return err

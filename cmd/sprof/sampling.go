@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/pflag"
 
 	"github.com/sprof/sprof/bpf"
@@ -11,16 +13,23 @@ import (
 // unwound, which record and agent share, so that both sample alike.
 type samplingFlags struct {
 	userOnly, kernelOnly bool
+	offCPU               bool          // also record waits off the CPU
+	offCPUMin            time.Duration // the shortest wait recorded
 	ringBuffer           int
 	stackCopy            int
 	unwindCache          int
 	debugUnwind          bool
 }
 
-// add defines the flags on fs; unwindCache is --unwind-cache's default.
-func (f *samplingFlags) add(fs *pflag.FlagSet, unwindCache int) {
+// add defines the flags on fs; unwindCache is --unwind-cache's default
+// and offCPUUsage --off-cpu's help, which says what the command makes of
+// the waits.
+func (f *samplingFlags) add(fs *pflag.FlagSet, unwindCache int, offCPUUsage string) {
 	fs.BoolVarP(&f.userOnly, "user-only", "U", false, "user stacks only")
 	fs.BoolVarP(&f.kernelOnly, "kernel-only", "K", false, "kernel stacks only; samples taken in user mode show as "+userModeFrame)
+	fs.BoolVar(&f.offCPU, "off-cpu", false, offCPUUsage)
+	f.offCPUMin = bpf.DefaultOffCPUMin
+	fs.Var((*durationValue)(&f.offCPUMin), "off-cpu-min", "the shortest wait --off-cpu records (1ms, 100us): shorter ones cost less and are not counted")
 	f.stackCopy = pipeline.DefaultStackCopy
 	fs.Var((*sizeValue)(&f.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
 	f.unwindCache = unwindCache
@@ -29,11 +38,17 @@ func (f *samplingFlags) add(fs *pflag.FlagSet, unwindCache int) {
 	fs.Var((*sizeValue)(&f.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = rate × CPUs × record size for 1s, or with --stack-copy 64-128ms: small enough to stay in the CPU caches, drained when a quarter full")
 }
 
-// check checks the values given, and turns stack copies off where there
-// are no user stacks to copy.
-func (f *samplingFlags) check() error {
+// check checks the values given on fs, and turns stack copies off where
+// there are no user stacks to copy.
+func (f *samplingFlags) check(fs *pflag.FlagSet) error {
 	if f.userOnly && f.kernelOnly {
 		return usagef("--user-only and --kernel-only exclude each other; give at most one")
+	}
+	if fs.Changed("off-cpu-min") && !f.offCPU {
+		return usagef("--off-cpu-min needs --off-cpu")
+	}
+	if f.offCPUMin <= 0 {
+		return usagef("--off-cpu-min must be positive")
 	}
 	if f.stackCopy > bpf.MaxStackCopy {
 		return usagef("--stack-copy %d: at most %d bytes", f.stackCopy, bpf.MaxStackCopy)
@@ -50,12 +65,15 @@ func (f *samplingFlags) check() error {
 	return nil
 }
 
-// config returns the pipeline.Config of the flags, sampling at hz.
+// config returns the pipeline.Config of the flags, sampling at hz (0 with
+// --off-cpu: off-CPU records only).
 func (f *samplingFlags) config(hz int) pipeline.Config {
 	return pipeline.Config{
 		Frequency:      hz,
 		User:           !f.kernelOnly,
 		Kernel:         !f.userOnly,
+		OffCPU:         f.offCPU,
+		OffCPUMin:      f.offCPUMin,
 		RingBufferSize: f.ringBuffer,
 		StackCopy:      f.stackCopy,
 		UnwindCache:    int64(f.unwindCache),

@@ -36,6 +36,7 @@ func (src *Source) deliver(s *bpf.Sample) {
 		PC: s.PC, SP: s.SP, FP: s.FP, LR: s.LR,
 		User: s.User, Kernel: s.Kernel, UserTruncated: s.UserTruncated,
 		StackCopy: s.StackCopy, StackCopyTruncated: s.StackCopyTruncated,
+		OffCPU: s.OffCPU,
 	}
 	src.fn(&src.out)
 }

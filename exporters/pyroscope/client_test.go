@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -468,5 +469,48 @@ func TestPushIntervals(t *testing.T) {
 	}
 	if len(ids) != 3 {
 		t.Errorf("%d distinct profile IDs over 3 intervals", len(ids))
+	}
+}
+
+// TestPushOffCPU: a profile with off-CPU time reaches each service's
+// series with off_cpu/nanoseconds beside the CPU sample types, which
+// Pyroscope files as a profile type of its own; a service whose threads
+// only waited gets its series too.
+func TestPushOffCPU(t *testing.T) {
+	fake := &fakePyroscope{}
+	start := time.Now().Add(-time.Minute).Truncate(time.Second)
+	c, err := New(Config{URL: fake.start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testProfile(start)
+	p.OffCPU = true
+	p.Samples[0].OffCPU = 40 * time.Millisecond
+	p.Samples = append(p.Samples, &stacks.Sample{Stack: p.Samples[2].Stack, OffCPU: 2 * time.Second, Pid: 40, Tid: 40, Comm: "cron"})
+	if err := c.Push(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	offCPU := map[string]int64{}
+	for _, req := range fake.requests {
+		rs := req.Series[0]
+		pp := decode(t, rs.Samples[0].RawProfile)
+		var types []string
+		for _, st := range pp.SampleType {
+			types = append(types, st.Type+":"+st.Unit)
+		}
+		if strings.Join(types, " ") != "samples:count cpu:nanoseconds off_cpu:nanoseconds" {
+			t.Errorf("series %s: sample types %v", labelString(rs), types)
+		}
+		for _, s := range pp.Sample {
+			offCPU[labelString(rs)] += s.Value[2]
+		}
+	}
+	want := map[string]int64{
+		"__name__=process_cpu,service_name=cron": int64(2 * time.Second),
+		"__name__=process_cpu,service_name=db":   0,
+		"__name__=process_cpu,service_name=web":  int64(40 * time.Millisecond),
+	}
+	if !maps.Equal(offCPU, want) {
+		t.Errorf("off-CPU time per series %v, want %v", offCPU, want)
 	}
 }

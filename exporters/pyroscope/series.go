@@ -44,7 +44,7 @@ func Split(p *stacks.Profile, service func(*stacks.Sample) string) []Series {
 		k := key{service(s), s.Container}
 		sp := bySeries[k]
 		if sp == nil {
-			sp = &stacks.Profile{Start: p.Start, Duration: p.Duration, Period: p.Period, Mappings: p.Mappings, Lost: p.Lost}
+			sp = &stacks.Profile{Start: p.Start, Duration: p.Duration, Period: p.Period, OffCPU: p.OffCPU, Mappings: p.Mappings, Lost: p.Lost}
 			bySeries[k] = sp
 			keys = append(keys, k)
 		}

@@ -1,0 +1,430 @@
+package bpf
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/sprof/sprof/symbolize"
+)
+
+// offCPUFixture runs testdata/bpf/offcpu with args, starts it once the
+// returned function is called, and returns the line it prints at the end
+// through the second.
+func offCPUFixture(t testing.TB, args ...string) (pid int, start func(), result func() string) {
+	t.Helper()
+	cmd := exec.Command(offCPUPath, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start fixture: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	start = func() {
+		if _, err := io.WriteString(stdin, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	result = func() string {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			t.Fatalf("fixture %v printed %q: %v", args, line, err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("fixture %v: %v", args, err)
+		}
+		return strings.TrimSpace(line)
+	}
+	return cmd.Process.Pid, start, result
+}
+
+// kernelFunctions names the kernel functions of addrs.
+func kernelFunctions(k *symbolize.Kernel, addrs []uint64) []string {
+	var names []string
+	for _, a := range addrs {
+		if f := k.Symbolize(nil, a); len(f) > 0 {
+			names = append(names, f[0].Function)
+		}
+	}
+	return names
+}
+
+// TestOffCPUWaits runs a thread that alternates between a 2 ms spin in
+// chain A and a 5 ms wait in chain B, and checks the off-CPU records
+// against the wall time the fixture measured in its waits: the records
+// whose user stack holds chain_b must add up to it within 5%, and 90% of
+// that time must have the kernel function the wait sleeps in on its kernel
+// stack (the rest is the thread preempted on its way, in or out of the
+// system call: on a loaded host, a wait's wakeup often preempts the
+// waker). CPU samples taken meanwhile must land in chain A.
+func TestOffCPUWaits(t *testing.T) {
+	requireFixture(t)
+	k, err := symbolize.LoadKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := loadELF(t, offCPUPath)
+	for _, tc := range []struct {
+		mode   string
+		kernel []string // one of these must be on each chain-B record's kernel stack
+	}{
+		{"nanosleep", []string{"do_nanosleep", "hrtimer_nanosleep"}},
+		{"futex", []string{"futex_wait_queue", "futex_wait_queue_me", "futex_wait"}},
+		{"pipe", []string{"pipe_read", "anon_pipe_read"}}, // anon_pipe_read: 6.16+
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			pid, start, result := offCPUFixture(t, tc.mode, "60", "5000")
+			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true, OffCPU: true})
+			start()
+			var tid, waitNs, spinNs uint64
+			line := result()
+			if _, err := fmt.Sscanf(line, "tid=%d wait_ns=%d spin_ns=%d", &tid, &waitNs, &spinNs); err != nil {
+				t.Fatalf("fixture printed %q: %v", line, err)
+			}
+			var inB, inBKernel, inA, other uint64
+			var cpuA, cpuB, records int
+			var missingKernel []string
+			holds := func(x *Sample, fn string) bool {
+				for _, pc := range x.User {
+					if fx.contains(fn, pc) {
+						return true
+					}
+				}
+				return false
+			}
+			if _, err := s.Read(func(x *Sample) {
+				if uint64(x.Tid) != tid {
+					return
+				}
+				if x.OffCPU == 0 {
+					switch {
+					case holds(x, "chain_a"):
+						cpuA++
+					case holds(x, "chain_b"):
+						cpuB++
+					}
+					return
+				}
+				records++
+				switch {
+				case holds(x, "chain_b"):
+					inB += x.OffCPU
+					names := kernelFunctions(k, x.Kernel)
+					if hasAny(names, tc.kernel) {
+						inBKernel += x.OffCPU
+					} else if len(missingKernel) < 3 {
+						missingKernel = append(missingKernel, strings.Join(names, ";"))
+					}
+				case holds(x, "chain_a"):
+					inA += x.OffCPU // preempted while spinning
+				default:
+					other += x.OffCPU
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("fixture: wait %.1f ms, spin %.1f ms; off-CPU: chain B %.1f ms (%.1f ms in %v), chain A %.1f ms, other %.1f ms in %d records; CPU samples: chain A %d, chain B %d; %+v",
+				ms(waitNs), ms(spinNs), ms(inB), ms(inBKernel), tc.kernel, ms(inA), ms(other), records, cpuA, cpuB, st.OffCPU)
+			if d := float64(inB) - float64(waitNs); d > 0.05*float64(waitNs) || d < -0.05*float64(waitNs) {
+				t.Errorf("off-CPU time in chain B is %.1f ms, the fixture waited %.1f ms: off by %.1f%%", ms(inB), ms(waitNs), 100*d/float64(waitNs))
+			}
+			if inBKernel < inB*9/10 {
+				t.Errorf("%.1f of %.1f ms in chain B have any of %v on the kernel stack; others have e.g. %q",
+					ms(inBKernel), ms(inB), tc.kernel, missingKernel)
+			}
+			if cpuA == 0 || cpuB > cpuA/10 {
+				t.Errorf("CPU samples: %d in chain A, %d in chain B; the spin is in chain A", cpuA, cpuB)
+			}
+			if lost, err := s.Lost(); err != nil || lost != 0 {
+				t.Errorf("lost %d (%v)", lost, err)
+			}
+		})
+	}
+}
+
+func hasAny(names, want []string) bool {
+	for _, n := range names {
+		for _, w := range want {
+			if n == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func ms(ns uint64) float64 { return float64(ns) / 1e6 }
+
+// makeOffCPURecord builds an off-CPU record as offcpu.bpf.c writes it:
+// kernel frames 1..nk, user frames nk+1..nk+nu.
+func makeOffCPURecord(nk, nu int, off uint64) []byte {
+	h := offcpuOffcpuHeader{Version: offCPURecordVersion, Flags: flagUserTruncated,
+		KernelFrames: uint16(nk), UserFrames: uint16(nu), Pid: 42, Tid: 43, Cpu: 1,
+		Time: 2e9, OffNs: off, Pc: uint64(nk + 1), Sp: 0x7ff0, Fp: 0x7ff8}
+	copy(h.Comm[:], []int8{'w', 'a', 'i', 't'})
+	raw := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&h)), offCPUHeaderSize)...)
+	for i := 1; i <= nk+nu; i++ {
+		raw = binary.NativeEndian.AppendUint64(raw, uint64(i))
+	}
+	return raw
+}
+
+func TestDecodeOffCPU(t *testing.T) {
+	var s Sample
+	if err := s.decode(makeOffCPURecord(2, 3, 5e6)); err != nil {
+		t.Fatal(err)
+	}
+	if s.OffCPU != 5e6 || s.Time != 2e9 || s.Pid != 42 || s.Tid != 43 || s.CPU != 1 || !s.UserTruncated ||
+		string(s.Comm[:4]) != "wait" || s.PC != 3 || s.SP != 0x7ff0 || s.FP != 0x7ff8 ||
+		!equal(s.Kernel, []uint64{1, 2}) || !equal(s.User, []uint64{3, 4, 5}) || s.StackCopy != nil {
+		t.Fatalf("decoded %+v", s)
+	}
+	// A CPU sample decoded into the same Sample is no longer off-CPU.
+	if err := s.decode(makeRecord(1, 1)); err != nil || s.OffCPU != 0 {
+		t.Fatalf("CPU sample after an off-CPU record: OffCPU %d (%v)", s.OffCPU, err)
+	}
+	for _, tc := range []struct {
+		name, field string
+		raw         []byte
+	}{
+		{"short header", "off-CPU header", makeOffCPURecord(0, 0, 1)[:offCPUHeaderSize-1]},
+		{"no time off", "off-CPU time", makeOffCPURecord(1, 1, 0)},
+		{"short frames", "frames", makeOffCPURecord(2, 2, 1)[:offCPUHeaderSize+8*3]},
+		{"too many frames", "frame counts", makeOffCPURecord(maxFrames, 1, 1)},
+	} {
+		err := s.decode(tc.raw)
+		var re *RecordError
+		if !errors.As(err, &re) || re.Field != tc.field {
+			t.Errorf("%s: decode: %v, want a RecordError about %s", tc.name, err, tc.field)
+		}
+	}
+}
+
+// storm runs the fixture's context-switch storm for a second on CPU 0,
+// where its two threads must switch to hand over the byte, and returns
+// its round trips and the CPU time it used, BPF programs run in its
+// context included.
+func storm(t testing.TB) (trips, cpuNs uint64) {
+	t.Helper()
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Skipf("taskset pins the storm to one CPU: %v", err)
+	}
+	cmd := exec.Command(taskset, "-c", "0", offCPUPath, "storm", "1")
+	cmd.Stdin = strings.NewReader("go\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("storm: %v", err)
+	}
+	if _, err := fmt.Sscanf(string(out), "round_trips=%d cpu_ns=%d", &trips, &cpuNs); err != nil {
+		t.Fatalf("storm printed %q: %v", out, err)
+	}
+	return trips, cpuNs
+}
+
+// TestOffCPUStorm follows a context-switch storm with every switch-in
+// emitted into a ring of one page that nobody reads meanwhile: the program
+// must keep up, count what the ring had no room for, and the records that
+// did fit must be the ones it says it sent.
+func TestOffCPUStorm(t *testing.T) {
+	requireFixture(t)
+	s := openSampler(t, Config{User: true, Kernel: true, OffCPU: true, OffCPUMin: 1, RingBufferSize: os.Getpagesize(), Backlog: -1})
+	trips, _ := storm(t)
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read uint64
+	if _, err := s.Read(func(x *Sample) {
+		if x.OffCPU != 0 {
+			read++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := s.Lost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d round trips, %d switches, %d records sent, %d lost, %.0f BPF ns/switch", trips, st.OffCPU.Switches, st.OffCPU.Sent, lost, float64(st.OffCPU.RunTimeNs)/float64(st.OffCPU.Switches))
+	if lost == 0 || lost < st.OffCPU.Lost { // other processes' records are lost meanwhile
+		t.Errorf("a one-page ring lost %d records (off-CPU stats: %d)", lost, st.OffCPU.Lost)
+	}
+	// Records sent after Stats may be read too, none may be missing.
+	if read < st.OffCPU.Sent {
+		t.Errorf("read %d off-CPU records, the program sent %d", read, st.OffCPU.Sent)
+	}
+}
+
+// BenchmarkOffCPU measures the off-CPU programs' cost per context switch
+// (their run time, system call exits included, over the switches) from
+// the kernel's BPF run-time statistics while the fixture's storm switches
+// between two threads on CPU 0: with an OffCPUMin no wait reaches (no
+// record: the cost of noting each switch), with the default 1 ms, with
+// it and kernel stacks only (no sys_exit hook), and with 1 ns (a record,
+// kernel and user stacks and a ring write, at every switch-in).
+// Every process is followed, as a host-wide profile does. storm-trips/s
+// is the storm's throughput and storm-cpu-ns/trip the CPU time it used
+// per round trip, beside the same without the programs (baseline-...,
+// measured in the same iteration): on a busy host the CPU time is the
+// steadier figure, as throughput also measures what else ran on CPU 0.
+// Each iteration is one storm of a second each way.
+func BenchmarkOffCPU(b *testing.B) {
+	requireFixture(b)
+	for _, tc := range []struct {
+		name string
+		min  time.Duration
+		user bool
+	}{
+		{"no-emit", time.Hour, true},
+		{"min=1ms", time.Millisecond, true},
+		{"min=1ms,kernel-only", time.Millisecond, false},
+		{"emit-all", 1, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var base, with, baseCPU, withCPU, switches, runNs, sent, lost uint64
+			for b.Loop() {
+				trips, cpu := storm(b)
+				base, baseCPU = base+trips, baseCPU+cpu
+				s, err := Open(Config{User: tc.user, Kernel: true, OffCPU: true, OffCPUMin: tc.min})
+				if err != nil {
+					b.Fatal(err)
+				}
+				done := make(chan struct{})
+				go func() { // drain as the collector would
+					defer close(done)
+					for {
+						select {
+						case <-s.Ready():
+						case <-time.After(100 * time.Millisecond):
+						}
+						if _, err := s.Read(func(*Sample) {}); err != nil {
+							return
+						}
+					}
+				}()
+				trips, cpu = storm(b)
+				with, withCPU = with+trips, withCPU+cpu
+				st, err := s.Stats()
+				if err != nil {
+					b.Fatal(err)
+				}
+				switches += st.OffCPU.Switches
+				runNs += st.OffCPU.RunTimeNs
+				sent += st.OffCPU.Sent
+				lost += st.OffCPU.Lost
+				s.Close()
+				<-done
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(runNs)/float64(switches), "bpf-ns/switch")
+			b.ReportMetric(float64(sent)/float64(switches), "records/switch")
+			b.ReportMetric(float64(lost)/n, "lost/op")
+			b.ReportMetric(float64(base)/n, "baseline-trips/s")
+			b.ReportMetric(float64(with)/n, "storm-trips/s")
+			b.ReportMetric(float64(baseCPU)/float64(base), "baseline-cpu-ns/trip")
+			b.ReportMetric(float64(withCPU)/float64(with), "storm-cpu-ns/trip")
+			b.ReportMetric(float64(switches)/n, "switches/s")
+		})
+	}
+}
+
+// TestOffCPUStackCopy: with stack copies, an off-CPU record of a wait in
+// a system call carries the user stack from SP, whose first word, as the
+// frameless syscall(2) wrapper leaves it, is the return address into the
+// fixture's code that called it.
+func TestOffCPUStackCopy(t *testing.T) {
+	requireFixture(t)
+	fx := loadELF(t, offCPUPath)
+	pid, start, result := offCPUFixture(t, "nanosleep", "20", "2000")
+	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
+		OffCPU: true, StackCopy: 4096, CopyAll: true})
+	start()
+	result()
+	var copies, returns, records int
+	if _, err := s.Read(func(x *Sample) {
+		if x.OffCPU == 0 || !slices.ContainsFunc(x.User, func(pc uint64) bool { return fx.contains("chain_b", pc) }) {
+			return
+		}
+		records++
+		if x.StackCopy == nil || len(x.StackCopy) < 8 || x.SP == 0 {
+			return
+		}
+		copies++
+		ret := binary.NativeEndian.Uint64(x.StackCopy)
+		if ret >= fx.text.Addr && ret < fx.text.Addr+fx.text.Size {
+			returns++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d chain_b records, %d with a stack copy, %d of those starting with a return address into the fixture", records, copies, returns)
+	if records == 0 || copies != records || returns != copies {
+		t.Errorf("%d records in chain_b, %d with copies, %d starting with a return address", records, copies, returns)
+	}
+}
+
+// TestOffCPUProgramLoads loads and attaches offcpu.bpf.c alone, with maps
+// of its own: the verifier of every kernel of the matrix must take it,
+// whatever the sampler needs (Linux 5.10 lacks helpers sprof.bpf.c uses).
+func TestOffCPUProgramLoads(t *testing.T) {
+	requireBPF(t)
+	// Kernels before 5.11 charge maps to RLIMIT_MEMLOCK.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := loadOffcpu()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Maps["offcpu_scratch"].MaxEntries = uint32(cpus)
+	for name, v := range map[string]any{"capture_user": true, "capture_kernel": true, "stack_copy_size": uint32(4096),
+		"off_cpu_min_ns": uint64(time.Millisecond), "copy_all": true} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec.Maps["offcpu_scratch"].ValueSize += 4096
+	spec.Maps["offcpu_scratch"].Key, spec.Maps["offcpu_scratch"].Value = nil, nil
+	var objs offcpuObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	defer objs.Close()
+	o := &offCPU{objs: objs, user: true}
+	if err := o.attach(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.detach(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,231 @@
+/*
+ * Fixture for sprof's off-CPU profiling (x86-64). Built -O2
+ * -fno-omit-frame-pointer -no-pie -pthread by scripts/build-bpf-fixtures.sh.
+ *
+ *   offcpu MODE ROUNDS WAIT_US
+ *
+ * After a line on stdin (or its end), a worker thread alternates ROUNDS times between a
+ * spin of about 2 ms in chain A (chain_a -> spin_a) and a blocking wait of
+ * about WAIT_US in chain B (chain_b -> wait_b), which in MODE is
+ *
+ *   nanosleep  a nanosleep
+ *   futex      a FUTEX_WAIT on a lock word a helper thread holds
+ *   pipe       a read from a pipe a helper thread writes to WAIT_US after
+ *              the worker asked for it at the start of its spin
+ *
+ * then prints the wall time it spent in the waits and spins, measured with
+ * CLOCK_MONOTONIC around them, and its thread id:
+ *
+ *   tid=T wait_ns=W spin_ns=S
+ *
+ * The system calls go through syscall(2), whose wrapper leaves the frame
+ * pointer alone, so frame-pointer walks reach chain_b from every wait.
+ *
+ *   offcpu storm SECONDS
+ *
+ * Two threads ping-pong one byte through two pipes for SECONDS, then the
+ * program prints the round trips it made and the CPU time both threads
+ * used (getrusage): round_trips=N cpu_ns=T. Each round trip is at least
+ * two context switches when the threads share a CPU.
+ */
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline, noclone))
+#define KEEP() __asm__ volatile("" ::: "memory")
+
+static const char *mode;
+static long rounds, wait_us;
+static int request[2], reply[2];
+static atomic_int lock_word; /* 0 free, 1 held */
+static atomic_int worker_ready, acquired;
+static unsigned long long wait_ns, spin_ns;
+volatile unsigned long sink;
+
+static unsigned long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = {us / 1000000, us % 1000000 * 1000};
+
+	syscall(SYS_nanosleep, &ts, NULL);
+}
+
+NOINLINE void spin_a(void)
+{
+	unsigned long long end = now_ns() + 2000000;
+
+	while (now_ns() < end)
+		sink++;
+}
+
+NOINLINE void chain_a(void)
+{
+	unsigned long long t0 = now_ns();
+
+	/* Ask for the pipe's byte here, not in chain B: waking the helper
+	 * may preempt this thread. */
+	if (strcmp(mode, "pipe") == 0)
+		syscall(SYS_write, request[1], "?", 1);
+	spin_a();
+	KEEP();
+	spin_ns += now_ns() - t0;
+}
+
+NOINLINE void wait_b(void)
+{
+	char c;
+
+	if (strcmp(mode, "nanosleep") == 0) {
+		sleep_us(wait_us);
+	} else if (strcmp(mode, "futex") == 0) {
+		int free = 0;
+
+		atomic_store(&worker_ready, 1);
+		while (!atomic_compare_exchange_strong(&lock_word, &free, 1)) {
+			syscall(SYS_futex, &lock_word, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+			free = 0;
+		}
+		atomic_fetch_add(&acquired, 1);
+		atomic_store(&lock_word, 0);
+	} else {
+		syscall(SYS_read, reply[0], &c, 1);
+	}
+	KEEP();
+}
+
+NOINLINE void chain_b(void)
+{
+	unsigned long long t0 = now_ns();
+
+	wait_b();
+	KEEP();
+	wait_ns += now_ns() - t0;
+}
+
+/* The futex holder: takes the lock, and once the worker is about to wait
+ * for it, holds it for wait_us more, then lets the worker have it before
+ * taking it again. The pipe helper: answers each request after wait_us. */
+static void *helper(void *arg)
+{
+	char c;
+	int seen = 0;
+
+	(void)arg;
+	for (;;) {
+		if (strcmp(mode, "futex") == 0) {
+			int free = 0;
+
+			while (!atomic_compare_exchange_strong(&lock_word, &free, 1)) {
+				free = 0;
+				sleep_us(100);
+			}
+			while (!atomic_load(&worker_ready))
+				sleep_us(100);
+			atomic_store(&worker_ready, 0);
+			sleep_us(wait_us);
+			atomic_store(&lock_word, 0);
+			syscall(SYS_futex, &lock_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+			while (atomic_load(&acquired) == seen)
+				sleep_us(100);
+			seen = atomic_load(&acquired);
+		} else {
+			if (syscall(SYS_read, request[0], &c, 1) != 1)
+				return NULL;
+			sleep_us(wait_us);
+			syscall(SYS_write, reply[1], &c, 1);
+		}
+	}
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < rounds; i++) {
+		chain_a();
+		KEEP();
+		chain_b();
+		KEEP();
+	}
+	printf("tid=%ld wait_ns=%llu spin_ns=%llu\n", (long)syscall(SYS_gettid), wait_ns, spin_ns);
+	fflush(stdout);
+	return NULL;
+}
+
+static volatile int storm_stop;
+static unsigned long long trips;
+
+static void *pong(void *arg)
+{
+	char c;
+
+	(void)arg;
+	while (read(request[0], &c, 1) == 1)
+		if (write(reply[1], &c, 1) != 1)
+			break;
+	return NULL;
+}
+
+static int storm(long seconds)
+{
+	pthread_t t;
+	struct rusage ru;
+	char c = 'x';
+	unsigned long long end = now_ns() + seconds * 1000000000ULL;
+
+	pthread_create(&t, NULL, pong, NULL);
+	while ((trips & 1023) || now_ns() < end) {
+		if (write(request[1], &c, 1) != 1 || read(reply[0], &c, 1) != 1)
+			return 1;
+		trips++;
+	}
+	getrusage(RUSAGE_SELF, &ru);
+	printf("round_trips=%llu cpu_ns=%llu\n", trips,
+	       (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t h, w;
+	char line[16];
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s nanosleep|futex|pipe ROUNDS WAIT_US | storm SECONDS\n", argv[0]);
+		return 2;
+	}
+	mode = argv[1];
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a killed test */
+	if (pipe(request) || pipe(reply))
+		return 1;
+	/* Start at a line or at the end of stdin (under sprof record --). */
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = 0;
+	if (strcmp(mode, "storm") == 0)
+		return storm(atol(argv[2]));
+	if (argc < 4)
+		return 2;
+	rounds = atol(argv[2]);
+	wait_us = atol(argv[3]);
+	if (strcmp(mode, "nanosleep") != 0)
+		pthread_create(&h, NULL, helper, NULL);
+	pthread_create(&w, NULL, worker, NULL);
+	pthread_join(w, NULL);
+	return 0;
+}
