@@ -28,7 +28,8 @@ func TestRunAndCut(t *testing.T) {
 	if p.cfg.Command || p.cfg.StackCopy != DefaultStackCopy {
 		t.Fatalf("config %+v", p.cfg)
 	}
-	// Drain until the interval holds samples of the fixture.
+	// Drain until the interval holds samples of the fixture unwound in
+	// userspace (samples wait while libc's table is built).
 	var iv *Interval
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		select {
@@ -38,7 +39,7 @@ func TestRunAndCut(t *testing.T) {
 		if err := p.Drain(); err != nil {
 			t.Fatal(err)
 		}
-		if p.col.Stats().Samples >= 50 || time.Now().After(deadline) {
+		if p.UnwindStats().Userspace >= 50 || time.Now().After(deadline) {
 			iv = p.Cut()
 			break
 		}
