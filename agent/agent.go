@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/sprof/sprof/collector"
@@ -100,10 +101,12 @@ type Agent struct {
 	rec     Recorder
 	log     *slog.Logger
 	metrics metrics
-	queue   *queue
 	pusher  *pusher // nil without Pyroscope
 	out     *outputDir
-	reload  chan struct{}
+	// deliveries are the destinations profiles are sent to, each with its
+	// own queue.
+	deliveries []*delivery
+	reload     chan struct{}
 	// sidebandWarned is set once the lack of a side band was logged.
 	sidebandWarned bool
 }
@@ -139,7 +142,6 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	a.queue = newQueue(cfg.Queue, &a.metrics)
 	if cfg.Pyroscope != nil {
 		pc := *cfg.Pyroscope
 		pc.ProcessRoot = cfg.ProcessRoot
@@ -157,6 +159,9 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 		if err := a.out.open(); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
+	}
+	if a.pusher != nil {
+		a.deliveries = append(a.deliveries, a.newDelivery("pyroscope", a.pusher, &a.metrics))
 	}
 	return a, nil
 }
@@ -197,14 +202,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	pushCtx, stopPushing := context.WithCancel(context.Background())
 	defer stopPushing()
-	pushed := make(chan struct{})
-	if a.pusher != nil {
-		go func() {
-			defer close(pushed)
-			a.pushLoop(pushCtx)
-		}()
-	} else {
-		close(pushed)
+	var delivering sync.WaitGroup
+	for _, d := range a.deliveries {
+		delivering.Go(func() { d.loop(pushCtx) })
 	}
 
 	drain := time.NewTicker(a.cfg.DrainEvery)
@@ -231,11 +231,7 @@ loop:
 		}
 	}
 	a.cutInterval()
-	a.queue.close()
-	flush := time.AfterFunc(a.cfg.FlushTimeout, stopPushing)
-	defer flush.Stop()
-	<-pushed
-	a.queue.dropAll(dropShutdown)
+	a.flush(&delivering, stopPushing)
 	return err
 }
 
@@ -276,72 +272,7 @@ func (a *Agent) cutInterval() {
 			a.log.Error("write profiles", "err", errors.Join(errs...))
 		}
 	}
-	if a.pusher != nil {
-		a.queue.add(&batch{items: items})
+	for _, d := range a.deliveries {
+		d.add(items)
 	}
-}
-
-// pushLoop sends the queued intervals in order until ctx is done or the
-// queue is closed and empty. After a failure it waits, RetryBackoff first
-// and twice as long after each further failure up to Interval, and tries
-// the same interval again: the server is most likely down, and the queue
-// bounds what waits meanwhile.
-func (a *Agent) pushLoop(ctx context.Context) {
-	wait := a.cfg.RetryBackoff
-	failing := false
-	for {
-		b := a.queue.take(ctx)
-		if b == nil {
-			return
-		}
-		if err := a.pushBatch(ctx, b); err != nil {
-			a.queue.putBack(b)
-			if !failing {
-				a.log.Warn("push failed; retrying while newer intervals queue up", "err", err, "queue", a.cfg.Queue)
-			}
-			failing = true
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			wait = min(2*wait, max(a.cfg.Interval, a.cfg.RetryBackoff))
-			continue
-		}
-		if failing {
-			a.log.Info("pushes resumed")
-			failing = false
-		}
-		wait = a.cfg.RetryBackoff
-	}
-}
-
-// pushBatch pushes b's series in turn, removing each one delivered or
-// refused for good. It stops at the first failure worth retrying, leaving
-// the rest of b for later.
-func (a *Agent) pushBatch(ctx context.Context, b *batch) error {
-	for len(b.items) > 0 {
-		it := b.items[0]
-		err := a.pusher.push(ctx, it)
-		if err == nil {
-			a.metrics.pushesOK.Add(1)
-			a.metrics.lastPushedTime.Store(time.Now().UnixNano())
-			b.items = b.items[1:]
-			continue
-		}
-		a.metrics.pushesFailed.Add(1)
-		if ctx.Err() != nil {
-			return err // stopping: what is left counts as dropped at shutdown
-		}
-		retry, reason := outcome(err)
-		if retry {
-			return err
-		}
-		a.metrics.dropped[reason].Add(1)
-		a.log.Error("profile dropped", "service", it.Service, "container", it.Container, "reason", reason.String(), "err", err)
-		b.items = b.items[1:]
-	}
-	return nil
 }

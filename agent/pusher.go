@@ -18,7 +18,7 @@ import (
 // defaultPushTimeout bounds one request, as Grafana Alloy's remote_timeout.
 const defaultPushTimeout = 10 * time.Second
 
-// pusher sends one series to Pyroscope.
+// pusher sends series to Pyroscope.
 type pusher struct {
 	template pyroscope.Config
 	mu       sync.Mutex
@@ -62,12 +62,16 @@ func (p *pusher) client() (*pyroscope.Client, error) {
 	return pyroscope.New(cfg)
 }
 
-func (p *pusher) push(ctx context.Context, s pyroscope.Series) error {
+func (p *pusher) send(ctx context.Context, series []pyroscope.Series) []error {
 	c, err := p.client()
 	if err != nil {
-		return err
+		errs := make([]error, len(series))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
-	return c.PushSeries(ctx, s)
+	return c.Send(ctx, series)
 }
 
 // countingTransport counts the request bytes it sends.

@@ -1,0 +1,226 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
+	"github.com/sprof/sprof/stacks"
+)
+
+// servicesRecorder hands out intervals of n services, one process each,
+// and remembers when each interval started.
+type servicesRecorder struct {
+	n      int
+	mu     sync.Mutex
+	last   time.Time
+	starts []time.Time
+}
+
+func (r *servicesRecorder) Drain() error { return nil }
+
+func (r *servicesRecorder) Cut() (*stacks.Profile, collector.Stats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	start := r.last
+	if start.IsZero() {
+		start = now.Add(-time.Second)
+	}
+	r.last = now
+	r.starts = append(r.starts, start)
+	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x500000, File: "/usr/bin/svc"}
+	p := &stacks.Profile{Start: start, Duration: now.Sub(start), Period: time.Second / 19, Mappings: []*stacks.Mapping{exe}}
+	for i := range r.n {
+		loc := &stacks.Location{Mapping: exe, Address: 0x400000 + uint64(i), Frames: []stacks.Frame{{Function: fmt.Sprintf("serve%d", i)}}}
+		p.Samples = append(p.Samples, &stacks.Sample{Stack: []*stacks.Location{loc}, Count: 3,
+			Pid: uint32(1000 + i), Tid: uint32(1000 + i), Comm: fmt.Sprintf("svc%03d", i)})
+	}
+	return p, collector.Stats{Samples: uint64(3 * r.n)}
+}
+
+func (r *servicesRecorder) SymbolizerStats() SymbolizerStats { return SymbolizerStats{} }
+
+func (r *servicesRecorder) intervals() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.starts)
+}
+
+// syncLog is a log buffer several goroutines may write.
+type syncLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// stopLine returns the counts of the delivery's last log line.
+func stopLine(t *testing.T, log string) (delivered, spilled, dropped string) {
+	t.Helper()
+	m := regexp.MustCompile(`msg="stopped;[^"]*" to=pyroscope delivered=(\d+) spilled=(\d+) dropped=(\d+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no line on what became of the intervals in the log:\n%s", log)
+	}
+	return m[1], m[2], m[3]
+}
+
+// until waits in the bubble's fake clock until d after t0.
+func until(t0 time.Time, d time.Duration) {
+	<-time.After(time.Until(t0.Add(d)))
+}
+
+// deliveredStarts returns the distinct interval starts the server got, in
+// arrival order, and how many profiles each.
+func deliveredStarts(srv *pyroscopetest.Server) ([]time.Time, map[time.Time]int) {
+	var order []time.Time
+	n := map[time.Time]int{}
+	for _, p := range srv.Profiles() {
+		t0 := time.Unix(0, p.Profile.TimeNanos)
+		if n[t0] == 0 {
+			order = append(order, t0)
+		}
+		n[t0]++
+	}
+	return order, n
+}
+
+// TestManyServicesKeepUp: 200 services an interval, against the server's
+// flush latency, are each delivered within the interval, so the agent
+// never falls behind; one request per series (100 s an interval) could not.
+func TestManyServicesKeepUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := pyroscopetest.NewServer()
+		rec := &servicesRecorder{n: 200}
+		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
+		a, err := New(rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx) }()
+		t0 := time.Now()
+		for i := 1; i <= 6; i++ {
+			// Just before the next cut, the last interval is in.
+			until(t0, time.Duration(i)*5*time.Second+4*time.Second)
+			if order, n := deliveredStarts(srv); len(order) != i || n[order[i-1]] != 200 {
+				t.Errorf("%v into the run: %d intervals delivered, want %d of 200 profiles each", time.Since(t0), len(order), i)
+				break
+			}
+		}
+		stop()
+		<-done
+	})
+}
+
+// TestOutageThenStop is the incident: the server is down for 30 s, comes
+// back, and the agent is stopped right after. Every interval arrives, in
+// order, within the flush timeout, and the log says so.
+func TestOutageThenStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := pyroscopetest.NewServer()
+		rec := &servicesRecorder{n: 12}
+		var log syncLog
+		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
+		a, err := New(rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg,
+			Log: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx) }()
+		t0 := time.Now()
+		until(t0, 12*time.Second)
+		srv.SetDown(true)
+		until(t0, 42*time.Second)
+		srv.SetDown(false)
+		until(t0, 43*time.Second)
+		stop() // SIGTERM
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(t0) - 43*time.Second; took > DefaultFlushTimeout {
+			t.Errorf("the flush took %v, more than the flush timeout", took)
+		}
+		cut := rec.intervals()
+		order, n := deliveredStarts(srv)
+		if len(order) != len(cut) {
+			t.Errorf("%d of %d intervals delivered", len(order), len(cut))
+		}
+		for i, t0 := range order {
+			if !t0.Equal(cut[i].Truncate(0)) || n[t0] != 12 {
+				t.Errorf("delivery %d: interval of %v with %d profiles; want %v with 12", i, t0, n[t0], cut[i])
+			}
+		}
+		if d, s, x := stopLine(t, log.String()); d != fmt.Sprint(len(cut)) || s != "0" || x != "0" {
+			t.Errorf("log says delivered=%s spilled=%s dropped=%s, want %d, 0, 0", d, s, x, len(cut))
+		}
+	})
+}
+
+// TestStopSpills: what cannot be sent by the end of the flush timeout is
+// written to the output directory, and the log says how many intervals
+// went where.
+func TestStopSpills(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := pyroscopetest.NewServer()
+		rec := &servicesRecorder{n: 3}
+		var log syncLog
+		out := t.TempDir()
+		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
+		a, err := New(rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg, OutputDir: out,
+			FlushTimeout: 2 * time.Second, Log: slog.New(slog.NewTextHandler(&log, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx) }()
+		t0 := time.Now()
+		until(t0, 7*time.Second)
+		srv.SetDown(true)
+		until(t0, 23*time.Second)
+		stop()
+		<-done
+		// Intervals cut at 5 s (delivered), 10, 15, 20 and 23 s (at stop).
+		if d, s, x := stopLine(t, log.String()); d != "1" || s != "4" || x != "0" {
+			t.Errorf("log says delivered=%s spilled=%s dropped=%s, want 1, 4, 0", d, s, x)
+		}
+		files, err := filepath.Glob(filepath.Join(out, "unsent-pyroscope", "*"+fileSuffix))
+		if err != nil || len(files) != 4*3 {
+			t.Errorf("%d files written out (%v), want 4 intervals of 3", len(files), err)
+		}
+		for _, f := range files {
+			if p := readPprof(t, f); total(p) != 3 {
+				t.Errorf("%s: %d samples, want 3", f, total(p))
+			}
+		}
+		if _, err := os.Stat(filepath.Join(out, "unsent-pyroscope")); err != nil {
+			t.Error(err)
+		}
+	})
+}
