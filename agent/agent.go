@@ -12,6 +12,7 @@ import (
 
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/exporters/pyroscope"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize"
@@ -50,7 +51,7 @@ type SymbolizerStats struct {
 }
 
 // Config says how often to profile and where profiles go. At least one of
-// Pyroscope and OutputDir must be set.
+// Pyroscope, OTLP and OutputDir must be set.
 type Config struct {
 	// Interval is the time one profile covers; DefaultInterval if zero.
 	Interval time.Duration
@@ -70,6 +71,11 @@ type Config struct {
 	// ServiceName and credentials are set by the agent for every push;
 	// its Host and Labels label every series.
 	Pyroscope *pyroscope.Config
+	// OTLP, when not nil, is an OpenTelemetry profiles endpoint profiles
+	// are sent to as well, one resource per process; Host is their
+	// host.name.
+	OTLP *otlp.Config
+	Host string
 	// Credentials, when not nil, returns the credentials to push with. It
 	// is called at the start and on every Reload, so that a rotated
 	// secret is picked up without a restart.
@@ -101,7 +107,8 @@ type Agent struct {
 	rec     Recorder
 	log     *slog.Logger
 	metrics metrics
-	pusher  *pusher // nil without Pyroscope
+	pusher  *pusher      // nil without Pyroscope
+	otlp    *otlp.Client // nil without OTLP
 	out     *outputDir
 	// deliveries are the destinations profiles are sent to, each with its
 	// own queue.
@@ -114,8 +121,8 @@ type Agent struct {
 // New checks cfg and returns an agent recording from rec. Nothing runs
 // until Run.
 func New(rec Recorder, cfg Config) (*Agent, error) {
-	if cfg.Pyroscope == nil && cfg.OutputDir == "" {
-		return nil, errors.New("agent: profiles must go somewhere: set Pyroscope or OutputDir")
+	if cfg.Pyroscope == nil && cfg.OTLP == nil && cfg.OutputDir == "" {
+		return nil, errors.New("agent: profiles must go somewhere: set Pyroscope, OTLP or OutputDir")
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
@@ -163,6 +170,19 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 	if a.pusher != nil {
 		a.deliveries = append(a.deliveries, a.newDelivery("pyroscope", a.pusher, &a.metrics))
 	}
+	if cfg.OTLP != nil {
+		c, err := otlp.New(*cfg.OTLP)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.otlp = c
+		// The queue gauges are Pyroscope's when both are configured.
+		gauges := &a.metrics
+		if a.pusher != nil {
+			gauges = nil
+		}
+		a.deliveries = append(a.deliveries, a.newDelivery("otlp", &otlpSender{client: c, host: cfg.Host, log: a.log}, gauges))
+	}
 	return a, nil
 }
 
@@ -199,6 +219,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { serveErr <- srv.Serve(a.cfg.Metrics) }()
 		defer srv.Close()
+	}
+	if a.otlp != nil {
+		defer a.otlp.Close()
 	}
 	pushCtx, stopPushing := context.WithCancel(context.Background())
 	defer stopPushing()

@@ -16,6 +16,9 @@ type sender interface {
 	// send delivers series, all of one interval, and says for each one
 	// why it was not delivered, nil when it was.
 	send(ctx context.Context, series []pyroscope.Series) []error
+	// retryable says whether a failure send reported is worth sending
+	// again.
+	retryable(err error) bool
 }
 
 // delivery sends the intervals queued for one destination, oldest first,
@@ -99,7 +102,7 @@ func (d *delivery) sendBatch(ctx context.Context, b *batch) error {
 			continue
 		}
 		d.m.pushesFailed.Add(1)
-		if retry, reason := outcome(err); !retry && ctx.Err() == nil {
+		if retry, reason := outcome(d.sender, err); !retry && ctx.Err() == nil {
 			d.m.dropped[reason].Add(1)
 			d.log.Error("profile dropped", "to", d.to, "service", it.Service, "container", it.Container, "reason", reason.String(), "err", err)
 			continue

@@ -2,9 +2,13 @@ package agent
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +18,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	collectorpb "go.opentelemetry.io/proto/otlp/collector/profiles/v1development"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/exporters/pyroscope"
 	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
 	"github.com/sprof/sprof/stacks"
@@ -223,4 +231,62 @@ func TestStopSpills(t *testing.T) {
 			t.Error(err)
 		}
 	})
+}
+
+// TestOTLPDelivery: with an OTLP endpoint the interval goes there too, as
+// one export of one resource per process, named after the services.
+func TestOTLPDelivery(t *testing.T) {
+	var mu sync.Mutex
+	var got []*collectorpb.ExportProfilesServiceRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil || r.URL.Path != otlp.Path || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, fmt.Sprint("bad request: ", err), http.StatusBadRequest)
+			return
+		}
+		raw, _ := io.ReadAll(zr)
+		req := &collectorpb.ExportProfilesServiceRequest{}
+		if err := proto.Unmarshal(raw, req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got = append(got, req)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	pyro := pyroscopetest.NewServer()
+	pyro.FlushEvery = 0
+	a, err := New(&fakeRecorder{}, Config{Interval: time.Hour, ProcRoot: fakeProc(t), Host: "node-1",
+		Pyroscope: pyroscopeConfig(pyro.Start(t)), OTLP: &otlp.Config{Endpoint: srv.URL, Protocol: otlp.HTTP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, a)()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || len(pyro.Profiles()) != 2 {
+		t.Fatalf("%d OTLP exports and %d Pyroscope profiles, want 1 and 2", len(got), len(pyro.Profiles()))
+	}
+	services := map[string]int64{}
+	for _, rp := range got[0].ResourceProfiles {
+		var name, host string
+		for _, kv := range rp.Resource.Attributes {
+			switch kv.Key {
+			case "service.name":
+				name = kv.Value.GetStringValue()
+			case "host.name":
+				host = kv.Value.GetStringValue()
+			}
+		}
+		if host != "node-1" {
+			t.Errorf("host.name %q", host)
+		}
+		for _, s := range rp.ScopeProfiles[0].Profiles[0].Samples {
+			services[name] += s.Values[0]
+		}
+	}
+	if services["web"] != webCount || services["db"] != dbCount {
+		t.Errorf("samples per service %v, want web %d, db %d", services, webCount, dbCount)
+	}
 }

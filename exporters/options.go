@@ -33,6 +33,8 @@ type Options struct {
 	// FlameGraph shapes SVG output. An empty Subtitle is filled in with
 	// what the profile covers.
 	FlameGraph flamegraph.Options
+	// OTLP shapes OTLP output; Labels does not apply there.
+	OTLP OTLPOptions
 }
 
 func (o *Options) emptyStack() string {
