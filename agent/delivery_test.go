@@ -85,10 +85,10 @@ func (l *syncLog) String() string {
 	return l.buf.String()
 }
 
-// stopLine returns the counts of the delivery's last log line.
-func stopLine(t *testing.T, log string) (delivered, spilled, dropped string) {
+// stopLine returns the counts of the last log line of the delivery to to.
+func stopLine(t *testing.T, log, to string) (delivered, spilled, dropped string) {
 	t.Helper()
-	m := regexp.MustCompile(`msg="stopped;[^"]*" to=pyroscope delivered=(\d+) spilled=(\d+) dropped=(\d+)`).FindStringSubmatch(log)
+	m := regexp.MustCompile(`msg="stopped;[^"]*" to=` + to + ` delivered=(\d+) spilled=(\d+) dropped=(\d+)`).FindStringSubmatch(log)
 	if m == nil {
 		t.Fatalf("no line on what became of the intervals in the log:\n%s", log)
 	}
@@ -184,7 +184,7 @@ func TestOutageThenStop(t *testing.T) {
 				t.Errorf("delivery %d: interval of %v with %d profiles; want %v with 12", i, t0, n[t0], cut[i])
 			}
 		}
-		if d, s, x := stopLine(t, log.String()); d != fmt.Sprint(len(cut)) || s != "0" || x != "0" {
+		if d, s, x := stopLine(t, log.String(), "pyroscope"); d != fmt.Sprint(len(cut)) || s != "0" || x != "0" {
 			t.Errorf("log says delivered=%s spilled=%s dropped=%s, want %d, 0, 0", d, s, x, len(cut))
 		}
 	})
@@ -215,7 +215,7 @@ func TestStopSpills(t *testing.T) {
 		stop()
 		<-done
 		// Intervals cut at 5 s (delivered), 10, 15, 20 and 23 s (at stop).
-		if d, s, x := stopLine(t, log.String()); d != "1" || s != "4" || x != "0" {
+		if d, s, x := stopLine(t, log.String(), "pyroscope"); d != "1" || s != "4" || x != "0" {
 			t.Errorf("log says delivered=%s spilled=%s dropped=%s, want 1, 4, 0", d, s, x)
 		}
 		files, err := filepath.Glob(filepath.Join(out, "unsent-pyroscope", "*"+fileSuffix))
