@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -28,18 +27,18 @@ import (
 	"github.com/sprof/sprof/stacks"
 )
 
-// servicesRecorder hands out intervals of n services, one process each,
-// and remembers when each interval started.
-type servicesRecorder struct {
-	n      int
-	mu     sync.Mutex
-	last   time.Time
-	starts []time.Time
+// scriptedRecorder hands out the profiles profile makes for each
+// interval and remembers when each interval started.
+type scriptedRecorder struct {
+	profile func(start, end time.Time) *stacks.Profile
+	mu      sync.Mutex
+	last    time.Time
+	starts  []time.Time
 }
 
-func (r *servicesRecorder) Drain() error { return nil }
+func (r *scriptedRecorder) Drain() error { return nil }
 
-func (r *servicesRecorder) Cut() (*stacks.Profile, collector.Stats) {
+func (r *scriptedRecorder) Cut() (*stacks.Profile, collector.Stats) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -49,22 +48,67 @@ func (r *servicesRecorder) Cut() (*stacks.Profile, collector.Stats) {
 	}
 	r.last = now
 	r.starts = append(r.starts, start)
-	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x500000, File: "/usr/bin/svc"}
-	p := &stacks.Profile{Start: start, Duration: now.Sub(start), Period: time.Second / 19, Mappings: []*stacks.Mapping{exe}}
-	for i := range r.n {
-		loc := &stacks.Location{Mapping: exe, Address: 0x400000 + uint64(i), Frames: []stacks.Frame{{Function: fmt.Sprintf("serve%d", i)}}}
-		p.Samples = append(p.Samples, &stacks.Sample{Stack: []*stacks.Location{loc}, Count: 3,
-			Pid: uint32(1000 + i), Tid: uint32(1000 + i), Comm: fmt.Sprintf("svc%03d", i)})
+	p := r.profile(start, now)
+	var n uint64
+	for _, s := range p.Samples {
+		n += uint64(s.Count)
 	}
-	return p, collector.Stats{Samples: uint64(3 * r.n)}
+	return p, collector.Stats{Samples: n}
 }
 
-func (r *servicesRecorder) SymbolizerStats() SymbolizerStats { return SymbolizerStats{} }
+func (r *scriptedRecorder) SymbolizerStats() SymbolizerStats { return SymbolizerStats{} }
 
-func (r *servicesRecorder) intervals() []time.Time {
+// intervals returns the starts of the intervals cut so far.
+func (r *scriptedRecorder) intervals() []time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.starts)
+}
+
+// servicesRecorder makes intervals of n services, one process each.
+func servicesRecorder(n int) *scriptedRecorder {
+	return &scriptedRecorder{profile: func(start, end time.Time) *stacks.Profile {
+		exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x500000, File: "/usr/bin/svc"}
+		p := &stacks.Profile{Start: start, Duration: end.Sub(start), Period: time.Second / 19, Mappings: []*stacks.Mapping{exe}}
+		for i := range n {
+			loc := &stacks.Location{Mapping: exe, Address: 0x400000 + uint64(i), Frames: []stacks.Frame{{Function: fmt.Sprintf("serve%d", i)}}}
+			p.Samples = append(p.Samples, &stacks.Sample{Stack: []*stacks.Location{loc}, Count: 3,
+				Pid: uint32(1000 + i), Tid: uint32(1000 + i), Comm: fmt.Sprintf("svc%03d", i)})
+		}
+		return p
+	}}
+}
+
+// running is an agent under test.
+type running struct {
+	a    *Agent
+	log  *syncLog
+	stop context.CancelFunc
+	done chan error
+}
+
+// run starts an agent with cfg, logging to a buffer.
+func run(t *testing.T, rec Recorder, cfg Config) *running {
+	t.Helper()
+	r := &running{log: &syncLog{}, done: make(chan error, 1)}
+	cfg.Log = slog.New(slog.NewTextHandler(r.log, nil))
+	var err error
+	if r.a, err = New(rec, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	r.stop = stop
+	go func() { r.done <- r.a.Run(ctx) }()
+	return r
+}
+
+// sigterm stops the agent as SIGTERM does and waits for Run to return.
+func (r *running) sigterm(t *testing.T) {
+	t.Helper()
+	r.stop()
+	if err := <-r.done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // syncLog is a log buffer several goroutines may write.
@@ -121,15 +165,8 @@ func deliveredStarts(srv *pyroscopetest.Server) ([]time.Time, map[time.Time]int)
 func TestManyServicesKeepUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := pyroscopetest.NewServer()
-		rec := &servicesRecorder{n: 200}
 		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
-		a, err := New(rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- a.Run(ctx) }()
+		r := run(t, servicesRecorder(200), Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg})
 		t0 := time.Now()
 		for i := 1; i <= 6; i++ {
 			// Just before the next cut, the last interval is in.
@@ -139,8 +176,7 @@ func TestManyServicesKeepUp(t *testing.T) {
 				break
 			}
 		}
-		stop()
-		<-done
+		r.sigterm(t)
 	})
 }
 
@@ -150,27 +186,16 @@ func TestManyServicesKeepUp(t *testing.T) {
 func TestOutageThenStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := pyroscopetest.NewServer()
-		rec := &servicesRecorder{n: 12}
-		var log syncLog
+		rec := servicesRecorder(12)
 		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
-		a, err := New(rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg,
-			Log: slog.New(slog.NewTextHandler(&log, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- a.Run(ctx) }()
+		r := run(t, rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg})
 		t0 := time.Now()
 		until(t0, 12*time.Second)
 		srv.SetDown(true)
 		until(t0, 42*time.Second)
 		srv.SetDown(false)
 		until(t0, 43*time.Second)
-		stop() // SIGTERM
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		r.sigterm(t)
 		if took := time.Since(t0) - 43*time.Second; took > DefaultFlushTimeout {
 			t.Errorf("the flush took %v, more than the flush timeout", took)
 		}
@@ -184,7 +209,7 @@ func TestOutageThenStop(t *testing.T) {
 				t.Errorf("delivery %d: interval of %v with %d profiles; want %v with 12", i, t0, n[t0], cut[i])
 			}
 		}
-		if d, s, x := stopLine(t, log.String(), "pyroscope"); d != fmt.Sprint(len(cut)) || s != "0" || x != "0" {
+		if d, s, x := stopLine(t, r.log.String(), "pyroscope"); d != fmt.Sprint(len(cut)) || s != "0" || x != "0" {
 			t.Errorf("log says delivered=%s spilled=%s dropped=%s, want %d, 0, 0", d, s, x, len(cut))
 		}
 	})
@@ -196,26 +221,17 @@ func TestOutageThenStop(t *testing.T) {
 func TestStopSpills(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := pyroscopetest.NewServer()
-		rec := &servicesRecorder{n: 3}
-		var log syncLog
 		out := t.TempDir()
 		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
-		a, err := New(rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg, OutputDir: out,
-			FlushTimeout: 2 * time.Second, Log: slog.New(slog.NewTextHandler(&log, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- a.Run(ctx) }()
+		r := run(t, servicesRecorder(3), Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg, OutputDir: out,
+			FlushTimeout: 2 * time.Second})
 		t0 := time.Now()
 		until(t0, 7*time.Second)
 		srv.SetDown(true)
 		until(t0, 23*time.Second)
-		stop()
-		<-done
+		r.sigterm(t)
 		// Intervals cut at 5 s (delivered), 10, 15, 20 and 23 s (at stop).
-		if d, s, x := stopLine(t, log.String(), "pyroscope"); d != "1" || s != "4" || x != "0" {
+		if d, s, x := stopLine(t, r.log.String(), "pyroscope"); d != "1" || s != "4" || x != "0" {
 			t.Errorf("log says delivered=%s spilled=%s dropped=%s, want 1, 4, 0", d, s, x)
 		}
 		files, err := filepath.Glob(filepath.Join(out, "unsent-pyroscope", "*"+fileSuffix))
@@ -226,9 +242,6 @@ func TestStopSpills(t *testing.T) {
 			if p := readPprof(t, f); total(p) != 3 {
 				t.Errorf("%s: %d samples, want 3", f, total(p))
 			}
-		}
-		if _, err := os.Stat(filepath.Join(out, "unsent-pyroscope")); err != nil {
-			t.Error(err)
 		}
 	})
 }

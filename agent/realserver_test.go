@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +21,6 @@ import (
 	querierv1 "github.com/grafana/pyroscope/api/gen/proto/go/querier/v1"
 	"github.com/grafana/pyroscope/api/gen/proto/go/querier/v1/querierv1connect"
 
-	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/exporters/pyroscope"
 	"github.com/sprof/sprof/stacks"
@@ -40,51 +37,26 @@ import (
 // SPROF_E2E_OUTAGE (default 30s) how long the server is down in the
 // middle of it.
 
-// e2eRecorder hands out, every interval, service web-TAG (3 samples of
+// e2eRecorder makes, every interval, service web-TAG (3 samples of
 // serve, 1 of gc: 75/25) and service db-TAG in a container (2 samples of
-// query), and counts its cuts.
-type e2eRecorder struct {
-	tag  string
-	mu   sync.Mutex
-	last time.Time
-	cuts int
+// query).
+func e2eRecorder(tag string) *scriptedRecorder {
+	return &scriptedRecorder{profile: func(start, end time.Time) *stacks.Profile {
+		exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x500000, File: "/usr/bin/e2e", BuildID: "0123456789abcdef"}
+		loc := func(fn string, off uint64, line int) *stacks.Location {
+			return &stacks.Location{Mapping: exe, Address: 0x400000 + off, Frames: []stacks.Frame{{Function: fn, File: "e2e.c", Line: line}}}
+		}
+		main := loc("main", 0x10, 1)
+		return &stacks.Profile{Start: start, Duration: end.Sub(start), Period: time.Second / 99, Mappings: []*stacks.Mapping{exe},
+			Samples: []*stacks.Sample{
+				{Stack: []*stacks.Location{loc("serve", 0x20, 2), main}, Count: 3, Pid: 100, Tid: 100, Comm: "web-" + tag},
+				{Stack: []*stacks.Location{loc("gc", 0x30, 3), main}, Count: 1, Pid: 100, Tid: 101, Comm: "web-" + tag},
+				{Stack: []*stacks.Location{loc("query", 0x40, 4), main}, Count: 2, Pid: 200, Tid: 200, Comm: "db-" + tag, Container: e2eContainer},
+			}}
+	}}
 }
 
 const e2eContainer = "4f797c539e6c745de61a93ca3ff892358ecbcaccd8414d5db545c38428142970"
-
-func (r *e2eRecorder) Drain() error { return nil }
-
-func (r *e2eRecorder) Cut() (*stacks.Profile, collector.Stats) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := time.Now()
-	start := r.last
-	if start.IsZero() {
-		start = now.Add(-time.Second)
-	}
-	r.last = now
-	r.cuts++
-	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x500000, File: "/usr/bin/e2e", BuildID: "0123456789abcdef"}
-	loc := func(fn string, off uint64, line int) *stacks.Location {
-		return &stacks.Location{Mapping: exe, Address: 0x400000 + off, Frames: []stacks.Frame{{Function: fn, File: "e2e.c", Line: line}}}
-	}
-	main := loc("main", 0x10, 1)
-	p := &stacks.Profile{Start: start, Duration: now.Sub(start), Period: time.Second / 99, Mappings: []*stacks.Mapping{exe},
-		Samples: []*stacks.Sample{
-			{Stack: []*stacks.Location{loc("serve", 0x20, 2), main}, Count: 3, Pid: 100, Tid: 100, Comm: "web-" + r.tag},
-			{Stack: []*stacks.Location{loc("gc", 0x30, 3), main}, Count: 1, Pid: 100, Tid: 101, Comm: "web-" + r.tag},
-			{Stack: []*stacks.Location{loc("query", 0x40, 4), main}, Count: 2, Pid: 200, Tid: 200, Comm: "db-" + r.tag, Container: e2eContainer},
-		}}
-	return p, collector.Stats{Samples: 6}
-}
-
-func (r *e2eRecorder) SymbolizerStats() SymbolizerStats { return SymbolizerStats{} }
-
-func (r *e2eRecorder) intervals() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cuts
-}
 
 // realPyroscope is a Pyroscope server process run by
 // scripts/pyroscope-server.sh.
@@ -157,9 +129,8 @@ func (s *realPyroscope) stop() {
 // e2eAgent is one agent of the test and where it sends.
 type e2eAgent struct {
 	tag string
-	rec *e2eRecorder
-	a   *Agent
-	log syncLog
+	rec *scriptedRecorder
+	r   *running
 	out string
 }
 
@@ -197,9 +168,8 @@ func TestRealPyroscope(t *testing.T) {
 	const interval = 5 * time.Second
 	var agents []*e2eAgent
 	for _, tag := range []string{"push", "ingest", "otlpgrpc", "otlphttp"} {
-		ea := &e2eAgent{tag: tag, rec: &e2eRecorder{tag: tag}, out: filepath.Join(dir, "out-"+tag)}
-		cfg := Config{Interval: interval, ProcRoot: t.TempDir(), OutputDir: ea.out, Host: "node-e2e",
-			FlushTimeout: 30 * time.Second, Log: slog.New(slog.NewTextHandler(&ea.log, nil))}
+		ea := &e2eAgent{tag: tag, rec: e2eRecorder(tag), out: filepath.Join(dir, "out-"+tag)}
+		cfg := Config{Interval: interval, ProcRoot: t.TempDir(), OutputDir: ea.out, Host: "node-e2e", FlushTimeout: 30 * time.Second}
 		switch tag {
 		case "push", "ingest":
 			cfg.Pyroscope = &pyroscope.Config{URL: srv.url(), API: pyroscope.API(tag), Host: "node-e2e", Labels: map[string]string{"env": "e2e"}}
@@ -208,19 +178,8 @@ func TestRealPyroscope(t *testing.T) {
 		case "otlphttp":
 			cfg.OTLP = &otlp.Config{Endpoint: srv.url(), Protocol: otlp.HTTP}
 		}
-		if ea.a, err = New(ea.rec, cfg); err != nil {
-			t.Fatal(err)
-		}
+		ea.r = run(t, ea.rec, cfg)
 		agents = append(agents, ea)
-	}
-	ctx, stopAgents := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	for _, ea := range agents {
-		running.Go(func() {
-			if err := ea.a.Run(ctx); err != nil {
-				t.Errorf("%s: %v", ea.tag, err)
-			}
-		})
 	}
 	t0 := time.Now()
 	downAt := max((duration-outage)/2, 0)
@@ -235,22 +194,26 @@ func TestRealPyroscope(t *testing.T) {
 	}
 	<-time.After(time.Until(t0.Add(duration)))
 	stopAt := time.Now()
-	stopAgents() // SIGTERM
-	running.Wait()
+	for _, ea := range agents {
+		ea.r.stop() // SIGTERM, to all at once
+	}
+	for _, ea := range agents {
+		ea.r.sigterm(t)
+	}
 	t.Logf("agents stopped in %v after SIGTERM", time.Since(stopAt).Round(time.Millisecond))
 
 	q := querierv1connect.NewQuerierServiceClient(http.DefaultClient, srv.url())
 	for _, ea := range agents {
 		t.Run(ea.tag, func(t *testing.T) {
-			cuts := ea.rec.intervals()
+			cuts := len(ea.rec.intervals())
 			to := "pyroscope"
 			if strings.HasPrefix(ea.tag, "otlp") {
 				to = "otlp"
 			}
-			d, s, x := stopLine(t, ea.log.String(), to)
+			d, s, x := stopLine(t, ea.r.log.String(), to)
 			t.Logf("%d intervals cut; the agent says delivered=%s spilled=%s dropped=%s", cuts, d, s, x)
 			if d != strconv.Itoa(cuts) || s != "0" || x != "0" {
-				t.Errorf("the agent delivered %s of %d intervals (spilled %s, dropped %s)\n%s", d, cuts, s, x, ea.log.String())
+				t.Errorf("the agent delivered %s of %d intervals (spilled %s, dropped %s)\n%s", d, cuts, s, x, ea.r.log.String())
 			}
 			period := int64(time.Second / 99)
 			for _, svc := range []struct {

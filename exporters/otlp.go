@@ -243,7 +243,7 @@ func processesOf(samples []*stacks.Sample, service func(*stacks.Sample) string) 
 type otlpBuilder struct {
 	dict      *profilespb.ProfilesDictionary
 	strings   map[string]int32
-	attrs     map[string]int32 // key + "\x00" + value
+	attrs     map[string]int32 // key, a type byte, value
 	mappings  map[*profile.Mapping]int32
 	functions map[*profile.Function]int32
 	locations map[*profile.Location]int32
@@ -305,27 +305,23 @@ func (b *otlpBuilder) str(s string) int32 {
 
 // attr returns the index of the string attribute k=v.
 func (b *otlpBuilder) attr(k, v string) int32 {
-	key := k + "\x00" + v
-	if i, ok := b.attrs[key]; ok {
-		return i
-	}
-	i := int32(len(b.dict.AttributeTable))
-	b.attrs[key] = i
-	b.dict.AttributeTable = append(b.dict.AttributeTable, &profilespb.KeyValueAndUnit{
-		KeyStrindex: b.str(k), Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}})
-	return i
+	return b.attribute(k+"\x00"+v, k, &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}})
 }
 
 // intAttr returns the index of the integer attribute k=v.
 func (b *otlpBuilder) intAttr(k string, v int64) int32 {
-	key := k + "\x01" + strconv.FormatInt(v, 10)
+	return b.attribute(k+"\x01"+strconv.FormatInt(v, 10), k, &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}})
+}
+
+// attribute returns the index of the attribute k=v, adding it under key
+// when it is new.
+func (b *otlpBuilder) attribute(key, k string, v *commonpb.AnyValue) int32 {
 	if i, ok := b.attrs[key]; ok {
 		return i
 	}
 	i := int32(len(b.dict.AttributeTable))
 	b.attrs[key] = i
-	b.dict.AttributeTable = append(b.dict.AttributeTable, &profilespb.KeyValueAndUnit{
-		KeyStrindex: b.str(k), Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}})
+	b.dict.AttributeTable = append(b.dict.AttributeTable, &profilespb.KeyValueAndUnit{KeyStrindex: b.str(k), Value: v})
 	return i
 }
 

@@ -150,30 +150,14 @@ func TestPushServiceName(t *testing.T) {
 	}
 }
 
-// wideProfile has n distinct stacks of depth frames each.
-func wideProfile(n, depth int) *stacks.Profile {
-	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x40000000, File: "/usr/bin/wide"}
-	p := &stacks.Profile{Start: time.Now(), Duration: time.Second, Period: 1e7, Mappings: []*stacks.Mapping{exe}}
-	for i := range n {
-		var st []*stacks.Location
-		for d := range depth {
-			addr := 0x400000 + uint64(i*depth+d)
-			st = append(st, &stacks.Location{Mapping: exe, Address: addr,
-				Frames: []stacks.Frame{{Function: fmt.Sprintf("function_%d_%d", i, d), File: "/src/wide.c", Line: d + 1}}})
-		}
-		p.Samples = append(p.Samples, &stacks.Sample{Stack: st, Count: 1, Pid: 1, Comm: "wide"})
-	}
-	return p
-}
-
 func TestPushSplitsAtLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		limits Limits
 		p      *stacks.Profile
 	}{
-		{"samples", Limits{}, wideProfile(20_000, 2)},
-		{"bytes", Limits{MaxBytes: 128 << 10}, wideProfile(1_500, 20)},
+		{"samples", Limits{}, pyroscopetest.WideProfile(20_000, 2)},
+		{"bytes", Limits{MaxBytes: 128 << 10}, pyroscopetest.WideProfile(1_500, 20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := pyroscopetest.NewServer()

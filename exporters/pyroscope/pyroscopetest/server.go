@@ -58,6 +58,8 @@ import (
 	pushv1 "github.com/grafana/pyroscope/api/gen/proto/go/push/v1"
 	"github.com/grafana/pyroscope/api/gen/proto/go/push/v1/pushv1connect"
 	"github.com/grafana/pyroscope/api/model/labelset"
+
+	"github.com/sprof/sprof/stacks"
 )
 
 // The server's default limits.
@@ -413,4 +415,21 @@ func profileFromForm(contentType string, body []byte) ([]byte, error) {
 		}
 	}
 	return field("profile")
+}
+
+// WideProfile has n distinct stacks of depth frames each, one process: a
+// profile of a chosen size for tests of the server's limits.
+func WideProfile(n, depth int) *stacks.Profile {
+	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x40000000, File: "/usr/bin/wide"}
+	p := &stacks.Profile{Start: time.Now(), Duration: time.Second, Period: 1e7, Mappings: []*stacks.Mapping{exe}}
+	for i := range n {
+		var st []*stacks.Location
+		for d := range depth {
+			addr := 0x400000 + uint64(i*depth+d)
+			st = append(st, &stacks.Location{Mapping: exe, Address: addr,
+				Frames: []stacks.Frame{{Function: fmt.Sprintf("function_%d_%d", i, d), File: "/src/wide.c", Line: d + 1}}})
+		}
+		p.Samples = append(p.Samples, &stacks.Sample{Stack: st, Count: 1, Pid: 1, Comm: "wide"})
+	}
+	return p
 }

@@ -28,26 +28,10 @@ import (
 // against the Server means the request has the shape the real server
 // takes.
 
-// wideProfile has n distinct stacks of depth frames each.
-func wideProfile(n, depth int) *stacks.Profile {
-	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x40000000, File: "/usr/bin/wide"}
-	p := &stacks.Profile{Start: time.Now(), Duration: time.Second, Period: 1e7, Mappings: []*stacks.Mapping{exe}}
-	for i := range n {
-		var st []*stacks.Location
-		for d := range depth {
-			addr := 0x400000 + uint64(i*depth+d)
-			st = append(st, &stacks.Location{Mapping: exe, Address: addr,
-				Frames: []stacks.Frame{{Function: fmt.Sprintf("function_%d_%d", i, d), File: "/src/wide.c", Line: d + 1}}})
-		}
-		p.Samples = append(p.Samples, &stacks.Sample{Stack: st, Count: 1, Pid: 1, Comm: "wide"})
-	}
-	return p
-}
-
 // rawPprof is a small valid CPU profile, gzip-compressed when gz is set.
 func rawPprof(t *testing.T, gz bool) []byte {
 	t.Helper()
-	pp, err := exporters.BuildPprof(wideProfile(3, 2), exporters.Options{})
+	pp, err := exporters.BuildPprof(WideProfile(3, 2), exporters.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,39 +210,27 @@ func TestFakePushContentType(t *testing.T) {
 	}
 }
 
-func TestFakePushRefusesBigProfile(t *testing.T) {
-	f := NewServer()
-	f.FlushEvery = 0
-	// 300 functions with 16 KiB names: 4.8 MB uncompressed, a few KiB
-	// compressed.
-	p := wideProfile(300, 1)
-	for _, s := range p.Samples {
+// TestFakePushRefusesOversizedProfiles: over 4 MiB uncompressed (here
+// 300 functions with 16 KiB names, a few KiB compressed), or over 16,000
+// samples.
+func TestFakePushRefusesOversizedProfiles(t *testing.T) {
+	big := WideProfile(300, 1)
+	for _, s := range big.Samples {
 		s.Stack[0].Frames[0].Function += strings.Repeat("x", 16<<10)
 	}
-	pp, err := exporters.BuildPprof(p, exporters.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	pp.Write(&buf)
-	_, err = pushClient(f).Push(context.Background(), connect.NewRequest(pushRequest(buf.Bytes())))
-	if connect.CodeOf(err) != connect.CodeInvalidArgument {
-		t.Errorf("a profile over 4 MiB uncompressed: %v, want InvalidArgument", err)
-	}
-}
-
-func TestFakePushRefusesTooManySamples(t *testing.T) {
-	f := NewServer()
-	f.FlushEvery = 0
-	pp, err := exporters.BuildPprof(wideProfile(16_001, 1), exporters.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	pp.Write(&buf)
-	_, err = pushClient(f).Push(context.Background(), connect.NewRequest(pushRequest(buf.Bytes())))
-	if connect.CodeOf(err) != connect.CodeInvalidArgument {
-		t.Errorf("16,001 samples: %v, want InvalidArgument", err)
+	for name, p := range map[string]*stacks.Profile{"4 MiB": big, "16,001 samples": WideProfile(16_001, 1)} {
+		f := NewServer()
+		f.FlushEvery = 0
+		pp, err := exporters.BuildPprof(p, exporters.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		pp.Write(&buf)
+		_, err = pushClient(f).Push(context.Background(), connect.NewRequest(pushRequest(buf.Bytes())))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("over %s: %v, want InvalidArgument", name, err)
+		}
 	}
 }
 
