@@ -72,7 +72,7 @@ type Config struct {
 	// its Host and Labels label every series.
 	Pyroscope *pyroscope.Config
 	// OTLP, when not nil, is an OpenTelemetry profiles endpoint profiles
-	// are sent to as well, one resource per process; Host is their
+	// are sent to as well, one resource per series; Host is their
 	// host.name.
 	OTLP *otlp.Config
 	Host string

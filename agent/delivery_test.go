@@ -247,7 +247,7 @@ func TestStopSpills(t *testing.T) {
 }
 
 // TestOTLPDelivery: with an OTLP endpoint the interval goes there too, as
-// one export of one resource per process, named after the services.
+// one export of one resource per service.
 func TestOTLPDelivery(t *testing.T) {
 	var mu sync.Mutex
 	var got []*collectorpb.ExportProfilesServiceRequest

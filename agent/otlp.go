@@ -21,7 +21,7 @@ import (
 const maxOTLPRequest = 16 << 20
 
 // otlpSender sends intervals to an OpenTelemetry profiles endpoint: all
-// series of an interval in one export, as one resource per process.
+// series of an interval in one export, one resource per series.
 type otlpSender struct {
 	client *otlp.Client
 	host   string

@@ -355,6 +355,9 @@ func checkLabels(t *testing.T, tag, service string, sets []string) {
 		if strings.HasPrefix(service, "db-") {
 			want = append(want, "container.id="+e2eContainer)
 		}
+		if strings.Contains(sets[0], "process.pid=") {
+			t.Errorf("%s: process.pid is a series label: a series per process", service)
+		}
 	} else {
 		want = append(want, "host=node-e2e", "env=e2e")
 		if strings.HasPrefix(service, "db-") {

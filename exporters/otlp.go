@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/google/pprof/profile"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -84,13 +85,19 @@ func WriteOTLPJSON(w io.Writer, p *stacks.Profile, opt Options) error {
 	return err
 }
 
-// BuildOTLP converts p into OTLP profiles: one resource per process, with
-// the semantic conventions' service.name, host.name, process.pid,
-// process.executable.{name,path,build_id.gnu} and container.id, holding
-// one CPU profile (sample type samples/count, period type
-// cpu/nanoseconds, as the OpenTelemetry eBPF profiler sends) whose
-// samples carry thread.id and thread.name. All resources share one
-// dictionary.
+// BuildOTLP converts p into OTLP profiles: one resource per service and
+// container — service.name, host.name and container.id, as the semantic
+// conventions name them — holding one CPU profile (sample type
+// samples/count, period type cpu/nanoseconds, as the OpenTelemetry eBPF
+// profiler sends) whose samples carry the process and thread:
+// process.pid, process.executable.name and .path, thread.id and
+// thread.name. All resources share one dictionary.
+//
+// Resources are not per process: a receiver such as Pyroscope files each
+// resource as its own series, and a process per series would churn
+// through a server's series limit on every restart and every forked
+// worker (the OpenTelemetry eBPF profiler keeps process attributes on its
+// samples too).
 //
 // Unlike the OpenTelemetry eBPF profiler, which leaves native frames to a
 // backend symbolizer, every frame arrives named: the locations are those
@@ -106,33 +113,39 @@ func BuildOTLP(p *stacks.Profile, opt Options) (*profilespb.ProfilesData, error)
 	}
 	b := newOTLPBuilder(pp)
 	procs := processesOf(p.Samples, opt.OTLP.Service)
-	byPid := map[uint32]*otlpProcess{}
+	type key struct{ service, container string }
+	byKey := map[key][]*profilespb.Sample{}
+	var keys []key
 	for _, s := range pp.Sample {
 		pid, err := strconv.ParseUint(label(s, LabelPid), 10, 32)
 		if err != nil {
 			return nil, fmt.Errorf("otlp: sample without a pid: %w", err)
 		}
-		op := byPid[uint32(pid)]
-		if op == nil {
-			op = &otlpProcess{info: procs[uint32(pid)]}
-			byPid[uint32(pid)] = op
+		info := procs[uint32(pid)]
+		k := key{info.service, info.container}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
 		}
-		op.samples = append(op.samples, b.sample(s))
+		byKey[k] = append(byKey[k], b.sample(s, uint32(pid), info))
 	}
-	pids := make([]uint32, 0, len(byPid))
-	for pid := range byPid {
-		pids = append(pids, pid)
-	}
-	slices.Sort(pids)
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(strings.Compare(a.service, b.service), strings.Compare(a.container, b.container))
+	})
 	data := &profilespb.ProfilesData{Dictionary: b.dict}
-	for _, pid := range pids {
-		op := byPid[pid]
+	for _, k := range keys {
 		sp := &profilespb.ScopeProfiles{Scope: &commonpb.InstrumentationScope{Name: otlpScope, Version: opt.OTLP.ScopeVersion}}
-		for samples := range slices.Chunk(op.samples, maxOTLPSamples) {
+		for samples := range slices.Chunk(byKey[k], maxOTLPSamples) {
 			sp.Profiles = append(sp.Profiles, b.profile(pp, samples))
 		}
+		attrs := []*commonpb.KeyValue{strAttr(attrServiceName, k.service)}
+		if opt.OTLP.HostName != "" {
+			attrs = append(attrs, strAttr(attrHostName, opt.OTLP.HostName))
+		}
+		if k.container != "" {
+			attrs = append(attrs, strAttr(attrContainerID, k.container))
+		}
 		data.ResourceProfiles = append(data.ResourceProfiles, &profilespb.ResourceProfiles{
-			Resource:      &resourcepb.Resource{Attributes: op.info.attributes(pid, opt.OTLP.HostName)},
+			Resource:      &resourcepb.Resource{Attributes: attrs},
 			ScopeProfiles: []*profilespb.ScopeProfiles{sp},
 		})
 	}
@@ -147,37 +160,10 @@ func label(s *profile.Sample, l Label) string {
 	return ""
 }
 
-// otlpProcess is one process's resource under construction.
-type otlpProcess struct {
-	info    processInfo
-	samples []*profilespb.Sample
-}
-
-// processInfo is what the resource attributes say of a process.
+// processInfo is what the attributes say of a process.
 type processInfo struct {
 	service, comm, container string
 	exe                      *stacks.Mapping
-}
-
-func (pi processInfo) attributes(pid uint32, host string) []*commonpb.KeyValue {
-	attrs := []*commonpb.KeyValue{strAttr(attrServiceName, pi.service)}
-	if host != "" {
-		attrs = append(attrs, strAttr(attrHostName, host))
-	}
-	attrs = append(attrs, &commonpb.KeyValue{Key: attrProcessPid, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: int64(pid)}}})
-	if pi.comm != "" {
-		attrs = append(attrs, strAttr(attrExecutableName, cleanName(pi.comm)))
-	}
-	if pi.exe != nil {
-		attrs = append(attrs, strAttr(attrExecutablePath, cleanName(pi.exe.File)))
-		if pi.exe.BuildID != "" {
-			attrs = append(attrs, strAttr(attrBuildIDGNU, cleanName(pi.exe.BuildID)))
-		}
-	}
-	if pi.container != "" {
-		attrs = append(attrs, strAttr(attrContainerID, cleanName(pi.container)))
-	}
-	return attrs
 }
 
 func strAttr(k, v string) *commonpb.KeyValue {
@@ -222,7 +208,8 @@ func processesOf(samples []*stacks.Sample, service func(*stacks.Sample) string) 
 		if service != nil {
 			a.info.service = service(a.first)
 		}
-		a.info.service = cmp.Or(a.info.service, cleanName(a.info.comm), "unknown")
+		a.info.service = cleanName(cmp.Or(a.info.service, a.info.comm, "unknown"))
+		a.info.comm, a.info.container = cleanName(a.info.comm), cleanName(a.info.container)
 		for m, n := range a.through {
 			best := a.info.exe
 			if best == nil || executableRank(m.File) < executableRank(best.File) ||
@@ -325,9 +312,9 @@ func (b *otlpBuilder) attribute(key, k string, v *commonpb.AnyValue) int32 {
 	return i
 }
 
-// sample converts a pprof sample: its stack (leaf first, as in pprof),
-// its count, and its thread as attributes.
-func (b *otlpBuilder) sample(s *profile.Sample) *profilespb.Sample {
+// sample converts a pprof sample of process pid: its stack (leaf first,
+// as in pprof), its count, and its process and thread as attributes.
+func (b *otlpBuilder) sample(s *profile.Sample, pid uint32, proc processInfo) *profilespb.Sample {
 	key := b.key[:0]
 	for _, l := range s.Location {
 		key = binary.AppendUvarint(key, uint64(b.locations[l]))
@@ -344,6 +331,13 @@ func (b *otlpBuilder) sample(s *profile.Sample) *profilespb.Sample {
 		b.dict.StackTable = append(b.dict.StackTable, st)
 	}
 	os := &profilespb.Sample{StackIndex: stack, Values: []int64{s.Value[0]}}
+	os.AttributeIndices = append(os.AttributeIndices, b.intAttr(attrProcessPid, int64(pid)))
+	if proc.comm != "" {
+		os.AttributeIndices = append(os.AttributeIndices, b.attr(attrExecutableName, proc.comm))
+	}
+	if proc.exe != nil {
+		os.AttributeIndices = append(os.AttributeIndices, b.attr(attrExecutablePath, cleanName(proc.exe.File)))
+	}
 	if tid, err := strconv.ParseInt(label(s, LabelTid), 10, 64); err == nil {
 		os.AttributeIndices = append(os.AttributeIndices, b.intAttr(attrThreadID, tid))
 	}

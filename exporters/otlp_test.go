@@ -114,22 +114,31 @@ func attrString(kvs []*commonpb.KeyValue) string {
 	return strings.Join(parts, " ")
 }
 
-// otlpFolded renders every sample of data as `resource-pid;root;…;leaf
-// count` lines, sorted, reading the dictionary as a consumer does: stacks
-// leaf first, a location's lines innermost first.
+// sampleAttrs returns s's attributes as key-values.
+func sampleAttrs(d *profilespb.ProfilesDictionary, s *profilespb.Sample) []*commonpb.KeyValue {
+	var kvs []*commonpb.KeyValue
+	for _, a := range s.AttributeIndices {
+		kvs = append(kvs, &commonpb.KeyValue{Key: d.StringTable[d.AttributeTable[a].KeyStrindex], Value: d.AttributeTable[a].Value})
+	}
+	return kvs
+}
+
+// otlpFolded renders every sample of data as `pid;root;…;leaf count`
+// lines, sorted, reading the dictionary as a consumer does: stacks leaf
+// first, a location's lines innermost first.
 func otlpFolded(data *profilespb.ProfilesData) []string {
 	d := data.Dictionary
 	var out []string
 	for _, rp := range data.ResourceProfiles {
-		pid := ""
-		for _, kv := range rp.Resource.Attributes {
-			if kv.Key == attrProcessPid {
-				pid = fmt.Sprint(kv.Value.GetIntValue())
-			}
-		}
 		for _, sp := range rp.ScopeProfiles {
 			for _, p := range sp.Profiles {
 				for _, s := range p.Samples {
+					pid := ""
+					for _, kv := range sampleAttrs(d, s) {
+						if kv.Key == attrProcessPid {
+							pid = fmt.Sprint(kv.Value.GetIntValue())
+						}
+					}
 					var names []string
 					locs := d.StackTable[s.StackIndex].LocationIndices
 					for i := len(locs) - 1; i >= 0; i-- {
@@ -165,32 +174,28 @@ func TestOTLPFixture(t *testing.T) {
 		}
 	}
 	want := []string{
-		"service.name=svc-kworker/0:1 x host.name=node-1 process.pid=7 process.executable.name=kworker/0:1 x",
-		"service.name=svc-app host.name=node-1 process.pid=42 process.executable.name=app process.executable.path=/usr/bin/app " +
-			"process.executable.build_id.gnu=0123456789abcdef0123456789abcdef01234567 container.id=" + fixtureContainer,
+		"service.name=svc-app host.name=node-1 container.id=" + fixtureContainer,
+		"service.name=svc-kworker/0:1 x host.name=node-1",
 	}
 	if !slices.Equal(resources, want) {
 		t.Errorf("resources\n%q\nwant\n%q", resources, want)
 	}
 
 	d := data.Dictionary
-	p := data.ResourceProfiles[1].ScopeProfiles[0].Profiles[0]
+	p := data.ResourceProfiles[0].ScopeProfiles[0].Profiles[0]
 	str := func(i int32) string { return d.StringTable[i] }
 	if str(p.SampleType.TypeStrindex) != "samples" || str(p.SampleType.UnitStrindex) != "count" ||
 		str(p.PeriodType.TypeStrindex) != "cpu" || str(p.PeriodType.UnitStrindex) != "nanoseconds" ||
 		p.Period != int64(time.Second/99) || p.TimeUnixNano != uint64(fixture().Start.UnixNano()) || p.DurationNano != 10e9 || len(p.ProfileId) != 16 {
 		t.Errorf("profile header: %v", p)
 	}
-	// Thread attributes.
+	// Process and thread attributes.
 	threads := map[string]int64{}
 	for _, s := range p.Samples {
-		var kvs []*commonpb.KeyValue
-		for _, a := range s.AttributeIndices {
-			kvs = append(kvs, &commonpb.KeyValue{Key: str(d.AttributeTable[a].KeyStrindex), Value: d.AttributeTable[a].Value})
-		}
-		threads[attrString(kvs)] += s.Values[0]
+		threads[attrString(sampleAttrs(d, s))] += s.Values[0]
 	}
-	if threads["thread.id=42 thread.name=app"] != 35 || threads["thread.id=43 thread.name=app"] != 12 {
+	proc := "process.pid=42 process.executable.name=app process.executable.path=/usr/bin/app "
+	if len(threads) != 2 || threads[proc+"thread.id=42 thread.name=app"] != 35 || threads[proc+"thread.id=43 thread.name=app"] != 12 {
 		t.Errorf("samples per thread %v", threads)
 	}
 	// Mappings carry build IDs; the inline location has its three lines,
@@ -308,4 +313,25 @@ func BenchmarkOTLP(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(p.Samples)), "ns/sample")
 	b.ReportMetric(float64(size), "bytes")
+}
+
+// TestOTLPOneResourcePerService: two processes of one service (forked
+// workers) are one resource, told apart by their samples' process.pid.
+func TestOTLPOneResourcePerService(t *testing.T) {
+	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x500000, File: "/usr/sbin/postgres"}
+	loc := &stacks.Location{Mapping: exe, Address: 0x401000, Frames: []stacks.Frame{{Function: "exec_simple_query"}}}
+	p := &stacks.Profile{Duration: 1e9, Period: 1e7, Mappings: []*stacks.Mapping{exe}, Samples: []*stacks.Sample{
+		{Stack: []*stacks.Location{loc}, Count: 2, Pid: 10, Tid: 10, Comm: "postgres"},
+		{Stack: []*stacks.Location{loc}, Count: 3, Pid: 11, Tid: 11, Comm: "postgres"},
+	}}
+	data, err := BuildOTLP(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data.ResourceProfiles) != 1 || attrString(data.ResourceProfiles[0].Resource.Attributes) != "service.name=postgres" {
+		t.Fatalf("resources %v", data.ResourceProfiles)
+	}
+	if got := otlpFolded(data); !slices.Equal(got, []string{"10;exec_simple_query 2", "11;exec_simple_query 3"}) {
+		t.Errorf("samples %q", got)
+	}
 }

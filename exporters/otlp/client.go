@@ -8,7 +8,7 @@
 // uncompressed: a server need not have gzip installed for gRPC.
 //
 // The profiles are built by exporters.BuildOTLP: one resource per
-// process, every frame symbolized on the host.
+// service, every frame symbolized on the host.
 package otlp
 
 import (
