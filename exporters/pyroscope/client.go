@@ -102,7 +102,9 @@ func (c *Client) Push(ctx context.Context, p *stacks.Profile) error {
 // The result has one entry per series: nil when the server took all of
 // it, else why not. A series' profiles never span two Push requests
 // unless they exceed one alone, so a failed request can be sent again
-// without duplicating what another request delivered.
+// without duplicating what another request delivered. (/ingest takes one
+// profile per request: a series split at the limits and failed in part
+// is sent again whole.)
 func (c *Client) Send(ctx context.Context, series []Series) []error {
 	errs := make([]error, len(series))
 	var parts []part
