@@ -166,6 +166,8 @@ func TestRealPyroscope(t *testing.T) {
 	defer srv.stop()
 
 	const interval = 5 * time.Second
+	t.Run("200 services", func(t *testing.T) { manyServices(t, srv.url(), interval) })
+
 	var agents []*e2eAgent
 	for _, tag := range []string{"push", "ingest", "otlpgrpc", "otlphttp"} {
 		ea := &e2eAgent{tag: tag, rec: e2eRecorder(tag), out: filepath.Join(dir, "out-"+tag)}
@@ -245,6 +247,51 @@ func TestRealPyroscope(t *testing.T) {
 				checkLabels(t, ea.tag, svc.name, labels)
 			}
 		})
+	}
+}
+
+// manyServices times one interval of 200 services, 30 distinct stacks of
+// 20 frames each, sent as the agent sends it (one Send) and as sprof used
+// to (one request per series, one after another), and wants the first
+// within an interval.
+func manyServices(t *testing.T, url string, interval time.Duration) {
+	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x40000000, File: "/usr/bin/svc"}
+	p := &stacks.Profile{Start: time.Now(), Duration: interval, Period: time.Second / 19, Mappings: []*stacks.Mapping{exe}}
+	for svc := range 200 {
+		for st := range 30 {
+			var stack []*stacks.Location
+			for d := range 20 {
+				off := uint64(svc*600 + st*20 + d)
+				stack = append(stack, &stacks.Location{Mapping: exe, Address: 0x400000 + off,
+					Frames: []stacks.Frame{{Function: fmt.Sprintf("svc%d_fn%d_%d", svc, st, d), File: "svc.c", Line: d + 1}}})
+			}
+			p.Samples = append(p.Samples, &stacks.Sample{Stack: stack, Count: int64(st + 1), Pid: uint32(1000 + svc), Tid: uint32(1000 + svc),
+				Comm: fmt.Sprintf("many%03d", svc)})
+		}
+	}
+	series := pyroscope.Split(p, pyroscope.Services("", p.Samples, ""))
+	c, err := pyroscope.New(pyroscope.Config{URL: url, Host: "node-e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	errs := c.Send(context.Background(), series)
+	batched := time.Since(began)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("batched: %v", err)
+		}
+	}
+	began = time.Now()
+	for _, s := range series {
+		if err := c.Send(context.Background(), []pyroscope.Series{s})[0]; err != nil {
+			t.Fatalf("one by one: %v", err)
+		}
+	}
+	oneByOne := time.Since(began)
+	t.Logf("200 services: %v in one Send, %v one request per series", batched.Round(time.Millisecond), oneByOne.Round(time.Millisecond))
+	if batched > interval {
+		t.Errorf("200 services took %v, longer than the %v interval", batched, interval)
 	}
 }
 
