@@ -4,7 +4,7 @@
 GO ?= go
 PREFIX ?= /usr/local
 
-.PHONY: all build install test deps vet unit generate check-generate
+.PHONY: all build install test deps vet unit kernel-matrix kernel-matrix-full generate check-generate
 
 all: build
 
@@ -20,7 +20,7 @@ install:
 	@test -f sprof || { echo "install: no ./sprof; run make build first, as yourself"; exit 1; }
 	install -D -m 0755 sprof $(DESTDIR)$(PREFIX)/bin/sprof
 
-test: deps vet check-generate unit
+test: deps vet check-generate unit kernel-matrix
 
 deps:
 	./scripts/install-test-deps.sh
@@ -31,6 +31,16 @@ vet:
 
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
+
+# Boot Debian's kernels (5.10, 6.1, 6.12, newest sid; amd64 and arm64) one
+# at a time under QEMU and run the kernel-dependent tests in each: bpf's and
+# the end-to-end chain tests (scripts/kernel-matrix.sh; kernels are cached
+# in /var/cache/sprof-kernels). kernel-matrix-full runs all of bpf's tests.
+kernel-matrix:
+	./scripts/kernel-matrix.sh
+
+kernel-matrix-full:
+	SPROF_MATRIX_SCOPE=full ./scripts/kernel-matrix.sh
 
 # Rebuild the committed BPF objects (needs clang-22).
 generate:

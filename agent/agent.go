@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/pipeline"
 	"github.com/sprof/sprof/stacks"
-	"github.com/sprof/sprof/symbolize"
 )
 
 // Defaults of Config's zero fields.
@@ -27,28 +28,65 @@ const (
 	DefaultFlushTimeout = 10 * time.Second
 )
 
-// Recorder is where the agent's profiles come from: the BPF sampler with
-// its collector (OpenBPF) or, in tests, a fake.
+// Memory defaults of `sprof agent`, which must stay small on every host
+// it runs on. A symbol table unused for an interval is dropped anyway; the
+// budgets bound what a host running many programs at once costs.
+// scripts/agent-rss.sh measures the agent's RSS: on a 2-CPU VM shared with
+// continuous Go builds, whose new binaries the agent keeps converting to
+// GSYM, 300 extra processes at 19 Hz, the steady RSS went from a median of
+// 174 MB (256 MiB budgets, no limit) to 82-100 MB with these, and the peak
+// from 261 MB to 128-176 MB.
+const (
+	// DefaultSymbolCache bounds the symbol tables kept in memory: GSYM
+	// files map, so a table costs little more than the pages its lookups
+	// touch.
+	DefaultSymbolCache = 16 << 20
+	// DefaultUnwindCache bounds the unwind tables kept (libc's is about
+	// 1 MiB).
+	DefaultUnwindCache = 16 << 20
+	// DefaultMemoryLimit is the Go runtime's soft memory limit: without
+	// one the heap grows to twice what is live before a collection,
+	// and a GSYM conversion's garbage would double the agent's RSS.
+	DefaultMemoryLimit = 48 << 20
+)
+
+// Recorder is where the agent's profiles come from: the BPF pipeline
+// (OpenBPF) or, in tests, a fake. Drain and Cut are called on the agent's
+// drain goroutine; an Interval is resolved on another, while the drains
+// go on.
 type Recorder interface {
 	// Drain moves the samples waiting now into the current interval.
 	Drain() error
-	// Cut returns the profile of the interval that ends now and starts
-	// the next one (see collector.Collector.Cut).
-	Cut() (*stacks.Profile, collector.Stats)
-	// SymbolizerStats reports the symbolizer's work, for the metrics.
+	// Cut ends the interval under way and starts the next one (see
+	// collector.Collector.CutInterval); it returns at once, leaving the
+	// frames to be named by the Interval's Resolve.
+	Cut() Interval
+	// SymbolizerStats reports the symbolizer's work, for the metrics;
+	// it may be called on any goroutine.
 	SymbolizerStats() SymbolizerStats
 }
+
+// Interval is one interval cut from a Recorder.
+type Interval interface {
+	// Resolve names the frames and returns the profile; after ctx is
+	// done, what is not named yet stays unnamed.
+	Resolve(ctx context.Context) *stacks.Profile
+	// Stats describe the interval, complete once Resolve returned.
+	Stats() collector.Stats
+}
+
+// A notifier is a Recorder whose ring asks to be drained before the next
+// drain period (pipeline.Pipeline.Ready).
+type notifier interface{ Ready() <-chan struct{} }
+
+// An unwindReporter is a Recorder that unwinds stack copies in userspace;
+// its statistics are read on the drain goroutine at every cut.
+type unwindReporter interface{ UnwindStats() collector.UnwindStats }
 
 // SymbolizerStats is what a symbolizer reports of its work; each part is
 // nil when the symbolizer does not count it, so the metrics leave it out
 // rather than show zeros.
-type SymbolizerStats struct {
-	// Cache is the symbolizer's cache of tables in memory.
-	Cache *symbolize.CacheStats
-	// GSYM counts the binaries a GSYM symbolizer converted, found
-	// converted in its cache directory, or could not convert.
-	GSYM *symbolize.GSYMStats
-}
+type SymbolizerStats = pipeline.SymbolizerStats
 
 // Config says how often to profile and where profiles go. At least one of
 // Pyroscope, OTLP and OutputDir must be set.
@@ -99,6 +137,10 @@ type Config struct {
 	Metrics net.Listener
 	// Log receives what goes wrong and what recovers; nil discards it.
 	Log *slog.Logger
+	// DebugUnwind logs, every interval, how the userspace unwinder found
+	// frames per binary and why its unwinds stopped (the metrics hold
+	// the totals).
+	DebugUnwind bool
 }
 
 // Agent profiles continuously. Make one with New and call Run.
@@ -116,6 +158,11 @@ type Agent struct {
 	reload     chan struct{}
 	// sidebandWarned is set once the lack of a side band was logged.
 	sidebandWarned bool
+	// convertMu serializes writing and queueing intervals, which Run
+	// does itself at exit past FlushTimeout. abandon is set then: an
+	// interval still being named is dropped.
+	convertMu sync.Mutex
+	abandon   bool
 }
 
 // New checks cfg and returns an agent recording from rec. Nothing runs
@@ -230,10 +277,25 @@ func (a *Agent) Run(ctx context.Context) error {
 		delivering.Go(func() { d.loop(pushCtx) })
 	}
 
+	// Intervals are named and sent on their own goroutine: reading the
+	// debug info of fifty binaries must not stop the drains, or the ring
+	// overflows and the next interval loses samples.
+	cuts := make(chan Interval, a.cfg.Queue)
+	converted := make(chan struct{})
+	resolveCtx, stopResolving := context.WithCancel(context.Background())
+	defer stopResolving()
+	go func() {
+		defer close(converted)
+		a.convertLoop(resolveCtx, cuts)
+	}()
 	drain := time.NewTicker(a.cfg.DrainEvery)
 	defer drain.Stop()
 	cut := time.NewTicker(a.cfg.Interval)
 	defer cut.Stop()
+	var ready <-chan struct{} // nil, never ready, unless rec is a notifier
+	if n, ok := a.rec.(notifier); ok {
+		ready = n.Ready()
+	}
 	var err error
 loop:
 	for {
@@ -244,21 +306,103 @@ loop:
 			err = fmt.Errorf("agent: metrics endpoint: %w", err)
 			break loop
 		case <-drain.C:
-			if err := a.rec.Drain(); err != nil {
-				a.log.Debug("drain", "err", err) // counted in the interval's Stats
-			}
+			a.drain()
+		case <-ready:
+			a.drain()
 		case <-cut.C:
-			a.cutInterval()
+			a.enqueue(cuts, a.cut())
+		}
+	}
+	a.enqueue(cuts, a.cut())
+	close(cuts)
+	// Naming the last intervals and sending them share FlushTimeout.
+	// Past it, naming stops: the intervals still waiting are written and
+	// queued here with the frames not named yet as binary+offset, and one
+	// whose binary is still being read (a GSYM conversion) is dropped
+	// when that ends.
+	deadline := time.NewTimer(a.cfg.FlushTimeout)
+	defer deadline.Stop()
+	select {
+	case <-converted:
+	case <-deadline.C:
+		stopResolving()
+		for iv := range cuts {
+			a.convert(resolveCtx, iv)
+		}
+		a.convertMu.Lock()
+		a.abandon = true
+		a.convertMu.Unlock()
+		a.log.Warn("exited while an interval was being symbolized; it is not sent")
+		stopPushing()
+	}
+	a.flush(&delivering, deadline.C, stopPushing)
+	stopResolving()
+	return err
+}
+
+// enqueue hands iv to the converter without blocking the drains: when
+// Queue intervals wait already (their binaries take longer to read than
+// intervals last), the oldest waiting is dropped and counted.
+func (a *Agent) enqueue(cuts chan Interval, iv Interval) {
+	for {
+		select {
+		case cuts <- iv:
+			return
+		default:
+		}
+		select {
+		case old := <-cuts:
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			old.Resolve(done) // names nothing; releases what it holds
+			a.metrics.dropped[dropQueueFull].Add(1)
+			a.log.Warn("intervals are cut faster than their frames are named; dropped the oldest waiting", "queue", cap(cuts))
+		default:
+		}
+	}
+}
+
+func (a *Agent) drain() {
+	if err := a.rec.Drain(); err != nil {
+		a.log.Debug("drain", "err", err) // counted in the interval's Stats
+	}
+}
+
+// cut ends the interval on the drain goroutine, where the unwinder's
+// statistics may be read.
+func (a *Agent) cut() Interval {
+	iv := a.rec.Cut()
+	if u, ok := a.rec.(unwindReporter); ok {
+		st := u.UnwindStats()
+		a.metrics.unwind.Store(&st)
+		if a.cfg.DebugUnwind {
+			var b strings.Builder
+			st.WriteText(&b)
+			a.log.Info("unwinding", "stats", b.String())
+		}
+	}
+	return iv
+}
+
+// convertLoop names, writes and queues the intervals cut, in order, and
+// reloads when asked, until cuts is closed.
+func (a *Agent) convertLoop(ctx context.Context, cuts <-chan Interval) {
+	for {
+		select {
+		case iv, ok := <-cuts:
+			if !ok {
+				return
+			}
+			a.convert(ctx, iv)
 		case <-a.reload:
 			a.doReload()
 		}
 	}
-	a.cutInterval()
-	a.flush(&delivering, stopPushing)
-	return err
 }
 
 func (a *Agent) doReload() {
+	a.convertMu.Lock()
+	defer a.convertMu.Unlock()
 	if err := a.loadCredentials(); err != nil {
 		a.log.Error("reload credentials; keeping the old ones", "err", err)
 	}
@@ -270,10 +414,16 @@ func (a *Agent) doReload() {
 	a.log.Info("reloaded")
 }
 
-// cutInterval ends the interval: it writes the profiles and queues them
+// convert names an interval's frames, writes its profiles and queues them
 // for Pyroscope.
-func (a *Agent) cutInterval() {
-	p, st := a.rec.Cut()
+func (a *Agent) convert(ctx context.Context, iv Interval) {
+	p := iv.Resolve(ctx)
+	a.convertMu.Lock()
+	defer a.convertMu.Unlock()
+	if a.abandon {
+		return // Run has returned
+	}
+	st := iv.Stats()
 	a.metrics.observe(st, p.Start.Add(p.Duration))
 	if st.Errors > 0 {
 		a.log.Warn("records skipped while draining", "count", st.Errors, "first", st.Err)

@@ -47,7 +47,16 @@ func (f *fakeRecorder) Drain() error {
 	return nil
 }
 
-func (f *fakeRecorder) Cut() (*stacks.Profile, collector.Stats) {
+// fakeInterval is an interval of fakeRecorder, named already.
+type fakeInterval struct {
+	p  *stacks.Profile
+	st collector.Stats
+}
+
+func (iv *fakeInterval) Resolve(context.Context) *stacks.Profile { return iv.p }
+func (iv *fakeInterval) Stats() collector.Stats                  { return iv.st }
+
+func (f *fakeRecorder) Cut() Interval {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
@@ -68,7 +77,7 @@ func (f *fakeRecorder) Cut() (*stacks.Profile, collector.Stats) {
 			{Stack: []*stacks.Location{loc("work", 0x30), main}, Count: 2, Pid: 10, Tid: 11, Comm: "worker"},
 			{Stack: []*stacks.Location{loc("query", 0x40), main}, Count: dbCount, Pid: 20, Tid: 21, Comm: "db-io"},
 		}}
-	return p, collector.Stats{Samples: webCount + dbCount, Lost: uint64(f.cuts), Busy: time.Millisecond}
+	return &fakeInterval{p, collector.Stats{Samples: webCount + dbCount, Lost: uint64(f.cuts), Busy: time.Millisecond}}
 }
 
 func (f *fakeRecorder) SymbolizerStats() SymbolizerStats {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/pipeline"
 	"github.com/sprof/sprof/symbolize"
 )
 
@@ -41,7 +42,7 @@ func TestBPFAgent(t *testing.T) {
 	}()
 
 	sym := &sweepCounter{ELF: symbolize.NewELF(symbolize.Options{})}
-	rec, err := OpenBPF(BPFConfig{Frequency: 99, User: true, Kernel: true, Symbolizer: sym})
+	rec, err := OpenBPF(pipeline.Config{Frequency: 99, User: true, Kernel: true, StackCopy: pipeline.DefaultStackCopy, Symbolizer: sym})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestBPFAgent(t *testing.T) {
 	// before its sampler is closed under it, also when the test fails.
 	t.Cleanup(func() { rec.Close() })
 	srv := newFakePyroscope(t)
-	a, err := New(rec, Config{Interval: 500 * time.Millisecond, Pyroscope: pyroscopeConfig(srv.url())})
+	a, err := New(rec, Config{Interval: 500 * time.Millisecond, Pyroscope: pyroscopeConfig(srv.url()), FlushTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +151,13 @@ func TestBPFAgentInline(t *testing.T) {
 				}
 				sym = g
 			}
-			rec, err := OpenBPF(BPFConfig{Frequency: 99, User: true, Symbolizer: sym})
+			rec, err := OpenBPF(pipeline.Config{Frequency: 99, User: true, StackCopy: pipeline.DefaultStackCopy, Symbolizer: sym})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { rec.Close() })
 			dir := t.TempDir()
-			a, err := New(rec, Config{Interval: time.Second, OutputDir: dir})
+			a, err := New(rec, Config{Interval: time.Second, OutputDir: dir, FlushTimeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +244,10 @@ func checkAgainstLLVM(t *testing.T, llvm, bin string, p *profile.Profile) int {
 		var want, got []string
 		lines := strings.Split(blocks[i], "\n")
 		for j := 0; j+1 < len(lines); j += 2 {
-			want = append(want, lines[j]+" "+lines[j+1][:strings.LastIndexByte(lines[j+1], ':')])
+			// llvm-symbolizer writes ?? for a function without a file
+			// (crt1's _start), which sprof leaves empty.
+			file := strings.TrimPrefix(lines[j+1][:strings.LastIndexByte(lines[j+1], ':')], "??")
+			want = append(want, lines[j]+" "+file)
 		}
 		var names []string
 		for _, ln := range l.Line {

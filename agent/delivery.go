@@ -162,17 +162,25 @@ func (a *Agent) newDelivery(to string, s sender, gauges *metrics) *delivery {
 }
 
 // flush runs at exit, once the last interval is queued: the deliveries
-// send what is queued, in order, until it is all sent or FlushTimeout
-// passes (stop ends them), and then account for the rest.
-func (a *Agent) flush(delivering *sync.WaitGroup, stop context.CancelFunc) {
+// send what is queued, in order, until it is all sent or deadline fires
+// (stop ends them then), and then account for the rest.
+func (a *Agent) flush(delivering *sync.WaitGroup, deadline <-chan time.Time, stop context.CancelFunc) {
 	queued := make([]int, len(a.deliveries))
 	for i, d := range a.deliveries {
 		queued[i] = d.queue.len()
 		d.queue.close()
 	}
-	t := time.AfterFunc(a.cfg.FlushTimeout, stop)
-	defer t.Stop()
-	delivering.Wait()
+	done := make(chan struct{})
+	go func() {
+		delivering.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-deadline:
+	}
+	stop()
+	<-done
 	for i, d := range a.deliveries {
 		d.finish(queued[i])
 	}

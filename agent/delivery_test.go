@@ -38,7 +38,7 @@ type scriptedRecorder struct {
 
 func (r *scriptedRecorder) Drain() error { return nil }
 
-func (r *scriptedRecorder) Cut() (*stacks.Profile, collector.Stats) {
+func (r *scriptedRecorder) Cut() Interval {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
@@ -53,7 +53,7 @@ func (r *scriptedRecorder) Cut() (*stacks.Profile, collector.Stats) {
 	for _, s := range p.Samples {
 		n += uint64(s.Count)
 	}
-	return p, collector.Stats{Samples: n}
+	return &fakeInterval{p, collector.Stats{Samples: n}}
 }
 
 func (r *scriptedRecorder) SymbolizerStats() SymbolizerStats { return SymbolizerStats{} }

@@ -18,13 +18,19 @@ type replay struct{}
 
 func (replay) Drain() error { return nil }
 
-func (replay) Cut() (*stacks.Profile, collector.Stats) {
+func (replay) Cut() agent.Interval {
 	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x1000, Limit: 0x2000, File: "/usr/sbin/nginx"}
 	loc := &stacks.Location{Mapping: exe, Address: 0x1100, Frames: []stacks.Frame{{Function: "ngx_worker_process_cycle"}}}
 	p := &stacks.Profile{Start: time.Now(), Duration: time.Second, Period: time.Second / 19, Mappings: []*stacks.Mapping{exe},
 		Samples: []*stacks.Sample{{Stack: []*stacks.Location{loc}, Count: 19, Pid: 80, Tid: 80, Comm: "nginx"}}}
-	return p, collector.Stats{Samples: 19}
+	return interval{p}
 }
+
+// interval is a replayed interval, its frames named already.
+type interval struct{ p *stacks.Profile }
+
+func (iv interval) Resolve(context.Context) *stacks.Profile { return iv.p }
+func (iv interval) Stats() collector.Stats                  { return collector.Stats{Samples: 19} }
 
 func (replay) SymbolizerStats() agent.SymbolizerStats { return agent.SymbolizerStats{} }
 

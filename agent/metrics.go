@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/unwind"
 )
 
 // dropReason says why a profile was never delivered.
@@ -55,6 +58,9 @@ type metrics struct {
 	filesWritten, fileErrors     atomic.Uint64
 	queueLength, queueCapacity   atomic.Int64
 	lastInterval, lastPushedTime atomic.Int64 // Unix nanoseconds
+	// unwind is the userspace unwinder's statistics at the last cut,
+	// nil without stack copies.
+	unwind atomic.Pointer[collector.UnwindStats]
 }
 
 // observe adds one interval's collector statistics.
@@ -131,7 +137,38 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 		p.sample(name, `result="reused"`, float64(gs.Reused))
 		p.sample(name, `result="failed"`, float64(gs.Failed))
 	}
+	if us := m.unwind.Load(); us != nil {
+		writeUnwind(p, us)
+	}
 	return p.w.Flush()
+}
+
+// writeUnwind writes the userspace unwinder's counters, what `sprof
+// record --debug-unwind` prints, in totals: frames by method and stops by
+// reason tell whether stacks are whole.
+func writeUnwind(p promWriter, us *collector.UnwindStats) {
+	const c, g = "counter", "gauge"
+	p.one("sprof_agent_stack_copies_total", c, "Samples that carried a copy of their user stack.", float64(us.Copies))
+	p.family("sprof_agent_unwind_samples_total", c, "Samples with a stack copy, by the walk kept: userspace (tables) or bpf (frame pointers).")
+	p.sample("sprof_agent_unwind_samples_total", `walk="userspace"`, float64(us.Userspace))
+	p.sample("sprof_agent_unwind_samples_total", `walk="bpf"`, float64(us.BPF))
+	p.family("sprof_agent_unwind_frames_total", c, "User frames found, by unwinding method.")
+	for m, n := range us.Frames {
+		p.sample("sprof_agent_unwind_frames_total", `method="`+unwind.Method(m).String()+`"`, float64(n))
+	}
+	stops := map[string]uint64{}
+	for _, b := range us.Binaries {
+		for r, n := range b.Stops {
+			stops[r] += n
+		}
+	}
+	p.family("sprof_agent_unwind_stops_total", c, "Userspace unwinds by why they stopped; all but \"outermost frame\" are marked [truncated].")
+	for _, r := range slices.Sorted(maps.Keys(stops)) {
+		p.sample("sprof_agent_unwind_stops_total", `reason="`+r+`"`, float64(stops[r]))
+	}
+	p.one("sprof_agent_unwind_tables", g, "Unwind tables in memory.", float64(us.Tables))
+	p.one("sprof_agent_unwind_table_bytes", g, "Memory of the unwind tables.", float64(us.TableBytes))
+	p.one("sprof_agent_unwind_held_samples_total", c, "Samples held back while the unwind table they needed was built.", float64(us.Held))
 }
 
 // MetricsHandler serves WriteMetrics over HTTP, for Prometheus to scrape.

@@ -18,10 +18,19 @@ import (
 	"github.com/sprof/sprof/internal/testenv"
 )
 
-const (
-	fixturePath = "../testdata/bpf/fpwalk"
-	nofpPath    = "../testdata/bpf/nofp" // built without frame pointers
+// The fixtures: x86-64 builds in testdata/bpf, aarch64 builds of the same
+// sources under the same names in testdata/bpf/arm64.
+var (
+	fixturePath = fixtureDir() + "/fpwalk"
+	nofpPath    = fixtureDir() + "/nofp" // built without frame pointers
 )
+
+func fixtureDir() string {
+	if runtime.GOARCH == "arm64" {
+		return "../testdata/bpf/arm64"
+	}
+	return "../testdata/bpf"
+}
 
 // requireBPF skips tests that need root and BPF, or fails them under CI.
 func requireBPF(t testing.TB) {
@@ -29,12 +38,12 @@ func requireBPF(t testing.TB) {
 	testenv.RequireRoot(t)
 }
 
-// requireFixture skips where the x86-64 fixture cannot run.
+// requireFixture skips where no fixture build can run.
 func requireFixture(t testing.TB) {
 	t.Helper()
 	requireBPF(t)
-	if runtime.GOARCH != "amd64" {
-		t.Skipf("the frame-pointer fixture is x86-64 code; GOARCH is %s", runtime.GOARCH)
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skipf("the fixtures are x86-64 and aarch64 code; GOARCH is %s", runtime.GOARCH)
 	}
 }
 
@@ -168,7 +177,7 @@ func (fx *fixtureELF) contains(fn string, pc uint64) bool {
 	return pc >= s.Value && pc < s.Value+s.Size
 }
 
-// returnAfterCall finds the `call rel32` in caller that targets callee and
+// returnAfterCall finds the direct call in caller that targets callee and
 // returns the address after it: the return address a walk must report.
 func (fx *fixtureELF) returnAfterCall(t testing.TB, caller, callee string) uint64 {
 	t.Helper()
@@ -183,8 +192,9 @@ func (fx *fixtureELF) returnAfterCall(t testing.TB, caller, callee string) uint6
 
 type call struct{ target, ret uint64 }
 
-// calls lists the `call rel32` instructions in fn (found by their target
-// landing inside .text, which rules out e8 bytes inside other instructions).
+// calls lists the direct calls in fn: x86-64 `call rel32` (found by their
+// target landing inside .text or the PLT just below it, which rules out e8
+// bytes inside other instructions) or aarch64 `bl`.
 func (fx *fixtureELF) calls(t testing.TB, fn string) []call {
 	t.Helper()
 	from := fx.syms[fn]
@@ -193,6 +203,16 @@ func (fx *fixtureELF) calls(t testing.TB, fn string) []call {
 		t.Fatal(err)
 	}
 	var out []call
+	if runtime.GOARCH == "arm64" {
+		for i := 0; i+4 <= len(code); i += 4 {
+			insn := binary.LittleEndian.Uint32(code[i:])
+			if insn&0xfc000000 == 0x94000000 { // bl imm26
+				at := from.Value + uint64(i)
+				out = append(out, call{at + uint64(int64(int32(insn<<6)>>6)*4), at + 4})
+			}
+		}
+		return out
+	}
 	for i := 0; i+5 <= len(code); i++ {
 		next := from.Value + uint64(i) + 5
 		target := next + uint64(int64(int32(binary.LittleEndian.Uint32(code[i+1:]))))

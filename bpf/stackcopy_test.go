@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +59,15 @@ func mappingEnd(t testing.TB, pid int, addr uint64) uint64 {
 	return 0
 }
 
+// words is the first n 8-byte words of stack, fewer if it is shorter.
+func words(stack []byte, n int) []uint64 {
+	var w []uint64
+	for off := 0; off+8 <= len(stack) && len(w) < n; off += 8 {
+		w = append(w, binary.LittleEndian.Uint64(stack[off:]))
+	}
+	return w
+}
+
 // wordsInOrder says whether the 8-byte-aligned words of stack hold want in
 // this order, and where the first one is.
 func wordsInOrder(stack []byte, want []uint64) (first int, ok bool) {
@@ -76,13 +86,15 @@ func wordsInOrder(stack []byte, want []uint64) (first int, ok bool) {
 // The copy of a stack without frame pointers holds the words an unwinder
 // needs: c's return address on top (c is frameless), b's 3 KiB frame
 // between its canaries, then the return addresses into a and its caller
-// (main, or the thread's start routine). It ends
-// at the stack's end: mm->start_stack on the main thread, the end of the
-// pthread stack's mapping in a thread; a smaller StackCopy cuts it, flagged.
+// (main, or the thread's start routine). On aarch64 c's return address is
+// in lr instead, and b saved its own (into a) below its canaries, on top.
+// The copy ends at the stack's end: mm->start_stack on the main thread,
+// the end of the pthread stack's mapping in a thread; a smaller StackCopy
+// cuts it, flagged.
 func TestStackCopy(t *testing.T) {
 	requireFixture(t)
 	fx := loadELF(t, nofpPath)
-	intoB := fx.returnAfterCall(t, "b", "c")
+	intoB, intoA := fx.returnAfterCall(t, "b", "c"), fx.returnAfterCall(t, "a", "b")
 	for _, tc := range []struct {
 		mode, root string // root calls a
 		size       int
@@ -94,7 +106,10 @@ func TestStackCopy(t *testing.T) {
 		{"thread", "thread", 16384, false},
 	} {
 		t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.size), func(t *testing.T) {
-			chain := []uint64{canaryLow, canaryHigh, fx.returnAfterCall(t, "a", "b"), fx.returnAfterCall(t, tc.root, "a")}
+			top, chain, at := intoB, []uint64{canaryLow, canaryHigh, intoA, fx.returnAfterCall(t, tc.root, "a")}, 8
+			if runtime.GOARCH == "arm64" {
+				top, chain, at = intoA, []uint64{canaryLow, canaryHigh, chain[3]}, 16
+			}
 			cmd, _ := startBinary(t, nofpPath, tc.mode)
 			pid := cmd.Process.Pid
 			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
@@ -104,8 +119,11 @@ func TestStackCopy(t *testing.T) {
 				t.Fatalf("%d samples in c, want ≥ 20", len(got))
 			}
 			for _, x := range got {
-				if len(x.stack) < 8 || binary.LittleEndian.Uint64(x.stack) != intoB {
-					t.Fatalf("copy of %d bytes at sp %#x does not start with the return address %#x", len(x.stack), x.SP, intoB)
+				if len(x.stack) < 8 || binary.LittleEndian.Uint64(x.stack) != top {
+					t.Fatalf("copy of %d bytes at sp %#x does not start with the return address %#x", len(x.stack), x.SP, top)
+				}
+				if runtime.GOARCH == "arm64" && x.LR != intoB {
+					t.Fatalf("lr %#x, want c's return address %#x", x.LR, intoB)
 				}
 				if x.StackCopyTruncated != tc.truncated || x.StackCopyFault {
 					t.Fatalf("copy of %d bytes: truncated %v fault %v, want truncated %v, no fault",
@@ -125,7 +143,7 @@ func TestStackCopy(t *testing.T) {
 					t.Fatalf("copy [%#x, +%d) in tid %d, want it to end at the stack's end %#x, short of %d bytes",
 						x.SP, len(x.stack), x.Tid, end, tc.size)
 				}
-				if off, ok := wordsInOrder(x.stack, chain); !ok || off != 8 {
+				if off, ok := wordsInOrder(x.stack, chain); !ok || off != at {
 					t.Fatalf("copy of %d bytes lacks %s in order right above the return address", len(x.stack), hexFrames(chain))
 				}
 			}
@@ -275,14 +293,14 @@ func TestStackCopyLost(t *testing.T) {
 }
 
 // Samples taken in the kernel copy the user stack from the user SP: in a
-// frameless libc syscall wrapper, the copy starts with its return address.
+// frameless libc syscall wrapper, the copy starts with its return address
+// (on aarch64, where that is in lr, with sys_loop's frame record, whose
+// return address goes into main).
 func TestStackCopyInSyscall(t *testing.T) {
 	requireFixture(t)
 	fx := loadFixtureELF(t)
-	loop := fx.calls(t, "sys_loop")
-	if len(loop) != 1 {
-		t.Fatalf("sys_loop has %d calls, want 1 (getppid@plt)", len(loop))
-	}
+	intoLoop := syscallReturns(t, fx)
+	inMain := fx.returnAfterCall(t, "main", "sys_loop")
 	cmd, _ := startFixture(t, "syscalls")
 	time.Sleep(200 * time.Millisecond) // past ld.so
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
@@ -298,8 +316,15 @@ func TestStackCopyInSyscall(t *testing.T) {
 		if fx.contains("sys_loop", x.PC) {
 			continue // between the calls
 		}
-		if ret := binary.LittleEndian.Uint64(x.stack); ret != loop[0].ret {
-			t.Fatalf("pc %#x: copy starts with %#x, want the return address into sys_loop %#x", x.PC, ret, loop[0].ret)
+		if runtime.GOARCH == "arm64" {
+			if len(x.stack) < 16 || !intoLoop[x.LR] || binary.LittleEndian.Uint64(x.stack[8:]) != inMain {
+				t.Fatalf("pc %#x lr %#x: copy %s..., want lr into sys_loop, a frame record returning to %#x on top",
+					x.PC, x.LR, hexFrames(words(x.stack, 2)), inMain)
+			}
+			continue
+		}
+		if ret := binary.LittleEndian.Uint64(x.stack); !intoLoop[ret] {
+			t.Fatalf("pc %#x: copy starts with %#x, want a return address into sys_loop", x.PC, ret)
 		}
 	}
 	t.Logf("%d samples in the kernel", len(got))

@@ -124,6 +124,7 @@ type Collector struct {
 	tracker  *perfring.Tracker
 	agg      *aggregator
 	unw      *unwinder // nil without Options.StackCopy
+	jit      *jitProcesses
 	self     uint32
 	interval time.Duration
 
@@ -139,8 +140,11 @@ type Collector struct {
 	copyRecordFn func(*perfring.Record)
 
 	// sampled holds the processes (image.process) that had samples.
-	sampled    map[uint32]struct{}
-	sink       *sinkState
+	sampled map[uint32]struct{}
+	sink    *sinkState
+	// continuous: intervals are cut (CutInterval), so held-back samples
+	// are flushed by age, as with a Sink, rather than at the end.
+	continuous bool
 	start, end time.Time
 	stats      Stats
 }
@@ -196,9 +200,13 @@ func New(opts Options) (*Collector, error) {
 		self:     uint32(os.Getpid()),
 		interval: opts.Interval,
 		start:    time.Now(),
+		jit:      newJITProcesses(opts.ProcRoot),
 	}
 	c.copySampleFn, c.copyRecordFn = c.copySample, c.copyRecord
 	c.sink = newSinkState(opts.Sink)
+	if c.sink != nil {
+		c.sink.jits = c.jit
+	}
 	if c.interval <= 0 {
 		c.interval = DefaultInterval
 	}
@@ -213,6 +221,11 @@ func New(opts Options) (*Collector, error) {
 		c.Close()
 		return nil, err
 	}
+	for pid, img := range c.table.byPid {
+		for _, m := range img.maps.maps {
+			c.watchJITDump(pid, m.bin)
+		}
+	}
 	if opts.StackCopy {
 		c.unw = newUnwinder(c.table.files, opts.UnwindCacheBytes, opts.DebugUnwind)
 		for pid, img := range c.table.byPid {
@@ -225,9 +238,10 @@ func New(opts Options) (*Collector, error) {
 // Close releases the side band and the files kept open for symbolization.
 func (c *Collector) Close() error {
 	if c.unw != nil {
-		c.unw.builds.close()
+		c.unw.builds.Close()
 	}
 	c.table.files.close()
+	c.jit.close()
 	if c.tracker != nil {
 		err := c.tracker.Close()
 		c.tracker = nil
@@ -237,12 +251,24 @@ func (c *Collector) Close() error {
 }
 
 // Run drains src every Interval, and when src is a Notifier that is
-// ready, until ctx is done or exited is closed
-// (for a profiled command; nil if none), stops src if it is a Stopper,
-// drains once more, and returns the
-// profile (nil with a Sink) and the recording's statistics. Errors while draining are
-// counted in Stats and do not stop the recording. It closes the Collector.
+// ready, until ctx is done or exited is closed (for a profiled command;
+// nil if none), stops src if it is a Stopper, drains once more, and
+// returns the profile (nil with a Sink) and the recording's statistics.
+// Errors while draining are counted in Stats and do not stop the
+// recording. It closes the Collector.
 func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{}) (*stacks.Profile, Stats, error) {
+	iv, stats, err := c.RunInterval(ctx, src, exited)
+	if err != nil || iv == nil {
+		return nil, stats, err
+	}
+	p := iv.Resolve(context.Background())
+	return p, iv.Stats, nil
+}
+
+// RunInterval is Run that leaves naming the frames to the caller
+// (Interval.Resolve): a second Ctrl-C may cut that short. The Interval is
+// nil with a Sink.
+func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan struct{}) (*Interval, Stats, error) {
 	defer c.Close()
 	c.start = time.Now()
 	if c.unw != nil { // mark processes for stack copies now, not at the first drain
@@ -280,8 +306,8 @@ loop:
 	if c.sink != nil { // a recording, symbolized later: no profile now
 		return nil, c.Stats(), nil
 	}
-	p := c.Profile()
-	return p, c.Stats(), nil
+	iv := c.unresolved()
+	return iv, iv.Stats, nil
 }
 
 // note counts a drain's error: a bad record must not cost the recording.
@@ -332,6 +358,8 @@ func (c *Collector) drain(src Source, final bool) error {
 		}
 		c.stats.SidebandLost = c.tracker.Lost()
 	}
+	// After the samples: what their code's runtime wrote before running it.
+	c.jit.update()
 	slices.SortStableFunc(c.events, func(a, b event) int { return cmp.Compare(a.time, b.time) })
 	slices.SortStableFunc(c.pend, func(a, b pending) int { return cmp.Compare(a.time, b.time) })
 	c.next = 0
@@ -351,6 +379,7 @@ func (c *Collector) drain(src Source, final bool) error {
 		c.table.prune(cut)
 	}
 	if c.sink != nil {
+		errs = append(errs, c.sink.retellJIT(c.jit))
 		c.sink.forget(c.sinkHorizon())
 	}
 	errs = append(errs, c.sink.tick())
@@ -431,6 +460,8 @@ func (c *Collector) apply(e *event) {
 		if c.table.tracked(e.pid) {
 			e.m.bin = c.table.files.fromMMap(e.pid, e.m.start, e.m.limit, e.file, e.buildID)
 			c.table.mmap(e.pid, e.m)
+			c.table.files.pin(e.pid, &e.m)
+			c.watchJITDump(e.pid, e.m.bin)
 			if c.unw != nil {
 				c.unw.consider(e.pid, &e.m)
 			}
@@ -509,6 +540,8 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 		for _, addr := range user {
 			if m := p.key.set.find(addr); m != nil {
 				c.table.files.pin(p.key.pid, m)
+			} else {
+				c.jit.watch(p.key.pid, img)
 			}
 		}
 	}

@@ -87,6 +87,18 @@
 // UnwindStats (sprof record --debug-unwind) says per binary which method
 // found how many frames and why unwinds stopped.
 //
+// # JIT code
+//
+// Runtimes generate code into anonymous memory that no file names: Node,
+// the JVM, Python 3.12+ with -X perf. The collector reads the perf map or
+// jitdump such a runtime writes (package symbolize/jit) for each process
+// whose samples run code in no mapped file, from the first such sample on,
+// or from the first sight of its jitdump mapping, and rereads it after
+// every drain while the process lives, keeping the files open so their
+// tail is read after it exits. Those addresses are named on a per-process
+// [jit pid N] mapping (stacks.JIT); a Sink that is a JITSink is told each
+// symbol its samples use, once, so a recording names them on any host.
+//
 // # Aggregation
 //
 // Identical samples — same thread, name, mappings, user and kernel stacks,

@@ -11,9 +11,11 @@ import (
 	"github.com/sprof/sprof/symbolize/buildid"
 )
 
-// maxPinned bounds the files kept open for symbolization, well below the
-// usual 1024-descriptor soft limit's share left to sprof.
-const maxPinned = 512
+// maxPinned bounds the files kept open for symbolization. The Go runtime
+// raises the descriptor soft limit to the hard one (1,048,576 on Debian)
+// at start, and files are pinned from their first mapping on, so a busy
+// host's distinct binaries fit.
+const maxPinned = 4096
 
 // binaryFile is one mapped file, shared by every mapping and process that
 // maps it.
@@ -42,6 +44,9 @@ type files struct {
 	// idByInode caches build IDs read from disk, "" when there is none.
 	idByInode map[fileKey]string
 	pinned    int
+	// pinnedByID holds a pinned file for each build ID, the twin that
+	// names the same binary mapped from a path that could not be opened.
+	pinnedByID map[string]*binaryFile
 	// vdso is sprof's own vDSO, which native processes share, and
 	// vdsoSize the size of its mapping; nil when it could not be read.
 	vdso     *binaryFile
@@ -52,7 +57,8 @@ type files struct {
 const vdsoName = "[vdso]"
 
 func newFiles(procRoot string) *files {
-	fs := &files{procRoot: procRoot, byKey: map[fileKey]*binaryFile{}, idByInode: map[fileKey]string{}}
+	fs := &files{procRoot: procRoot, byKey: map[fileKey]*binaryFile{}, idByInode: map[fileKey]string{},
+		pinnedByID: map[string]*binaryFile{}}
 	// Without it, [vdso] frames stay unnamed and nothing else changes.
 	fs.vdso, fs.vdsoSize, _ = openVDSO()
 	return fs
@@ -127,7 +133,11 @@ func (fs *files) vdsoAt(start, limit uint64) *binaryFile {
 // deleted or in another mount namespace; root/ is the process's view of the
 // path; the bare path is the host's view.
 func (fs *files) candidates(pid uint32, start, limit uint64, name string) []string {
-	pidDir := filepath.Join(fs.procRoot, fmt.Sprint(pid))
+	return candidatePaths(fs.procRoot, pid, start, limit, name)
+}
+
+func candidatePaths(procRoot string, pid uint32, start, limit uint64, name string) []string {
+	pidDir := filepath.Join(procRoot, fmt.Sprint(pid))
 	return []string{
 		filepath.Join(pidDir, "map_files", fmt.Sprintf("%x-%x", start, limit)),
 		filepath.Join(pidDir, "root", name),
@@ -135,7 +145,10 @@ func (fs *files) candidates(pid uint32, start, limit uint64, name string) []stri
 	}
 }
 
-// pin opens m's file for symbolization the first time a sample hits it.
+// pin opens m's file for symbolization, once: at first sight of a
+// mapping of a new process, while the process most likely still runs
+// and its map_files entry opens the file even if deleted, and at the
+// first sample in it.
 func (fs *files) pin(pid uint32, m *mapping) {
 	f := m.bin
 	if f.tried || f.name[0] == '[' || fs.pinned >= maxPinned {
@@ -145,7 +158,40 @@ func (fs *files) pin(pid uint32, m *mapping) {
 	if h := fs.open(pid, m); h != nil {
 		f.pinned = h
 		fs.pinned++
+		if f.buildID != "" && fs.pinnedByID[f.buildID] == nil {
+			fs.pinnedByID[f.buildID] = f
+		}
 	}
+}
+
+// unpin closes f's pinned file.
+func (fs *files) unpin(f *binaryFile) {
+	if f.pinned == nil {
+		return
+	}
+	f.pinned.Close()
+	f.pinned = nil
+	fs.pinned--
+	if fs.pinnedByID[f.buildID] == f {
+		delete(fs.pinnedByID, f.buildID)
+	}
+}
+
+// source returns what the Symbolizer reads for f and whether it can:
+// f's pinned file; else, for a file that could not be opened (a process
+// that exited and whose binary was deleted before sprof got to it), a
+// pinned file with the same build ID, the same binary under another path
+// or run again; else f's path.
+// It also returns the pinned file the Binary reads, nil if none.
+func (fs *files) source(f *binaryFile) (symbolize.Binary, *os.File, bool) {
+	if f.pinned == nil && f.buildID != "" {
+		if twin := fs.pinnedByID[f.buildID]; twin != nil {
+			b := twin.binary()
+			b.Name = f.name
+			return b, twin.pinned, true
+		}
+	}
+	return f.binary(), f.pinned, f.readable()
 }
 
 // open opens the file pid maps at m, or returns nil. Paths other than
@@ -185,12 +231,8 @@ func (f *binaryFile) binary() symbolize.Binary {
 // close closes the pinned files.
 func (fs *files) close() {
 	for _, f := range fs.byKey {
-		if f.pinned != nil {
-			f.pinned.Close()
-			f.pinned = nil
-		}
+		fs.unpin(f)
 	}
-	fs.pinned = 0
 	if fs.vdso != nil && fs.vdso.pinned != nil {
 		fs.vdso.pinned.Close()
 		fs.vdso.pinned = nil

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/sprof/sprof/stacks"
@@ -30,22 +31,30 @@ const maxBuildIDCache = 8192
 // disk space is freed. Without that a collector running for weeks would
 // hold every program that ever ran.
 func (c *Collector) Cut(src Source) (*stacks.Profile, Stats) {
+	iv := c.CutInterval(src)
+	p := iv.Resolve(context.Background())
+	return p, iv.Stats
+}
+
+// CutInterval is Cut that leaves naming the frames to the caller
+// (Interval.Resolve), so that an agent's drains keep their period while
+// an interval's binaries are read.
+func (c *Collector) CutInterval(src Source) *Interval {
 	c.note(c.Drain(src))
-	c.flushHeld(flushCut)
+	c.continuous = true
 	before := c.stats.Lost
 	if lost, err := src.Lost(); err != nil {
 		c.note(fmt.Errorf("read lost sample count: %w", err))
 	} else {
 		c.stats.Lost = lost
 	}
-	p := c.Profile()
-	p.Lost = 0
+	iv := c.build()
+	iv.p.Lost = 0
 	if c.stats.Lost > before {
-		p.Lost = c.stats.Lost - before
+		iv.p.Lost = c.stats.Lost - before
 	}
-	stats := c.Stats()
 	c.nextInterval()
-	return p, stats
+	return iv
 }
 
 // nextInterval drops the aggregated stacks and the interval's counters and
@@ -63,6 +72,7 @@ func (c *Collector) nextInterval() {
 		}
 	}
 	c.forgetUnmappedFiles()
+	c.jit.forget(c.table)
 }
 
 // forgetUnmappedFiles closes and forgets the files that no process in the
@@ -84,11 +94,7 @@ func (c *Collector) forgetUnmappedFiles() {
 		if live[f] {
 			continue
 		}
-		if f.pinned != nil {
-			f.pinned.Close()
-			f.pinned = nil
-			fs.pinned--
-		}
+		fs.unpin(f)
 		delete(fs.byKey, k)
 	}
 	if len(fs.idByInode) > maxBuildIDCache {

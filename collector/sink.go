@@ -61,6 +61,10 @@ type sinkState struct {
 	// sample still to come are dropped but the last.
 	sent map[uint32][]sentRecord
 	maps []Mapping
+	// jit is the sink as a JITSink, nil when it is none, and jits the
+	// collector's JIT files, from which it is told the symbols used.
+	jit  JITSink
+	jits *jitProcesses
 }
 
 // sentRecord is a process record reported: set is the id of its mapSet,
@@ -74,7 +78,9 @@ func newSinkState(s Sink) *sinkState {
 	if s == nil {
 		return nil
 	}
-	return &sinkState{sink: s, wall: time.Now(), mono: monotonicNow(), sent: map[uint32][]sentRecord{}}
+	st := &sinkState{sink: s, wall: time.Now(), mono: monotonicNow(), sent: map[uint32][]sentRecord{}}
+	st.jit, _ = s.(JITSink)
+	return st
 }
 
 func (s *sinkState) time(mono uint64) time.Time {
@@ -121,7 +127,35 @@ func (s *sinkState) sample(p *pending, user, kernel []uint64) error {
 			return err
 		}
 	}
+	if jp := s.jitProcess(p.key.pid); jp != nil {
+		if err := jp.tell(s.jit, p.key.pid, p.time, s.time, p.key.set, user); err != nil {
+			return err
+		}
+	}
 	return s.sink.Sample(t, p.key.pid, p.key.tid, p.cpu, comm, user, kernel, p.key.truncated)
+}
+
+// jitProcess returns the JIT files of pid when the sink stores JIT
+// symbols and pid runs generated code.
+func (s *sinkState) jitProcess(pid uint32) *jitProcess {
+	if s.jit == nil || s.jits == nil {
+		return nil
+	}
+	return s.jits.byPid[pid]
+}
+
+// retellJIT tells the sink the symbols that the last update found for
+// addresses of earlier samples.
+func (s *sinkState) retellJIT(j *jitProcesses) error {
+	if s == nil || s.jit == nil {
+		return nil
+	}
+	for pid, p := range j.byPid {
+		if err := p.retell(s.jit, pid, s.time); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // exit reports the exit of a process's main thread.

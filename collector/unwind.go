@@ -11,7 +11,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/sframe"
+	"github.com/sprof/sprof/unwind"
 )
 
 // Unwinding in userspace.
@@ -53,56 +55,6 @@ type CopyMarker interface {
 	SetCopy(pid uint32, on bool) error
 }
 
-// Method is how a frame of a user stack was found.
-type Method uint8
-
-// Unwinding methods, as counted in UnwindStats.
-const (
-	MethodSFrame       Method = iota // the binary's .sframe section
-	MethodEHFrame                    // rules synthesized from .eh_frame/.debug_frame
-	MethodFramePointer               // frame-pointer rule in userspace
-	MethodBPF                        // the BPF program's frame-pointer walk
-	NumMethods
-)
-
-var methodNames = [NumMethods]string{"sframe", "eh_frame", "frame pointer", "bpf-fp"}
-
-func (m Method) String() string {
-	if m < NumMethods {
-		return methodNames[m]
-	}
-	return fmt.Sprintf("Method(%d)", uint8(m))
-}
-
-// stopNoTable is the stop of an unwind at a binary without any unwind
-// table (nor frame pointers): sframe reports it as StopNoRule, which for
-// a binary with a table means a gap in it, most often a row the CFI
-// could not express.
-const stopNoTable = sframe.StopFull + 1
-
-// stopPending is the stop of a held-back sample's unwind, flushed before
-// the table of the binary it stopped at was built.
-const stopPending = stopNoTable + 1
-
-// numStops sizes the per-binary stop counters.
-const numStops = int(stopPending) + 1
-
-func stopName(r sframe.StopReason) string {
-	switch r {
-	case stopNoTable:
-		return "no unwind table"
-	case stopPending:
-		return "table still being built (sample flushed)"
-	case sframe.StopNoRule:
-		return "no rule for PC (unsupported or missing CFI)"
-	case sframe.StopReadFault:
-		return "read outside the stack copy"
-	case sframe.StopFull:
-		return "depth limit"
-	}
-	return r.String()
-}
-
 // Defaults of the unwinder's memory bounds.
 const (
 	// DefaultUnwindCacheBytes bounds the unwind tables kept: libc's
@@ -123,10 +75,6 @@ type stackCopy struct {
 	truncated bool
 }
 
-// load is an executable PT_LOAD segment, to turn runtime addresses into
-// the file's virtual addresses.
-type load struct{ off, vaddr, filesz uint64 }
-
 // unwindInfo is what the unwinder knows of one binary (one build ID).
 type unwindInfo struct {
 	name, buildID string
@@ -135,7 +83,7 @@ type unwindInfo struct {
 	// framePointers: the code keeps frame pointers (a Go binary).
 	framePointers bool
 	hasSFrame     bool
-	loads         []load
+	loads         elfx.Segments
 	// built: the table was built (or failed to be: err); table is nil
 	// for a binary without one. building: it is being built.
 	built, building bool
@@ -143,14 +91,14 @@ type unwindInfo struct {
 	// its table costs.
 	cfiBytes int64
 	table    *sframe.Table
-	kind     Method
+	kind     unwind.Method
 	size     int64
 	err      error
 	used     uint64 // the unwinder's clock at the last use, for eviction
 	// Counters: frames each method produced with this binary's rules,
 	// and why unwinds stopped in it.
-	frames [NumMethods]uint64
-	stops  [numStops]uint64
+	frames [unwind.NumMethods]uint64
+	stops  [unwind.NumStops]uint64
 }
 
 // step is one frame the unwinder resolved: the binary whose rule it used.
@@ -195,7 +143,7 @@ type unwinder struct {
 	stats UnwindStats
 
 	// builds builds tables in the background (unwind_build.go).
-	builds *tableBuilder
+	builds *unwind.Builder[*unwindInfo]
 	// forced: unwind without waiting for tables still being built, for
 	// held-back samples being flushed.
 	forced bool
@@ -223,7 +171,7 @@ func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
 		budget:     budget,
 		marked:     map[uint32]bool{},
 		considered: map[uint32]*mapSet{},
-		builds:     newTableBuilder(buildTable),
+		builds:     unwind.NewBuilder[*unwindInfo](unwind.BuildTable),
 		maxHeld:    maxHeldBytes,
 		maxHoldAge: maxHoldAge,
 		finalWait:  finalBuildWait,
@@ -291,10 +239,9 @@ func (u *unwinder) classify(in *unwindInfo, pid uint32, m *mapping) {
 	}
 	in.classified = true
 	err := u.withELF(pid, m, func(f *elf.File) error {
+		in.framePointers = elfx.IsGo(f)
 		for _, s := range f.Sections {
 			switch s.Name {
-			case ".gopclntab", ".note.go.buildid", ".go.buildinfo":
-				in.framePointers = true
 			case ".sframe":
 				in.hasSFrame = true
 				in.cfiBytes += int64(s.Size)
@@ -302,11 +249,7 @@ func (u *unwinder) classify(in *unwindInfo, pid uint32, m *mapping) {
 				in.cfiBytes += int64(s.Size)
 			}
 		}
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-				in.loads = append(in.loads, load{p.Off, p.Vaddr, p.Filesz})
-			}
-		}
+		in.loads = elfx.LoadSegments(f)
 		return nil
 	})
 	if err != nil {
@@ -329,22 +272,7 @@ func (u *unwinder) withELF(pid uint32, m *mapping, fn func(*elf.File) error) err
 		defer h.Close()
 		r = h
 	}
-	return readELF(r, m.bin.name, fn)
-}
-
-// readELF calls fn with the ELF file r, named name in errors.
-func readELF(r io.ReaderAt, name string, fn func(*elf.File) error) (err error) {
-	// debug/elf is not hardened against hostile files; contain it here.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: reading ELF: %v", name, p)
-		}
-	}()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	return fn(f)
+	return elfx.Read(r, m.bin.name, fn)
 }
 
 // ensureTable reports whether in's table is there (or known not to be),
@@ -360,62 +288,6 @@ func (u *unwinder) ensureTable(in *unwindInfo, pid uint32, m *mapping) bool {
 		u.requestBuild(in, pid, m)
 	}
 	return in.built
-}
-
-// fillGaps returns sf, a binary's .sframe table, with the functions of eh,
-// synthesized from its .eh_frame, that sf does not cover: code that gas
-// did not assemble with --gsframe, such as crt1's _start, whose CFI marks
-// the outermost frame. If nothing is missing, or the merge fails, it is sf.
-func fillGaps(sf, eh *sframe.Table) *sframe.Table {
-	have := sf.FDEs()
-	var extra []sframe.Function
-	for i := range eh.FDEs() {
-		f := &eh.FDEs()[i]
-		j, _ := slices.BinarySearchFunc(have, f.Start, func(h sframe.FDE, pc uint64) int {
-			if h.End() <= pc {
-				return -1
-			}
-			return 1
-		})
-		if j < len(have) && have[j].Start < f.End() {
-			continue // sf covers (part of) it
-		}
-		extra = append(extra, function(eh, f))
-	}
-	if len(extra) == 0 {
-		return sf
-	}
-	funcs := make([]sframe.Function, 0, len(have)+len(extra))
-	for i := range have {
-		if have[i].Size > 0 {
-			funcs = append(funcs, function(sf, &have[i]))
-		}
-	}
-	t, err := sframe.NewTable(sf.Header.ABI, append(funcs, extra...))
-	if err != nil {
-		return sf
-	}
-	return t
-}
-
-// function turns an FDE of t back into the Function NewTable takes. V1
-// PCMASK FDEs repeat every 16 bytes; a row at the function's end (binutils
-// PR 33131) never matches and is left out.
-func function(t *sframe.Table, f *sframe.FDE) sframe.Function {
-	fn := sframe.Function{Start: f.Start, Size: f.Size, RepSize: f.RepSize, PACKeyB: f.PACKeyB(), Signal: f.Signal()}
-	if f.PCMask() && fn.RepSize == 0 {
-		fn.RepSize = 16
-	}
-	limit := fn.Size
-	if fn.RepSize != 0 {
-		limit = min(limit, uint32(fn.RepSize))
-	}
-	for _, r := range t.Rows(f) {
-		if r.Start < limit {
-			fn.Rows = append(fn.Rows, r)
-		}
-	}
-	return fn
 }
 
 // evict drops the least recently used tables until the cache fits its
@@ -519,29 +391,21 @@ func (u *unwinder) record(in *unwindInfo, pc, bias uint64) {
 }
 
 // bias returns what to subtract from a runtime address in m to get the
-// file's virtual address: the mapping's start less the address its file
-// offset has in the segment that holds it.
-func (in *unwindInfo) bias(m *mapping) uint64 {
-	for _, l := range in.loads {
-		if l.off&^0xfff <= m.offset && m.offset < l.off+l.filesz {
-			return m.start - m.offset + l.off - l.vaddr
-		}
-	}
-	return m.start - m.offset
-}
+// file's virtual address.
+func (in *unwindInfo) bias(m *mapping) uint64 { return in.loads.Bias(m.start, m.offset) }
 
 // method returns the method that unwound the frame at s.
-func (s *step) method() Method {
+func (s *step) method() unwind.Method {
 	in := s.info
 	if in.table == nil {
-		return MethodFramePointer
+		return unwind.MethodFramePointer
 	}
 	if !in.framePointers && in.table.Header.Flags&sframe.FlagFramePointer == 0 {
 		return in.kind // without a row the unwind would have stopped
 	}
 	pc := s.pc
 	if _, ok := in.table.Lookup(pc - s.bias); !ok {
-		return MethodFramePointer
+		return unwind.MethodFramePointer
 	}
 	return in.kind
 }
@@ -568,7 +432,7 @@ func (c *Collector) unwindCopy(p *pending, img *image, bpf []uint64) (*image, []
 	if u.res.waiting != nil {
 		return img, nil, u.res.waiting
 	}
-	if stop == sframe.StopNoMapping && p.key.set == img.maps && c.stable(p.key.pid, img) {
+	if stop == unwind.Unmapped && p.key.set == img.maps && c.stable(p.key.pid, img) {
 		if n := c.table.refresh(img, p.time); n.maps != p.key.set {
 			img, p.key.set = n, n.maps
 			if us, stop = u.unwind(p.key.pid, p.key.set, &p.copy); u.res.waiting != nil {
@@ -576,45 +440,50 @@ func (c *Collector) unwindCopy(p *pending, img *image, bpf []uint64) (*image, []
 			}
 		}
 	}
-	user, userspace := u.account(p.key.set, us, stop, bpf)
+	user, userspace, stop := u.account(p.key.set, us, stop, bpf)
 	if userspace {
-		p.key.truncated = stop == sframe.StopFull
+		p.key.truncated = stop.Truncated()
 	}
 	return img, user, nil
 }
 
 // unwind walks a stack copy over the mappings set.
-func (u *unwinder) unwind(pid uint32, set *mapSet, c *stackCopy) ([]uint64, sframe.StopReason) {
+func (u *unwinder) unwind(pid uint32, set *mapSet, c *stackCopy) ([]uint64, unwind.Stop) {
 	u.res.reset(pid, set)
 	u.snap = sframe.Snapshot{Base: c.regs.SP, Data: u.stack[c.off : c.off+c.n]}
 	n, stop := u.sf.Unwind(c.regs, &u.snap, u.out[:])
-	return u.out[:n], stop
+	return u.out[:n], unwind.FromSFrame(stop)
 }
 
 // account counts an unwind's frames and its stop, and returns the walk to
-// keep (see the rule in the file comment) and whether it is the userspace
-// one.
-func (u *unwinder) account(set *mapSet, us []uint64, stop sframe.StopReason, bpf []uint64) ([]uint64, bool) {
+// keep (see the rule in the file comment), whether it is the userspace
+// one, and why the userspace walk stopped. A return address in no mapping
+// ends the userspace walk and is no frame of it: such values (0x8000000001
+// in a g++ stack) are data the rules read where no return address was.
+func (u *unwinder) account(set *mapSet, us []uint64, stop unwind.Stop, bpf []uint64) ([]uint64, bool, unwind.Stop) {
 	steps := u.steps[:u.nsteps]
 	last := &u.unknown
 	if len(steps) > 0 && steps[len(steps)-1].info != nil {
 		last = steps[len(steps)-1].info
-		if stop == sframe.StopNoRule && last.table == nil {
-			stop = stopNoTable
+		if stop == unwind.NoRule && last.table == nil {
+			stop = unwind.NoTable
 			if last.building {
-				stop = stopPending
+				stop = unwind.TablePending
 			}
 		}
 	}
 	last.stops[stop]++
 	tables := false
 	for i := 0; i+1 < len(us) && i < len(steps) && !tables; i++ {
-		tables = steps[i].info != nil && steps[i].method() != MethodFramePointer
+		tables = steps[i].info != nil && steps[i].method() != unwind.MethodFramePointer
 	}
-	if len(bpf) > 0 && !tables || stop != sframe.StopOutermost && len(bpf) > len(us) && slices.Equal(bpf[:len(us)], us) {
+	if len(bpf) > 0 && !tables || stop != unwind.Outermost && len(bpf) > len(us) && slices.Equal(bpf[:len(us)], us) {
 		u.stats.BPF++
 		u.countBPF(set, bpf)
-		return bpf, false
+		return bpf, false, stop
+	}
+	if stop == unwind.Unmapped && len(us) > 1 {
+		us = us[:len(us)-1]
 	}
 	u.stats.Userspace++
 	for i := 0; i+1 < len(us) && i < len(steps); i++ {
@@ -625,7 +494,7 @@ func (u *unwinder) account(set *mapSet, us []uint64, stop sframe.StopReason, bpf
 			u.stats.Frames[m]++
 		}
 	}
-	return us, true
+	return us, true, stop
 }
 
 // countBPF counts the frames of a BPF walk: per binary when debugging,
@@ -634,7 +503,7 @@ func (u *unwinder) countBPF(set *mapSet, bpf []uint64) {
 	if len(bpf) < 2 {
 		return
 	}
-	u.stats.Frames[MethodBPF] += uint64(len(bpf) - 1)
+	u.stats.Frames[unwind.MethodBPF] += uint64(len(bpf) - 1)
 	if !u.debug {
 		return
 	}
@@ -643,7 +512,7 @@ func (u *unwinder) countBPF(set *mapSet, bpf []uint64) {
 		if m := set.find(pc); m != nil {
 			in = u.info(m)
 		}
-		in.frames[MethodBPF]++
+		in.frames[unwind.MethodBPF]++
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/internal/unwindcheck"
 	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/unwind"
 )
 
 // copySource hands over recorded samples and records the processes the
@@ -172,14 +173,14 @@ func TestUnwindFixtures(t *testing.T) {
 					}
 				}
 			}
-			if st.Frames[collector.MethodEHFrame] == 0 {
+			if st.Frames[unwind.MethodEHFrame] == 0 {
 				t.Errorf("no frame unwound with .eh_frame rules (libc has no .sframe)")
 			}
-			if fx.Name == "sframe" && st.Frames[collector.MethodSFrame] == 0 {
+			if fx.Name == "sframe" && st.Frames[unwind.MethodSFrame] == 0 {
 				t.Errorf("no frame unwound with .sframe rules")
 			}
-			if fx.Name == "eh_frame" && st.Frames[collector.MethodSFrame] != 0 {
-				t.Errorf("%d frames unwound with .sframe in a program without it", st.Frames[collector.MethodSFrame])
+			if fx.Name == "eh_frame" && st.Frames[unwind.MethodSFrame] != 0 {
+				t.Errorf("%d frames unwound with .sframe in a program without it", st.Frames[unwind.MethodSFrame])
 			}
 		})
 	}

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/sframe"
+	"github.com/sprof/sprof/unwind"
 )
 
 // benchStack builds a process with two binaries of nfuncs functions each
@@ -45,8 +47,8 @@ func benchStack(b testing.TB, depth int) (*unwinder, *mapSet, stackCopy) {
 		set.insert(mapping{start: start, limit: start + 0x1000 + nfuncs*fsize, offset: 0x1000, bin: f})
 		in := u.info(&set.maps[len(set.maps)-1])
 		in.classified, in.readable, in.built = true, true, true
-		in.table, in.kind = t, MethodEHFrame
-		in.loads = []load{{off: 0x1000, vaddr: 0x1000, filesz: nfuncs * fsize}}
+		in.table, in.kind = t, unwind.MethodEHFrame
+		in.loads = elfx.Segments{{Off: 0x1000, Vaddr: 0x1000, Filesz: nfuncs * fsize, Exec: true}}
 		bins[i] = bin{start, in}
 	}
 	// Frame k runs function k of binary k%2 at its body row.
@@ -73,7 +75,7 @@ func BenchmarkUnwind(b *testing.B) {
 	const depth = 32
 	u, set, c := benchStack(b, depth)
 	us, stop := u.unwind(1, set, &c)
-	if len(us) != depth || stop != sframe.StopOutermost {
+	if len(us) != depth || stop != unwind.Outermost {
 		b.Fatalf("%d frames, stop %v; want %d, outermost", len(us), stop, depth)
 	}
 	// CPU time as well as wall time: on a loaded host the wall clock
@@ -132,8 +134,8 @@ func BenchmarkDrainCopies(b *testing.B) {
 	if err := c.Drain(src); err != nil {
 		b.Fatal(err)
 	}
-	if st := c.UnwindStats(); st.Userspace != perDrain || st.Frames[MethodEHFrame] != perDrain*(depth-1) {
-		b.Fatalf("first drain: %d userspace unwinds, %d frames; want %d, %d", st.Userspace, st.Frames[MethodEHFrame], perDrain, perDrain*(depth-1))
+	if st := c.UnwindStats(); st.Userspace != perDrain || st.Frames[unwind.MethodEHFrame] != perDrain*(depth-1) {
+		b.Fatalf("first drain: %d userspace unwinds, %d frames; want %d, %d", st.Userspace, st.Frames[unwind.MethodEHFrame], perDrain, perDrain*(depth-1))
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

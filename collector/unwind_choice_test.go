@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sprof/sprof/sframe"
+	"github.com/sprof/sprof/unwind"
 )
 
 // TestUnwindChoice checks the rule that picks the userspace unwind or the
@@ -15,7 +15,7 @@ func TestUnwindChoice(t *testing.T) {
 	const depth = 8
 	u, set, c := benchStack(t, depth)
 	full, stop := u.unwind(1, set, &c)
-	if len(full) != depth || stop != sframe.StopOutermost {
+	if len(full) != depth || stop != unwind.Outermost {
 		t.Fatalf("%d frames, stop %v; want %d, outermost", len(full), stop, depth)
 	}
 	full = slices.Clone(full)
@@ -36,7 +36,7 @@ func TestUnwindChoice(t *testing.T) {
 	} {
 		us, stop := u.unwind(1, set, &tc.copy)
 		before := u.stats.BPF
-		got, userspace := u.account(set, us, stop, tc.bpf)
+		got, userspace, _ := u.account(set, us, stop, tc.bpf)
 		if !slices.Equal(got, tc.want) || userspace == tc.wantBPF || (u.stats.BPF > before) != tc.wantBPF {
 			t.Errorf("%s: got %x (userspace %v), want %x", tc.name, got, userspace, tc.want)
 		}
@@ -52,7 +52,7 @@ func TestUnwindChoice(t *testing.T) {
 	}
 	bpf := []uint64{full[0], 0x1234}
 	us, stop := u.unwind(1, set, &c)
-	if got, userspace := u.account(set, us, stop, bpf); userspace || !slices.Equal(got, bpf) {
+	if got, userspace, _ := u.account(set, us, stop, bpf); userspace || !slices.Equal(got, bpf) {
 		t.Errorf("frame pointers only: got %x (userspace %v), want the BPF walk %x", got, userspace, bpf)
 	}
 }

@@ -17,6 +17,11 @@ import (
 // huge library costs no samples and changes no stack; only the moment the
 // sample is aggregated moves.
 //
+// An interval cut while samples are held (Collector.CutInterval) leaves
+// them held: they are counted in the interval that is current when their
+// table is there, with their whole stack, rather than in theirs with a
+// partial one.
+//
 // With a Sink, only the held samples wait: every other sample, and every
 // exit and process change, goes to the Sink at once, and a held sample
 // follows when it is let go, after samples taken later. A recording does
@@ -27,8 +32,8 @@ import (
 //
 // Nothing is dropped. Held samples are flushed — unwound with the tables
 // there are, which usually leaves the frame-pointer walk of the sampler —
-// when the queue outgrows maxHeldBytes (oldest first), when an interval is
-// cut, with a Sink when they have waited maxHoldAge, and at the end of a
+// when the queue outgrows maxHeldBytes (oldest first), with a Sink or when
+// intervals are cut when they have waited maxHoldAge, and at the end of a
 // recording or when a Profile is built, after waiting up to finalBuildWait
 // for the tables under way. UnwindStats counts the samples held, released
 // and flushed by cause, and the stop at the binary whose table was
@@ -39,7 +44,8 @@ const (
 	// stack copies (16 KiB each by default) and walks. About 2,000
 	// samples wait for a table: 10 s of 99 Hz sampling on two CPUs.
 	maxHeldBytes = 32 << 20
-	// maxHoldAge bounds, with a Sink, how long a sample is held, so
+	// maxHoldAge bounds, with a Sink or intervals, how long a sample is
+	// held, so
 	// that a build that never ends on a starved host cannot keep
 	// samples out of the recording: a held sample reaches the Sink at
 	// most maxHoldAge and two drain Intervals (0.5 s) after it was
@@ -65,8 +71,7 @@ type flushCause uint8
 
 const (
 	flushFull flushCause = iota // the hold-back queue was full
-	flushCut                    // the interval was cut
-	flushAge                    // the sample waited maxHoldAge (with a Sink)
+	flushAge                    // the sample waited maxHoldAge (with a Sink or intervals)
 	flushEnd                    // the recording ended, or a Profile was built
 )
 
@@ -114,7 +119,8 @@ func (c *Collector) stable(pid uint32, img *image) bool {
 
 // releaseHeld installs the tables built since the last call and lets go
 // the held samples that no longer wait, or, with force, all of them (for
-// cause). With a Sink, it also flushes the samples held maxHoldAge.
+// cause). With a Sink or intervals, it also flushes the samples held
+// maxHoldAge.
 func (c *Collector) releaseHeld(force bool, cause flushCause) {
 	u := c.unw
 	if u == nil {
@@ -122,7 +128,7 @@ func (c *Collector) releaseHeld(force bool, cause flushCause) {
 	}
 	u.install()
 	var old uint64 // samples held since before old are flushed
-	if now := monotonicNow(); c.sink != nil && !force && now > uint64(u.maxHoldAge) {
+	if now := monotonicNow(); (c.sink != nil || c.continuous) && !force && now > uint64(u.maxHoldAge) {
 		old = now - uint64(u.maxHoldAge)
 	}
 	keep := u.held[:0]
@@ -158,8 +164,6 @@ func (c *Collector) letGo(h *heldSample, force bool, cause flushCause) bool {
 		switch cause {
 		case flushFull:
 			u.stats.FlushedFull++
-		case flushCut:
-			u.stats.FlushedCut++
 		case flushAge:
 			u.stats.FlushedAge++
 		case flushEnd:
@@ -199,7 +203,7 @@ func (c *Collector) settleHeld() {
 	for {
 		c.releaseHeld(false, flushEnd)
 		left := time.Until(deadline)
-		if len(u.held) == 0 || left <= 0 || !u.builds.wait(left) {
+		if len(u.held) == 0 || left <= 0 || !u.builds.Wait(left) {
 			break
 		}
 	}

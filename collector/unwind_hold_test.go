@@ -14,6 +14,7 @@ import (
 	"github.com/sprof/sprof/cbf/recording"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/unwind"
 )
 
 // holdFixture is a collector with two processes: pid 100 runs a program
@@ -58,10 +59,10 @@ func newHoldFixture(t testing.TB, sink Sink, slow bool) *holdFixture {
 		}
 		lib.bin.pinned = self
 		t.Cleanup(func() { self.Close() })
-		u.builds = newTableBuilder(func(io.ReaderAt, string, bool) (*sframe.Table, Method, error, error) {
+		u.builds = unwind.NewBuilder[*unwindInfo](func(io.ReaderAt, string, bool) (*sframe.Table, unwind.Method, error, error) {
 			f.calls.Add(1)
 			<-f.release
-			return table, MethodEHFrame, nil, nil
+			return table, unwind.MethodEHFrame, nil, nil
 		})
 		t.Cleanup(f.finish)
 	}
@@ -103,7 +104,7 @@ func (f *holdFixture) sample(pid uint32, t uint64, stack []byte) {
 func (f *holdFixture) built(t *testing.T) {
 	t.Helper()
 	f.finish()
-	if !f.c.unw.builds.wait(10 * time.Second) {
+	if !f.c.unw.builds.Wait(10 * time.Second) {
 		t.Fatal("the build did not end")
 	}
 }
@@ -400,17 +401,15 @@ func TestHoldSinkAge(t *testing.T) {
 	}
 }
 
-// TestHoldFlush: held-back samples are never lost. A Cut, the end (a
-// Profile, after waiting for the build a while) and a full queue unwind
-// them without the table — here up to the library — and count them.
+// TestHoldFlush: held-back samples are never lost. The end (a Profile,
+// after waiting for the build a while) and a full queue unwind them
+// without the table — here up to the library — and count them.
 func TestHoldFlush(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		flush func(f *holdFixture) *stacks.Profile
 		count func(st *UnwindStats) uint64
 	}{
-		{"cut", func(f *holdFixture) *stacks.Profile { p, _ := f.c.Cut(f.src); return p },
-			func(st *UnwindStats) uint64 { return st.FlushedCut }},
 		{"end", func(f *holdFixture) *stacks.Profile {
 			f.c.unw.finalWait = 10 * time.Millisecond
 			return f.c.Profile()
@@ -419,8 +418,8 @@ func TestHoldFlush(t *testing.T) {
 			f.c.unw.maxHeld = 3 * len(f.stack)
 			f.add(11, 10)
 			f.c.Drain(f.src)
-			p, _ := f.c.Cut(f.src)
-			return p
+			f.c.unw.finalWait = 10 * time.Millisecond
+			return f.c.Profile()
 		}, func(st *UnwindStats) uint64 { return st.FlushedFull }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -436,7 +435,7 @@ func TestHoldFlush(t *testing.T) {
 				if st.FlushedFull == 0 {
 					t.Errorf("no sample flushed from a full queue")
 				}
-				held -= st.FlushedCut
+				held -= st.FlushedEnd
 			}
 			if got := tc.count(&st); got != held || st.Released != 0 || len(f.c.unw.held) != 0 {
 				t.Errorf("%d flushed, %d released, %d still held; want %d, 0, 0", got, st.Released, len(f.c.unw.held), held)
@@ -448,6 +447,9 @@ func TestHoldFlush(t *testing.T) {
 					if len(s.Stack) != 2 || s.Stack[0].Address != f.regs.PC {
 						t.Errorf("flushed sample's stack %v, want the program's frame and the return address into the library", s.Stack)
 					}
+					if !s.Truncated {
+						t.Errorf("flushed sample's partial stack %v is not marked truncated", s.Stack)
+					}
 				}
 			}
 			if want := int64(st.Held); lib != want {
@@ -457,6 +459,45 @@ func TestHoldFlush(t *testing.T) {
 				t.Errorf("library's unwind stats %+v, want %d stops for the table being built", b, st.Held)
 			}
 		})
+	}
+}
+
+// TestHoldAcrossCut: an interval cut while samples wait for a table
+// leaves them held; they are counted, whole, in the interval under way
+// when the table is there, and none is lost or flushed.
+func TestHoldAcrossCut(t *testing.T) {
+	f := newHoldFixture(t, nil, true)
+	f.add(1, 10)
+	if err := f.c.Drain(f.src); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := f.c.Cut(f.src)
+	held := f.c.UnwindStats().Held
+	if held == 0 || len(f.c.unw.held) != int(held) {
+		t.Fatalf("%d samples held, %d still held after the cut; want all still held", held, len(f.c.unw.held))
+	}
+	for _, s := range first.Samples {
+		if s.Pid == pidLib {
+			t.Errorf("the cut interval has a sample through the library, whose table is not built: %v", s.Stack)
+		}
+	}
+	f.built(t)
+	second, _ := f.c.Cut(f.src)
+	st := f.c.UnwindStats()
+	if st.Released != held || st.FlushedFull+st.FlushedAge+st.FlushedEnd != 0 || len(f.c.unw.held) != 0 {
+		t.Errorf("%d released, %d flushed, %d still held; want %d, 0, 0", st.Released, st.FlushedFull+st.FlushedAge+st.FlushedEnd, len(f.c.unw.held), held)
+	}
+	var lib int64
+	for _, s := range second.Samples {
+		if s.Pid == pidLib {
+			lib += s.Count
+			if len(s.Stack) <= 2 {
+				t.Errorf("released sample's stack %v, want the frames beyond the library too", s.Stack)
+			}
+		}
+	}
+	if lib != int64(held) {
+		t.Errorf("%d samples through the library in the next interval, want %d", lib, held)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sprof/sprof/sframe"
+	"github.com/sprof/sprof/unwind"
 )
 
 // UnwindStats describe the userspace unwinding of a recording (all zero
@@ -27,7 +27,7 @@ type UnwindStats struct {
 	Userspace, BPF uint64
 	// Frames counts the frames each method produced (the leaf frame,
 	// which comes from the registers, is not counted).
-	Frames [NumMethods]uint64
+	Frames [unwind.NumMethods]uint64
 	// Marked counts the processes marked for stack copies; MarkErrors
 	// the marks the sampler refused, MarkErr the first of them.
 	Marked     int
@@ -44,15 +44,15 @@ type UnwindStats struct {
 	BuildTime   time.Duration
 	// Held counts the samples held back because a table their unwind
 	// needed was still being built; Released those unwound once it was
-	// there, and FlushedFull, FlushedCut, FlushedAge and FlushedEnd
-	// those unwound without it because the hold-back queue was full, the
-	// interval was cut, they had waited the longest a recording holds a
-	// sample back (2 s), or the recording ended (see the binaries' "table
-	// still being built" stops). Building is the number of tables under
+	// there, and FlushedFull, FlushedAge and FlushedEnd those unwound
+	// without it because the hold-back queue was full, they had waited
+	// the longest a recording or an agent holds a sample back (2 s), or
+	// the recording ended (see the binaries' "table still being built"
+	// stops). Building is the number of tables under
 	// way.
-	Held, Released                                  uint64
-	FlushedFull, FlushedCut, FlushedAge, FlushedEnd uint64
-	Building                                        int
+	Held, Released                      uint64
+	FlushedFull, FlushedAge, FlushedEnd uint64
+	Building                            int
 	// Binaries breaks frames and stops down by binary, most frames
 	// first.
 	Binaries []BinaryUnwind
@@ -66,7 +66,7 @@ type BinaryUnwind struct {
 	Table string
 	// Frames counts the frames found with the binary's rules (the
 	// frame's caller is found through the binary's code), by method.
-	Frames [NumMethods]uint64
+	Frames [unwind.NumMethods]uint64
 	// Stops counts, by reason, the unwinds that stopped at a frame of
 	// the binary.
 	Stops map[string]uint64
@@ -93,7 +93,7 @@ func (u *unwinder) report() UnwindStats {
 				if b.Stops == nil {
 					b.Stops = map[string]uint64{}
 				}
-				b.Stops[stopName(sframe.StopReason(r))] += n
+				b.Stops[unwind.Stop(r).String()] += n
 			}
 		}
 		if b.Stops != nil || b.total() > 0 {
@@ -151,11 +151,11 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, ")\nunwind tables: %d, %.1f MiB, %d evicted, %d failed, built in %v\n",
 		s.Tables, float64(s.TableBytes)/(1<<20), s.Evicted, s.TableErrors, s.BuildTime.Round(time.Millisecond))
-	fmt.Fprintf(tw, "held back for tables being built: %d samples (%d unwound with the table; flushed without it: %d queue full, %d interval cut, %d held too long, %d at the end); %d tables being built\n",
-		s.Held, s.Released, s.FlushedFull, s.FlushedCut, s.FlushedAge, s.FlushedEnd, s.Building)
+	fmt.Fprintf(tw, "held back for tables being built: %d samples (%d unwound with the table; flushed without it: %d queue full, %d held too long, %d at the end); %d tables being built\n",
+		s.Held, s.Released, s.FlushedFull, s.FlushedAge, s.FlushedEnd, s.Building)
 	fmt.Fprintf(tw, "frames:")
 	for m, n := range s.Frames {
-		fmt.Fprintf(tw, " %s %d", Method(m), n)
+		fmt.Fprintf(tw, " %s %d", unwind.Method(m), n)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "binary\ttable\tsframe\teh_frame\tframe pointer\tbpf-fp\tstops")

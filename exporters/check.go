@@ -98,6 +98,14 @@ func checkSample(p *profile.Profile, s *profile.Sample) error {
 			return err
 		}
 	}
+	for k, vs := range s.NumLabel {
+		if len(vs) != 1 {
+			return fmt.Errorf("numeric label %q has %d values, want 1", k, len(vs))
+		}
+		if _, ok := s.Label[k]; ok {
+			return fmt.Errorf("label %q is both a string and a number: pprof would count it twice", k)
+		}
+	}
 	return nil
 }
 

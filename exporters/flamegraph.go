@@ -25,15 +25,24 @@ func WriteFlameGraph(w io.Writer, p *stacks.Profile, opt Options) error {
 		t.Add(stack, ws.count)
 	}
 	fo := opt.FlameGraph
+	titled := fo.Title == "" && opt.Subject != ""
+	if titled {
+		fo.Title = opt.Subject
+		if !p.Start.IsZero() {
+			fo.Title += ", " + p.Start.UTC().Format(startLayout)
+		}
+	}
 	if fo.Subtitle == "" {
-		fo.Subtitle = describe(p, t.Total())
+		fo.Subtitle = describe(p, t.Total(), !titled)
 	}
 	return t.WriteSVG(w, fo)
 }
 
+const startLayout = "2006-01-02 15:04:05 UTC"
+
 // describe says in one line what a profile covers: how many samples, at
-// which frequency, over what time.
-func describe(p *stacks.Profile, samples int64) string {
+// which frequency, over what time, and from when unless the title says.
+func describe(p *stacks.Profile, samples int64, start bool) string {
 	s := strconv.FormatInt(samples, 10) + " samples"
 	if p.Period > 0 {
 		s += fmt.Sprintf(" at %.4g Hz", float64(time.Second)/float64(p.Period))
@@ -41,8 +50,8 @@ func describe(p *stacks.Profile, samples int64) string {
 	if p.Duration > 0 {
 		s += " over " + p.Duration.String()
 	}
-	if !p.Start.IsZero() {
-		s += " from " + p.Start.UTC().Format("2006-01-02 15:04:05 UTC")
+	if start && !p.Start.IsZero() {
+		s += " from " + p.Start.UTC().Format(startLayout)
 	}
 	if p.Lost > 0 {
 		s += ", " + strconv.FormatUint(p.Lost, 10) + " lost"

@@ -34,3 +34,28 @@ func TestFlameGraphGolden(t *testing.T) {
 	}
 	checkGolden(t, "fixture.svg-frames", []byte(svg[start:end]))
 }
+
+// The title names the subject and the profile's start, so the subtitle
+// does not repeat the time; without a subject the title stays the
+// renderer's and the subtitle keeps the time.
+func TestFlameGraphTitle(t *testing.T) {
+	for _, tc := range []struct {
+		subject, title, subtitle string
+	}{
+		{"make -j8 <all> & more", "make -j8 &lt;all&gt; &amp; more, 2026-11-22 10:00:00 UTC", "48 samples at 99 Hz over 10s, 3 lost"},
+		{"", "Flame Graph", "48 samples at 99 Hz over 10s from 2026-11-22 10:00:00 UTC, 3 lost"},
+	} {
+		var buf bytes.Buffer
+		if err := Write(&buf, fixture(), SVG, Options{Subject: tc.subject}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			`<text id="title" x="600" y="24">` + tc.title + `</text>`,
+			`<text id="subtitle" x="600" y="40">` + tc.subtitle + `</text>`,
+		} {
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("subject %q: the SVG lacks %s", tc.subject, want)
+			}
+		}
+	}
+}

@@ -13,8 +13,8 @@ import (
 
 // WriteFolded writes p as folded stacks: one line per distinct stack,
 // frames from root to leaf joined by `;`, a space and the sample count.
-// Kernel frames end in `_[k]` and inlined frames in `_[i]`, the suffixes
-// flamegraph.pl colours by. Lines are sorted so equal profiles give equal
+// Kernel frames end in `_[k]`, inlined frames in `_[i]` and JIT-compiled
+// ones in `_[j]`, the suffixes flamegraph.pl colours by. Lines are sorted so equal profiles give equal
 // files; samples with a count below one are left out.
 func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
 	counts := map[string]int64{}
@@ -67,6 +67,8 @@ func appendFoldedName(dst []byte, f frame) []byte {
 		dst = append(dst, "_[k]"...)
 	case flamegraph.Inlined:
 		dst = append(dst, "_[i]"...)
+	case flamegraph.JIT:
+		dst = append(dst, "_[j]"...)
 	}
 	return dst
 }

@@ -50,6 +50,7 @@ func rootFirst(dst []frame, s *stacks.Sample, opt *Options) []frame {
 	for i := len(s.Stack) - 1; i >= 0; i-- {
 		loc := s.Stack[i]
 		kernel := loc.Mapping != nil && loc.Mapping.Kind == stacks.Kernel
+		jit := loc.Mapping != nil && loc.Mapping.Kind == stacks.JIT
 		if !loc.Symbolized() {
 			kind := flamegraph.Unsymbolized
 			if kernel {
@@ -63,6 +64,8 @@ func rootFirst(dst []frame, s *stacks.Sample, opt *Options) []frame {
 			switch {
 			case kernel:
 				kind = flamegraph.Kernel
+			case jit:
+				kind = flamegraph.JIT
 			case j < len(loc.Frames)-1:
 				kind = flamegraph.Inlined
 			}

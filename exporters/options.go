@@ -10,7 +10,7 @@ import (
 // Options tunes the encoders. The zero value gives every format its
 // defaults.
 type Options struct {
-	// Labels lists the per-sample string labels of pprof output. nil means
+	// Labels lists the per-sample labels of pprof output. nil means
 	// DefaultLabels; an empty, non-nil slice means none. Samples whose
 	// stacks and label values agree are merged, so dropping tid shrinks
 	// the profile.
@@ -31,8 +31,12 @@ type Options struct {
 	// is one taken in user mode.
 	EmptyStack string
 	// FlameGraph shapes SVG output. An empty Subtitle is filled in with
-	// what the profile covers.
+	// what the profile covers; an empty Title with Subject and the
+	// profile's start.
 	FlameGraph flamegraph.Options
+	// Subject names what was profiled — a command line, a host — for the
+	// SVG's title, so two graphs side by side say which is which.
+	Subject string
 	// OTLP shapes OTLP output; Labels does not apply there.
 	OTLP OTLPOptions
 }
@@ -50,10 +54,11 @@ type Label string
 const (
 	// LabelComm is the thread's command name (task comm).
 	LabelComm Label = "comm"
-	// LabelPid is the process ID as a decimal string: Pyroscope drops
-	// numeric labels, and pprof's -tags reads strings as well.
+	// LabelPid is the process ID, a numeric label, so pprof's
+	// -tagfocus pid=1234 (and ranges, pid=1000:2000) match it.
+	// Pyroscope drops numeric labels, as it should one per process.
 	LabelPid Label = "pid"
-	// LabelTid is the thread ID as a decimal string.
+	// LabelTid is the thread ID, a numeric label like LabelPid.
 	LabelTid Label = "tid"
 	// LabelContainer is the ID of the container the process runs in
 	// (stacks.Sample.Container), the full 64 hex digits; samples of

@@ -117,9 +117,9 @@ func BuildOTLP(p *stacks.Profile, opt Options) (*profilespb.ProfilesData, error)
 	byKey := map[key][]*profilespb.Sample{}
 	var keys []key
 	for _, s := range pp.Sample {
-		pid, err := strconv.ParseUint(label(s, LabelPid), 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("otlp: sample without a pid: %w", err)
+		pid, ok := numLabel(s, LabelPid)
+		if !ok {
+			return nil, fmt.Errorf("otlp: a sample without a pid")
 		}
 		info := procs[uint32(pid)]
 		k := key{info.service, info.container}
@@ -150,6 +150,14 @@ func BuildOTLP(p *stacks.Profile, opt Options) (*profilespb.ProfilesData, error)
 		})
 	}
 	return data, nil
+}
+
+// numLabel is the value of a pprof sample's numeric label l.
+func numLabel(s *profile.Sample, l Label) (int64, bool) {
+	if v := s.NumLabel[string(l)]; len(v) > 0 {
+		return v[0], true
+	}
+	return 0, false
 }
 
 // label is the value of a pprof sample's label l, "" if it has none.
@@ -338,7 +346,7 @@ func (b *otlpBuilder) sample(s *profile.Sample, pid uint32, proc processInfo) *p
 	if proc.exe != nil {
 		os.AttributeIndices = append(os.AttributeIndices, b.attr(attrExecutablePath, cleanName(proc.exe.File)))
 	}
-	if tid, err := strconv.ParseInt(label(s, LabelTid), 10, 64); err == nil {
+	if tid, ok := numLabel(s, LabelTid); ok {
 		os.AttributeIndices = append(os.AttributeIndices, b.intAttr(attrThreadID, tid))
 	}
 	if comm := label(s, LabelComm); comm != "" {

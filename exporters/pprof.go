@@ -37,13 +37,15 @@ func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
 // calls the first one the main binary and names it in every report's
 // header ("File: nginx"), so the first is the executable of the process
 // with the most samples (see mainMapping), not whichever mapping came
-// first. A mapping is marked HasFunctions
-// (and the other Has* flags) only when its symbols really are there: at
-// least one of its addresses symbolized. An address no symbol covers keeps
-// its address and gets its placeholder (`libc.so.6+0x1a2b`) as function
-// name: pprof's flame graph drops frames without a name, and pprof still
-// replaces the placeholder when it finds the binary of a mapping that is
-// not marked. Location slices and label maps are shared between samples
+// first. A mapping is marked HasFunctions when at least one of its
+// addresses symbolized or sprof tried to symbolize it
+// (stacks.Mapping.SymbolsTried), so that pprof does not try again, fail,
+// and say so for every binary since deleted; the other Has* flags only
+// when lines or inline frames really are there. An address no symbol
+// covers keeps its address and gets its placeholder (`libc.so.6+0x1a2b`)
+// as function name: pprof's flame graph drops frames without a name, and
+// pprof still replaces the placeholder when it finds the binary of a
+// mapping sprof did not try (recorded without symbolization). Location slices and label maps are shared between samples
 // with equal stacks or label values: treat them as read-only.
 func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
 	if p.Period <= 0 {
@@ -66,7 +68,8 @@ func BuildPprof(p *stacks.Profile, opt Options) (*profile.Profile, error) {
 type pprofMapping struct {
 	m    *profile.Mapping
 	kind stacks.MappingKind
-	// symbolized is set once one of the mapping's addresses has a symbol.
+	// symbolized is set once one of the mapping's addresses has a symbol,
+	// or sprof tried to find them (stacks.Mapping.SymbolsTried).
 	symbolized bool
 	// lo and hi bound the addresses seen, to size the synthetic mappings.
 	lo, hi uint64
@@ -117,7 +120,7 @@ type pprofBuilder struct {
 	stackIDs  map[string]int
 	stacks    [][]*profile.Location
 	samples   map[sampleKey]*profile.Sample
-	labelMaps map[labelKey]map[string][]string
+	labelMaps map[labelKey]sampleLabels
 	// pidSamples counts the samples of each process, for mainMapping.
 	pidSamples map[uint32]int64
 	synthetic  map[string]*profile.Location
@@ -161,7 +164,7 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 		functions:  map[functionKey]*profile.Function{},
 		stackIDs:   map[string]int{},
 		samples:    map[sampleKey]*profile.Sample{},
-		labelMaps:  map[labelKey]map[string][]string{},
+		labelMaps:  map[labelKey]sampleLabels{},
 		pidSamples: map[uint32]int64{},
 		synthetic:  map[string]*profile.Location{},
 		root:       opt.ProcessRoot,
@@ -213,10 +216,12 @@ func (b *pprofBuilder) addSample(s *stacks.Sample) {
 		smp.Value[1] += s.Count * b.period
 		return
 	}
+	labels := b.sampleLabels(sk.labels)
 	smp := &profile.Sample{
 		Location: b.stacks[stack],
 		Value:    []int64{s.Count, s.Count * b.period},
-		Label:    b.labelMap(sk.labels),
+		Label:    labels.str,
+		NumLabel: labels.num,
 	}
 	b.samples[sk] = smp
 	b.out.Sample = append(b.out.Sample, smp)
@@ -240,27 +245,51 @@ func (b *pprofBuilder) labelKey(s *stacks.Sample) labelKey {
 	return k
 }
 
-func (b *pprofBuilder) labelMap(k labelKey) map[string][]string {
+// sampleLabels are a sample's string and numeric pprof labels, shared by
+// the samples with the same values.
+type sampleLabels struct {
+	str map[string][]string
+	num map[string][]int64
+}
+
+// sampleLabels returns the labels of k. Names are strings; pid and tid are
+// numbers, which pprof's -tagfocus pid=1234 and ranges (pid=1000:2000)
+// match. They are not strings as well: pprof then counts each sample twice
+// under -tags (a pid "Total" of 200%) and -tagroot pid names frames
+// "1234,1234".
+func (b *pprofBuilder) sampleLabels(k labelKey) sampleLabels {
 	if len(b.labels) == 0 {
-		return nil
+		return sampleLabels{}
 	}
 	if m, ok := b.labelMaps[k]; ok {
 		return m
 	}
-	m := make(map[string][]string, len(b.labels))
+	var m sampleLabels
+	str := func(l Label, v string) {
+		if m.str == nil {
+			m.str = map[string][]string{}
+		}
+		m.str[string(l)] = []string{cleanName(v)}
+	}
+	num := func(l Label, v uint32) {
+		if m.num == nil {
+			m.num = map[string][]int64{}
+		}
+		m.num[string(l)] = []int64{int64(v)}
+	}
 	for _, l := range b.labels {
 		switch l {
 		case LabelComm:
 			if k.comm != "" {
-				m[string(l)] = []string{cleanName(k.comm)}
+				str(l, k.comm)
 			}
 		case LabelPid:
-			m[string(l)] = []string{strconv.FormatUint(uint64(k.pid), 10)}
+			num(l, k.pid)
 		case LabelTid:
-			m[string(l)] = []string{strconv.FormatUint(uint64(k.tid), 10)}
+			num(l, k.tid)
 		case LabelContainer:
 			if k.container != "" {
-				m[string(l)] = []string{cleanName(k.container)}
+				str(l, k.container)
 			}
 		}
 	}
@@ -273,6 +302,7 @@ func (b *pprofBuilder) mapping(m *stacks.Mapping) *pprofMapping {
 		return pm
 	}
 	pm := b.mappingByValue(m)
+	pm.symbolized = pm.symbolized || m != nil && m.SymbolsTried
 	b.byMapping[m] = pm
 	return pm
 }

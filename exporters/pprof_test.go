@@ -2,10 +2,12 @@ package exporters
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,8 +127,8 @@ func TestPprofShape(t *testing.T) {
 		}
 	}
 	for _, s := range p.Sample {
-		if s.Label["comm"] == nil || s.Label["pid"] == nil || s.Label["tid"] == nil || s.NumLabel != nil {
-			t.Errorf("sample labels %v %v: want string comm, pid, tid", s.Label, s.NumLabel)
+		if s.Label["comm"] == nil || s.NumLabel["pid"] == nil || s.NumLabel["tid"] == nil || s.Label["pid"] != nil || s.Label["tid"] != nil {
+			t.Errorf("sample labels %v %v: want comm a string, pid and tid numbers", s.Label, s.NumLabel)
 		}
 	}
 }
@@ -137,8 +139,8 @@ func TestPprofLabelsMergeSamples(t *testing.T) {
 		t.Errorf("%d samples, want 4: the two threads' equal stacks merge without a tid label", got)
 	}
 	for _, s := range p.Sample {
-		if len(s.Label) != 1 || s.Label["pid"] == nil {
-			t.Errorf("labels %v, want only pid", s.Label)
+		if len(s.Label) != 0 || len(s.NumLabel) != 1 || s.NumLabel["pid"] == nil {
+			t.Errorf("labels %v %v, want only pid", s.Label, s.NumLabel)
 		}
 		if s.Value[1] != s.Value[0]*p.Period {
 			t.Errorf("values %v: want [n, n*period]", s.Value)
@@ -146,8 +148,8 @@ func TestPprofLabelsMergeSamples(t *testing.T) {
 	}
 	_, p = writeFixturePprof(t, Options{Labels: []Label{}})
 	for _, s := range p.Sample {
-		if len(s.Label) != 0 {
-			t.Errorf("labels %v, want none", s.Label)
+		if len(s.Label) != 0 || len(s.NumLabel) != 0 {
+			t.Errorf("labels %v %v, want none", s.Label, s.NumLabel)
 		}
 	}
 }
@@ -210,6 +212,8 @@ func TestCheckPprofRejects(t *testing.T) {
 		{"zero value", func(p *profile.Profile) { p.Sample[0].Value[1] = 0 }, "positive"},
 		{"bad UTF-8", func(p *profile.Profile) { p.Function[0].Name = "\xff" }, "UTF-8"},
 		{"two label values", func(p *profile.Profile) { p.Sample[0].Label = map[string][]string{"a": {"1", "2"}} }, "values"},
+		{"two numeric label values", func(p *profile.Profile) { p.Sample[0].NumLabel = map[string][]int64{"pid": {1, 2}} }, "values"},
+		{"pid string and number", func(p *profile.Profile) { p.Sample[0].Label = map[string][]string{"pid": {"42"}} }, "both a string and a number"},
 		{"dash in type", func(p *profile.Profile) { p.SampleType[0].Type = "cpu-time" }, "'-'"},
 		{"no period", func(p *profile.Profile) { p.Period = 0 }, "period"},
 		{"address outside", func(p *profile.Profile) { p.Location[0].Address = 1 }, "outside"},
@@ -267,6 +271,53 @@ func TestPprofProcessRoot(t *testing.T) {
 	}
 	if len(roots) != 2 || roots["app-42"] != 47 || roots["kworker/0:1_x-7"] != 1 {
 		t.Errorf("process roots %v, want app-42: 47 and kworker/0:1_x-7: 1", roots)
+	}
+}
+
+// TestPprofTagFocusPid holds the numeric pid and tid labels to pprof
+// itself: -tagfocus pid=42 keeps exactly pid 42's samples, a range works,
+// and -tags counts each sample once (a label that is a string and a
+// number would be counted twice).
+func TestPprofTagFocusPid(t *testing.T) {
+	path, p := writeFixturePprof(t, Options{})
+	perPid, perTid := map[int64]int64{}, map[int64]int64{}
+	for _, s := range p.Sample {
+		perPid[s.NumLabel["pid"][0]] += s.Value[1]
+		perTid[s.NumLabel["tid"][0]] += s.Value[1]
+	}
+	if len(perPid) < 2 || len(perTid) < 3 {
+		t.Fatalf("the fixture has %d processes and %d threads; the test needs two and three", len(perPid), len(perTid))
+	}
+	// What -top shows with every node kept (-nodefraction=0) is what the
+	// filter kept.
+	total := regexp.MustCompile(`(?m)^Showing nodes accounting for ([\d.]+)ms, [\d.]+% of [\d.]+ms total$`)
+	focused := func(filter string) string {
+		top := string(goTool(t, "pprof", "-top", "-nodefraction=0", "-symbolize=none", "-tagfocus", filter, path))
+		m := total.FindStringSubmatch(top)
+		if m == nil {
+			t.Fatalf("-tagfocus %s: no total in\n%s", filter, top)
+		}
+		return m[1]
+	}
+	ms := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 2, 64) }
+	for pid, ns := range perPid {
+		if got := focused(fmt.Sprintf("pid=%d", pid)); got != ms(ns) {
+			t.Errorf("-tagfocus pid=%d: %s ms, want %s", pid, got, ms(ns))
+		}
+	}
+	for tid, ns := range perTid {
+		if got := focused(fmt.Sprintf("tid=%d", tid)); got != ms(ns) {
+			t.Errorf("-tagfocus tid=%d: %s ms, want %s", tid, got, ms(ns))
+		}
+	}
+	if got, want := focused("pid=1:1000000"), ms(perPid[7]+perPid[42]); got != want {
+		t.Errorf("-tagfocus pid=1:1000000: %s ms, want %s", got, want)
+	}
+	tags := string(goTool(t, "pprof", "-tags", "-symbolize=none", path))
+	for _, key := range []string{"pid", "tid"} {
+		if !regexp.MustCompile(`(?m)^\s*` + key + `: Total ([\d.]+ms) of ([\d.]+ms) \(  100%\)$`).MatchString(tags) {
+			t.Errorf("go tool pprof -tags does not count %s once per sample:\n%s", key, tags)
+		}
 	}
 }
 
@@ -373,6 +424,25 @@ func TestPprofMainMapping(t *testing.T) {
 		top := string(goTool(t, "pprof", "-top", "-symbolize=none", path))
 		if first, _, _ := strings.Cut(top, "\n"); first != "File: "+tc.want {
 			t.Errorf("%s: header %q; want File: %s", tc.name, first, tc.want)
+		}
+	}
+}
+
+// TestPprofSymbolsTried: a mapping sprof tried to symbolize is marked
+// HasFunctions though none of its addresses has a name (its file was
+// deleted), so pprof does not try again; one it did not try is left for
+// pprof.
+func TestPprofSymbolsTried(t *testing.T) {
+	for _, tried := range []bool{false, true} {
+		m := &stacks.Mapping{Kind: stacks.User, Start: 0x1000, Limit: 0x2000, File: "/tmp/gone", SymbolsTried: tried}
+		p := &stacks.Profile{Period: time.Millisecond, Mappings: []*stacks.Mapping{m},
+			Samples: []*stacks.Sample{{Count: 1, Pid: 1, Tid: 1, Stack: []*stacks.Location{{Mapping: m, Address: 0x1010}}}}}
+		out, err := BuildPprof(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Mapping[0].HasFunctions; got != tried {
+			t.Errorf("SymbolsTried %v: HasFunctions %v", tried, got)
 		}
 	}
 }

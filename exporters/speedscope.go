@@ -80,7 +80,7 @@ func WriteSpeedscope(w io.Writer, p *stacks.Profile, opt Options) error {
 		Schema:   SpeedscopeSchema,
 		Shared:   speedscopeShared{Frames: frames.list},
 		Profiles: profiles,
-		Name:     "sprof: " + describe(p, samples),
+		Name:     "sprof: " + describe(p, samples, true),
 		Exporter: "sprof",
 	}
 	if file.Shared.Frames == nil {

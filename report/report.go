@@ -14,6 +14,7 @@ import (
 	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
 	"github.com/sprof/sprof/symbolize/buildid"
+	"github.com/sprof/sprof/symbolize/jit"
 )
 
 // Options select the samples of a recording and say how to symbolize
@@ -87,7 +88,8 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 	if res.Header.Frequency == 0 {
 		return nil, res, fmt.Errorf("recording: sampling frequency 0 in the header")
 	}
-	c := &converter{opts: opts, res: res, procs: recording.NewProcessTable(), counts: map[sampleKey]int64{}}
+	c := &converter{opts: opts, res: res, procs: recording.NewProcessTable(), counts: map[sampleKey]int64{},
+		jit: map[uint32]*jit.Table{}}
 	var end *recording.End
 	for {
 		ch, err := rd.Next()
@@ -109,6 +111,12 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 				return nil, res, fmt.Errorf("recording: samples chunk at offset %d: %w", ch.Offset, err)
 			}
 			c.add(b)
+		case recording.ChunkJIT:
+			syms, err := ch.JIT()
+			if err != nil {
+				return nil, res, fmt.Errorf("recording: jit chunk at offset %d: %w", ch.Offset, err)
+			}
+			c.addJIT(syms)
 		case recording.ChunkEnd:
 			e, err := ch.End()
 			if err != nil {
@@ -129,8 +137,11 @@ type converter struct {
 	procs  *recording.ProcessTable
 	counts map[sampleKey]int64
 	order  []sampleKey // in order of first sight, for a stable output
-	lost   uint64
-	last   time.Duration // the last sample's time
+	// jit holds each process's JIT symbols, in file order (the later
+	// wins where they overlap).
+	jit  map[uint32]*jit.Table
+	lost uint64
+	last time.Duration // the last sample's time
 	// damaged says the reader skipped damage: a sample of a process
 	// without a record lost it there.
 	damaged bool
@@ -170,6 +181,22 @@ func (c *converter) add(b *recording.Batch) {
 	}
 }
 
+// addJIT adds the JIT symbols of a chunk.
+func (c *converter) addJIT(syms []recording.JITSymbol) {
+	for _, s := range syms {
+		t := c.jit[s.PID]
+		if t == nil {
+			t = &jit.Table{}
+			c.jit[s.PID] = t
+		}
+		sym := jit.Symbol{Start: s.Start, Size: s.Size, Name: s.Name}
+		for _, l := range s.Lines {
+			sym.Lines = append(sym.Lines, jit.Line{Offset: l.Offset, File: l.File, Line: l.Line})
+		}
+		t.Add(sym)
+	}
+}
+
 // keep applies the pid and name filters to a group.
 func (c *converter) keep(g *recording.Group) bool {
 	if len(c.opts.Pids) > 0 && !slices.Contains(c.opts.Pids, g.PID) {
@@ -198,6 +225,7 @@ func (c *converter) profile(end *recording.End) *stacks.Profile {
 		},
 		mappings: map[imageKey]*stacks.Mapping{},
 		binaries: map[binaryKey]*binary{},
+		jit:      c.jit,
 	}
 	b.locs = locations.New(b.p, c.opts.Kernel)
 	var frames []cbf.Frame
@@ -215,7 +243,7 @@ func (c *converter) profile(end *recording.End) *stacks.Profile {
 			frames = k.table.Stack(frames[:0], k.user)
 			for j, f := range frames {
 				if f.Kind != cbf.Truncated {
-					s.Stack = append(s.Stack, b.userLocation(k.maps, f.Addr, j > 0))
+					s.Stack = append(s.Stack, b.userLocation(k.pid, k.maps, f.Addr, j > 0))
 				}
 			}
 		}
@@ -233,6 +261,7 @@ type builder struct {
 	locs     *locations.Table
 	mappings map[imageKey]*stacks.Mapping
 	binaries map[binaryKey]*binary
+	jit      map[uint32]*jit.Table
 }
 
 // imageKey identifies a mapping: the same file at the same place in
@@ -250,12 +279,17 @@ type binary struct {
 	usable bool // found, with the recorded build ID; not failed
 }
 
-func (b *builder) userLocation(m *cbf.ImageMap, addr uint64, isCall bool) *stacks.Location {
+func (b *builder) userLocation(pid uint32, m *cbf.ImageMap, addr uint64, isCall bool) *stacks.Location {
 	i := -1
 	if m != nil {
 		i = m.Lookup(addr)
 	}
 	if i < 0 {
+		if t := b.jit[pid]; t != nil {
+			if l := b.locs.JIT(pid, addr, isCall, t.Frames); l != nil {
+				return l
+			}
+		}
 		return b.locs.Unknown(addr)
 	}
 	im := m.Image(i)
@@ -267,8 +301,12 @@ func (b *builder) userLocation(m *cbf.ImageMap, addr uint64, isCall bool) *stack
 		b.mappings[key] = sm
 	}
 	return b.locs.UserDeferred(sm, addr, isCall, func(ats []uint64, fn func(int, []stacks.Frame)) {
+		if b.opts.Symbolizer == nil {
+			return
+		}
+		sm.SymbolsTried = true
 		bin := b.binary(sm)
-		if b.opts.Symbolizer == nil || !bin.usable {
+		if !bin.usable {
 			return
 		}
 		offs := make([]uint64, len(ats))

@@ -1,8 +1,15 @@
 #!/bin/sh
-# Rebuilds the fixtures of bpf/'s tests (testdata/bpf/). Needs gcc for
-# x86-64 (Debian 12's gcc 12). The binaries are committed so the tests need
-# no compiler; rerun this after editing testdata/bpf/*.c.
+# Rebuilds the fixtures of bpf/'s tests: testdata/bpf/ for x86-64 with
+# Debian 12's gcc 12, testdata/bpf/arm64/ for aarch64 with its cross
+# compiler (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross), both linked
+# against glibc 2.36. The binaries keep their names in both directories
+# (the tests check the command name) and are committed so the tests need no
+# compiler; rerun this after editing testdata/bpf/*.c.
 set -eu
 cd "$(dirname "$0")/../testdata/bpf"
-gcc -O2 -fno-omit-frame-pointer -no-pie -o fpwalk fpwalk.c
-gcc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -pthread -o nofp nofp.c
+for cc in gcc aarch64-linux-gnu-gcc; do
+	out=.
+	[ "$cc" = gcc ] || out=arm64
+	$cc -O2 -fno-omit-frame-pointer -no-pie -o "$out/fpwalk" fpwalk.c
+	$cc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -pthread -o "$out/nofp" nofp.c
+done

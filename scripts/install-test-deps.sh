@@ -15,12 +15,20 @@
 #   systemd            systemd-analyze verify, for the agent's unit file
 #   util-linux         setpriv, to rerun BPF tests with fewer capabilities
 #   gcc, gcc-aarch64-linux-gnu  compile the object files the GSYM converter's relocation test reads
+#   libc6-dev-arm64-cross  the aarch64 C headers those compiles include; gcc-aarch64-linux-gnu only
+#                      recommends it, and recommends are not installed (scripts/fresh-check.sh found it)
 #   qemu-user          qemu-aarch64 runs the aarch64 SFrame fixtures for live stack dumps
 #   bpftool            libbpf's kernel feature probe, the oracle for bpf.ProbeFeatures and sprof check
 #   sudo               the README's quick start runs as a sudo user too
+#   nodejs             a real JIT: its perf map (--perf-basic-prof) and jitdump (--perf-prof)
+#                      name the JavaScript frames of the JIT tests
+#   openjdk-17-jdk-headless  the JVM and jcmd, whose Compiler.perfmap names the Java frames
+#   qemu-system-x86, qemu-system-arm, cpio  boot the kernel matrix's VMs
+#                      (scripts/kernel-matrix.sh) from an initramfs; its arm64
+#                      VMs take their libc from libc6-arm64-cross
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu qemu-user bpftool sudo"
+want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user bpftool sudo nodejs openjdk-17-jdk-headless qemu-system-x86 qemu-system-arm cpio"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sprof/sprof/internal/elfx"
 )
 
 // ELF identifiers of SFrame data.
@@ -65,17 +67,18 @@ func readELFOrSection(f *os.File, addr uint64) (*Table, error) {
 
 // Read parses the SFrame data of the linked ELF file that r holds.
 func Read(r io.ReaderAt) (t *Table, err error) {
-	// debug/elf is not hardened against hostile files; contain it here.
-	defer func() {
-		if p := recover(); p != nil {
-			t, err = nil, fmt.Errorf("sframe: reading ELF: %v", p)
+	err = elfx.Contain("sframe", func() error {
+		ef, err := elf.NewFile(r)
+		if err != nil {
+			return elfError(r, err)
 		}
-	}()
-	ef, err := elf.NewFile(r)
+		t, err = FromELF(ef)
+		return err
+	})
 	if err != nil {
-		return nil, elfError(r, err)
+		return nil, err
 	}
-	return FromELF(ef)
+	return t, nil
 }
 
 // elfError puts debug/elf's error err about r in words that say what is
@@ -177,12 +180,17 @@ func elfTables(r io.ReaderAt) []elfTable {
 // may extend past the section into unrelated bytes. FDEs outside every
 // executable PT_LOAD are left out (see Table.Errors).
 func FromELF(f *elf.File) (t *Table, err error) {
-	// debug/elf is not hardened against hostile files; contain it here.
-	defer func() {
-		if r := recover(); r != nil {
-			t, err = nil, fmt.Errorf("sframe: reading ELF: %v", r)
-		}
-	}()
+	err = elfx.Contain("sframe", func() error {
+		t, err = fromELF(f)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func fromELF(f *elf.File) (*Table, error) {
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 		return nil, fmt.Errorf("sframe: ELF type %v, want a linked executable or shared object", f.Type)
 	}
@@ -190,7 +198,7 @@ func FromELF(f *elf.File) (t *Table, err error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err = parse(data, addr)
+	t, err := parse(data, addr)
 	if err != nil {
 		return nil, err
 	}

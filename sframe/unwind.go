@@ -60,8 +60,9 @@ type StopReason uint8
 // Reasons an unwind stops. Only StopOutermost means the stack was walked
 // to its end; the others mean the frames found so far are all there is.
 const (
-	// StopOutermost: the outermost frame was reached (RA undefined, or
-	// a return address of 0).
+	// StopOutermost: the outermost frame was reached (RA undefined, a
+	// return address of 0, or a frame pointer of 0 where the
+	// frame-pointer rule applies).
 	StopOutermost StopReason = iota + 1
 	// StopNoMapping: the resolver knows no mapping for the PC.
 	StopNoMapping
@@ -272,8 +273,14 @@ func popped(fr *frame, l Loc, cfa uint64) bool {
 // aarch64 alike, FP points at the saved FP with the return address above
 // it. The CFA is taken as FP+16, exact on amd64; an aarch64 frame record
 // can sit below locals, so there the caller's SP is a lower bound and an
-// SP-based rule in the caller may then stop the unwind.
+// SP-based rule in the caller may then stop the unwind. A frame pointer
+// of 0 is the outermost frame: _start and Go's goroutine entry clear it
+// so that frame-pointer walks end there, as the kernel's and the BPF
+// program's do.
 func (u *Unwinder) stepFP(fr *frame, mem Memory) StopReason {
+	if fr.fp == 0 {
+		return StopOutermost
+	}
 	if fr.fp < fr.sp || fr.fp%8 != 0 {
 		return StopBadCFA
 	}

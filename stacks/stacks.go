@@ -18,6 +18,10 @@ const (
 	// Unknown stands for addresses that fell in no known mapping (JIT code,
 	// anonymous memory, a process that exited before it was read).
 	Unknown
+	// JIT is the code one process generated at run time (JavaScript,
+	// Java, Python with -X perf), named from the perf map or jitdump the
+	// runtime wrote (package symbolize/jit).
+	JIT
 )
 
 func (k MappingKind) String() string {
@@ -28,6 +32,8 @@ func (k MappingKind) String() string {
 		return "kernel"
 	case Unknown:
 		return "unknown"
+	case JIT:
+		return "jit"
 	}
 	return fmt.Sprintf("MappingKind(%d)", uint8(k))
 }
@@ -38,6 +44,10 @@ const KernelFile = "[kernel.kallsyms]"
 // UnknownFile is the file name of the mapping that holds addresses found in
 // no mapping of their process.
 const UnknownFile = "[unknown]"
+
+// JITFile is the file name of the mapping of process pid's generated
+// code: one per process, since processes reuse each other's addresses.
+func JITFile(pid uint32) string { return fmt.Sprintf("[jit pid %d]", pid) }
 
 // Mapping is one executable region: a file mapped into processes, the kernel,
 // or the catch-all for unknown addresses. Several processes running the same
@@ -52,6 +62,11 @@ type Mapping struct {
 	File string
 	// BuildID is the GNU build ID in lower-case hex, "" when the file has none.
 	BuildID string
+	// SymbolsTried is set once sprof looked the mapping's addresses up
+	// (or found its file gone): what it left unnamed has no symbol to be
+	// found, and a viewer need not look again (pprof's "Local
+	// symbolization failed" for every deleted binary).
+	SymbolsTried bool
 }
 
 // Name is the short name of the mapping's file, used for unsymbolized frames.
@@ -100,6 +115,9 @@ func (l *Location) Placeholder() string {
 	}
 	if m.Kind == Kernel {
 		return fmt.Sprintf("[kernel] 0x%x", l.Address)
+	}
+	if m.Kind == JIT {
+		return fmt.Sprintf("[jit] 0x%x", l.Address)
 	}
 	return fmt.Sprintf("%s+0x%x", m.Name(), l.Address-m.Start+m.Offset)
 }

@@ -21,18 +21,18 @@ func benchOffsets(b *testing.B, s *ELF, bin Binary) []uint64 {
 	}
 	var offs []uint64
 	for _, seg := range img.loads {
-		if !seg.exec {
+		if !seg.Exec {
 			continue
 		}
 		for _, a := range img.syms.start {
-			if a >= seg.vaddr && a-seg.vaddr < seg.filesz {
-				offs = append(offs, a-seg.vaddr+seg.off+1)
+			if a >= seg.Vaddr && a-seg.Vaddr < seg.Filesz {
+				offs = append(offs, a-seg.Vaddr+seg.Off+1)
 			}
 		}
 		if img.gotab != nil {
 			for _, fn := range img.gotab.Funcs {
-				if fn.Entry >= seg.vaddr && fn.Entry-seg.vaddr < seg.filesz {
-					offs = append(offs, fn.Entry-seg.vaddr+seg.off+1)
+				if fn.Entry >= seg.Vaddr && fn.Entry-seg.Vaddr < seg.Filesz {
+					offs = append(offs, fn.Entry-seg.Vaddr+seg.Off+1)
 				}
 			}
 		}

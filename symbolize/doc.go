@@ -16,8 +16,12 @@
 // so an address yields its whole inline stack with files and lines. Go
 // programs are named by their `.gopclntab`, which survives stripping, with
 // inline frames from DWARF when the program has it.
-// Addresses that no symbol covers give no frames: the caller shows them as
-// `binary+0xoffset`, never as the nearest name hundreds of bytes away.
+// Addresses that no symbol covers are never given the nearest name hundreds
+// of bytes away. Where .eh_frame says which function holds them (a
+// stripped library's internal functions) they are named after that
+// function's start as the file offset, `liblzma.so.5.4.1+0x15b40`, so the
+// addresses of one function add up under one name; elsewhere they give no
+// frames and the caller shows `binary+0xoffset`.
 //
 // GSYM, made by NewGSYM, converts each binary's DWARF once into a GSYM
 // file kept on disk by build ID and maps it on later runs, asking the ELF

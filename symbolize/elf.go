@@ -69,11 +69,11 @@ func (s *ELF) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fram
 	if err != nil {
 		return dst, err
 	}
-	addr, ok := img.loads.vaddr(off)
+	addr, ok := img.loads.Vaddr(off)
 	if !ok {
 		return dst, nil
 	}
-	return img.frames(dst, addr, b.Path)
+	return img.frames(dst, addr, b)
 }
 
 // CacheStats reports the work of the table cache so far.

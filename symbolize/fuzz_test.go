@@ -30,8 +30,8 @@ func FuzzLoadImage(f *testing.F) {
 			return
 		}
 		for _, off := range []uint64{0, 0x40, 0x1000, 0x1080, 0x1350, uint64(len(b) / 2)} {
-			if addr, ok := img.loads.vaddr(off); ok {
-				if _, err := img.frames(nil, addr, "fuzz"); err != nil && !strings.Contains(err.Error(), "fuzz") {
+			if addr, ok := img.loads.Vaddr(off); ok {
+				if _, err := img.frames(nil, addr, Binary{Path: "fuzz", Name: "fuzz"}); err != nil && !strings.Contains(err.Error(), "fuzz") {
 					t.Fatalf("error does not name the file: %v", err)
 				}
 			}

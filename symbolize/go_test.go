@@ -128,7 +128,7 @@ func TestGoConcurrent(t *testing.T) {
 			var frames []stacks.Frame
 			for i := g; i < len(probes); i += 4 {
 				var err error
-				if frames, err = img.frames(frames[:0], probes[i], bin); err != nil {
+				if frames, err = img.frames(frames[:0], probes[i], Binary{Path: bin, Name: bin}); err != nil {
 					t.Error(err)
 					return
 				}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -22,6 +23,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/buildid"
 	"github.com/sprof/sprof/symbolize/debugfile"
@@ -42,6 +44,9 @@ type GSYMOptions struct {
 	// CacheDir/debuginfod, which both symbolizers then search as a debug
 	// directory.
 	Debuginfod *debuginfod.Client
+	// Warnings, when set, is told in a line of what the symbolizer
+	// repaired: a damaged cache file, converted again.
+	Warnings io.Writer
 }
 
 // GSYMStats counts the work of a GSYM symbolizer's file cache.
@@ -211,7 +216,7 @@ func (s *GSYM) Symbolize(dst []stacks.Frame, b Binary, off uint64) ([]stacks.Fra
 	if t.r == nil {
 		return s.fallback.Symbolize(dst, b, off)
 	}
-	addr, ok := t.loads.vaddr(off)
+	addr, ok := t.loads.Vaddr(off)
 	if !ok {
 		return dst, nil
 	}
@@ -237,7 +242,7 @@ func (s *GSYM) SymbolizeBatch(b Binary, offs []uint64, fn func(i int, frames []s
 	addrs := make([]uint64, 0, len(offs))
 	index := make([]int, 0, len(offs)) // of each address in offs
 	for i, off := range offs {
-		if addr, ok := t.loads.vaddr(off); ok {
+		if addr, ok := t.loads.Vaddr(off); ok {
 			addrs = append(addrs, addr)
 			index = append(index, i)
 		} else {
@@ -285,7 +290,7 @@ func (s *GSYM) frames(dst []stacks.Frame, t *gsymTable, b Binary, off uint64, re
 // to turn file offsets into addresses. A nil r means the binary has no
 // GSYM file, which is believed until noneUntil.
 type gsymTable struct {
-	loads     segments
+	loads     elfx.Segments
 	r         *gsym.Reader
 	fileSize  int64 // of r's file, all of it mapped
 	style     Demangling
@@ -536,7 +541,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 	}
 	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.dirs})
 	if err == nil {
-		err = c.WriteFile(final, gsym.EncodeOptions{ByteOrder: st.ByteOrder})
+		err = writeCacheFile(final, c, gsym.EncodeOptions{ByteOrder: st.ByteOrder})
 	}
 	if err != nil {
 		if _, ok := errors.AsType[*fs.PathError](err); ok {
@@ -551,7 +556,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 		return t, nil
 	}
 	s.converted.Add(1)
-	r, err := gsym.Open(final)
+	r, err := openCacheFile(final)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.Path, err)
 	}
@@ -588,13 +593,19 @@ func validNone(p string, sig []byte) (time.Time, bool) {
 	return until, true
 }
 
-// open maps the cached file p if it is there and reads; one that does not
-// read is removed, to be converted again.
+// open maps the cached file p if it is there, reads and matches its
+// checksum; one that does not is removed, to be converted again. A file
+// whose checksum does not match was changed on disk: the symbolizer says
+// so, once per file. (One without a checksum is an older sprof's.)
 func (s *GSYM) open(p string) (*gsym.Reader, bool) {
-	r, err := gsym.Open(p)
+	r, err := openCacheFile(p)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			os.Remove(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false
+		}
+		os.Remove(p)
+		if ce, ok := errors.AsType[*checksumError](err); ok && s.opts.Warnings != nil {
+			fmt.Fprintf(s.opts.Warnings, "GSYM cache file %s is damaged (%v); converting its binary again\n", p, ce)
 		}
 		return nil, false
 	}
@@ -632,7 +643,7 @@ func removeStale(dir string) {
 type elfInfo struct {
 	size      int64
 	mtime     int64 // nanoseconds since the epoch
-	loads     segments
+	loads     elfx.Segments
 	hasDWARF  bool
 	goProgram bool
 	id        string // GNU build ID, "" if none
@@ -658,9 +669,9 @@ func inspect(b Binary) (elfInfo, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w: %w", b.Path, ErrMalformed, err)
 		}
-		info.loads = loadSegments(ef)
+		info.loads = elfx.LoadSegments(ef)
 		info.hasDWARF = ef.Section(".debug_info") != nil || ef.Section(".zdebug_info") != nil
-		info.goProgram = ef.Section(".gopclntab") != nil || ef.Section(".go.buildinfo") != nil
+		info.goProgram = elfx.IsGo(ef)
 		if !info.hasDWARF {
 			info.link = readDebuglink(ef, st.Size())
 			if info.id = b.BuildID; info.id == "" {

@@ -2,9 +2,11 @@ package symbolize
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/gsym"
 )
 
 // BenchmarkGSYMWarm measures a lookup through a GSYM symbolizer whose
@@ -146,6 +148,50 @@ func BenchmarkGSYMBatch(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
 			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/lookup")
+		})
+	}
+}
+
+// BenchmarkGSYMVerify measures what the cache's checksum adds to mapping
+// a cached file, for libc with its debug file: "map" maps the file and
+// reads its header and address index (gsym.Open), "map+verify" checks the
+// checksum over every byte first (what the cache does), per file. The
+// difference must stay well under the mapping itself.
+func BenchmarkGSYMVerify(b *testing.B) {
+	if _, err := os.Stat(libc); err != nil {
+		b.Skip(err)
+	}
+	id, err := buildIDOf(libc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	s, err := NewGSYM(GSYMOptions{CacheDir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Symbolize(nil, Binary{Path: libc, BuildID: id}, 0x30000); err != nil {
+		b.Fatal(err)
+	}
+	file := filepath.Join(dir, "gsym", id+".gsym")
+	st, err := os.Stat(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		open func(string) (*gsym.Reader, error)
+	}{{"map", gsym.Open}, {"map+verify", openCacheFile}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				r, err := c.open(file)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Close()
+			}
+			b.SetBytes(st.Size())
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/file")
 		})
 	}
 }

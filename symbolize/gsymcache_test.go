@@ -251,6 +251,69 @@ func TestGSYMCacheReused(t *testing.T) {
 	}
 }
 
+// TestGSYMCacheChecksum changes a byte of a function name in a cached file,
+// as a bad block or a stray write would: the next symbolizer must notice
+// by the checksum, say so once, and convert the binary again rather than
+// answer with the changed name. A file without a checksum, an older
+// sprof's, is converted again without a word.
+func TestGSYMCacheChecksum(t *testing.T) {
+	dir := t.TempDir()
+	b := Binary{Path: fixture("cpp-O2")}
+	var err error
+	if b.BuildID, err = buildIDOf(b.Path); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gsym", b.BuildID+".gsym")
+	symbolizeOnce := func() ([]stacks.Frame, GSYMStats, string) {
+		var warnings bytes.Buffer
+		g, err := NewGSYM(GSYMOptions{CacheDir: dir, Warnings: &warnings})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames, err := g.Symbolize(nil, b, 0x1100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return frames, g.Stats(), warnings.String()
+	}
+	want, _, _ := symbolizeOnce()
+	if len(want) == 0 || want[0].Function == "" {
+		t.Fatalf("no name for 0x1100: %v", want)
+	}
+	damage := func(edit func(data []byte) []byte) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, edit(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage(func(data []byte) []byte {
+		i := bytes.Index(data, []byte(want[0].Function+"\x00"))
+		if i < 0 {
+			t.Fatalf("%q is not in the string table", want[0].Function)
+		}
+		data[i] ^= 0x20 // another letter, a name that reads well
+		return data
+	})
+	got, st, warnings := symbolizeOnce()
+	if !slices.Equal(got, want) || st != (GSYMStats{Converted: 1}) {
+		t.Errorf("damaged file: %v, stats %+v; want %v from a new conversion", got, st, want)
+	}
+	if strings.Count(warnings, "\n") != 1 || !strings.Contains(warnings, file+" is damaged (checksum") {
+		t.Errorf("warnings %q; want one line naming %s and its checksum", warnings, file)
+	}
+	// Reused now, quietly.
+	if _, st, warnings = symbolizeOnce(); st != (GSYMStats{Reused: 1}) || warnings != "" {
+		t.Errorf("the converted file: stats %+v, warnings %q; want it reused quietly", st, warnings)
+	}
+	damage(func(data []byte) []byte { return data[:len(data)-trailerLen] })
+	if got, st, warnings = symbolizeOnce(); !slices.Equal(got, want) || st != (GSYMStats{Converted: 1}) || warnings != "" {
+		t.Errorf("a file without checksum: %v, stats %+v, warnings %q; want it converted again quietly", got, st, warnings)
+	}
+}
+
 // stripNote copies a binary without its build ID note.
 func stripNote(t *testing.T, from, to string) {
 	t.Helper()

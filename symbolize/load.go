@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"debug/gosym"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/buildid"
 	"github.com/sprof/sprof/symbolize/debugfile"
@@ -30,11 +32,14 @@ const (
 // image is everything known about one binary's code: how file offsets map
 // to addresses and the tables that name those addresses.
 type image struct {
-	loads segments
+	loads elfx.Segments
 	syms  *symtab
 	lines *lineTable   // nil without DWARF line rows
 	inl   *inlineTable // nil without DWARF inlined calls
 	gotab *gosym.Table // nil unless a Go program
+	// fdes are the function ranges of .eh_frame, for addresses no symbol
+	// covers.
+	fdes functionRanges
 	// goMu serializes gotab lookups: debug/gosym does not promise that a
 	// Table is safe for concurrent use, and its LineTable caches strings
 	// in maps without a lock.
@@ -42,56 +47,18 @@ type image struct {
 	bytes int64
 }
 
-// segment is one PT_LOAD program header.
-type segment struct {
-	off, filesz, vaddr uint64
-	exec               bool
-}
-
-// segments are a binary's PT_LOAD program headers: what turns the file
-// offsets a profiler records into the addresses symbol tables use.
-type segments []segment
-
-// loadSegments returns f's PT_LOAD headers that map file bytes.
-func loadSegments(f *elf.File) segments {
-	var ss segments
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Filesz > 0 {
-			ss = append(ss, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr, exec: p.Flags&elf.PF_X != 0})
-		}
-	}
-	return ss
-}
-
-// vaddr converts a file offset to the ELF virtual address the symbol
-// tables use. Executable segments win where segments share file pages.
-func (ss segments) vaddr(off uint64) (uint64, bool) {
-	var addr uint64
-	found := false
-	for _, s := range ss {
-		if off < s.off || off-s.off >= s.filesz {
-			continue
-		}
-		if s.exec {
-			return off - s.off + s.vaddr, true
-		}
-		if !found {
-			addr, found = off-s.off+s.vaddr, true
-		}
-	}
-	return addr, found
-}
-
 // frames appends the frames of the instruction at addr, innermost first:
 // the functions DWARF says were inlined there, then the function around
 // them, from Go's pclntab for Go functions or else the symbol table. The
 // innermost frame's position is the line table's (the pclntab's in Go);
-// each outer one's is the call site of the frame inside it.
-func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks.Frame, error) {
+// each outer one's is the call site of the frame inside it. An address no
+// symbol covers is named after its function's start, when .eh_frame
+// knows it (see unnamedFunction).
+func (img *image) frames(dst []stacks.Frame, addr uint64, b Binary) ([]stacks.Frame, error) {
 	if img.gotab != nil {
 		var f stacks.Frame
 		var ok bool
-		err := contain(name, func() error {
+		err := contain(b.Path, func() error {
 			img.goMu.Lock()
 			defer img.goMu.Unlock()
 			file, line, fn := img.gotab.PCToLine(addr)
@@ -110,6 +77,9 @@ func (img *image) frames(dst []stacks.Frame, addr uint64, name string) ([]stacks
 	}
 	i := img.syms.lookup(addr)
 	if i < 0 {
+		if f, ok := img.unnamedFunction(addr, b.Name); ok {
+			return append(dst, f), nil
+		}
 		return dst, nil
 	}
 	var file string
@@ -142,17 +112,14 @@ func (img *image) appendInlined(dst []stacks.Frame, addr uint64, file string, li
 	return dst, file, line
 }
 
-// contain runs fn, turning a panic into an error naming the file. It is
-// the one place where the standard library's ELF, DWARF and Go symbol
-// table readers, which are not hardened against hostile files, are kept
-// from taking the profiler down.
-func contain(name string, fn func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: %w: the parser panicked: %v", name, ErrMalformed, p)
-		}
-	}()
-	return fn()
+// contain runs fn, turning a panic into an error naming the file, which
+// wraps ErrMalformed (see elfx.Contain).
+func contain(name string, fn func() error) error {
+	err := elfx.Contain(name, fn)
+	if errors.Is(err, elfx.ErrPanicked) {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return err
 }
 
 // loadImage reads the tables of the binary r (of size bytes, named name in
@@ -169,7 +136,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		if ef, err = elf.NewFile(r); err != nil {
 			return fmt.Errorf("%s: %w: %w", name, ErrMalformed, err)
 		}
-		img.loads = loadSegments(ef)
+		img.loads = elfx.LoadSegments(ef)
 		hasSymtab = ef.SectionByType(elf.SHT_SYMTAB) != nil
 		syms, err = appendSymbols(syms, ef, size)
 		if err != nil {
@@ -179,6 +146,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		link = readDebuglink(ef, size)
+		img.fdes = loadFunctionRanges(ef, size)
 		return nil
 	})
 	if err != nil {
@@ -222,7 +190,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 	}
 
 	img.syms = newSymtab(syms, dm)
-	img.bytes = img.syms.bytes + int64(len(img.loads))*32
+	img.bytes = img.syms.bytes + int64(len(img.loads))*32 + int64(len(img.fdes))*16
 	if img.lines != nil {
 		img.bytes += img.lines.size()
 	}

@@ -21,6 +21,9 @@
 // entries of chunks before it or of itself, so a cut never leaves a
 // reference dangling. Samples equal but for their time are stored once per
 // batch, with their times, and a batch stores of each group only what
-// differs from the group before. The byte layout is specified in
-// cbf/FORMAT.md; the reader reads format versions 2 and 3.
+// differs from the group before. Code that processes compiled at run time
+// (JIT) is named by the symbols the recording stores for it (Writer.JIT),
+// since the runtimes' perf maps are gone where it is reported. The byte
+// layout is specified in cbf/FORMAT.md; the reader reads format versions 2
+// and 3.
 package recording

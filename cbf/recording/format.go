@@ -44,9 +44,12 @@ const (
 	// ChunkTables gives the sizes of the recording's tables, so that a
 	// reader that skipped a damaged chunk knows which entries it lost.
 	ChunkTables ChunkType = 6
+	// ChunkJIT holds the symbols of code that processes generated at run
+	// time (JIT compilers), which no file on disk names.
+	ChunkJIT ChunkType = 7
 
 	// maxChunkType is the highest type this package knows.
-	maxChunkType = ChunkTables
+	maxChunkType = ChunkJIT
 )
 
 func (t ChunkType) String() string {
@@ -63,6 +66,8 @@ func (t ChunkType) String() string {
 		return "stacks"
 	case ChunkTables:
 		return "tables"
+	case ChunkJIT:
+		return "jit"
 	}
 	return fmt.Sprintf("chunk type %d", uint8(t))
 }

@@ -32,6 +32,7 @@ func FuzzReader(f *testing.F) {
 		bad := append([]byte(nil), data[:ends[0]]...)
 		f.Add(appendChunk(bad, ChunkSamples, []byte(payload)))
 	}
+	f.Add(writeJITRecording(f))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		readFuzzed(t, data)
 		readFuzzed(t, fixChecksums(data))
@@ -71,6 +72,13 @@ func readFuzzed(t *testing.T, data []byte) {
 		switch c.Type {
 		case ChunkEnd:
 			c.End()
+		case ChunkJIT:
+			syms, _ := c.JIT()
+			for _, s := range syms {
+				if s.Size == 0 || s.Start+s.Size < s.Start || len(s.Lines) > MaxJITLines {
+					t.Fatalf("bad JIT symbol read: %+v", s)
+				}
+			}
 		case ChunkSamples:
 			b, err := c.Batch()
 			if err != nil {

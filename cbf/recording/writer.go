@@ -60,6 +60,9 @@ type Writer struct {
 	nprocs     int
 	procBase   recordBase // the last pending record's time and pid
 	containers []string   // the containers of the pending records
+	jits       []byte     // JIT symbols pending, without their count
+	njits      int
+	jitBase    recordBase
 	maps       mapDict
 	cdict      containerDict
 	stacks     *stackDict
@@ -221,6 +224,12 @@ func (w *Writer) Flush() error {
 		w.scratch = w.cdict.appendContainers(w.scratch, w.containers)
 		w.out = appendChunk(w.out, ChunkProcesses, w.scratch)
 		w.procs, w.nprocs, w.containers, w.procBase = w.procs[:0], 0, w.containers[:0], recordBase{}
+	}
+	if w.njits > 0 {
+		w.scratch = binary.AppendUvarint(w.scratch[:0], uint64(w.njits))
+		w.scratch = append(w.scratch, w.jits...)
+		w.out = appendChunk(w.out, ChunkJIT, w.scratch)
+		w.jits, w.njits, w.jitBase = w.jits[:0], 0, recordBase{}
 	}
 	if p, ok := w.stacks.appendPayload(w.scratch[:0]); ok {
 		w.scratch = p

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/exporters/pyroscope"
-	"github.com/sprof/sprof/symbolize"
 )
 
 const agentUsage = `Usage: sprof agent [flags]
@@ -39,7 +39,10 @@ Credentials never go on the command line, where every user can read them:
 the bearer token alone); without it SPROF_PYROSCOPE_USER,
 SPROF_PYROSCOPE_PASSWORD or SPROF_PYROSCOPE_TOKEN are read.
 
-Frames are named from each binary's debug info, converted once per binary
+Stacks are unwound as by record: frame pointers where code keeps them,
+else a copy of the user stack (--stack-copy) unwound with each binary's
+.sframe or .eh_frame, so programs built without frame pointers show their
+callers down to main. Frames are named from each binary's debug info, converted once per binary
 into a GSYM file in --cache-dir that later runs map in a millisecond;
 --symbol-cache bounds the symbol tables kept in memory.
 
@@ -66,9 +69,8 @@ type agentOptions struct {
 	queue        int
 	metricsAddr  string
 	flushTimeout time.Duration
-	userOnly     bool
-	kernelOnly   bool
-	ringBuffer   int
+	memoryLimit  int
+	sampling     samplingFlags
 	symbolizer   symbolizerFlags
 }
 
@@ -100,11 +102,11 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while a destination is unreachable; the oldest go first (to --output-dir/unsent-*)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the agent's Prometheus metrics at this address (e.g. 127.0.0.1:9465), GET /metrics")
 	fs.Var((*durationValue)(&o.flushTimeout), "flush-timeout", "how long to try sending queued intervals at exit; the rest go to --output-dir/unsent-* if set")
-	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
-	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only")
-	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = 8 s of samples")
-	symbolCache := sizeValue(symbolize.DefaultCacheBytes)
-	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables, most of the agent's footprint (e.g. 64M): tables unused for a whole interval are dropped, and the least recently used when over it; with gsym, half for GSYM files, half for ELF fallbacks")
+	o.sampling.add(fs, agent.DefaultUnwindCache)
+	symbolCache := sizeValue(agent.DefaultSymbolCache)
+	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables (e.g. 64M): tables unused for a whole interval are dropped, and the least recently used when over it; with gsym, half for GSYM files, half for ELF fallbacks")
+	o.memoryLimit = agent.DefaultMemoryLimit
+	fs.Var((*sizeValue)(&o.memoryLimit), "memory-limit", "soft limit of the Go heap and runtime, which the garbage collector works to stay under (GOMEMLIMIT, which wins when set); 0 = none")
 	o.symbolizer.add(fs)
 	for _, name := range secretFlags() {
 		fs.String(name, "", "")
@@ -128,11 +130,8 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	if o.interval < time.Second {
 		return nil, usagef("--interval %v: must be at least 1s", o.interval)
 	}
-	if o.userOnly && o.kernelOnly {
-		return nil, usagef("--user-only and --kernel-only exclude each other; give at most one")
-	}
-	if o.ringBuffer != 0 && (o.ringBuffer < 4096 || o.ringBuffer&(o.ringBuffer-1) != 0) {
-		return nil, usagef("--ring-buffer %d: must be a power of two of at least 4K", o.ringBuffer)
+	if err := o.sampling.check(); err != nil {
+		return nil, err
 	}
 	if symbolCache < 1<<20 {
 		return nil, usagef("--symbol-cache %d: give at least 1M", symbolCache)
@@ -210,8 +209,12 @@ func runAgent(e *env, args []string) error {
 		}
 		defer metrics.Close()
 	}
-	rec, err := agent.OpenBPF(agent.BPFConfig{Frequency: o.frequency, User: !o.kernelOnly, Kernel: !o.userOnly,
-		RingBufferSize: o.ringBuffer, Symbolizer: o.symbolizer.newSymbolizer(e, "agent")})
+	if o.memoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(o.memoryLimit))
+	}
+	cfg := o.sampling.config(o.frequency)
+	cfg.Symbolizer = o.symbolizer.newSymbolizer(e, "agent")
+	rec, err := agent.OpenBPF(cfg)
 	if err != nil {
 		return err
 	}
@@ -220,15 +223,15 @@ func runAgent(e *env, args []string) error {
 	if rec.KernelErr != nil {
 		log.Warn("kernel frames stay unnamed", "err", rec.KernelErr)
 	}
-	cfg := agent.Config{
+	acfg := agent.Config{
 		Interval: o.interval, ServiceName: o.serviceName, ProcessRoot: o.processRoot,
 		Pyroscope: o.pyroscope, OTLP: o.otlp, Host: o.host, Queue: o.queue, FlushTimeout: o.flushTimeout,
-		OutputDir: o.outputDir, Keep: o.keep, Metrics: metrics, Log: log,
+		OutputDir: o.outputDir, Keep: o.keep, Metrics: metrics, Log: log, DebugUnwind: o.sampling.debugUnwind,
 	}
 	if o.pyroscope != nil {
-		cfg.Credentials = credentials
+		acfg.Credentials = credentials
 	}
-	a, err := agent.New(rec, cfg)
+	a, err := agent.New(rec, acfg)
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,11 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/sprof/sprof/agent"
+	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/testenv"
-	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/pipeline"
 )
 
 // TestAgentUsageErrors: each bad command line is refused before anything
@@ -83,7 +85,7 @@ func TestAgentOptions(t *testing.T) {
 	if p.Host != "node-7" || p.TenantID != "t1" || p.Labels["env"] != "prod" || p.Labels["team"] != "sre" || p.API != "push" {
 		t.Errorf("pyroscope config %+v", p)
 	}
-	if o.symbolizer != (symbolizerFlags{kind: "gsym", cacheBytes: symbolize.DefaultCacheBytes}) {
+	if o.symbolizer != (symbolizerFlags{kind: "gsym", cacheBytes: agent.DefaultSymbolCache}) || o.memoryLimit != agent.DefaultMemoryLimit {
 		t.Errorf("symbolizer %+v; want gsym in the default directory and budget", o.symbolizer)
 	}
 	o, err = parseAgent(e, []string{"--output-dir", "/var/lib/sprof", "--symbolizer", "elf", "--cache-dir", "/srv/cache", "--symbol-cache", "64M"})
@@ -92,6 +94,39 @@ func TestAgentOptions(t *testing.T) {
 	}
 	if o.symbolizer != (symbolizerFlags{kind: "elf", cacheDir: "/srv/cache", cacheBytes: 64 << 20}) {
 		t.Errorf("symbolizer %+v", o.symbolizer)
+	}
+}
+
+// TestAgentSamplesAsRecord: the agent takes record's sampling flags with
+// record's defaults, stack copies on, so that programs without frame
+// pointers show whole stacks in both.
+func TestAgentSamplesAsRecord(t *testing.T) {
+	e := &env{strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}}
+	a, err := parseAgent(e, []string{"--output-dir", "/var/lib/sprof"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseRecord(e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the memory for unwind tables differs: an agent lives for weeks.
+	if a.sampling.unwindCache != agent.DefaultUnwindCache || r.sampling.unwindCache != collector.DefaultUnwindCacheBytes {
+		t.Errorf("unwind caches: agent %d, record %d", a.sampling.unwindCache, r.sampling.unwindCache)
+	}
+	a.sampling.unwindCache = r.sampling.unwindCache
+	if a.sampling != r.sampling || a.sampling.stackCopy != pipeline.DefaultStackCopy {
+		t.Errorf("agent samples with %+v, record with %+v; want both with %d bytes of stack copy", a.sampling, r.sampling, pipeline.DefaultStackCopy)
+	}
+	a, err = parseAgent(e, []string{"--output-dir", "/var/lib/sprof", "--stack-copy", "0", "--debug-unwind", "-U", "--ring-buffer", "1M", "--unwind-cache", "8M"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (samplingFlags{userOnly: true, ringBuffer: 1 << 20, debugUnwind: true, unwindCache: 8 << 20}); a.sampling != want {
+		t.Errorf("agent sampling %+v, want %+v", a.sampling, want)
+	}
+	if cfg := a.sampling.config(19); cfg.StackCopy != 0 || cfg.Kernel || !cfg.User || !cfg.DebugUnwind || cfg.RingBufferSize != 1<<20 || cfg.UnwindCache != 8<<20 {
+		t.Errorf("pipeline config %+v", cfg)
 	}
 }
 
@@ -142,9 +177,13 @@ func TestAgentSignals(t *testing.T) {
 	addr := freeAddr(t)
 	var stderr syncBuffer
 	done := make(chan int, 1)
+	// Frame pointers only: this is about signals, and on a loaded host
+	// the first intervals of a host-wide agent that also builds unwind
+	// tables for every program can take longer than the waits below
+	// (agent.TestAgentUnwindsWithoutFramePointers tests unwinding).
 	go func() {
 		done <- run(&env{strings.NewReader(""), &bytes.Buffer{}, &stderr},
-			[]string{"agent", "--interval", "1s", "--output-dir", dir, "--metrics-addr", addr, "-F", "49"})
+			[]string{"agent", "--interval", "1s", "--output-dir", dir, "--metrics-addr", addr, "-F", "49", "--stack-copy", "0"})
 	}()
 	// The metrics endpoint answers once the signal handlers are in place.
 	wait := func(what string, cond func() bool) {

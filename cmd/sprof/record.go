@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sprof/sprof/bpf"
+	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
 )
 
@@ -50,13 +50,9 @@ type recordOptions struct {
 	cgroup      string
 	output      string
 	format      exporters.Format
-	userOnly    bool
-	kernelOnly  bool
 	includeIdle bool
 	stats       bool
-	ringBuffer  int
-	stackCopy   int
-	debugUnwind bool
+	sampling    samplingFlags
 	symbolizer  symbolizerFlags
 	export      exporters.Options
 	command     []string
@@ -81,16 +77,11 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.StringVar(&o.cgroup, "cgroup", "", "only processes in this cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/foo.service)")
 	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file, - for standard output; its extension picks the format")
 	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(append(exporters.Formats(), formatRecording)))
-	fs.BoolVarP(&o.userOnly, "user-only", "U", false, "user stacks only")
-	fs.BoolVarP(&o.kernelOnly, "kernel-only", "K", false, "kernel stacks only; samples taken in user mode show as "+userModeFrame)
 	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
 	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and per sample, its ring size and backlog use, and sprof's userspace ns per sample")
-	o.stackCopy = 16 << 10
-	fs.Var((*sizeValue)(&o.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
-	fs.BoolVar(&o.debugUnwind, "debug-unwind", false, "print per binary how many frames each unwinding method found and why unwinds stopped")
-	fs.Var((*sizeValue)(&o.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = rate × CPUs × record size for 1s, or with --stack-copy 64-128ms: small enough to stay in the CPU caches, drained when a quarter full")
+	o.sampling.add(fs, collector.DefaultUnwindCacheBytes)
 	export := &exportFlags{}
-	export.add(fs)
+	export.add(fs, "comm in folded and SVG output of every process or a --cgroup, none with -p or a command")
 	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -109,20 +100,11 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	if err := checkFrequency(o.frequency); err != nil {
 		return nil, err
 	}
-	if o.userOnly && o.kernelOnly {
-		return nil, usagef("--user-only and --kernel-only exclude each other; give at most one")
+	if err := o.sampling.check(); err != nil {
+		return nil, err
 	}
 	if err := o.symbolizer.check(); err != nil {
 		return nil, err
-	}
-	if o.stackCopy > bpf.MaxStackCopy {
-		return nil, usagef("--stack-copy %d: at most %d bytes", o.stackCopy, bpf.MaxStackCopy)
-	}
-	if o.kernelOnly {
-		o.stackCopy = 0
-	}
-	if o.ringBuffer != 0 && (o.ringBuffer < 4096 || o.ringBuffer&(o.ringBuffer-1) != 0) {
-		return nil, usagef("--ring-buffer %d: must be a power of two of at least 4K", o.ringBuffer)
 	}
 	if *pidList != "" {
 		pids, err := parsePids(e.stderr, *pidList)
@@ -144,13 +126,42 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	if o.export, err = export.options(); err != nil {
 		return nil, err
 	}
-	if o.kernelOnly {
+	o.export.ProcessRoot = export.rootFor(o.format, len(o.pids) == 0 && len(o.command) == 0, o.export.ProcessRoot)
+	o.export.Subject = recordSubject(o)
+	if o.sampling.kernelOnly {
 		o.export.EmptyStack = userModeFrame
 	}
 	if o.format == formatRecording && (fs.Changed("labels") || fs.Changed("process-root")) {
 		return nil, usagef("--labels and --process-root shape a profile; a .sprof recording keeps every sample's process and container, give them to 'sprof report'")
 	}
 	return o, nil
+}
+
+// recordSubject names what a recording profiles, for the flame graph's
+// title: the command line, or the processes, cgroup or host.
+func recordSubject(o *recordOptions) string {
+	if len(o.command) > 0 {
+		return strings.Join(o.command, " ")
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "this host"
+	}
+	switch {
+	case len(o.pids) > 0:
+		pids := make([]string, len(o.pids))
+		for i, p := range o.pids {
+			pids[i] = strconv.FormatUint(uint64(p), 10)
+		}
+		word := "pid"
+		if len(pids) > 1 {
+			word = "pids"
+		}
+		return fmt.Sprintf("%s %s on %s", word, strings.Join(pids, ","), host)
+	case o.cgroup != "":
+		return o.cgroup + " on " + host
+	}
+	return host
 }
 
 // parsePids parses "1234,5678" and checks that each process exists now, so a

@@ -111,7 +111,7 @@ func checkRecording(t *testing.T, path string) {
 // stops it when the test ends.
 func startSpin(t *testing.T, secs string) *exec.Cmd {
 	t.Helper()
-	c := exec.Command("../../testdata/e2e/spin", secs)
+	c := exec.Command(fixture("e2e", "spin"), secs)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestRecordInterrupt(t *testing.T) {
 			checkPprofFile(t, out)
 			seen := map[string]int64{}
 			for _, s := range parseProfile(t, out).Sample {
-				seen[s.Label["pid"][0]] += s.Value[0]
+				seen[samplePid(s)] += s.Value[0]
 			}
 			if len(seen) != 2 || seen[pid(0)] == 0 || seen[pid(1)] == 0 {
 				t.Errorf("samples per pid %v; want both of %s,%s and no other (not %s)", seen, pid(0), pid(1), pid(2))
@@ -258,7 +258,7 @@ func TestRecordCommandChildren(t *testing.T) {
 	pids := map[string]bool{}
 	for _, s := range p.Sample {
 		if s.Label["comm"][0] == "spin" && slices.Contains(names(s), "c") {
-			pids[s.Label["pid"][0]] = true
+			pids[samplePid(s)] = true
 		}
 	}
 	if len(pids) != 2 {
@@ -282,6 +282,29 @@ func TestRecordCommandExitStatus(t *testing.T) {
 		if _, err := os.Stat(out); err != nil {
 			t.Errorf("sh -c %q: no profile: %v", tt.script, err)
 		}
+	}
+}
+
+// TestRecordToStdout records with -o -: a profile, and a recording as a
+// stream, on standard output, and no file named "-".
+func TestRecordToStdout(t *testing.T) {
+	testenv.RequireRoot(t)
+	startSpin(t, "600")
+	code, stdout, errs := runSprof("record", "-F", "199", "-d", "2s", "-o", "-", "--format", "folded")
+	if code != 0 || !strings.Contains(stdout, ";c ") || !strings.Contains(errs, "wrote standard output (folded)") {
+		t.Errorf("--format folded: exit %d, stdout %.200q, stderr %s", code, stdout, errs)
+	}
+	code, stdout, errs = runSprof("record", "-F", "199", "-d", "2s", "-o", "-", "--format", "sprof")
+	if code != 0 {
+		t.Fatalf("--format sprof: exit %d, %s", code, errs)
+	}
+	s, err := recording.Summarize(strings.NewReader(stdout))
+	if err != nil || s.Samples == 0 || s.End == nil {
+		t.Errorf("the recording on stdout: %v, %+v", err, s)
+	}
+	if _, err := os.Lstat("-"); err == nil {
+		os.Remove("-")
+		t.Error(`a file named "-" was created`)
 	}
 }
 
@@ -482,8 +505,8 @@ func TestRecordThreadID(t *testing.T) {
 	}
 	var samples int64
 	for _, s := range parseProfile(t, out).Sample {
-		if s.Label["pid"][0] != strconv.Itoa(pid) {
-			t.Fatalf("a sample of pid %s, want only %d", s.Label["pid"][0], pid)
+		if samplePid(s) != strconv.Itoa(pid) {
+			t.Fatalf("a sample of pid %s, want only %d", samplePid(s), pid)
 		}
 		samples += s.Value[0]
 	}

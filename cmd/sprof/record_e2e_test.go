@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,13 +82,34 @@ func names(s *profile.Sample) []string {
 	return fns
 }
 
+// samplePid returns the pid label of s, a numeric pprof label, in decimal;
+// "" when s has none.
+func samplePid(s *profile.Sample) string {
+	if v := s.NumLabel["pid"]; len(v) == 1 {
+		return strconv.FormatInt(v[0], 10)
+	}
+	return ""
+}
+
 // chainShare returns the share of the samples of processes named comm whose
 // stacks hold chain (leaf first, ending in main) exactly, and how many
 // samples there were. Frames above the chain are callees of its leaf — the
 // vDSO, the kernel on an interrupt, Go's asyncPreempt — and are real.
 func chainShare(t *testing.T, p *profile.Profile, comm string, chain []string) (float64, int64) {
 	t.Helper()
-	var total, match int64
+	return sampleShare(t, p, comm, fmt.Sprint(chain), func(fns []string) bool {
+		i := slices.Index(fns, chain[len(chain)-1])
+		return i >= len(chain)-1 && slices.Equal(fns[i+1-len(chain):i+1], chain)
+	})
+}
+
+// sampleShare returns the share of the samples of the threads named comm
+// whose function names (leaf first, see names) match, and how many
+// samples there were; it logs both, what matches saying what, and a few
+// samples that did not match.
+func sampleShare(t *testing.T, p *profile.Profile, comm, what string, match func(fns []string) bool) (float64, int64) {
+	t.Helper()
+	var total, matched int64
 	var bad []string
 	for _, s := range p.Sample {
 		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != comm {
@@ -94,25 +117,36 @@ func chainShare(t *testing.T, p *profile.Profile, comm string, chain []string) (
 		}
 		total += s.Value[0]
 		fns := names(s)
-		i := slices.Index(fns, chain[len(chain)-1])
-		if i >= len(chain)-1 && slices.Equal(fns[i+1-len(chain):i+1], chain) {
-			match += s.Value[0]
+		if match(fns) {
+			matched += s.Value[0]
 		} else if len(bad) < 20 {
-			bad = append(bad, strings.Join(fns, " <- "))
+			stack := strings.Join(fns, " <- ")
+			bad = append(bad, stack[:min(len(stack), 300)])
 		}
 	}
 	if total == 0 {
 		t.Fatalf("no samples of %q in the profile", comm)
 	}
-	share := float64(match) / float64(total)
-	t.Logf("%s: %d of %d samples (%.2f%%) show %v; others like: %q", comm, match, total, 100*share, chain, bad)
+	share := float64(matched) / float64(total)
+	t.Logf("%s: %d of %d samples (%.2f%%) show %s; others like: %q", comm, matched, total, 100*share, what, bad)
 	return share, total
 }
 
-// chainOfRunning starts bin with args, waits until it has run for 100 ms
+// chainOfRunning starts bin with args, profiles it (profileRunning) and
+// checks that >= 99% of its samples hold chain exactly (chainShare). It
+// returns the profile.
+func chainOfRunning(t *testing.T, comm string, chain []string, bin string, args ...string) *profile.Profile {
+	t.Helper()
+	p := profileRunning(t, bin, args...)
+	share, total := chainShare(t, p, comm, chain)
+	checkShare(t, share, total, strings.Join(chain, "<-"))
+	return p
+}
+
+// profileRunning starts bin with args, waits until it has run for 100 ms
 // of CPU time (past ld.so or the Go runtime's start, into its loop), then
-// profiles it with -p for 2 s at 499 Hz, and returns its chain share.
-func chainOfRunning(t *testing.T, comm string, chain []string, bin string, args ...string) {
+// profiles it with -p for 2 s at 499 Hz and returns the profile.
+func profileRunning(t *testing.T, bin string, args ...string) *profile.Profile {
 	t.Helper()
 	testenv.RequireRoot(t)
 	cmd := exec.Command(bin, args...)
@@ -126,13 +160,29 @@ func chainOfRunning(t *testing.T, comm string, chain []string, bin string, args 
 		}
 	}
 	p, _ := recordProfile(t, "-F", "499", "-d", "2s", "-p", strconv.Itoa(cmd.Process.Pid))
-	share, total := chainShare(t, p, comm, chain)
+	return p
+}
+
+// checkShare fails t unless share, of total samples of 2 s at 499 Hz, is
+// >= 99%.
+func checkShare(t *testing.T, share float64, total int64, chain string) {
+	t.Helper()
 	if total < 100 { // 2 s at 499 Hz gives ~1000 on an idle CPU
 		t.Errorf("only %d samples in 2 s at 499 Hz", total)
 	}
 	if share < 0.99 {
-		t.Errorf("%.2f%% of samples have the exact chain %s, want >= 99%%", 100*share, strings.Join(chain, "<-"))
+		t.Errorf("%.2f%% of samples have the exact chain %s, want >= 99%%", 100*share, chain)
 	}
+}
+
+// fixture is the path of a fixture binary for the architecture the tests
+// run on: testdata/DIR/NAME for x86-64, testdata/DIR/arm64/NAME for
+// aarch64 (scripts/e2e-fixtures.sh and its siblings build both).
+func fixture(dir, name string) string {
+	if runtime.GOARCH == "arm64" {
+		return filepath.Join("../../testdata", dir, "arm64", name)
+	}
+	return filepath.Join("../../testdata", dir, name)
 }
 
 // processCPUTime is the user and system time of a process, from fields
@@ -156,7 +206,111 @@ func processCPUTime(t *testing.T, pid int) time.Duration {
 // spinning in main->a->b->c: >= 99% of 2 s of samples show exactly that
 // chain, symbolized.
 func TestRecordCFramePointerChain(t *testing.T) {
-	chainOfRunning(t, "spin", []string{"c", "b", "a", "main"}, "../../testdata/e2e/spin", "30")
+	chainOfRunning(t, "spin", []string{"c", "b", "a", "main"}, fixture("e2e", "spin"), "600")
+}
+
+// TestRecordNoFramePointerChain: code without frame pointers, called back
+// through libc (qsort, itself without frame pointers) and unwound from the
+// stack copy with .eh_frame: >= 99% of the samples end in run <- main with
+// only libc's frames and compare, as the leaf, above run.
+func TestRecordNoFramePointerChain(t *testing.T) {
+	p := profileRunning(t, fixture("unwind", "spin-ehframe")) // spins until killed
+	var total, match int64
+	var bad []string
+	for _, s := range p.Sample {
+		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != "spin-ehframe" {
+			continue
+		}
+		total += s.Value[0]
+		if throughLibc(s) {
+			match += s.Value[0]
+		} else if len(bad) < 20 {
+			bad = append(bad, strings.Join(names(s), " <- "))
+		}
+	}
+	if total == 0 {
+		t.Fatal("no samples of spin-ehframe in the profile")
+	}
+	share := float64(match) / float64(total)
+	t.Logf("spin-ehframe: %d of %d samples (%.2f%%) show compare <- libc <- run <- main; others like: %q", match, total, 100*share, bad)
+	checkShare(t, share, total, "compare<-libc...<-run<-main")
+}
+
+// throughLibc says whether a sample of spin-ehframe has its whole stack:
+// [kernel frames...] [compare] [libc frames...] run main [libc's start], with at
+// least one libc frame (qsort) under run unless the leaf is run itself.
+func throughLibc(s *profile.Sample) bool {
+	inLibc := func(l *profile.Location) bool {
+		return l.Mapping != nil && strings.Contains(filepath.Base(l.Mapping.File), "libc.so")
+	}
+	name := func(l *profile.Location) string {
+		if len(l.Line) == 0 {
+			return ""
+		}
+		return l.Line[len(l.Line)-1].Function.Name
+	}
+	locs := s.Location
+	for len(locs) > 0 && locs[0].Mapping != nil && locs[0].Mapping.File == "[kernel.kallsyms]" {
+		locs = locs[1:] // an interrupt or a page fault: real, and not the point here
+	}
+	i := slices.IndexFunc(locs, func(l *profile.Location) bool { return name(l) == "main" })
+	if i < 1 || name(locs[i-1]) != "run" {
+		return false
+	}
+	for j, l := range locs[:i-1] {
+		if !inLibc(l) && !(j == 0 && name(l) == "compare") {
+			return false
+		}
+	}
+	return i == 1 || inLibc(locs[i-2])
+}
+
+// TestRecordThreadChain: the same chain without frame pointers in a second
+// thread, on a pthread stack (bpf's nofp fixture): c <- b <- a <- thread,
+// the thread's start routine, in >= 99% of the samples.
+func TestRecordThreadChain(t *testing.T) {
+	chainOfRunning(t, "nofp", []string{"c", "b", "a", "thread"}, fixture("bpf", "nofp"), "thread")
+}
+
+// TestRecordPLTLeafChain: c calls labs through the PLT in a tight loop, so
+// samples land in the PLT stub and in labs, frameless leaves; the chain
+// c <- b <- a <- main below them must be whole in >= 99% of the samples,
+// and some samples must have such a leaf, or the test proves nothing.
+func TestRecordPLTLeafChain(t *testing.T) {
+	bin := fixture("e2e", "plt")
+	p := chainOfRunning(t, "plt", []string{"c", "b", "a", "main"}, bin, "600")
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var plt, labs int64
+	for _, s := range p.Sample {
+		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != "plt" || len(s.Location) == 0 {
+			continue
+		}
+		leaf := s.Location[0]
+		switch {
+		case slices.Contains(names(s)[:1], "labs"):
+			labs += s.Value[0]
+		case leaf.Mapping != nil && filepath.Base(leaf.Mapping.File) == "plt" && inPLT(f, leaf.Address-leaf.Mapping.Start+leaf.Mapping.Offset):
+			plt += s.Value[0]
+		}
+	}
+	t.Logf("leaves: %d samples in the PLT, %d in labs", plt, labs)
+	if plt+labs == 0 {
+		t.Error("no sample in the PLT or labs; the test proves nothing")
+	}
+}
+
+// inPLT says whether a file offset of f lies in one of its PLT sections.
+func inPLT(f *elf.File, off uint64) bool {
+	for _, name := range []string{".plt", ".plt.sec"} {
+		if sec := f.Section(name); sec != nil && off >= sec.Offset && off < sec.Offset+sec.Size {
+			return true
+		}
+	}
+	return false
 }
 
 // TestRecordGoChain: the same for the Go fixture. Without async
@@ -255,10 +409,14 @@ var placeholder = regexp.MustCompile(`^\[unknown\] 0x[0-9a-f]+$|\+0x[0-9a-f]+$`)
 // TestRecordKernelFrames checks that a syscall-heavy program's samples carry
 // kernel frames named from kallsyms above its user frames.
 func TestRecordKernelFrames(t *testing.T) {
-	p, _ := recordProfile(t, "-F", "499", "--", "../../testdata/e2e/syscalls", "1.5")
+	p, _ := recordProfile(t, "-F", "499", "--", fixture("e2e", "syscalls"), "1.5")
 	var total, kernel, entry int64
+	var others []string
 	for _, s := range p.Sample {
-		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != "syscalls" {
+		// Only the samples of its loop in main: an emulated CPU spends much
+		// of the run in ld.so, whose page faults and interrupts are kernel
+		// stacks of another kind.
+		if len(s.Label["comm"]) == 0 || s.Label["comm"][0] != "syscalls" || !slices.Contains(names(s), "main") {
 			continue
 		}
 		total += s.Value[0]
@@ -267,19 +425,21 @@ func TestRecordKernelFrames(t *testing.T) {
 			continue
 		}
 		kernel += s.Value[0]
-		for _, fn := range names(s) {
-			if strings.HasPrefix(fn, "entry_SYSCALL") || strings.HasPrefix(fn, "do_syscall") {
-				entry += s.Value[0]
-				break
-			}
+		if slices.ContainsFunc(names(s), func(fn string) bool {
+			return strings.HasPrefix(fn, "entry_SYSCALL") || strings.HasPrefix(fn, "do_syscall") || // x86-64
+				strings.HasPrefix(fn, "el0_svc") || strings.HasPrefix(fn, "el0t_64_sync") || strings.HasPrefix(fn, "el0_sync") // arm64
+		}) {
+			entry += s.Value[0]
+		} else if len(others) < 5 {
+			others = append(others, strings.Join(names(s), " <- "))
 		}
 	}
-	t.Logf("syscalls: %d samples, %d with a kernel leaf, %d through the syscall entry", total, kernel, entry)
+	t.Logf("syscalls: %d samples in main, %d with a kernel leaf, %d through the syscall entry; others like %q", total, kernel, entry, others)
 	if kernel < total/2 {
 		t.Errorf("%d of %d samples have a kernel leaf, want most", kernel, total)
 	}
 	if entry < kernel*9/10 {
-		t.Errorf("%d of %d kernel stacks pass through entry_SYSCALL*/do_syscall*, want >= 90%%", entry, kernel)
+		t.Errorf("%d of %d kernel stacks pass through entry_SYSCALL*/do_syscall* (arm64: el0_svc*, el0t_64_sync*, el0_sync*), want >= 90%%", entry, kernel)
 	}
 }
 
@@ -288,11 +448,7 @@ func TestRecordKernelFrames(t *testing.T) {
 func TestRecordPprofTop(t *testing.T) {
 	testenv.RequireRoot(t)
 	out := filepath.Join(t.TempDir(), "x.pb.gz")
-	spin := exec.Command("../../testdata/e2e/spin", "3")
-	if err := spin.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer spin.Wait()
+	startSpin(t, "600")
 	code, _, errs := runSprof("record", "-d", "1s", "-o", out)
 	if code != 0 {
 		t.Fatalf("record: exit %d: %s", code, errs)
@@ -303,9 +459,9 @@ func TestRecordPprofTop(t *testing.T) {
 	if !strings.Contains(errs, "at 99 Hz") {
 		t.Errorf("record without -F does not say it samples at the default 99 Hz: %q", errs)
 	}
-	top, err := exec.Command("go", "tool", "pprof", "-top", out).CombinedOutput()
+	top, err := pprofTop(t, out)
 	if err != nil {
-		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
+		t.Fatalf("pprof -top: %v\n%s", err, top)
 	}
 	if !regexp.MustCompile(`(?m)\s(c|main)$`).Match(top) {
 		t.Errorf("go tool pprof -top shows no function of the spin fixture:\n%s", top)
@@ -320,7 +476,7 @@ func TestRecordPprofTop(t *testing.T) {
 // idle one).
 func TestRecordForcedLoss(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, args := range [][]string{{"../../testdata/e2e/spin", "3"}, {"../../testdata/bpf/fpwalk", "deep", "1000"}} {
+	for _, args := range [][]string{{fixture("e2e", "spin"), "600"}, {fixture("bpf", "fpwalk"), "deep", "1000"}} {
 		cmd := exec.Command(args[0], args[1:]...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -347,8 +503,8 @@ func TestRecordForcedLoss(t *testing.T) {
 	if len(p.Sample) == 0 {
 		t.Error("no sample kept")
 	}
-	if top, err := exec.Command("go", "tool", "pprof", "-top", out).CombinedOutput(); err != nil {
-		t.Errorf("go tool pprof -top on the profile after loss: %v\n%s", err, top)
+	if top, err := pprofTop(t, out); err != nil {
+		t.Errorf("pprof -top on the profile after loss: %v\n%s", err, top)
 	}
 }
 
@@ -359,19 +515,14 @@ func TestRecordPidFilter(t *testing.T) {
 	testenv.RequireRoot(t)
 	var spins []*exec.Cmd
 	for range 2 {
-		c := exec.Command("../../testdata/e2e/spin", "3")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer c.Wait()
-		spins = append(spins, c)
+		spins = append(spins, startSpin(t, "600"))
 	}
 	want := strconv.Itoa(spins[0].Process.Pid)
 	p, errs := recordProfile(t, "-p", want, "-d", "1s", "-F", "499")
 	t.Log(errs)
 	var n int64
 	for _, s := range p.Sample {
-		if got := s.Label["pid"]; len(got) != 1 || got[0] != want {
+		if got := samplePid(s); got != want {
 			t.Fatalf("sample of pid %v in a profile of pid %s", got, want)
 		}
 		n += s.Value[0]
@@ -379,6 +530,16 @@ func TestRecordPidFilter(t *testing.T) {
 	if n == 0 {
 		t.Fatalf("no samples of pid %s", want)
 	}
+}
+
+// pprofTop runs `go tool pprof -top` on a profile, or the pprof command
+// where there is no go tool (the kernel matrix's VMs carry one).
+func pprofTop(t *testing.T, path string) ([]byte, error) {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		return exec.Command(testenv.RequireTool(t, "pprof"), "-top", path).CombinedOutput()
+	}
+	return exec.Command("go", "tool", "pprof", "-top", path).CombinedOutput()
 }
 
 func TestPlaceholderPattern(t *testing.T) {

@@ -17,10 +17,9 @@ import (
 
 	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/collector"
-	"github.com/sprof/sprof/collector/bpfsource"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/outfile"
-	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/pipeline"
 )
 
 func runRecord(e *env, args []string) error {
@@ -55,7 +54,7 @@ func runRecord(e *env, args []string) error {
 		defer rec.abort()
 	}
 
-	ctx, stopSignals := stopOnSignal()
+	ctx, names, stopSignals := stopOnSignal()
 	defer stopSignals()
 
 	pids, follow := o.pids, false
@@ -75,50 +74,20 @@ func runRecord(e *env, args []string) error {
 	// Warnings about what sprof will do without wait until the sampler
 	// is open: when it cannot open, its error is the one thing to say.
 	var warnings bytes.Buffer
-	kernel, err := symbolize.LoadKernel()
-	if err != nil {
-		fmt.Fprintf(&warnings, "sprof record: kernel frames stay unnamed: %v\n", err)
-	}
-	opts := collector.Options{
-		Frequency:   o.frequency,
-		Pids:        pids,
-		FollowForks: follow,
-		Symbolizer:  o.symbolizer.newSymbolizer(&env{e.stdin, e.stdout, &warnings}, "record"),
-		StackCopy:   o.stackCopy > 0,
-		DebugUnwind: o.debugUnwind,
-	}
-	if kernel != nil {
-		opts.Kernel = kernel
-	}
+	cfg := o.sampling.config(o.frequency)
+	cfg.Pids, cfg.Command, cfg.CgroupID, cfg.IncludeIdle = pids, follow, cgroupID, o.includeIdle
+	cfg.Symbolizer = o.symbolizer.newSymbolizer(&env{e.stdin, e.stdout, &warnings}, "record")
 	if rec != nil {
-		opts.Sink = rec
+		cfg.Sink = rec
 	}
-	col, err := collector.New(opts)
+	pipe, err := pipeline.Open(cfg)
 	if err != nil {
 		return err
 	}
-	sampler, err := bpf.Open(bpf.Config{
-		Frequency:      o.frequency,
-		Pids:           pids,
-		FollowForks:    follow,
-		CgroupID:       cgroupID,
-		IncludeIdle:    o.includeIdle,
-		User:           !o.kernelOnly,
-		Kernel:         !o.userOnly,
-		RingBufferSize: o.ringBuffer,
-		StackCopy:      o.stackCopy,
-		// A command's processes are marked only when their mappings
-		// are read, after they start: copy all of them instead.
-		CopyAll: o.stackCopy > 0 && len(o.command) > 0,
-		// Processes running now that need copies have them from the
-		// first sample, not only once Run marks them.
-		CopyPids: col.CopyPids(),
-	})
-	if err != nil {
-		col.Close()
-		return err
+	defer pipe.Close()
+	if pipe.KernelErr != nil {
+		fmt.Fprintf(e.stderr, "sprof record: kernel frames stay unnamed: %v\n", pipe.KernelErr)
 	}
-	defer sampler.Close()
 	if rec != nil {
 		// Sampling runs: from now on a kill leaves the recording at
 		// its path, and a write error (a full disk) ends it.
@@ -163,12 +132,10 @@ func runRecord(e *env, args []string) error {
 		defer stopWatching()
 	}
 
-	prof, stats, err := col.Run(ctx, bpfsource.New(sampler), exited)
+	prof, stats, err := pipe.Run(ctx, names, exited)
 	if err != nil {
 		return err
 	}
-	bpfStats, bpfErr := sampler.Stats()
-	sampler.Close()
 
 	if rec != nil {
 		err = rec.close(stats.Lost)
@@ -197,10 +164,11 @@ func runRecord(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "sprof: processes that exited between reads may be unattributed: %v\n", stats.Sideband)
 	}
 	if o.stats {
+		bpfStats, bpfErr := pipe.SamplerStats()
 		printStats(e, stats, bpfStats, bpfErr)
 	}
-	if o.debugUnwind {
-		us := col.UnwindStats()
+	if o.sampling.debugUnwind {
+		us := pipe.UnwindStats()
 		if err := us.WriteText(e.stderr); err != nil {
 			return err
 		}
@@ -250,29 +218,38 @@ type stopSignal struct{ os.Signal }
 func (s stopSignal) Error() string { return "stopped by " + s.Signal.String() }
 
 // stopOnSignal returns a context cancelled, with a stopSignal as its cause,
-// when sprof gets SIGINT, SIGTERM or SIGHUP, and a function that restores
-// the signals' default action. SIGHUP is what a dropped SSH session sends
-// `sprof record -d 10m`: it ends the recording and writes it, as Ctrl-C
-// does. Until then SIGPIPE is caught too: a write to a closed stderr or
-// standard output fails with EPIPE rather than killing sprof with its
-// output half written. (Caught, not ignored: a command sprof starts gets
-// the default action back on exec.)
-func stopOnSignal() (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 1)
+// when sprof gets SIGINT, SIGTERM or SIGHUP, a second one cancelled at the
+// second such signal (naming frames then stops: the profile is written at
+// once, frames not named yet as binary+offset), and a function that
+// restores the signals' default action. SIGHUP is what a dropped SSH
+// session sends `sprof record -d 10m`: it ends the recording and writes
+// it, as Ctrl-C does. Until then SIGPIPE is caught too: a write to a
+// closed stderr or standard output fails with EPIPE rather than killing
+// sprof with its output half written. (Caught, not ignored: a command
+// sprof starts gets the default action back on exec.)
+func stopOnSignal() (stop, names context.Context, restore func()) {
+	stop, cancel := context.WithCancelCause(context.Background())
+	names, cancelNames := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	pipes := make(chan os.Signal, 1)
 	signal.Notify(pipes, syscall.SIGPIPE)
 	done := make(chan struct{})
 	go func() {
+		defer cancelNames()
 		select {
 		case s := <-sigs:
 			cancel(stopSignal{s})
 		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+		case <-done:
 		}
 	}()
 	var once sync.Once
-	return ctx, func() {
+	return stop, names, func() {
 		once.Do(func() {
 			signal.Stop(sigs)
 			signal.Stop(pipes)
@@ -296,9 +273,9 @@ func target(o *recordOptions, cmd *launched) string {
 		what += " in cgroup " + o.cgroup
 	}
 	switch {
-	case o.userOnly:
+	case o.sampling.userOnly:
 		what += ", user stacks"
-	case o.kernelOnly:
+	case o.sampling.kernelOnly:
 		what += ", kernel stacks"
 	}
 	return what

@@ -15,6 +15,7 @@ import (
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/symbolize/buildid"
+	"github.com/sprof/sprof/symbolize/jit"
 )
 
 // formatRecording is `sprof record`'s own output format: the samples as
@@ -130,6 +131,15 @@ func (r *recordingFile) Sample(t time.Time, pid, tid, cpu uint32, comm string, u
 		flags = recording.UserTruncated
 	}
 	return r.check(r.w.Sample(t, pid, tid, cpu, comm, user, kernel, flags, 1))
+}
+
+// JIT stores a JIT symbol that samples use (collector.JITSink).
+func (r *recordingFile) JIT(t time.Time, pid uint32, s *jit.Symbol) error {
+	sym := recording.JITSymbol{Start: s.Start, Size: s.Size, Name: s.Name}
+	for _, l := range s.Lines {
+		sym.Lines = append(sym.Lines, recording.JITLine{Offset: l.Offset, File: l.File, Line: l.Line})
+	}
+	return r.check(r.w.JIT(t, pid, sym))
 }
 
 func (r *recordingFile) Tick() error { return r.check(r.w.Tick()) }

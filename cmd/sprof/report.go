@@ -14,6 +14,7 @@ import (
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/report"
+	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
 )
@@ -50,6 +51,7 @@ type reportOptions struct {
 	from, to      string
 	symbolizer    symbolizerFlags
 	export        exporters.Options
+	exportFlags   *exportFlags
 }
 
 func parseReport(e *env, args []string) (*reportOptions, error) {
@@ -62,7 +64,8 @@ func parseReport(e *env, args []string) (*reportOptions, error) {
 	fs.StringVar(&o.from, "from", "", "start of the window: an offset from the recording's start (10, 1m30s) or a time (RFC 3339)")
 	fs.StringVar(&o.to, "to", "", "end of the window, as --from; default the end of the recording")
 	export := &exportFlags{}
-	export.add(fs)
+	export.add(fs, "comm in folded and SVG output of more than one process, else none")
+	o.exportFlags = export
 	o.symbolizer.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -143,6 +146,8 @@ func runReport(e *env, args []string) error {
 		// An empty profile is no answer: say why, and write nothing.
 		return fmt.Errorf("%s: no samples to report: %s; wrote nothing", o.input, whyEmpty(o, res))
 	}
+	o.export.ProcessRoot = o.exportFlags.rootFor(o.format, manyProcesses(prof), o.export.ProcessRoot)
+	o.export.Subject = reportSubject(h.Host, o)
 	out, err := outfile.Create(o.output, e.stdout)
 	if err != nil {
 		return err
@@ -254,4 +259,29 @@ func kernelFor(e *env, recorded string) locations.KernelSymbolizer {
 		return nil
 	}
 	return k
+}
+
+// manyProcesses reports whether prof holds samples of more than one
+// process.
+func manyProcesses(prof *stacks.Profile) bool {
+	for _, s := range prof.Samples {
+		if s.Pid != prof.Samples[0].Pid {
+			return true
+		}
+	}
+	return false
+}
+
+// reportSubject names what a report shows, for the flame graph's title:
+// the recorded host, narrowed by --pid and --comm.
+func reportSubject(host string, o *reportOptions) string {
+	var what []string
+	for _, p := range o.pids {
+		what = append(what, "pid "+strconv.FormatUint(uint64(p), 10))
+	}
+	what = append(what, o.comms...)
+	if len(what) == 0 {
+		return host
+	}
+	return strings.Join(what, ", ") + " on " + host
 }

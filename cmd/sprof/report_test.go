@@ -281,8 +281,8 @@ func TestReportSymbolizers(t *testing.T) {
 	}
 	for _, s := range parseProfile(t, pb).Sample {
 		root := s.Location[len(s.Location)-1].Line[0].Function.Name
-		if len(s.Label) != 1 || len(s.Label["pid"]) != 1 || root != "cinline-300" {
-			t.Errorf("labels %v, root frame %q; want pid only and cinline-300", s.Label, root)
+		if len(s.Label) != 0 || len(s.NumLabel) != 1 || len(s.NumLabel["pid"]) != 1 || root != "cinline-300" {
+			t.Errorf("labels %v %v, root frame %q; want pid only and cinline-300", s.Label, s.NumLabel, root)
 		}
 	}
 }

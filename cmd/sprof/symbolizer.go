@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/pflag"
 
@@ -48,11 +49,26 @@ func (f *symbolizerFlags) check() error {
 func (f *symbolizerFlags) newSymbolizer(e *env, cmd string) symbolize.Symbolizer {
 	opts := symbolize.Options{CacheBytes: f.cacheBytes}
 	if f.kind == symbolizerGSYM {
-		s, err := symbolize.NewGSYM(symbolize.GSYMOptions{Options: opts, CacheDir: f.cacheDir, Debuginfod: debuginfod.FromEnv("")})
+		s, err := symbolize.NewGSYM(symbolize.GSYMOptions{Options: opts, CacheDir: f.cacheDir, Debuginfod: debuginfod.FromEnv(""),
+			Warnings: &prefixWriter{w: e.stderr, prefix: "sprof " + cmd + ": "}})
 		if err == nil {
 			return s
 		}
 		fmt.Fprintf(e.stderr, "sprof %s: symbols are read without a cache: %v\n", cmd, err)
 	}
 	return symbolize.NewELF(opts)
+}
+
+// prefixWriter puts prefix before each write, each a line of a package's
+// warnings, so they read like sprof's own.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, p.prefix); err != nil {
+		return 0, err
+	}
+	return p.w.Write(b)
 }

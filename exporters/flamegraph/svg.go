@@ -300,6 +300,8 @@ func Colour(f Frame) string {
 	case Unsymbolized: // grey
 		r = 170 + 30*v1
 		g, b = r, r
+	case JIT: // green, as perf's flame graphs show Java
+		r, g, b = 50+60*v1, 190+55*v2, 50+60*v1
 	case Synthetic: // lavender
 		r, g, b = 190+20*v1, 180+20*v1, 230+20*v2
 	default: // red to orange, the classic hot palette without yellow

@@ -17,10 +17,13 @@ const (
 	// Synthetic is a frame the profiler added, such as a process name or
 	// a marker for a truncated stack.
 	Synthetic
+	// JIT is a function a runtime compiled at run time (JavaScript, Java),
+	// named from its perf map or jitdump.
+	JIT
 )
 
 var kindNames = [...]string{User: "user", Kernel: "kernel", Inlined: "inlined",
-	Unsymbolized: "unsymbolized", Synthetic: "synthetic"}
+	Unsymbolized: "unsymbolized", Synthetic: "synthetic", JIT: "jit"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

@@ -74,7 +74,9 @@ func Create(path string, stdout io.Writer) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*")
+	// Named as gsym's writer names its own, so that a tool that cleans
+	// up after crashed writers (see symbolize's cache) knows them.
+	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp*")
 	if err != nil {
 		return nil, pathError("create", path, err)
 	}

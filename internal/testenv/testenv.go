@@ -68,3 +68,20 @@ func UnprivilegedCopy(t testing.TB) string {
 	}
 	return bin
 }
+
+// EmulatedCPU reports whether the tests run on a CPU emulated in software:
+// the kernel matrix's VMs (scripts/kernel-matrix.sh) run under QEMU's TCG,
+// which their /init says with SPROF_EMULATED_CPU=tcg.
+func EmulatedCPU() bool { return os.Getenv("SPROF_EMULATED_CPU") != "" }
+
+// SkipOnEmulatedCPU skips t on an emulated CPU, where it cannot pass for
+// the reason given: TCG delivers interrupts only between translated blocks
+// of guest code, never on each instruction, and does not sustain high
+// sampling rates on every virtual CPU. Unlike Unavailable, it skips under
+// CI too: no CI machine can change what the emulator does.
+func SkipOnEmulatedCPU(t testing.TB, why string) {
+	t.Helper()
+	if EmulatedCPU() {
+		t.Skipf("emulated CPU (SPROF_EMULATED_CPU=%s): %s", os.Getenv("SPROF_EMULATED_CPU"), why)
+	}
+}

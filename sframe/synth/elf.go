@@ -10,6 +10,8 @@ import (
 
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/sframe/cfi"
+
+	"github.com/sprof/sprof/internal/elfx"
 )
 
 // ErrNoCFI is returned by FromELF for a file without .eh_frame and
@@ -29,12 +31,17 @@ const maxSectionSize = 256 << 20
 // FDEs outside the executable PT_LOAD segments are left out
 // (Stats.OutsideCode). Addresses are the file's virtual addresses.
 func FromELF(f *elf.File) (t *sframe.Table, st Stats, err error) {
-	// debug/elf is not hardened against hostile files; contain it here.
-	defer func() {
-		if r := recover(); r != nil {
-			t, err = nil, fmt.Errorf("synth: reading ELF: %v", r)
-		}
-	}()
+	err = elfx.Contain("synth", func() error {
+		t, st, err = fromELF(f)
+		return err
+	})
+	if err != nil {
+		return nil, st, err
+	}
+	return t, st, nil
+}
+
+func fromELF(f *elf.File) (t *sframe.Table, st Stats, err error) {
 	abi, addrSize, err := elfABI(f)
 	if err != nil {
 		return nil, st, err

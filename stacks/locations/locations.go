@@ -46,6 +46,7 @@ type Table struct {
 	p               *stacks.Profile
 	kernelSym       KernelSymbolizer
 	kernel, unknown *stacks.Mapping
+	jit             map[uint32]*stacks.Mapping
 	locs            map[key]*stacks.Location
 	ids             map[*stacks.Location]uint64
 	frames          []stacks.Frame
@@ -98,6 +99,35 @@ func (t *Table) Unknown(addr uint64) *stacks.Location {
 		t.unknown = t.AddMapping(&stacks.Mapping{Kind: stacks.Unknown, File: stacks.UnknownFile})
 	}
 	return t.location(key{t.unknown, addr, false}, nil)
+}
+
+// JIT returns the Location of addr in code that process pid generated at
+// run time, named by name, or nil when name finds no function there (the
+// caller then has an unknown address). isCall says addr is a return
+// address. The process's JIT mapping grows to the addresses seen, as the
+// kernel's does.
+func (t *Table) JIT(pid uint32, addr uint64, isCall bool, name Symbolizer) *stacks.Location {
+	m := t.jit[pid]
+	if m != nil {
+		if l := t.locs[key{m, addr, isCall}]; l != nil {
+			return l
+		}
+	}
+	t.frames = name(t.frames[:0], symbolAddr(addr, isCall))
+	if len(t.frames) == 0 {
+		return nil
+	}
+	if m == nil {
+		if t.jit == nil {
+			t.jit = map[uint32]*stacks.Mapping{}
+		}
+		m = t.AddMapping(&stacks.Mapping{Kind: stacks.JIT, File: stacks.JITFile(pid), Start: addr, Limit: addr + 1})
+		t.jit[pid] = m
+	}
+	m.Start, m.Limit = min(m.Start, addr), max(m.Limit, addr+1)
+	l := t.location(key{m, addr, isCall}, nil)
+	l.Frames = slices.Clone(t.frames)
+	return l
 }
 
 // User returns the Location of addr in m, a mapping listed with

@@ -82,7 +82,13 @@ type Reader struct {
 }
 
 // Open maps the GSYM file at path into memory and returns a Reader for it.
-func Open(path string) (*Reader, error) {
+func Open(path string) (*Reader, error) { return OpenVerified(path, nil) }
+
+// OpenVerified is Open for a file that holds a GSYM file in an envelope
+// of its caller's, such as a checksum: verify is given the mapped bytes
+// and returns the GSYM file within them, or an error that Open returns.
+// A nil verify takes the file as it is.
+func OpenVerified(path string, verify func(data []byte) ([]byte, error)) (*Reader, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -103,7 +109,14 @@ func Open(path string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	r, err := NewReader(data)
+	file := data
+	if verify != nil {
+		if file, err = verify(data); err != nil {
+			syscall.Munmap(data)
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
+	r, err := NewReader(file)
 	if err != nil {
 		syscall.Munmap(data)
 		return nil, fmt.Errorf("open %s: %w", path, err)

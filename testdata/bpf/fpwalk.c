@@ -1,13 +1,15 @@
 /*
- * Fixture for sprof's BPF frame-pointer walker (x86-64). Built -O2
- * -fno-omit-frame-pointer -no-pie by scripts/build-bpf-fixtures.sh.
+ * Fixture for sprof's BPF frame-pointer walker, x86-64 and aarch64. Built
+ * -O2 -fno-omit-frame-pointer -no-pie by scripts/build-bpf-fixtures.sh.
  * Each mode spins forever in a known state; the test samples it and
  * compares the walked stack with addresses read from this binary.
  *
  *   chain       main -> a -> b -> c, spinning in c
  *   prologue    main -> leafloop, which calls leaf in a loop; samples land
  *               on leaf's push %rbp, mov %rsp,%rbp, pop %rbp and ret
- *   below-sp    rbp points below the stack pointer
+ *               (aarch64: stp x29, x30; mov x29, sp; ldp x29, x30; ret)
+ *   below-sp    rbp (aarch64: x29, likewise below) points below the
+ *               stack pointer
  *   misaligned  rbp is not 8-byte aligned
  *   self-loop   rbp points at a frame record whose saved rbp is itself
  *   above-stack S  rbp points at a well-formed frame record written into
@@ -59,6 +61,7 @@ NOINLINE void sys_loop(void)
 	}
 }
 
+#if defined(__x86_64__)
 void leafloop(void);
 __asm__(".text\n"
 	".globl leaf\n.type leaf,@function\nleaf:\n"
@@ -111,6 +114,60 @@ NOINLINE void spin_other_data(unsigned long *rec)
 	rec[1] = (unsigned long)(rec + 8);
 	__asm__ volatile("mov %0,%%rbp\n1: jmp 1b" ::"r"(rec));
 }
+#elif defined(__aarch64__)
+void leafloop(void);
+__asm__(".text\n"
+	".globl leaf\n.type leaf,%function\nleaf:\n"
+	"\tstp x29, x30, [sp, #-16]!\n\tmov x29, sp\n\tldp x29, x30, [sp], #16\n\tret\n"
+	".size leaf, .-leaf\n"
+	".globl leafloop\n.type leafloop,%function\nleafloop:\n"
+	"\tstp x29, x30, [sp, #-16]!\n\tmov x29, sp\n"
+	"1:\tbl leaf\n\tb 1b\n"
+	".size leafloop, .-leafloop\n");
+
+NOINLINE void spin_below_sp(void) { __asm__ volatile("sub x29, sp, #64\n1: b 1b"); }
+NOINLINE void spin_misaligned(void) { __asm__ volatile("add x29, sp, #3\n1: b 1b"); }
+/* A frame record {saved fp = itself, return address = 0x401234}. */
+NOINLINE void spin_self_loop(void)
+{
+	__asm__ volatile("sub sp, sp, #16\n\tmov x9, sp\n\tstr x9, [sp]\n\tmov x9, #0x1234\n"
+			 "\tmovk x9, #0x40, lsl #16\n\tstr x9, [sp, #8]\n\tmov x29, sp\n1: b 1b" ::: "x9");
+}
+/* rec is a readable frame record {saved fp = 0, return address =
+ * 0x401234} above the end of the stack: the walk must not follow fp to it. */
+NOINLINE void spin_above_stack(unsigned long *rec)
+{
+	rec[0] = 0;
+	rec[1] = 0x401234;
+	__asm__ volatile("mov x29, %0\n1: b 1b" ::"r"(rec));
+}
+/* A frame record {saved fp = 64 bytes higher, return address = -1}: the
+ * address is no user code, so the walk must stop before it. */
+NOINLINE void spin_bad_return(void)
+{
+	__asm__ volatile("sub sp, sp, #16\n\tadd x9, sp, #64\n\tstr x9, [sp]\n\tmov x9, #-1\n"
+			 "\tstr x9, [sp, #8]\n\tmov x29, sp\n1: b 1b" ::: "x9");
+}
+
+/* on_other_stack(top): see the x86-64 version. */
+void on_other_stack(char *top);
+__asm__(".text\n"
+	".globl on_other_stack\n.type on_other_stack,%function\non_other_stack:\n"
+	"\tstp x29, x30, [sp, #-16]!\n\tmov x29, sp\n\tmov sp, x0\n\tbl c\n"
+	"\tmov sp, x29\n\tldp x29, x30, [sp], #16\n\tret\n"
+	".size on_other_stack, .-on_other_stack\n");
+
+/* rec is a frame record {0, address of zeros} on another mapping: its
+ * return address follows no call, so the walk must not switch stacks to it. */
+NOINLINE void spin_other_data(unsigned long *rec)
+{
+	rec[0] = 0;
+	rec[1] = (unsigned long)(rec + 8);
+	__asm__ volatile("mov x29, %0\n1: b 1b" ::"r"(rec));
+}
+#else
+#error "fpwalk: x86-64 or aarch64 only"
+#endif
 
 int main(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /*
- * Fixture for sprof's BPF stack copy (x86-64): code without frame pointers,
+ * Fixture for sprof's BPF stack copy (x86-64, aarch64): code without frame pointers,
  * built -O2 -fomit-frame-pointer -no-pie by scripts/build-bpf-fixtures.sh.
  * Each mode spins forever in c; the test samples it and looks for the
  * return addresses and canaries, read from this binary and this source, in
@@ -63,7 +63,13 @@ NOINLINE void recurse(int n)
 
 NOINLINE void spin_on_stack(void *sp)
 {
+#if defined(__x86_64__)
 	__asm__ volatile("mov %0,%%rsp\n\txor %%ebp,%%ebp\n1: jmp 1b" ::"r"(sp));
+#elif defined(__aarch64__)
+	__asm__ volatile("mov sp, %0\n\tmov x29, xzr\n1: b 1b" ::"r"(sp));
+#else
+#error "nofp: x86-64 or aarch64 only"
+#endif
 }
 
 static int fault(void)

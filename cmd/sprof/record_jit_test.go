@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sprof/sprof/internal/testenv"
+)
+
+// These tests profile real JIT compilers: Node and the JVM generate their
+// hot code into anonymous memory and name it only in the perf maps and
+// jitdumps they write for perf. The fixtures are in testdata/jit.
+
+// startJIT starts a runtime running a fixture in dir and returns once the
+// fixture says its hot function is compiled.
+func startJIT(t *testing.T, dir, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid))
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("%s %v: read %q, %v; want ready", bin, args, line, err)
+	}
+	go io.Copy(io.Discard, out)
+	return cmd
+}
+
+// checkJIT runs `sprof record` at 499 Hz with args into out (a profile,
+// or a recording that is then reported) and wants fn named in >= 95% of
+// the samples of the threads named comm.
+func checkJIT(t *testing.T, out, comm, fn string, args ...string) {
+	t.Helper()
+	code, _, errs := runSprof(append([]string{"record", "-F", "499", "-o", out}, args...)...)
+	if code != 0 {
+		t.Fatalf("sprof record: exit %d\n%s", code, errs)
+	}
+	if strings.HasSuffix(out, ".sprof") {
+		pb := strings.TrimSuffix(out, ".sprof") + ".pb.gz"
+		if code, _, errs := runSprof("report", out, "-o", pb); code != 0 {
+			t.Fatalf("sprof report: exit %d\n%s", code, errs)
+		}
+		out = pb
+	}
+	share, total := sampleShare(t, parseProfile(t, out), comm, fn, func(fns []string) bool {
+		return slices.ContainsFunc(fns, func(name string) bool { return strings.Contains(name, fn) })
+	})
+	// 2 s at 499 Hz is about 1000 samples on an idle CPU; at the load
+	// averages of 30-60 other tests make, under 100. 40 still make 95% mean
+	// something.
+	if total < 40 {
+		t.Errorf("only %d samples of %s at 499 Hz", total, comm)
+	}
+	if share < 0.95 {
+		t.Errorf("%.2f%% of the samples of %s name %s, want >= 95%%", 100*share, comm, fn)
+	}
+}
+
+// recordRunning records the process pid for at most d with checkJIT. The
+// runtime's files are removed before a recording is reported, as on
+// another host.
+func recordRunning(t *testing.T, pid int, d, out, comm, fn string) {
+	t.Helper()
+	if strings.HasSuffix(out, ".sprof") {
+		defer os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
+	}
+	checkJIT(t, out, comm, fn, "-d", d, "-p", strconv.Itoa(pid))
+}
+
+// TestRecordNodeJIT: Node spinning in an optimized JavaScript function,
+// recorded into a profile and into a recording reported afterwards. With
+// a perf map (--perf-basic-prof) the running process is recorded for
+// 2 s. Node buffers its jitdump (--perf-prof) in 2 MiB and writes it out
+// when the buffer fills or the process exits, so that process spins for
+// 2 s of CPU time and is recorded until it exits: sprof reads the dump's
+// tail after the exit, from the file it kept open since it saw the
+// process map it. Its exit (about 10 samples) is in the recording too.
+func TestRecordNodeJIT(t *testing.T) {
+	testenv.RequireRoot(t)
+	node := testenv.RequireTool(t, "node")
+	script, err := filepath.Abs("../../testdata/jit/hot.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".pb.gz", ".sprof"} {
+		t.Run("perf-basic-prof"+ext, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := startJIT(t, dir, node, "--perf-basic-prof", "--allow-natives-syntax", script, "60")
+			recordRunning(t, cmd.Process.Pid, "2s", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+		})
+		t.Run("perf-prof"+ext, func(t *testing.T) {
+			dir := t.TempDir() // where node writes jit-PID.dump
+			cmd := startJIT(t, dir, node, "--perf-prof", "--allow-natives-syntax", script, "2")
+			recordRunning(t, cmd.Process.Pid, "10m", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+		})
+	}
+}
+
+// TestRecordNodeJITInContainer: Node in its own pid and mount namespaces,
+// as in a container, writes /tmp/perf-1.map into a /tmp of its own, which
+// only /proc/PID/root reaches; its JIT frames are named all the same.
+func TestRecordNodeJITInContainer(t *testing.T) {
+	testenv.RequireRoot(t)
+	node := testenv.RequireTool(t, "node")
+	unshare := testenv.RequireTool(t, "unshare")
+	script, err := filepath.Abs("../../testdata/jit/hot.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := startJIT(t, dir, unshare, "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "sh", "-c",
+		`mount -t tmpfs tmpfs /tmp && exec "$0" --perf-basic-prof --allow-natives-syntax "$1" 60`, node, script)
+	// unshare forks the namespace's pid 1, which runs node and is
+	// killed with unshare.
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(children)))
+	if err != nil {
+		t.Fatalf("unshare's children: %q", children)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/root/tmp/perf-1.map", pid)); err != nil {
+		t.Fatalf("node's perf map is not in its own /tmp: %v", err)
+	}
+	recordRunning(t, pid, "2s", filepath.Join(dir, "cpu.pb.gz"), "node", "hotLoop")
+}
+
+// TestRecordJavaJIT: OpenJDK 17 keeping frame pointers in compiled code,
+// its perf map written by jcmd once the hot method is compiled.
+func TestRecordJavaJIT(t *testing.T) {
+	testenv.RequireRoot(t)
+	java := testenv.RequireTool(t, "java")
+	jcmd := testenv.RequireTool(t, "jcmd")
+	src, err := filepath.Abs("../../testdata/jit/Hot.java")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".pb.gz", ".sprof"} {
+		t.Run(ext, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := startJIT(t, dir, java, "-XX:+PreserveFramePointer", "-Xbatch", src, "60")
+			pid := cmd.Process.Pid
+			if out, err := exec.Command(jcmd, strconv.Itoa(pid), "Compiler.perfmap").CombinedOutput(); err != nil {
+				t.Fatalf("jcmd %d Compiler.perfmap: %v\n%s", pid, err, out)
+			}
+			recordRunning(t, pid, "2s", filepath.Join(dir, "cpu"+ext), "java", "Hot.spin")
+		})
+	}
+}

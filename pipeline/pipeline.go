@@ -1,0 +1,219 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sprof/sprof/bpf"
+	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/collector/bpfsource"
+	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize"
+)
+
+// DefaultStackCopy is the user stack copied per sample of a process whose
+// code may lack frame pointers: deep enough for the stacks of C, C++ and
+// Rust programs seen in practice (perf's --call-graph dwarf copies 8 KiB).
+const DefaultStackCopy = 16 << 10
+
+// Config says what to sample and how to name it; both commands fill it
+// from the same flags.
+type Config struct {
+	// Frequency is samples per second per CPU.
+	Frequency int
+	// Pids, when not empty, are the only processes sampled. Command says
+	// they are a command sprof started: their children are followed and
+	// every one of their stacks is copied (a command's processes are
+	// marked only once their mappings are read, after they start).
+	Pids    []uint32
+	Command bool
+	// CgroupID, when not 0, limits sampling to a cgroup v2 and its
+	// descendants.
+	CgroupID uint64
+	// IncludeIdle also samples the idle task (pid 0).
+	IncludeIdle bool
+	// User and Kernel select the stacks; at least one must be set.
+	User, Kernel bool
+	// RingBufferSize is the BPF ring's size, a power of two; 0 lets the
+	// sampler size it (bpf.DefaultRingBufferSize).
+	RingBufferSize int
+	// StackCopy is how many bytes of user stack are copied per sample of
+	// a process with code that may lack frame pointers, for the
+	// userspace unwinder (.sframe, .eh_frame); 0 walks frame pointers
+	// only. Ignored without User.
+	StackCopy int
+	// UnwindCache bounds the memory of the unwind tables kept; 0 means
+	// collector.DefaultUnwindCacheBytes.
+	UnwindCache int64
+	// DebugUnwind counts the unwinder's frames per binary and method,
+	// for UnwindStats.
+	DebugUnwind bool
+	// Symbolizer names user frames; nil leaves them unnamed. A
+	// long-lived Pipeline needs one whose caches are bounded.
+	Symbolizer symbolize.Symbolizer
+	// Sink, when not nil, receives every sample as it is drained, for a
+	// recording: Run then returns no profile.
+	Sink collector.Sink
+}
+
+// Pipeline is a sampler feeding a collector. Open one, then either Run it
+// to its end (record) or Drain and Cut it until Close (agent), on one
+// goroutine; Interval.Resolve may run on another.
+type Pipeline struct {
+	cfg     Config
+	col     *collector.Collector
+	sampler *bpf.Sampler
+	src     *bpfsource.Source
+	// KernelErr says why kernel frames stay unnamed (no access to
+	// /proc/kallsyms), nil when they are named.
+	KernelErr error
+	// bpfStats and bpfErr are the sampler's statistics at the end of Run.
+	bpfStats bpf.Stats
+	bpfErr   error
+	// stopped: Run closed the sampler already.
+	stopped bool
+}
+
+// Open opens the collector and then the sampler, in that order so that
+// no process starts unseen in between, and marks the running processes
+// that need stack copies before the first sample.
+func Open(cfg Config) (*Pipeline, error) {
+	if !cfg.User && !cfg.Kernel {
+		return nil, errors.New("pipeline: neither user nor kernel stacks selected")
+	}
+	if !cfg.User {
+		cfg.StackCopy = 0
+	}
+	p := &Pipeline{cfg: cfg}
+	opts := collector.Options{
+		Frequency:        cfg.Frequency,
+		Pids:             cfg.Pids,
+		FollowForks:      cfg.Command,
+		Symbolizer:       cfg.Symbolizer,
+		StackCopy:        cfg.StackCopy > 0,
+		UnwindCacheBytes: cfg.UnwindCache,
+		DebugUnwind:      cfg.DebugUnwind,
+		Sink:             cfg.Sink,
+	}
+	if k, err := symbolize.LoadKernel(); err != nil {
+		p.KernelErr = err
+	} else {
+		opts.Kernel = k
+	}
+	col, err := collector.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	s, err := bpf.Open(bpf.Config{
+		Frequency:      cfg.Frequency,
+		Pids:           cfg.Pids,
+		FollowForks:    cfg.Command,
+		CgroupID:       cfg.CgroupID,
+		IncludeIdle:    cfg.IncludeIdle,
+		User:           cfg.User,
+		Kernel:         cfg.Kernel,
+		RingBufferSize: cfg.RingBufferSize,
+		StackCopy:      cfg.StackCopy,
+		CopyAll:        cfg.StackCopy > 0 && cfg.Command,
+		CopyPids:       col.CopyPids(),
+	})
+	if err != nil {
+		col.Close()
+		return nil, err
+	}
+	p.col, p.sampler, p.src = col, s, bpfsource.New(s)
+	return p, nil
+}
+
+// Run samples until ctx is done or exited (a command's end; nil if none)
+// is closed, stops the sampler, and returns the profile with its frames
+// named (nil with a Sink) and the statistics. Naming the frames stops at
+// once when names is done, leaving the rest as binary+offset: a second
+// Ctrl-C. Run closes the collector; Close the Pipeline still.
+func (p *Pipeline) Run(ctx, names context.Context, exited <-chan struct{}) (*stacks.Profile, collector.Stats, error) {
+	iv, stats, err := p.col.RunInterval(ctx, p.src, exited)
+	p.bpfStats, p.bpfErr = p.sampler.Stats()
+	p.sampler.Close()
+	p.stopped = true
+	if err != nil || iv == nil {
+		return nil, stats, err
+	}
+	prof := iv.Resolve(names)
+	stats.SymbolizeErrors, stats.Build = iv.Stats.SymbolizeErrors, iv.Stats.Build
+	return prof, stats, nil
+}
+
+// SamplerStats returns the BPF program's statistics as Run ended.
+func (p *Pipeline) SamplerStats() (bpf.Stats, error) { return p.bpfStats, p.bpfErr }
+
+// UnwindStats returns the userspace unwinder's statistics so far.
+func (p *Pipeline) UnwindStats() collector.UnwindStats { return p.col.UnwindStats() }
+
+// Ready is signalled when the sampler's ring is filling and should be
+// drained before the next period.
+func (p *Pipeline) Ready() <-chan struct{} { return p.sampler.Ready() }
+
+// Drain moves the samples waiting now into the current interval.
+func (p *Pipeline) Drain() error { return p.col.Drain(p.src) }
+
+// Cut ends the current interval and starts the next; the Interval's
+// frames are named by its Resolve, which also lets the symbolizer drop
+// the tables no longer used.
+func (p *Pipeline) Cut() *Interval {
+	return &Interval{iv: p.col.CutInterval(p.src), sym: p.cfg.Symbolizer}
+}
+
+// Interval is one cut interval of a Pipeline.
+type Interval struct {
+	iv  *collector.Interval
+	sym symbolize.Symbolizer
+}
+
+// Resolve names the interval's frames (see collector.Interval.Resolve)
+// and then sweeps the symbolizer's cache, if it has one, so that the
+// tables of binaries not seen for an interval are freed.
+func (iv *Interval) Resolve(ctx context.Context) *stacks.Profile {
+	p := iv.iv.Resolve(ctx)
+	if s, ok := iv.sym.(interface{ Sweep() }); ok {
+		s.Sweep()
+	}
+	return p
+}
+
+// Stats returns the interval's statistics, complete once Resolve ran.
+func (iv *Interval) Stats() collector.Stats { return iv.iv.Stats }
+
+// SymbolizerStats is what the symbolizer reports of its work; each part
+// is nil when the symbolizer does not count it.
+type SymbolizerStats struct {
+	// Cache is the symbolizer's cache of tables in memory.
+	Cache *symbolize.CacheStats
+	// GSYM counts the binaries a GSYM symbolizer converted, found
+	// converted in its cache directory, or could not convert.
+	GSYM *symbolize.GSYMStats
+}
+
+// SymbolizerStats reports the symbolizer's table cache and its GSYM
+// conversions.
+func (p *Pipeline) SymbolizerStats() SymbolizerStats {
+	var st SymbolizerStats
+	if c, ok := p.cfg.Symbolizer.(interface{ CacheStats() symbolize.CacheStats }); ok {
+		cs := c.CacheStats()
+		st.Cache = &cs
+	}
+	if g, ok := p.cfg.Symbolizer.(*symbolize.GSYM); ok {
+		gs := g.Stats()
+		st.GSYM = &gs
+	}
+	return st
+}
+
+// Close stops sampling and releases the collector.
+func (p *Pipeline) Close() error {
+	var err error
+	if !p.stopped {
+		err = p.sampler.Close()
+		p.stopped = true
+	}
+	return errors.Join(err, p.col.Close())
+}

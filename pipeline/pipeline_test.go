@@ -1,0 +1,66 @@
+package pipeline
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/internal/unwindcheck"
+	"github.com/sprof/sprof/symbolize"
+)
+
+// TestRunAndCut opens a pipeline on one fixture process (built without
+// frame pointers), cuts one interval as the agent does and then runs it
+// to its end as record does: both profiles hold the process's samples,
+// unwound from stack copies down to main.
+func TestRunAndCut(t *testing.T) {
+	testenv.RequireRoot(t)
+	path := unwindcheck.Path(t, "..", "spin-ehframe")
+	cmd := unwindcheck.Start(t, path)
+	pid := uint32(cmd.Process.Pid)
+	p, err := Open(Config{Frequency: 499, Pids: []uint32{pid}, User: true, Kernel: true, StackCopy: DefaultStackCopy,
+		Symbolizer: symbolize.NewELF(symbolize.Options{DebugDirs: []string{t.TempDir()}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.cfg.Command || p.cfg.StackCopy != DefaultStackCopy {
+		t.Fatalf("config %+v", p.cfg)
+	}
+	// Drain until the interval holds samples of the fixture.
+	var iv *Interval
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		select {
+		case <-p.Ready():
+		case <-time.After(250 * time.Millisecond):
+		}
+		if err := p.Drain(); err != nil {
+			t.Fatal(err)
+		}
+		if p.col.Stats().Samples >= 50 || time.Now().After(deadline) {
+			iv = p.Cut()
+			break
+		}
+	}
+	cut := iv.Resolve(context.Background())
+	share, n, bad := unwindcheck.Share(cut, pid, path)
+	if n < 50 || share < 0.99 || iv.Stats().Samples < uint64(n) {
+		t.Errorf("cut interval: %d samples of the fixture (stats %d), %.2f%% with the known chain; others %v", n, iv.Stats().Samples, 100*share, bad)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	prof, stats, err := p.Run(ctx, context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n, _ := unwindcheck.Share(prof, pid, path); n == 0 || stats.Samples == 0 {
+		t.Errorf("run: %d samples of the fixture, %d in all", n, stats.Samples)
+	}
+	if us := p.UnwindStats(); us.Copies == 0 || us.Userspace == 0 {
+		t.Errorf("unwind stats %+v: want samples with copies unwound in userspace", us)
+	}
+	if bs, err := p.SamplerStats(); err != nil || bs.Sent == 0 {
+		t.Errorf("sampler stats %+v, %v", bs, err)
+	}
+}

@@ -1,0 +1,81 @@
+#!/bin/sh
+# Measures the memory and CPU of `sprof agent` as a host runs it: the whole
+# host at 19 Hz, stack copies and unwinding on (the defaults), with PROCS
+# extra processes running (a few busy loops in different programs, the
+# rest asleep, every one of them mapping libc and tracked by the agent),
+# the GSYM cache warm (a first agent run converts the binaries and is not
+# measured). Every 5 s it reads the agent's VmRSS and VmHWM from
+# /proc/PID/status; at the end it prints the steady RSS (the median and
+# the largest after the first two intervals), the peak (VmHWM) and the
+# agent's CPU time as a share of one core. Needs root.
+#   usage: scripts/agent-rss.sh [SECONDS [PROCS [AGENT FLAGS...]]]
+#          (default 600 s, 300 processes; e.g. --symbol-cache 32M)
+set -eu
+cd "$(dirname "$0")/.."
+secs=${1:-600}
+procs=${2:-300}
+shift $(($# < 2 ? $# : 2))
+tmp=$(mktemp -d)
+pids=""
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+go build -o "$tmp/sprof" ./cmd/sprof
+
+# A few busy programs, each a different binary for the symbolizer and
+# the unwinder; the rest sleep.
+busy=0
+for cmd in "sh -c 'while :; do :; done'" "perl -e '1 while 1'" \
+	"python3 -c 'while True: pass'" "awk 'BEGIN{while(1){}}'" \
+	testdata/unwind/spin-ehframe testdata/unwind/spin-sframe; do
+	prog=${cmd%% *}
+	if command -v "$prog" >/dev/null 2>&1 || [ -x "$prog" ]; then
+		eval "nice -n 19 $cmd" >/dev/null 2>&1 &
+		pids="$pids $!"
+		busy=$((busy + 1))
+	fi
+done
+i=$busy
+while [ "$i" -lt "$procs" ]; do
+	sleep 100000 &
+	pids="$pids $!"
+	i=$((i + 1))
+done
+
+run_agent() { # SECONDS
+	"$tmp/sprof" agent --output-dir "$tmp/out" --keep 4 --cache-dir "$tmp/cache" "$@" 2>"$tmp/agent.log" &
+	agent=$!
+}
+
+# Warm the GSYM cache: convert what the host runs, then stop.
+run_agent "$@"
+sleep 40
+kill -TERM "$agent"
+wait "$agent" || true
+
+run_agent "$@"
+hz=$(getconf CLK_TCK)
+start=$(date +%s)
+: >"$tmp/rss"
+while [ $(($(date +%s) - start)) -lt "$secs" ]; do
+	sleep 5
+	kill -0 "$agent" 2>/dev/null || { echo "agent exited:"; cat "$tmp/agent.log"; exit 1; }
+	awk -v t=$(($(date +%s) - start)) '/^VmRSS:/ {r=$2} /^VmHWM:/ {h=$2} END {print t, r, h}' "/proc/$agent/status" >>"$tmp/rss"
+done
+cpu=$(awk '{print $14 + $15}' "/proc/$agent/stat")
+hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$agent/status")
+kill -TERM "$agent"
+wait "$agent" || true
+
+# Steady: after the first two 15 s intervals.
+awk '$1 > 30 {print $2}' "$tmp/rss" | sort -n >"$tmp/steady"
+n=$(wc -l <"$tmp/steady")
+median=$(sed -n "$(((n + 1) / 2))p" "$tmp/steady")
+max=$(tail -n 1 "$tmp/steady")
+awk -v m="$median" -v x="$max" -v hwm="$hwm" -v cpu="$cpu" -v hz="$hz" -v secs="$secs" -v procs="$procs" -v busy="$busy" 'BEGIN {
+	printf "agent, %d s, 19 Hz host-wide, %d extra processes (%d busy): RSS steady median %.1f MB, max %.1f MB; peak (VmHWM) %.1f MB; CPU %.2f%% of one core\n",
+		secs, procs, busy, m / 1024, x / 1024, hwm / 1024, 100 * cpu / hz / secs
+}'

@@ -1,0 +1,355 @@
+#!/bin/sh
+# Runs sprof's kernel tests on the kernels production hosts run: Debian's own
+# kernels (bullseye 5.10, bookworm 6.1, trixie 6.12 and the newest in sid),
+# amd64 and arm64, each booted under QEMU's software emulation (TCG; KVM
+# cannot run guests on this machine kind) from an initramfs that holds
+# busybox, static Go test binaries of ./bpf and ./cmd/sprof, their fixtures
+# and the C library the dynamic fixtures need. The VMs run one at a time and
+# report over the serial console; a table of kernel x test results and wall
+# times is printed at the end, and the exit status is 0 only when no test
+# failed and every VM reported.
+#
+# Kernels and busybox come from Debian's archive through apt-get with an apt
+# configuration of their own under the cache directory (sources, lists, an
+# empty dpkg status, and a package cache kept even where the host's apt
+# configuration turns it off): the host's apt sources, pins and dpkg architectures
+# are not touched, so nothing on the host can ever be upgraded from these
+# suites. Extracted kernels are cached; a later run needs no network unless
+# a cached kernel is older than a week (then sid's newest is looked up again).
+#
+# Environment:
+#   SPROF_KERNEL_CACHE  cache directory (default /var/cache/sprof-kernels)
+#   SPROF_MATRIX_OUT    where initramfs images and serial logs go
+#                       (default /tmp/sprof-kernel-matrix)
+#   SPROF_MATRIX        which kernels, as suite/arch words
+#                       (default: all of bullseye bookworm trixie sid x amd64 arm64)
+#   SPROF_MATRIX_SCOPE  chains (default) or full: which tests each VM runs (below)
+#   SPROF_MATRIX_VM_TIMEOUT  seconds one VM may run (default 600)
+# Needs root (apt-get), go, qemu-system-x86 and qemu-system-arm, cpio and the
+# aarch64 cross libc (libc6-arm64-cross); scripts/install-test-deps.sh
+# installs them.
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${SPROF_KERNEL_CACHE:-/var/cache/sprof-kernels}
+out=${SPROF_MATRIX_OUT:-/tmp/sprof-kernel-matrix}
+matrix=${SPROF_MATRIX:-"bullseye/amd64 bookworm/amd64 trixie/amd64 sid/amd64 bullseye/arm64 bookworm/arm64 trixie/arm64 sid/arm64"}
+vm_timeout=${SPROF_MATRIX_VM_TIMEOUT:-600}
+go=${GO:-go}
+
+# The tests each VM runs. SPROF_MATRIX_SCOPE=full (make kernel-matrix-full):
+# all of ./bpf's tests and the end-to-end chain tests. chains, the default
+# and what make test runs: the chain tests and the bpf tests of what differs
+# between kernels (loading and attaching, the frame-pointer walk, kernel
+# stacks through the syscall entry, stack bounds and copies, fork and exit
+# hooks).
+sprof_tests='^(TestRecordCFramePointerChain|TestRecordNoFramePointerChain|TestRecordThreadChain|TestRecordPLTLeafChain|TestRecordKernelFrames|TestRecordPprofTop|TestRecordPidFilter)$'
+case ${SPROF_MATRIX_SCOPE:-chains} in
+full) bpf_tests='.' ;;
+chains) bpf_tests='^(TestSamplesBusyChild|TestWalkChain|TestWalkOtherStack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestFollowForks|TestCgroupFilter)$' ;;
+*) echo "kernel-matrix: SPROF_MATRIX_SCOPE is chains or full, not $SPROF_MATRIX_SCOPE" >&2 && exit 2 ;;
+esac
+
+log() { echo "kernel-matrix: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# --- apt, confined to $cache/apt ------------------------------------------
+
+aptdir=$cache/apt
+aptopts="-q -o Dir::State=$aptdir -o Dir::State::Lists=$aptdir/lists -o Dir::State::status=$aptdir/status
+ -o Dir::Cache=$aptdir -o Dir::Cache::pkgcache=pkgcache.bin -o Dir::Cache::srcpkgcache=srcpkgcache.bin
+ -o Dir::Etc::SourceList=$aptdir/sources.list -o Dir::Etc::SourceParts=-
+ -o Dir::Etc::Preferences=$aptdir/preferences -o Dir::Etc::PreferencesParts=$aptdir/preferences.d
+ -o APT::Architecture=amd64 -o APT::Architectures=amd64,arm64 -o Acquire::Languages=none
+ -o Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false
+ -o Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false
+ -o Acquire::IndexTargets::deb::DEP-11-icons-hidpi::DefaultEnabled=false"
+apt_updated=
+
+apt_update() {
+	[ -n "$apt_updated" ] && return
+	mkdir -p "$aptdir/lists/partial" "$aptdir/archives/partial" "$aptdir/preferences.d"
+	: >"$aptdir/status"
+	: >"$aptdir/preferences"
+	for suite in bullseye bookworm trixie sid; do
+		echo "deb [arch=amd64,arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main"
+	done >"$aptdir/sources.list"
+	log "apt-get update (bullseye bookworm trixie sid, amd64 arm64)"
+	# shellcheck disable=SC2086
+	apt-get $aptopts update >"$out/apt-update.log" 2>&1 || { cat "$out/apt-update.log" >&2; die "apt-get update failed"; }
+	apt_updated=1
+}
+
+# newest_kernel SUITE ARCH prints "package version" of the package that
+# holds the suite's newest generic kernel image: linux-image-*-unsigned up
+# to trixie; since sid's 7.x, linux-binary-* (linux-image-* is signed and,
+# in sid, only depends on it).
+newest_kernel() {
+	for f in "$aptdir"/lists/*_dists_"$1"_main_binary-"$2"_Packages*; do
+		/usr/lib/apt/apt-helper cat-file "$f"
+	done | awk -v arch="$2" '
+		/^Package: / { p = $2 }
+		/^Version: / && p ~ ("^linux-(image|binary)-[0-9][.0-9]*(-[0-9]+)?(\\+deb[0-9]+)?-" arch "(-unsigned)?$") {
+			rank = p ~ /-unsigned$/ ? 2 : p ~ /^linux-binary-/ ? 1 : 0
+			print $2, rank, p
+		}' | sort -V | tail -n 1 | awk '{ print $3, $1 }'
+}
+
+# fetch_deb PKG:ARCH=VERSION DIR downloads one package into DIR.
+fetch_deb() {
+	(cd "$2" && rm -f ./*.deb &&
+		# shellcheck disable=SC2086
+		apt-get $aptopts download "$1" >"$out/apt-download.log" 2>&1) ||
+		{ cat "$out/apt-download.log" >&2; die "apt-get download $1 failed"; }
+}
+
+# fresh FILE says whether FILE exists and was written less than a week ago.
+fresh() { [ -e "$1" ] && [ -z "$(find "$1" -mtime +7)" ]; }
+
+# fetch_kernel SUITE ARCH leaves $cache/kernels/SUITE-ARCH/{vmlinuz,release}.
+fetch_kernel() {
+	d=$cache/kernels/$1-$2
+	[ -s "$d/vmlinuz" ] && fresh "$d/release" && return
+	apt_update
+	set -- "$1" "$2" $(newest_kernel "$1" "$2")
+	[ $# -eq 4 ] || die "no linux-image for $2 in $1"
+	log "$1/$2: apt-get download $3 ($4)"
+	mkdir -p "$d/deb"
+	fetch_deb "$3:$2=$4" "$d/deb"
+	# /boot/vmlinuz-VERSION, or /usr/lib/modules/VERSION/vmlinuz (sid).
+	img=$(dpkg-deb -c "$d"/deb/*.deb | awk '$NF ~ /^\.\/(boot\/vmlinuz-|usr\/lib\/modules\/[^\/]+\/vmlinuz$)/ && !n++ { print $NF }')
+	[ -n "$img" ] || die "$3 holds no vmlinuz"
+	dpkg-deb --fsys-tarfile "$d"/deb/*.deb | tar -x -C "$d/deb" "$img"
+	mv "$d/deb/$img" "$d/vmlinuz"
+	echo "$3 $4" >"$d/release"
+	rm -rf "$d/deb"
+}
+
+# fetch_tools ARCH leaves bookworm's static busybox, and setpriv (which
+# bpf's capability tests run; busybox's lacks their options) with the
+# libcap-ng it links, in $cache/tools/ARCH.
+fetch_tools() {
+	d=$cache/tools/$1
+	fresh "$d/stamp" && return
+	apt_update
+	rm -rf "$d" && mkdir -p "$d/deb"
+	for p in busybox-static util-linux libcap-ng0; do
+		fetch_deb "$p:$1/bookworm" "$d/deb"
+		dpkg-deb --fsys-tarfile "$d"/deb/*.deb | tar -x -C "$d" --wildcards ./bin/busybox ./usr/bin/setpriv './lib/*/libcap-ng.so.0*' 2>/dev/null || true
+	done
+	rm -rf "$d/deb"
+	for f in bin/busybox usr/bin/setpriv; do
+		[ -x "$d/$f" ] || die "no $f in bookworm's packages for $1"
+	done
+	touch "$d/stamp"
+}
+
+# --- initramfs -----------------------------------------------------------
+
+# build_pprof ARCH FILE builds the pprof command, the oracle of the pprof
+# output tests where there is no go tool, at the version sprof's go.mod
+# requires. Its main package needs a module of its own: sprof's go.sum
+# lacks the line-editing library only the command uses.
+build_pprof() {
+	v=$(cd "$root" && $go list -m -f '{{.Version}}' github.com/google/pprof)
+	m=$out/pprof-$v
+	if [ ! -f "$m/go.sum" ]; then
+		rm -rf "$m" && mkdir -p "$m"
+		(cd "$m" && $go mod init sprof-matrix/pprof >/dev/null 2>&1 && $go get "github.com/google/pprof@$v" >/dev/null 2>&1) ||
+			die "go get github.com/google/pprof@$v failed"
+	fi
+	(cd "$m" && CGO_ENABLED=0 GOARCH=$1 $go build -o "$2" github.com/google/pprof)
+}
+
+# build_initrd ARCH writes $out/initrd-ARCH.gz.
+build_initrd() {
+	arch=$1
+	t=$out/root-$arch
+	rm -rf "$t"
+	mkdir -p "$t/proc" "$t/sys" "$t/dev" "$t/tmp" "$t/sprof/bpf" "$t/sprof/cmd/sprof" "$t/sprof/testdata"
+	cp -a "$cache/tools/$arch/." "$t/"
+	rm "$t/stamp"
+	log "$arch: go test -c ./bpf ./cmd/sprof"
+	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go test -c -o "$t/sprof/bpf/bpf.test" ./bpf)
+	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go test -c -o "$t/sprof/cmd/sprof/sprof.test" ./cmd/sprof)
+	build_pprof "$arch" "$t/bin/pprof"
+	for d in bpf e2e unwind; do
+		cp -r "$root/testdata/$d" "$t/sprof/testdata/"
+	done
+	# The C library and dynamic loader of the fixtures (Debian 12's).
+	case $arch in
+	amd64)
+		mkdir -p "$t/lib64"
+		cp -L /lib64/ld-linux-x86-64.so.2 "$t/lib64/"
+		cp -L /lib/x86_64-linux-gnu/libc.so.6 "$t/lib/x86_64-linux-gnu/"
+		;;
+	arm64)
+		cp -L /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 "$t/lib/"
+		cp -L /usr/aarch64-linux-gnu/lib/libc.so.6 "$t/lib/aarch64-linux-gnu/"
+		;;
+	esac
+	cat >"$t/init" <<EOF
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/usr/bin:/bin HOME=/tmp TMPDIR=/tmp CI=true SPROF_EMULATED_CPU=tcg
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+mount -t bpf bpf /sys/fs/bpf
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+echo "@@@ kernel \$(uname -r) \$(uname -m) \$(nproc) CPUs, perf_event_paranoid \$(cat /proc/sys/kernel/perf_event_paranoid)"
+run() { # suite dir binary pattern
+	cd /sprof/\$2
+	start=\$(date +%s)
+	echo "@@@ begin \$1"
+	./\$3 -test.v -test.count=1 -test.timeout=480s -test.run "\$4" 2>&1
+	echo "@@@ end \$1 rc=\$? secs=\$((\$(date +%s) - start))"
+}
+run bpf bpf bpf.test '$bpf_tests'
+run sprof cmd/sprof sprof.test '$sprof_tests'
+echo "@@@ done"
+poweroff -f
+EOF
+	chmod +x "$t/init"
+	(cd "$t" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initrd-$arch.gz"
+}
+
+# --- VMs -----------------------------------------------------------------
+
+# boot SUITE ARCH boots the kernel with its arch's initramfs and writes the
+# serial console to $out/SUITE-ARCH.log.
+boot() {
+	vmlinuz=$cache/kernels/$1-$2/vmlinuz
+	case $2 in
+	amd64) set -- "$1" "$2" qemu-system-x86_64 -M q35 -cpu max console=ttyS0 ;;
+	arm64) set -- "$1" "$2" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on console=ttyAMA0 ;;
+	esac
+	timeout "$vm_timeout" "$3" -accel tcg "$4" "$5" "$6" "$7" -m 1536 -smp 2 -nographic -no-reboot \
+		-kernel "$vmlinuz" -initrd "$out/initrd-$2.gz" -append "$8 panic=-1 quiet" \
+		</dev/null 2>&1 | tr -d '\r' >"$out/$1-$2.log" || true
+}
+
+# --- results -------------------------------------------------------------
+
+# table prints one row per test (bpf/TestX, sprof/TestX) and one column per
+# kernel from the serial logs: ok, FAIL, skip, "-" where the test did not
+# run, "?" where it started and never ended (the VM crashed or timed out);
+# then the VMs' wall times, the first messages of each failure and the
+# kernels whose VM never reported, and exits 1 if anything failed.
+table() {
+	status=0
+	for k in $matrix; do
+		echo "@@@ column $k $(cut -d' ' -f2 "$cache/kernels/${k%/*}-${k#*/}/release" 2>/dev/null || echo '?')"
+		cat "$out/${k%/*}-${k#*/}.log" 2>/dev/null || true
+	done | awk -v walls="$out/walls" '
+	function msgline(m) { return m == "" ? "" : "\n      " m }
+	function cell(t, c) { return (t SUBSEP c) in res ? res[t, c] : ((t SUBSEP c) in ran ? "?" : "-") }
+	/^@@@ column / {
+		col = ++ncol; split($3, ka, "/"); arch[col] = ka[2]; ver[col] = $4; sub(/-[^-]*$/, "", ver[col])
+		key[col] = $3; suite = ""; test = ""; next
+	}
+	/^@@@ begin / { suite = $3; next }
+	/^@@@ end / { suite = ""; next }
+	/^@@@ done/ { done[col] = 1; next }
+	suite != "" && /^=== (RUN|CONT|PAUSE) / {
+		split($3, tp, "/"); test = suite "/" tp[1]
+		if (!(test in seen)) { seen[test] = 1; order[++ntest] = test }
+		ran[test, col] = 1; next
+	}
+	suite != "" && /^--- (PASS|FAIL|SKIP): / {
+		test = suite "/" $3
+		if (!(test in seen)) { seen[test] = 1; order[++ntest] = test }
+		res[test, col] = $2 == "PASS:" ? "ok" : $2 == "FAIL:" ? "FAIL" : "skip"
+		if ($2 == "FAIL:") failed = 1
+		next
+	}
+	suite != "" && test != "" && /^    +[^ ]/ {
+		m = $0; sub(/^ +/, "", m)
+		last3[test, col] = last2[test, col]; last2[test, col] = last1[test, col]; last1[test, col] = substr(m, 1, 240)
+	}
+	# The first failure of a sampler to open, by a bpf test (Open: ...) or
+	# by sprof record: why nothing else ran on this kernel.
+	/^ +[^ ]+_test\.go:[0-9]+: Open: / && !(col in loaderr) { m = $0; sub(/^ +[^ ]+: Open: /, "", m); loaderr[col] = substr(m, 1, 400) }
+	/^(panic:|Kernel panic|---\[ end Kernel panic)/ { crash[col] = crash[col] "\n      " $0 }
+	END {
+		while ((getline line < walls) > 0) { split(line, w, " "); wall[w[1] "/" w[2]] = w[3] }
+		printf "\n%-44s", "kernel matrix (TCG)"
+		for (c = 1; c <= ncol; c++) printf " %9s", arch[c]
+		printf "\n%-44s", ""
+		for (c = 1; c <= ncol; c++) printf " %9s", ver[c]
+		printf "\n"
+		for (i = 1; i <= ntest; i++) {
+			printf "%-44s", substr(order[i], 1, 44)
+			for (c = 1; c <= ncol; c++) printf " %9s", cell(order[i], c)
+			printf "\n"
+		}
+		printf "%-44s", "VM wall time (s)"
+		for (c = 1; c <= ncol; c++) printf " %9s", key[c] in wall ? wall[key[c]] : "-"
+		printf "\n"
+		for (c = 1; c <= ncol; c++) {
+			if (!done[c]) { failed = 1; printf "\n%s %s: the VM did not finish (timeout or crash); see its log%s\n", arch[c], ver[c], crash[c] }
+			if (c in loaderr) {
+				# One cause, said once, rather than every test it failed.
+				printf "\n%s %s: the sampler does not load: %s\n      failed:", arch[c], ver[c], loaderr[c]
+				for (i = 1; i <= ntest; i++)
+					if (cell(order[i], c) == "FAIL" || cell(order[i], c) == "?")
+						printf " %s", order[i]
+				printf "\n"
+				continue
+			}
+			for (i = 1; i <= ntest; i++)
+				if (cell(order[i], c) == "FAIL" || cell(order[i], c) == "?")
+					printf "\n%s %s %s:%s%s%s\n", arch[c], ver[c], order[i], msgline(last3[order[i], c]), msgline(last2[order[i], c]), msgline(last1[order[i], c])
+		}
+		exit failed
+	}' || status=$?
+	echo "serial logs: $out/*.log"
+	return $status
+}
+
+# --- main ----------------------------------------------------------------
+
+if [ "${1:-}" = table ]; then
+	table
+	exit
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	# Like the tests that need root: skip on a developer's machine, fail in CI.
+	[ "${CI:-}" = true ] && die "CI=true but not root: the matrix needs root (apt-get into $cache)"
+	log "skipped: needs root (apt-get into $cache)"
+	exit 0
+fi
+mkdir -p "$out" "$cache"
+start=$(date +%s)
+rm -f "$out/walls" "$out"/*.log
+arches=
+for k in $matrix; do
+	case $k in
+	bullseye/* | bookworm/* | trixie/* | sid/*) ;;
+	*) die "unknown kernel $k: want SUITE/ARCH with SUITE bullseye, bookworm, trixie or sid" ;;
+	esac
+	case $k in
+	*/amd64 | */arm64) ;;
+	*) die "unknown arch in $k: want amd64 or arm64" ;;
+	esac
+	fetch_kernel "${k%/*}" "${k#*/}"
+	case " $arches " in *" ${k#*/} "*) ;; *) arches="$arches ${k#*/}" ;; esac
+done
+for a in $arches; do
+	fetch_tools "$a"
+	build_initrd "$a"
+done
+log "ready in $(($(date +%s) - start)) s; booting $(echo "$matrix" | wc -w) kernels one at a time"
+
+for k in $matrix; do
+	s=$(date +%s)
+	boot "${k%/*}" "${k#*/}"
+	echo "${k%/*} ${k#*/} $(($(date +%s) - s)) $(cut -d' ' -f2 "$cache/kernels/${k%/*}-${k#*/}/release")" >>"$out/walls"
+	log "$k: $(($(date +%s) - s)) s"
+done
+
+table

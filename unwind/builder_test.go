@@ -1,0 +1,81 @@
+package unwind
+
+import (
+	"io"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sprof/sprof/sframe"
+)
+
+// TestBuildOrder: the builder runs one build at a time, the queued ones
+// with the least CFI first. The builds wait on the test, so the order
+// does not depend on how fast the worker runs.
+func TestBuildOrder(t *testing.T) {
+	started := make(chan string)
+	gate := make(chan struct{})
+	b := NewBuilder[string](func(_ io.ReaderAt, name string, _ bool) (*sframe.Table, Method, error, error) {
+		started <- name
+		<-gate
+		return nil, 0, nil, io.EOF
+	})
+	defer b.Close()
+	submit := func(name string, cost int64) {
+		f, err := os.Open(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Submit(&Job[string]{Key: name, File: f, Name: name, Cost: cost})
+	}
+	submit("first", 100)
+	order := []string{<-started} // the worker has taken the first job
+	submit("large", 300)
+	submit("small", 10)
+	submit("medium", 200)
+	var done []string
+	for len(order) < 4 {
+		gate <- struct{}{} // let the build under way end
+		order = append(order, <-started)
+		for _, j := range b.Take() {
+			done = append(done, j.Key)
+		}
+	}
+	gate <- struct{}{}
+	for len(done) < 4 {
+		if !b.Wait(10 * time.Second) {
+			t.Fatalf("%d builds ended, want 4", len(done))
+		}
+		for _, j := range b.Take() {
+			done = append(done, j.Key)
+			if j.Err != io.EOF {
+				t.Errorf("job %s: error %v, want the build's", j.Key, j.Err)
+			}
+		}
+	}
+	if want := []string{"first", "small", "medium", "large"}; !slices.Equal(order, want) || !slices.Equal(done, want) {
+		t.Errorf("started %q, finished %q; want %q, one at a time", order, done, want)
+	}
+}
+
+// TestBuildClosed: a job submitted after Close is not built, and its file
+// is closed.
+func TestBuildClosed(t *testing.T) {
+	b := NewBuilder[int](func(io.ReaderAt, string, bool) (*sframe.Table, Method, error, error) {
+		t.Error("a closed builder built a table")
+		return nil, 0, nil, io.EOF
+	})
+	b.Close()
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Submit(&Job[int]{File: f})
+	if _, err := f.Stat(); err == nil {
+		t.Error("the job's file is still open")
+	}
+	if b.Wait(time.Millisecond) {
+		t.Error("a closed builder finished a job")
+	}
+}
