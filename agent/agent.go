@@ -13,6 +13,7 @@ import (
 
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/exporters/pyroscope"
 	"github.com/sprof/sprof/pipeline"
 	"github.com/sprof/sprof/stacks"
@@ -88,7 +89,7 @@ type unwindReporter interface{ UnwindStats() collector.UnwindStats }
 type SymbolizerStats = pipeline.SymbolizerStats
 
 // Config says how often to profile and where profiles go. At least one of
-// Pyroscope and OutputDir must be set.
+// Pyroscope, OTLP and OutputDir must be set.
 type Config struct {
 	// Interval is the time one profile covers; DefaultInterval if zero.
 	Interval time.Duration
@@ -108,6 +109,11 @@ type Config struct {
 	// ServiceName and credentials are set by the agent for every push;
 	// its Host and Labels label every series.
 	Pyroscope *pyroscope.Config
+	// OTLP, when not nil, is an OpenTelemetry profiles endpoint profiles
+	// are sent to as well, one resource per series; Host is their
+	// host.name.
+	OTLP *otlp.Config
+	Host string
 	// Credentials, when not nil, returns the credentials to push with. It
 	// is called at the start and on every Reload, so that a rotated
 	// secret is picked up without a restart.
@@ -143,10 +149,13 @@ type Agent struct {
 	rec     Recorder
 	log     *slog.Logger
 	metrics metrics
-	queue   *queue
-	pusher  *pusher // nil without Pyroscope
+	pusher  *pusher      // nil without Pyroscope
+	otlp    *otlp.Client // nil without OTLP
 	out     *outputDir
-	reload  chan struct{}
+	// deliveries are the destinations profiles are sent to, each with its
+	// own queue.
+	deliveries []*delivery
+	reload     chan struct{}
 	// sidebandWarned is set once the lack of a side band was logged.
 	sidebandWarned bool
 	// convertMu serializes writing and queueing intervals, which Run
@@ -159,8 +168,8 @@ type Agent struct {
 // New checks cfg and returns an agent recording from rec. Nothing runs
 // until Run.
 func New(rec Recorder, cfg Config) (*Agent, error) {
-	if cfg.Pyroscope == nil && cfg.OutputDir == "" {
-		return nil, errors.New("agent: profiles must go somewhere: set Pyroscope or OutputDir")
+	if cfg.Pyroscope == nil && cfg.OTLP == nil && cfg.OutputDir == "" {
+		return nil, errors.New("agent: profiles must go somewhere: set Pyroscope, OTLP or OutputDir")
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
@@ -187,7 +196,6 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	a.queue = newQueue(cfg.Queue, &a.metrics)
 	if cfg.Pyroscope != nil {
 		pc := *cfg.Pyroscope
 		pc.ProcessRoot = cfg.ProcessRoot
@@ -205,6 +213,22 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 		if err := a.out.open(); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
+	}
+	if a.pusher != nil {
+		a.deliveries = append(a.deliveries, a.newDelivery("pyroscope", a.pusher, &a.metrics))
+	}
+	if cfg.OTLP != nil {
+		c, err := otlp.New(*cfg.OTLP)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.otlp = c
+		// The queue gauges are Pyroscope's when both are configured.
+		gauges := &a.metrics
+		if a.pusher != nil {
+			gauges = nil
+		}
+		a.deliveries = append(a.deliveries, a.newDelivery("otlp", &otlpSender{client: c, host: cfg.Host, log: a.log}, gauges))
 	}
 	return a, nil
 }
@@ -243,16 +267,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { serveErr <- srv.Serve(a.cfg.Metrics) }()
 		defer srv.Close()
 	}
+	if a.otlp != nil {
+		defer a.otlp.Close()
+	}
 	pushCtx, stopPushing := context.WithCancel(context.Background())
 	defer stopPushing()
-	pushed := make(chan struct{})
-	if a.pusher != nil {
-		go func() {
-			defer close(pushed)
-			a.pushLoop(pushCtx)
-		}()
-	} else {
-		close(pushed)
+	var delivering sync.WaitGroup
+	for _, d := range a.deliveries {
+		delivering.Go(func() { d.loop(pushCtx) })
 	}
 
 	// Intervals are named and sent on their own goroutine: reading the
@@ -293,9 +315,9 @@ loop:
 	}
 	a.enqueue(cuts, a.cut())
 	close(cuts)
-	// Naming the last intervals and pushing them share FlushTimeout.
-	// Past it, naming stops: the intervals still queued are written and
-	// sent here with the frames not named yet as binary+offset, and one
+	// Naming the last intervals and sending them share FlushTimeout.
+	// Past it, naming stops: the intervals still waiting are written and
+	// queued here with the frames not named yet as binary+offset, and one
 	// whose binary is still being read (a GSYM conversion) is dropped
 	// when that ends.
 	deadline := time.NewTimer(a.cfg.FlushTimeout)
@@ -313,15 +335,8 @@ loop:
 		a.log.Warn("exited while an interval was being symbolized; it is not sent")
 		stopPushing()
 	}
-	a.queue.close()
-	select {
-	case <-pushed:
-	case <-deadline.C:
-	}
+	a.flush(&delivering, deadline.C, stopPushing)
 	stopResolving()
-	stopPushing()
-	<-pushed
-	a.queue.dropAll(dropShutdown)
 	return err
 }
 
@@ -430,72 +445,7 @@ func (a *Agent) convert(ctx context.Context, iv Interval) {
 			a.log.Error("write profiles", "err", errors.Join(errs...))
 		}
 	}
-	if a.pusher != nil {
-		a.queue.add(&batch{items: items})
+	for _, d := range a.deliveries {
+		d.add(items)
 	}
-}
-
-// pushLoop sends the queued intervals in order until ctx is done or the
-// queue is closed and empty. After a failure it waits, RetryBackoff first
-// and twice as long after each further failure up to Interval, and tries
-// the same interval again: the server is most likely down, and the queue
-// bounds what waits meanwhile.
-func (a *Agent) pushLoop(ctx context.Context) {
-	wait := a.cfg.RetryBackoff
-	failing := false
-	for {
-		b := a.queue.take(ctx)
-		if b == nil {
-			return
-		}
-		if err := a.pushBatch(ctx, b); err != nil {
-			a.queue.putBack(b)
-			if !failing {
-				a.log.Warn("push failed; retrying while newer intervals queue up", "err", err, "queue", a.cfg.Queue)
-			}
-			failing = true
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			wait = min(2*wait, max(a.cfg.Interval, a.cfg.RetryBackoff))
-			continue
-		}
-		if failing {
-			a.log.Info("pushes resumed")
-			failing = false
-		}
-		wait = a.cfg.RetryBackoff
-	}
-}
-
-// pushBatch pushes b's series in turn, removing each one delivered or
-// refused for good. It stops at the first failure worth retrying, leaving
-// the rest of b for later.
-func (a *Agent) pushBatch(ctx context.Context, b *batch) error {
-	for len(b.items) > 0 {
-		it := b.items[0]
-		err := a.pusher.push(ctx, it)
-		if err == nil {
-			a.metrics.pushesOK.Add(1)
-			a.metrics.lastPushedTime.Store(time.Now().UnixNano())
-			b.items = b.items[1:]
-			continue
-		}
-		a.metrics.pushesFailed.Add(1)
-		if ctx.Err() != nil {
-			return err // stopping: what is left counts as dropped at shutdown
-		}
-		retry, reason := outcome(err)
-		if retry {
-			return err
-		}
-		a.metrics.dropped[reason].Add(1)
-		a.log.Error("profile dropped", "service", it.Service, "container", it.Container, "reason", reason.String(), "err", err)
-		b.items = b.items[1:]
-	}
-	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize"
 )
@@ -431,40 +432,20 @@ func TestNewChecksConfig(t *testing.T) {
 // TestIngestAPI: with the legacy /ingest API, each service's profile
 // arrives as a multipart pprof under the name `service{labels}`.
 func TestIngestAPI(t *testing.T) {
-	var mu sync.Mutex
-	names := map[string]int64{}
-	srv := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, _, err := r.FormFile("profile")
-		if err != nil || r.URL.Path != "/ingest" || r.URL.Query().Get("format") != "pprof" {
-			http.Error(w, fmt.Sprint("bad request: ", err), http.StatusBadRequest)
-			return
-		}
-		defer f.Close()
-		p, err := profile.Parse(f)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		names[r.URL.Query().Get("name")] += total(p)
-		mu.Unlock()
-	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	defer srv.Close()
-	cfg := pyroscopeConfig("http://" + l.Addr().String())
+	srv := pyroscopetest.NewServer()
+	srv.FlushEvery = 0
+	cfg := pyroscopeConfig(srv.Start(t))
 	cfg.API = pyroscope.Ingest
 	a, err := New(&fakeRecorder{}, Config{Interval: time.Hour, ProcRoot: fakeProc(t), Pyroscope: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start(t, a)()
+	names := map[string]int64{}
+	for _, p := range srv.Profiles() {
+		names[p.Query["name"]] += total(p.Profile)
+	}
 	want := map[string]int64{"db{env=prod,host=node-1}": dbCount, "web{env=prod,host=node-1}": webCount}
-	mu.Lock()
-	defer mu.Unlock()
 	if fmt.Sprint(names) != fmt.Sprint(want) || a.metrics.pushesOK.Load() != 2 {
 		t.Errorf("ingested %v (%d pushes), want %v", names, a.metrics.pushesOK.Load(), want)
 	}

@@ -12,10 +12,17 @@
 // a binary is read once, not every 15 s. Its drain goroutine only drains
 // and cuts; each interval's frames are named on a second goroutine, so
 // that the first intervals, which convert every binary a host runs, do
-// not stop the drains and overflow the ring. What can fail is bounded: profiles wait for an
-// unreachable server in a queue of a fixed number of intervals, the oldest
-// dropped first and counted, and pushes resume by themselves when the
-// server is back; files are rotated to the newest intervals. The agent's
+// not stop the drains and overflow the ring. What can fail is bounded:
+// profiles wait for an unreachable server in a queue of a fixed number of
+// intervals, and deliveries resume by themselves, oldest interval first,
+// when the server is back. An interval is sent as one batch
+// (pyroscope.Client.Send), so delivery time does not grow with the number
+// of services. An interval the queue pushes out, or that is still queued
+// when the flush at exit runs out of time, is written to the output
+// directory's unsent-* directory when there is one, and dropped and
+// counted when not; at exit the log says how many intervals were
+// delivered, written out or dropped. Files are rotated to the newest
+// intervals. The agent's
 // own counters — samples, lost samples, pushes, drops, bytes sent, the
 // symbolizer's cache hits or GSYM conversions — are served in Prometheus
 // text format, because a profiler that silently stops sending is worse

@@ -46,6 +46,33 @@ func (o *outputDir) open() error {
 // write writes one file per series and then removes the oldest intervals'
 // files. It returns how many files it wrote and the errors it met.
 func (o *outputDir) write(start time.Time, items []pyroscope.Series) (int, []error) {
+	n, errs := o.writeIn(o.dir, start, items)
+	if err := o.rotate(); err != nil {
+		errs = append(errs, err)
+	}
+	return n, errs
+}
+
+// spillDir is where the intervals that could not be delivered to a
+// destination go: unsent-DESTINATION inside the directory, apart from the
+// rotated files, so that nothing removes them and they can be sent later
+// (`sprof` leaves that to the operator).
+func (o *outputDir) spillDir(to string) string {
+	return filepath.Join(o.dir, "unsent-"+fileSafe(to))
+}
+
+// spill writes an interval that could not be delivered to spillDir(to),
+// with the same names as write.
+func (o *outputDir) spill(to string, start time.Time, items []pyroscope.Series) (int, []error) {
+	dir := o.spillDir(to)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, []error{fmt.Errorf("spill directory: %w", err)}
+	}
+	return o.writeIn(dir, start, items)
+}
+
+// writeIn writes one file per series into dir.
+func (o *outputDir) writeIn(dir string, start time.Time, items []pyroscope.Series) (int, []error) {
 	stamp := start.UTC().Format(stampLayout)
 	var errs []error
 	n := 0
@@ -54,15 +81,12 @@ func (o *outputDir) write(start time.Time, items []pyroscope.Series) (int, []err
 		if it.Container != "" {
 			name += "_" + fileSafe(it.Container[:min(len(it.Container), shortContainer)])
 		}
-		path := filepath.Join(o.dir, name+fileSuffix)
+		path := filepath.Join(dir, name+fileSuffix)
 		if err := writeAtomic(path, func(f *os.File) error { return exporters.WritePprof(f, it.Profile, o.opts) }); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		n++
-	}
-	if err := o.rotate(); err != nil {
-		errs = append(errs, err)
 	}
 	return n, errs
 }

@@ -18,7 +18,7 @@ import (
 // defaultPushTimeout bounds one request, as Grafana Alloy's remote_timeout.
 const defaultPushTimeout = 10 * time.Second
 
-// pusher sends one series to Pyroscope.
+// pusher sends series to Pyroscope.
 type pusher struct {
 	template pyroscope.Config
 	mu       sync.Mutex
@@ -62,12 +62,16 @@ func (p *pusher) client() (*pyroscope.Client, error) {
 	return pyroscope.New(cfg)
 }
 
-func (p *pusher) push(ctx context.Context, s pyroscope.Series) error {
+func (p *pusher) send(ctx context.Context, series []pyroscope.Series) []error {
 	c, err := p.client()
 	if err != nil {
-		return err
+		errs := make([]error, len(series))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
-	return c.PushSeries(ctx, s)
+	return c.Send(ctx, series)
 }
 
 // countingTransport counts the request bytes it sends.
@@ -95,15 +99,21 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// outcome classifies a failed push: worth retrying later, or to be dropped
-// for the given reason. The caller has checked that it did not cancel the
-// push itself, so a push that connect reports as canceled met a reset
-// connection (as it does when a server goes down mid-dial): transient.
-func outcome(err error) (retry bool, reason dropReason) {
+// retryable says whether a failed push is worth trying again. The caller
+// has checked that it did not cancel the push itself, so a push that
+// connect reports as canceled met a reset connection (as it does when a
+// server goes down mid-dial): transient.
+func (p *pusher) retryable(err error) bool {
+	return pyroscope.Retryable(err) || connect.CodeOf(err) == connect.CodeCanceled
+}
+
+// outcome classifies a failed delivery: worth retrying later, or to be
+// dropped for the given reason.
+func outcome(s sender, err error) (retry bool, reason dropReason) {
 	switch {
 	case errors.Is(err, pyroscope.ErrTooOld):
 		return false, dropTooOld
-	case pyroscope.Retryable(err), connect.CodeOf(err) == connect.CodeCanceled:
+	case s.retryable(err):
 		return true, 0
 	}
 	return false, dropRejected

@@ -3,58 +3,74 @@ package agent
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/sprof/sprof/exporters/pyroscope"
 )
 
-// batch is one interval's profiles still to push, one per series.
+// batch is one interval's profiles still to deliver, one per series.
 type batch struct {
+	// start is the interval's start, which names its files when it has to
+	// be written out instead.
+	start time.Time
 	items []pyroscope.Series
 }
 
-// queue holds the intervals waiting for the server, at most capacity of
-// them: when a new interval finds it full, the oldest is dropped, since
-// recent profiles are worth more and old ones soon pass the server's age
-// limit. One goroutine takes from it.
+// queue holds the intervals waiting for one destination, at most capacity
+// of them: when a new interval finds it full, the oldest is pushed out,
+// since recent profiles are worth more and old ones soon pass the server's
+// age limit. One goroutine takes from it.
 type queue struct {
 	mu       sync.Mutex
 	batches  []*batch
 	capacity int
 	closed   bool
 	ready    chan struct{} // signalled when a batch arrives or the queue closes
-	m        *metrics
+	// gauges, when not nil, receives the queue's length and capacity.
+	gauges *metrics
 }
 
-func newQueue(capacity int, m *metrics) *queue {
-	m.queueCapacity.Store(int64(capacity))
-	return &queue{capacity: capacity, ready: make(chan struct{}, 1), m: m}
+func newQueue(capacity int, gauges *metrics) *queue {
+	if gauges != nil {
+		gauges.queueCapacity.Store(int64(capacity))
+	}
+	return &queue{capacity: capacity, ready: make(chan struct{}, 1), gauges: gauges}
 }
 
-// add appends b, dropping the oldest batches past the capacity.
-func (q *queue) add(b *batch) {
+// add appends b and returns the oldest batches it pushed out.
+func (q *queue) add(b *batch) []*batch {
 	q.mu.Lock()
 	q.batches = append(q.batches, b)
-	q.trim()
+	out := q.trim()
 	q.mu.Unlock()
 	q.signal()
+	return out
 }
 
 // putBack returns a batch that could not be sent to the front, where it
-// is the oldest and the first dropped if newer intervals need the room.
-func (q *queue) putBack(b *batch) {
+// is the oldest and the first pushed out if newer intervals need the
+// room; it returns the batches pushed out.
+func (q *queue) putBack(b *batch) []*batch {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.batches = append([]*batch{b}, q.batches...)
-	q.trim()
-	q.mu.Unlock()
+	return q.trim()
 }
 
-func (q *queue) trim() {
-	for len(q.batches) > q.capacity {
-		q.m.dropped[dropQueueFull].Add(uint64(len(q.batches[0].items)))
-		q.batches[0] = nil
-		q.batches = q.batches[1:]
+func (q *queue) trim() []*batch {
+	var out []*batch
+	if n := len(q.batches) - q.capacity; n > 0 {
+		out = append(out, q.batches[:n]...)
+		q.batches = append(q.batches[:0:0], q.batches[n:]...)
 	}
-	q.m.queueLength.Store(int64(len(q.batches)))
+	q.setLength()
+	return out
+}
+
+func (q *queue) setLength() {
+	if q.gauges != nil {
+		q.gauges.queueLength.Store(int64(len(q.batches)))
+	}
 }
 
 func (q *queue) signal() {
@@ -73,7 +89,7 @@ func (q *queue) take(ctx context.Context) *batch {
 			b := q.batches[0]
 			q.batches[0] = nil
 			q.batches = q.batches[1:]
-			q.m.queueLength.Store(int64(len(q.batches)))
+			q.setLength()
 			q.mu.Unlock()
 			return b
 		}
@@ -90,6 +106,13 @@ func (q *queue) take(ctx context.Context) *batch {
 	}
 }
 
+// len is how many intervals wait.
+func (q *queue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.batches)
+}
+
 // close says no batch will be added any more: take returns nil once the
 // queue is empty.
 func (q *queue) close() {
@@ -99,13 +122,12 @@ func (q *queue) close() {
 	q.signal()
 }
 
-// dropAll drops what is left, for the given reason.
-func (q *queue) dropAll(reason dropReason) {
+// takeAll removes and returns what is left, oldest first.
+func (q *queue) takeAll() []*batch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, b := range q.batches {
-		q.m.dropped[reason].Add(uint64(len(b.items)))
-	}
+	out := q.batches
 	q.batches = nil
-	q.m.queueLength.Store(0)
+	q.setLength()
+	return out
 }

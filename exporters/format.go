@@ -21,6 +21,10 @@ const (
 	SVG Format = "svg"
 	// Speedscope is speedscope's JSON file format.
 	Speedscope Format = "speedscope"
+	// OTLP is OpenTelemetry's profiles signal, a ProfilesData protobuf.
+	OTLP Format = "otlp"
+	// OTLPJSON is OTLP in the protobuf JSON mapping.
+	OTLPJSON Format = "otlp-json"
 )
 
 // formatSpec ties a Format to the file-name endings that select it and to
@@ -39,6 +43,8 @@ func specs() []formatSpec {
 		{Folded, []string{".folded", ".txt"}, WriteFolded},
 		{SVG, []string{".svg"}, WriteFlameGraph},
 		{Speedscope, []string{".speedscope.json", ".speedscope"}, WriteSpeedscope},
+		{OTLP, []string{".otlp.pb", ".otlp"}, WriteOTLP},
+		{OTLPJSON, []string{".otlp.json"}, WriteOTLPJSON},
 	}
 }
 
@@ -62,15 +68,21 @@ func ParseFormat(s string) (Format, error) {
 }
 
 // FormatFromPath picks the format from the ending of an output file name,
-// so `-o cpu.pb.gz` needs no --format.
+// so `-o cpu.pb.gz` needs no --format. The longest ending that fits wins:
+// x.otlp.pb is OTLP, not pprof.
 func FormatFromPath(path string) (Format, error) {
 	name := strings.ToLower(filepath.Base(path))
+	var best Format
+	longest := 0
 	for _, spec := range specs() {
 		for _, ext := range spec.extensions {
-			if strings.HasSuffix(name, ext) {
-				return spec.format, nil
+			if strings.HasSuffix(name, ext) && len(ext) > longest {
+				best, longest = spec.format, len(ext)
 			}
 		}
+	}
+	if best != "" {
+		return best, nil
 	}
 	return "", fmt.Errorf("cannot tell the format of %q from its name; use one of the endings %s or --format (%s)",
 		path, Extensions(), formatList())

@@ -13,6 +13,7 @@ func TestFormatFromPath(t *testing.T) {
 	}{
 		{"cpu.pb.gz", Pprof}, {"/tmp/x.pprof", Pprof}, {"X.PB", Pprof},
 		{"out.folded", Folded}, {"stacks.txt", Folded}, {"cpu.SVG", SVG},
+		{"cpu.otlp.pb", OTLP}, {"CPU.OTLP", OTLP}, {"cpu.otlp.json", OTLPJSON}, {"cpu.speedscope.json", Speedscope},
 	} {
 		got, err := FormatFromPath(tc.path)
 		if err != nil || got != tc.want {

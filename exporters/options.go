@@ -38,6 +38,8 @@ type Options struct {
 	// Subject names what was profiled — a command line, a host — for the
 	// SVG's title, so two graphs side by side say which is which.
 	Subject string
+	// OTLP shapes OTLP output; Labels does not apply there.
+	OTLP OTLPOptions
 	// OffCPU makes the formats with one value per stack (folded, SVG,
 	// speedscope) show the time threads waited off the CPU
 	// (stacks.Sample.OffCPU) instead of CPU samples: folded and SVG in

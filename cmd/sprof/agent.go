@@ -14,15 +14,17 @@ import (
 
 	"github.com/sprof/sprof/agent"
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/exporters/pyroscope"
 )
 
 const agentUsage = `Usage: sprof agent [flags]
 
 Profiles every process on the host for as long as it runs: every interval
-(15 s) it sends one CPU profile per service to Grafana Pyroscope and/or
-writes it to a directory as pprof, at 19 Hz, a rate meant to be left on.
-A service is --service-name, or else each process under its command name.
+(15 s) it sends one CPU profile per service to Grafana Pyroscope, to an
+OpenTelemetry profiles endpoint (OTLP), and/or writes it to a directory as
+pprof, at 19 Hz, a rate meant to be left on. A service is --service-name,
+or else each process under its command name.
 
 Examples:
   sudo sprof agent --pyroscope-url http://pyroscope:4040 --label env=prod
@@ -30,6 +32,8 @@ Examples:
   sudo sprof agent --pyroscope-url http://pyroscope:4040 --off-cpu  # also off_cpu:nanoseconds
   sudo env SPROF_PYROSCOPE_USER=123456 SPROF_PYROSCOPE_PASSWORD=glc_... \
     sprof agent --pyroscope-url https://profiles-prod-001.grafana.net
+  sudo env OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20..." \
+    sprof agent --otlp-endpoint https://collector:4317
 
 Credentials never go on the command line, where every user can read them:
 --auth-file names a file of user=, password= or token= lines (or holding
@@ -43,9 +47,11 @@ callers down to main. Frames are named from each binary's debug info, converted 
 into a GSYM file in --cache-dir that later runs map in a millisecond;
 --symbol-cache bounds the symbol tables kept in memory.
 
-SIGTERM or Ctrl-C sends the interval under way and exits; SIGHUP re-reads
---auth-file and re-creates --output-dir. deploy/ has a systemd unit and a
-Kubernetes DaemonSet.
+SIGTERM or Ctrl-C sends the interval under way and what is still queued,
+oldest first, for up to --flush-timeout and exits; intervals it could not
+send are written to --output-dir/unsent-pyroscope (or unsent-otlp) when
+--output-dir is set. SIGHUP re-reads --auth-file and re-creates
+--output-dir. deploy/ has a systemd unit and a Kubernetes DaemonSet.
 `
 
 // agentOptions is the parsed command line of `sprof agent`.
@@ -55,6 +61,9 @@ type agentOptions struct {
 	serviceName  string
 	processRoot  exporters.ProcessRoot
 	pyroscope    *pyroscope.Config
+	otlpFlags    otlpFlags
+	otlp         *otlp.Config
+	host         string
 	authFile     string
 	outputDir    string
 	keep         int
@@ -87,12 +96,13 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	tenant := fs.String("tenant-id", "", "X-Scope-OrgID for a multi-tenant Pyroscope")
 	fs.StringVar(&o.authFile, "auth-file", "", "file with the Pyroscope credentials (re-read on SIGHUP)")
 	labels := fs.StringArray("label", nil, "series label k=v for every profile (repeatable)")
-	fs.StringVar(&host, "host", host, "value of the host label; empty for none")
+	fs.StringVar(&host, "host", host, "value of the host label (Pyroscope) and of host.name (OTLP); empty for none")
+	o.otlpFlags.add(fs)
 	fs.StringVar(&o.outputDir, "output-dir", "", "also write every profile to this directory as TIME_SERVICE.pb.gz, or TIME_SERVICE_CONTAINER.pb.gz with the short container ID")
 	fs.IntVar(&o.keep, "keep", agent.DefaultKeep, "intervals of files to keep in --output-dir")
-	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while Pyroscope is unreachable; the oldest are dropped first")
+	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while a destination is unreachable; the oldest go first (to --output-dir/unsent-*)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the agent's Prometheus metrics at this address (e.g. 127.0.0.1:9465), GET /metrics")
-	fs.Var((*durationValue)(&o.flushTimeout), "flush-timeout", "how long to try sending queued profiles at exit")
+	fs.Var((*durationValue)(&o.flushTimeout), "flush-timeout", "how long to try sending queued intervals at exit; the rest go to --output-dir/unsent-* if set")
 	o.sampling.add(fs, agent.DefaultUnwindCache, "also record where threads wait off the CPU: a second profile type per service, off_cpu:nanoseconds")
 	symbolCache := sizeValue(agent.DefaultSymbolCache)
 	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables (e.g. 64M): tables unused for a whole interval are dropped, and the least recently used when over it; with gsym, half for GSYM files, half for ELF fallbacks")
@@ -134,10 +144,14 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	if o.keep < 1 || o.queue < 1 {
 		return nil, usagef("--keep %d, --queue %d: both must be at least 1", o.keep, o.queue)
 	}
-	if *url == "" && o.outputDir == "" {
-		return nil, usagef("profiles must go somewhere: give --pyroscope-url, --output-dir, or both")
+	if *url == "" && o.otlpFlags.endpoint == "" && o.outputDir == "" {
+		return nil, usagef("profiles must go somewhere: give --pyroscope-url, --otlp-endpoint, --output-dir, or several")
 	}
 	var err error
+	if o.otlp, err = o.otlpFlags.config(os.Getenv); err != nil {
+		return nil, err
+	}
+	o.host = host
 	if *processRoot == "auto" {
 		if o.serviceName != "" {
 			o.processRoot = exporters.CommRoot
@@ -212,7 +226,7 @@ func runAgent(e *env, args []string) error {
 	}
 	acfg := agent.Config{
 		Interval: o.interval, ServiceName: o.serviceName, ProcessRoot: o.processRoot,
-		Pyroscope: o.pyroscope, Queue: o.queue, FlushTimeout: o.flushTimeout,
+		Pyroscope: o.pyroscope, OTLP: o.otlp, Host: o.host, Queue: o.queue, FlushTimeout: o.flushTimeout,
 		OutputDir: o.outputDir, Keep: o.keep, Metrics: metrics, Log: log, DebugUnwind: o.sampling.debugUnwind,
 	}
 	if o.pyroscope != nil {
@@ -244,6 +258,9 @@ func destinations(o *agentOptions) string {
 	var to []string
 	if o.pyroscope != nil {
 		to = append(to, o.pyroscope.URL)
+	}
+	if o.otlp != nil {
+		to = append(to, o.otlp.Endpoint+" (OTLP "+string(o.otlp.Protocol)+")")
 	}
 	if o.outputDir != "" {
 		to = append(to, o.outputDir)

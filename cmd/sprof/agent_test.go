@@ -28,6 +28,7 @@ import (
 // all.
 func TestAgentUsageErrors(t *testing.T) {
 	url := "--pyroscope-url=http://127.0.0.1:4040"
+	otlpURL := "--otlp-endpoint=http://127.0.0.1:4317"
 	tests := []struct {
 		args []string
 		want string
@@ -52,6 +53,12 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{url, "extra"}, `unexpected argument "extra"`},
 		{[]string{url, "--symbol-cache", "64K"}, "--symbol-cache 65536: give at least 1M"},
 		{[]string{url, "--symbolizer", "dwarf"}, `--symbolizer "dwarf": one of gsym, elf`},
+		{[]string{"--otlp-endpoint", "collector:4317"}, "want http:// or https://"},
+		{[]string{otlpURL, "--otlp-protocol", "thrift"}, "--otlp-protocol"},
+		{[]string{otlpURL, "--otlp-header", "nokv"}, `--otlp-header "nokv": want name=value`},
+		{[]string{otlpURL, "--otlp-header", "Authorization=Bearer s3cret"}, "secrets on the command line"},
+		{[]string{"--output-dir", "/tmp", "--otlp-header", "a=1"}, "give --otlp-endpoint too"},
+		{[]string{otlpURL, "--otlp-ca-file", "/nonexistent"}, "use https://"},
 	}
 	for _, tt := range tests {
 		code, _, errs := runSprof(append([]string{"agent"}, tt.args...)...)

@@ -135,7 +135,7 @@ func TestRecordUsageErrors(t *testing.T) {
 		{[]string{"ls"}, `unexpected argument "ls"`},
 		{[]string{"--ring-buffer", "5000"}, "power of two"},
 		{[]string{"--ring-buffer", "lots"}, "is not a size"},
-		{[]string{"--format", "xyz"}, `--format: unknown format "xyz"; formats are: pprof, folded, svg, speedscope, sprof`},
+		{[]string{"--format", "xyz"}, `--format: unknown format "xyz"; formats are: pprof, folded, svg, speedscope, otlp, otlp-json, sprof`},
 		{[]string{"-o", "x.docx"}, "--output x.docx: cannot tell the format from the name; end it in .pb.gz, .pprof, .pb, .folded, .txt"},
 		{[]string{"--bogus"}, "unknown flag: --bogus; see 'sprof record --help'"},
 		{[]string{"-U=maybe"}, `invalid argument "maybe" for "-U, --user-only" flag: want true or false; see`},

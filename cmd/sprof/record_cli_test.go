@@ -347,6 +347,8 @@ func TestOutputFormat(t *testing.T) {
 		{"out.folded", "sprof", formatRecording},
 		{"-", "folded", exporters.Folded},
 		{"-", "sprof", formatRecording},
+		{"cpu.otlp.pb", "", exporters.OTLP},
+		{"cpu.otlp.json", "", exporters.OTLPJSON},
 	} {
 		if got, err := outputFormat(tt.path, tt.format); got != tt.want || err != nil {
 			t.Errorf("outputFormat(%q, %q) = %q, %v; want %q", tt.path, tt.format, got, err, tt.want)
@@ -354,7 +356,7 @@ func TestOutputFormat(t *testing.T) {
 	}
 	for _, tt := range []struct{ path, format string }{{"cpu.gz", ""}, {"cpu", ""}, {"cpu.pb.gz", "perf"}, {"-", ""}} {
 		_, err := outputFormat(tt.path, tt.format)
-		if err == nil || !strings.Contains(err.Error(), "pprof, folded, svg, speedscope, sprof") {
+		if err == nil || !strings.Contains(err.Error(), "pprof, folded, svg, speedscope, otlp, otlp-json, sprof") {
 			t.Errorf("outputFormat(%q, %q): error %v, want one listing the formats", tt.path, tt.format, err)
 		}
 	}

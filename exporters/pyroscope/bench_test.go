@@ -42,13 +42,13 @@ func BenchmarkEncode(b *testing.B) {
 	var parts, size int
 	b.ReportAllocs()
 	for b.Loop() {
-		raws, err := c.encode(p)
+		out, err := c.encode(nil, 0, p)
 		if err != nil {
 			b.Fatal(err)
 		}
-		parts, size = len(raws), 0
-		for _, r := range raws {
-			size += len(r)
+		parts, size = len(out), 0
+		for _, r := range out {
+			size += len(r.gz)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(p.Samples)), "ns/sample")

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -28,9 +29,15 @@ import (
 // callers should drop it rather than queue it again.
 var ErrTooOld = errors.New("profile older than Pyroscope accepts")
 
-// maxRequestBytes bounds the raw profiles of one Push request, far below
-// the server's 256 MiB body limit.
-const maxRequestBytes = 32 << 20
+// maxRequestBytes bounds the compressed profiles of one Push request and
+// maxRequestRawBytes their uncompressed size, which the server checks
+// against its body limit (-distributor.ingestion-body-limit-mb, 256 MB by
+// default): half of it, with every profile counted at the largest size a
+// profile may have.
+const (
+	maxRequestBytes    = 32 << 20
+	maxRequestRawBytes = 128 << 20
+)
 
 // Client pushes profiles to one Pyroscope server.
 type Client struct {
@@ -58,6 +65,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 500 * time.Millisecond
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
 	hc := &http.Client{Timeout: cmp.Or(cfg.Timeout, 10*time.Second)}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
@@ -74,44 +84,92 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Push sends p, split into its series (Split, with the services that
-// Services names from the configured ServiceName and ProcRoot), each as
-// as many pprof profiles as the server's limits need. It tries every
-// series even when one fails and returns the errors joined; test them with
-// Retryable.
+// Services names from the configured ServiceName and ProcRoot), with
+// Send. It returns the errors of the series that were not delivered,
+// joined; test them with Retryable.
 func (c *Client) Push(ctx context.Context, p *stacks.Profile) error {
-	var errs []error
-	for _, s := range Split(p, Services(c.cfg.ServiceName, p.Samples, c.cfg.ProcRoot)) {
-		if err := c.PushSeries(ctx, s); err != nil {
-			if errors.Is(err, ErrTooOld) {
-				return err // so is every other series
-			}
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(c.Send(ctx, Split(p, Services(c.cfg.ServiceName, p.Samples, c.cfg.ProcRoot)))...)
 }
 
-// PushSeries sends one series, split into as many pprof profiles as the
-// server's limits need, for a caller that splits profiles itself (with
-// Split) and queues the series.
-func (c *Client) PushSeries(ctx context.Context, s Series) error {
+// Send delivers series, for a caller that splits profiles itself (with
+// Split) and queues the series: each series becomes as many pprof
+// profiles as the server's limits need, and all of them travel in as few
+// requests as the request bounds allow, at most Concurrency at a time. A
+// Pyroscope server answers a Push only after its next segment flush
+// (about half a second), so one request per series would make delivery
+// time grow with the number of services; a batch costs one flush.
+//
+// The result has one entry per series: nil when the server took all of
+// it, else why not. A series' profiles never span two Push requests
+// unless they exceed one alone, so a failed request can be sent again
+// without duplicating what another request delivered. (/ingest takes one
+// profile per request: a series split at the limits and failed in part
+// is sent again whole.)
+func (c *Client) Send(ctx context.Context, series []Series) []error {
+	errs := make([]error, len(series))
+	var parts []part
+	for i, s := range series {
+		n := len(parts)
+		var err error
+		if parts, err = c.encodeSeries(parts, i, s); err != nil {
+			errs[i] = fmt.Errorf("pyroscope: service %q: %w", s.Service, err)
+			parts = parts[:n]
+		}
+	}
+	var reqs []request
+	if c.cfg.API == Ingest {
+		reqs = c.ingestRequests(series, parts)
+	} else {
+		reqs = c.pushRequests(series, parts)
+	}
+	failed := make([]error, len(reqs))
+	sem := make(chan struct{}, c.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			failed[i] = c.retry(ctx, r.send)
+		})
+	}
+	wg.Wait()
+	for i, r := range reqs {
+		if failed[i] == nil {
+			continue
+		}
+		for _, s := range r.series {
+			if errs[s] == nil { // one error per series is enough
+				errs[s] = fmt.Errorf("pyroscope: service %q: %s: %w", series[s].Service, c.cfg.API, failed[i])
+			}
+		}
+	}
+	return errs
+}
+
+// part is one encoded profile of a series: gzip-compressed pprof, and
+// its uncompressed size.
+type part struct {
+	series int
+	gz     []byte
+	size   int
+}
+
+// request is one HTTP request under way: what it carries and how to
+// send it.
+type request struct {
+	series []int // indexes into Send's series, ascending
+	send   func(context.Context) error
+}
+
+// encodeSeries checks the age of series i, s, and appends its parts to
+// out.
+func (c *Client) encodeSeries(out []part, i int, s Series) ([]part, error) {
 	if p := s.Profile; !p.Start.IsZero() {
 		if age := c.now().Sub(p.Start); age > c.limits.MaxAge {
-			return fmt.Errorf("pyroscope: %w: started %s ago, the limit is %s", ErrTooOld, age.Round(time.Second), c.limits.MaxAge)
+			return out, fmt.Errorf("%w: started %s ago, the limit is %s", ErrTooOld, age.Round(time.Second), c.limits.MaxAge)
 		}
 	}
-	raws, err := c.encode(s.Profile)
-	if err == nil {
-		if c.cfg.API == Ingest {
-			err = c.ingestAll(ctx, s, raws)
-		} else {
-			err = c.pushAll(ctx, c.labels(s), raws)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("pyroscope: service %q: %w", s.Service, err)
-	}
-	return nil
+	return c.encode(out, i, s.Profile)
 }
 
 // labels returns the series labels of s, sorted by name.
@@ -130,45 +188,45 @@ func (c *Client) labels(s Series) []*typesv1.LabelPair {
 	return ls
 }
 
-// encode turns p into gzip-compressed pprof profiles that each stay within
-// the sample and size limits. Per-sample labels are left out: Pyroscope
-// would make a series of every distinct pid/tid.
-func (c *Client) encode(p *stacks.Profile) ([][]byte, error) {
+// encode appends p, series i, to out as gzip-compressed pprof profiles
+// that each stay within the sample and size limits. Per-sample labels are
+// left out: Pyroscope would make a series of every distinct pid/tid.
+func (c *Client) encode(out []part, i int, p *stacks.Profile) ([]part, error) {
 	pp, err := exporters.BuildPprof(p, exporters.Options{
 		Labels: []exporters.Label{}, MaxDepth: c.limits.MaxDepth, ProcessRoot: c.cfg.ProcessRoot})
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	if len(pp.Sample) == 0 {
-		return nil, nil // nothing worth a request
+		return out, nil // nothing worth a request
 	}
-	return c.encodeWithin(pp, nil)
+	return c.encodeWithin(pp, i, out)
 }
 
 // encodeWithin appends pp to out, split into contiguous runs of samples
 // as often as the limits need; each part is compacted so its tables hold
 // only what its samples use, with dense IDs.
-func (c *Client) encodeWithin(pp *profile.Profile, out [][]byte) ([][]byte, error) {
+func (c *Client) encodeWithin(pp *profile.Profile, i int, out []part) ([]part, error) {
 	var raw bytes.Buffer
 	if err := pp.WriteUncompressed(&raw); err != nil {
-		return nil, fmt.Errorf("encode pprof: %w", err)
+		return out, fmt.Errorf("encode pprof: %w", err)
 	}
 	if len(pp.Sample) <= c.limits.MaxSamples && raw.Len() <= c.limits.MaxBytes {
-		return append(out, gzipBytes(raw.Bytes())), nil
+		return append(out, part{series: i, gz: gzipBytes(raw.Bytes()), size: raw.Len()}), nil
 	}
 	if len(pp.Sample) < 2 {
-		return nil, fmt.Errorf("one sample makes a %d-byte profile, over the limit of %d", raw.Len(), c.limits.MaxBytes)
+		return out, fmt.Errorf("one sample makes a %d-byte profile, over the limit of %d", raw.Len(), c.limits.MaxBytes)
 	}
 	parts := max(2, ceilDiv(len(pp.Sample), c.limits.MaxSamples), ceilDiv(raw.Len(), c.limits.MaxBytes))
-	for i := range parts {
-		lo, hi := i*len(pp.Sample)/parts, (i+1)*len(pp.Sample)/parts
-		part := withSamples(pp, pp.Sample[lo:hi]).Compact()
-		if err := exporters.CheckPprof(part); err != nil {
-			return nil, fmt.Errorf("split profile: %w", err)
+	for k := range parts {
+		lo, hi := k*len(pp.Sample)/parts, (k+1)*len(pp.Sample)/parts
+		sub := withSamples(pp, pp.Sample[lo:hi]).Compact()
+		if err := exporters.CheckPprof(sub); err != nil {
+			return out, fmt.Errorf("split profile: %w", err)
 		}
 		var err error
-		if out, err = c.encodeWithin(part, out); err != nil {
-			return nil, err
+		if out, err = c.encodeWithin(sub, i, out); err != nil {
+			return out, err
 		}
 	}
 	return out, nil
@@ -194,30 +252,53 @@ func gzipBytes(b []byte) []byte {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// pushAll sends raws under labels with as few Push requests as the
-// request size bound allows.
-func (c *Client) pushAll(ctx context.Context, labels []*typesv1.LabelPair, raws [][]byte) error {
-	for len(raws) > 0 {
-		n, size := 0, 0
-		for n < len(raws) && (n == 0 || size+len(raws[n]) <= maxRequestBytes) {
-			size += len(raws[n])
-			n++
+// pushRequests packs parts into Push requests of at most
+// maxRequestBytes of compressed and maxRequestRawBytes of uncompressed
+// profiles each, keeping a series' parts in one request where they fit.
+func (c *Client) pushRequests(series []Series, parts []part) []request {
+	var reqs []request
+	req, ids := &pushv1.PushRequest{}, []int(nil)
+	size, raw := 0, 0
+	flush := func() {
+		if len(req.Series) > 0 {
+			r := req
+			reqs = append(reqs, request{series: ids, send: func(ctx context.Context) error {
+				_, err := c.push.Push(ctx, connect.NewRequest(r))
+				return err
+			}})
 		}
-		rs := &pushv1.RawProfileSeries{Labels: labels}
-		for _, raw := range raws[:n] {
-			rs.Samples = append(rs.Samples, &pushv1.RawSample{RawProfile: raw, ID: newUUID()})
-		}
-		req := &pushv1.PushRequest{Series: []*pushv1.RawProfileSeries{rs}}
-		err := c.retry(ctx, func(ctx context.Context) error {
-			_, err := c.push.Push(ctx, connect.NewRequest(req))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("push: %w", err)
-		}
-		raws = raws[n:]
+		req, ids, size, raw = &pushv1.PushRequest{}, nil, 0, 0
 	}
-	return nil
+	fits := func(n, r int) bool { return size+n <= maxRequestBytes && raw+r <= maxRequestRawBytes }
+	for i := 0; i < len(parts); {
+		s := parts[i].series
+		j, n, r := i, 0, 0 // the parts of series s are parts[i:j]
+		for ; j < len(parts) && parts[j].series == s; j++ {
+			n, r = n+len(parts[j].gz), r+parts[j].size
+		}
+		if !fits(n, r) {
+			flush()
+		}
+		rs := &pushv1.RawProfileSeries{Labels: c.labels(series[s])}
+		for _, p := range parts[i:j] {
+			if size > 0 && !fits(len(p.gz), p.size) { // s alone is larger than a request
+				if len(rs.Samples) > 0 {
+					req.Series = append(req.Series, rs)
+					rs = &pushv1.RawProfileSeries{Labels: rs.Labels}
+				}
+				flush()
+			}
+			if len(ids) == 0 || ids[len(ids)-1] != s {
+				ids = append(ids, s)
+			}
+			rs.Samples = append(rs.Samples, &pushv1.RawSample{RawProfile: p.gz, ID: newUUID()})
+			size, raw = size+len(p.gz), raw+p.size
+		}
+		req.Series = append(req.Series, rs)
+		i = j
+	}
+	flush()
+	return reqs
 }
 
 // retry calls call until it succeeds, fails for good, or the attempts run

@@ -5,57 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/pprof/profile"
-	pushv1 "github.com/grafana/pyroscope/api/gen/proto/go/push/v1"
-	"github.com/grafana/pyroscope/api/gen/proto/go/push/v1/pushv1connect"
 
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
 	"github.com/sprof/sprof/stacks"
 )
-
-// fakePyroscope is a Push API server built from the api module's own
-// handler. It records what arrives and answers with the queued errors
-// first.
-type fakePyroscope struct {
-	mu       sync.Mutex
-	requests []*pushv1.PushRequest
-	headers  []http.Header
-	fail     []error
-}
-
-func (f *fakePyroscope) Push(_ context.Context, req *connect.Request[pushv1.PushRequest]) (*connect.Response[pushv1.PushResponse], error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.requests = append(f.requests, req.Msg)
-	f.headers = append(f.headers, req.Header().Clone())
-	if len(f.fail) > 0 {
-		err := f.fail[0]
-		f.fail = f.fail[1:]
-		return nil, err
-	}
-	return connect.NewResponse(&pushv1.PushResponse{}), nil
-}
-
-// start serves f on 127.0.0.1 and returns the base URL.
-func (f *fakePyroscope) start(t *testing.T) string {
-	t.Helper()
-	mux := http.NewServeMux()
-	path, h := pushv1connect.NewPusherServiceHandler(f)
-	mux.Handle(path, h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
 
 // testProfile has two processes (web ×2 pids, db), a stack deeper than
 // Pyroscope keeps, and a truncated stack.
@@ -80,27 +44,22 @@ func testProfile(start time.Time) *stacks.Profile {
 	}
 }
 
-// decode parses and checks a raw profile as the server would.
-func decode(t *testing.T, raw []byte) *profile.Profile {
+// check runs the checks sprof promises on top of the server's.
+func check(t *testing.T, p *profile.Profile) *profile.Profile {
 	t.Helper()
-	if !bytes.HasPrefix(raw, []byte{0x1f, 0x8b}) {
-		t.Fatalf("raw profile is not gzip: % x", raw[:min(4, len(raw))])
-	}
-	p, err := profile.ParseData(raw)
-	if err != nil {
-		t.Fatalf("server cannot parse the profile: %v", err)
-	}
 	if err := exporters.CheckPprof(p); err != nil {
 		t.Fatalf("profile fails the server's rules: %v", err)
 	}
 	return p
 }
 
-func labelString(rs *pushv1.RawProfileSeries) string {
+// labelString is labels as name=value pairs sorted by name.
+func labelString(labels map[string]string) string {
 	var parts []string
-	for _, l := range rs.Labels {
-		parts = append(parts, l.Name+"="+l.Value)
+	for k, v := range labels {
+		parts = append(parts, k+"="+v)
 	}
+	slices.Sort(parts)
 	return strings.Join(parts, ",")
 }
 
@@ -113,9 +72,9 @@ func totalCount(p *profile.Profile) int64 {
 }
 
 func TestPushLabelsAndProfiles(t *testing.T) {
-	fake := &fakePyroscope{}
+	fake := pyroscopetest.NewServer()
 	start := time.Now().Add(-time.Minute).Truncate(time.Second)
-	c, err := New(Config{URL: fake.start(t), Host: "node-1", Labels: map[string]string{"env": "prod"},
+	c, err := New(Config{URL: fake.Start(t), Host: "node-1", Labels: map[string]string{"env": "prod"},
 		BearerToken: "s3cret", TenantID: "team-a"})
 	if err != nil {
 		t.Fatal(err)
@@ -123,35 +82,32 @@ func TestPushLabelsAndProfiles(t *testing.T) {
 	if err := c.Push(context.Background(), testProfile(start)); err != nil {
 		t.Fatal(err)
 	}
-	if len(fake.requests) != 2 {
-		t.Fatalf("%d requests, want one per service (db, web)", len(fake.requests))
+	if fake.Requests() != 1 {
+		t.Errorf("%d requests, want both services (db, web) in one", fake.Requests())
+	}
+	got := fake.Profiles()
+	if len(got) != 2 {
+		t.Fatalf("%d profiles, want one per service (db, web)", len(got))
 	}
 	wantLabels := []string{
 		"__name__=process_cpu,env=prod,host=node-1,service_name=db",
 		"__name__=process_cpu,env=prod,host=node-1,service_name=web",
 	}
 	wantCounts := []int64{4, 8}
-	for i, req := range fake.requests {
-		h := fake.headers[i]
+	for i, fp := range got {
+		h := fp.Header
 		if h.Get("Content-Type") != "application/proto" || h.Get("Authorization") != "Bearer s3cret" || h.Get("X-Scope-OrgID") != "team-a" {
 			t.Errorf("request %d headers: %v", i, h)
 		}
-		if len(req.Series) != 1 || len(req.Series[0].Samples) != 1 {
-			t.Fatalf("request %d: %d series", i, len(req.Series))
+		if l := labelString(fp.Labels); l != wantLabels[i] {
+			t.Errorf("series %d labels %s, want %s", i, l, wantLabels[i])
 		}
-		rs := req.Series[0]
-		if got := labelString(rs); got != wantLabels[i] {
-			t.Errorf("series %d labels %s, want %s", i, got, wantLabels[i])
-		}
-		if id := rs.Samples[0].ID; len(id) != 36 || id[14] != '4' {
-			t.Errorf("sample ID %q is not a UUID v4", id)
-		}
-		p := decode(t, rs.Samples[0].RawProfile)
+		p := check(t, fp.Profile)
 		if p.TimeNanos != start.UnixNano() || p.DurationNanos != 15e9 || p.Period != int64(time.Second/19) {
 			t.Errorf("time %d duration %d period %d", p.TimeNanos, p.DurationNanos, p.Period)
 		}
-		if got := totalCount(p); got != wantCounts[i] {
-			t.Errorf("series %d: %d samples, want %d", i, got, wantCounts[i])
+		if n := totalCount(p); n != wantCounts[i] {
+			t.Errorf("series %d: %d samples, want %d", i, n, wantCounts[i])
 		}
 		for _, s := range p.Sample {
 			if len(s.Label) != 0 || len(s.NumLabel) != 0 {
@@ -162,23 +118,29 @@ func TestPushLabelsAndProfiles(t *testing.T) {
 			}
 		}
 	}
+	for _, id := range fake.PushIDs() {
+		if len(id) != 36 || id[14] != '4' {
+			t.Errorf("sample ID %q is not a UUID v4", id)
+		}
+	}
 }
 
 func TestPushServiceName(t *testing.T) {
-	fake := &fakePyroscope{}
-	c, err := New(Config{URL: fake.start(t), ServiceName: "checkout", ProcessRoot: exporters.CommRoot})
+	fake := pyroscopetest.NewServer()
+	c, err := New(Config{URL: fake.Start(t), ServiceName: "checkout", ProcessRoot: exporters.CommRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Push(context.Background(), testProfile(time.Now())); err != nil {
 		t.Fatal(err)
 	}
-	if len(fake.requests) != 1 || labelString(fake.requests[0].Series[0]) != "__name__=process_cpu,service_name=checkout" {
-		t.Fatalf("requests %v", fake.requests)
+	got := fake.Profiles()
+	if len(got) != 1 || labelString(got[0].Labels) != "__name__=process_cpu,service_name=checkout" {
+		t.Fatalf("profiles %v", got)
 	}
-	p := decode(t, fake.requests[0].Series[0].Samples[0].RawProfile)
-	if got := totalCount(p); got != 12 {
-		t.Errorf("%d samples, want all 12", got)
+	p := check(t, got[0].Profile)
+	if n := totalCount(p); n != 12 {
+		t.Errorf("%d samples, want all 12", n)
 	}
 	roots := map[string]int64{}
 	for _, s := range p.Sample {
@@ -189,34 +151,18 @@ func TestPushServiceName(t *testing.T) {
 	}
 }
 
-// wideProfile has n distinct stacks of depth frames each.
-func wideProfile(n, depth int) *stacks.Profile {
-	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x40000000, File: "/usr/bin/wide"}
-	p := &stacks.Profile{Start: time.Now(), Duration: time.Second, Period: 1e7, Mappings: []*stacks.Mapping{exe}}
-	for i := range n {
-		var st []*stacks.Location
-		for d := range depth {
-			addr := 0x400000 + uint64(i*depth+d)
-			st = append(st, &stacks.Location{Mapping: exe, Address: addr,
-				Frames: []stacks.Frame{{Function: fmt.Sprintf("function_%d_%d", i, d), File: "/src/wide.c", Line: d + 1}}})
-		}
-		p.Samples = append(p.Samples, &stacks.Sample{Stack: st, Count: 1, Pid: 1, Comm: "wide"})
-	}
-	return p
-}
-
 func TestPushSplitsAtLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		limits Limits
 		p      *stacks.Profile
 	}{
-		{"samples", Limits{}, wideProfile(20_000, 2)},
-		{"bytes", Limits{MaxBytes: 128 << 10}, wideProfile(1_500, 20)},
+		{"samples", Limits{}, pyroscopetest.WideProfile(20_000, 2)},
+		{"bytes", Limits{MaxBytes: 128 << 10}, pyroscopetest.WideProfile(1_500, 20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := &fakePyroscope{}
-			c, err := New(Config{URL: fake.start(t), Limits: tc.limits})
+			fake := pyroscopetest.NewServer()
+			c, err := New(Config{URL: fake.Start(t), Limits: tc.limits})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,22 +170,22 @@ func TestPushSplitsAtLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := c.limits
-			var parts int
 			var total int64
-			for _, req := range fake.requests {
-				for _, raw := range req.Series[0].Samples {
-					p := decode(t, raw.RawProfile)
-					var buf bytes.Buffer
-					p.WriteUncompressed(&buf)
-					if len(p.Sample) > lim.MaxSamples || buf.Len() > lim.MaxBytes {
-						t.Errorf("part of %d samples, %d bytes: over the limits %d, %d", len(p.Sample), buf.Len(), lim.MaxSamples, lim.MaxBytes)
-					}
-					total += totalCount(p)
-					parts++
+			got := fake.Profiles()
+			for _, fp := range got {
+				p := check(t, fp.Profile)
+				var buf bytes.Buffer
+				p.WriteUncompressed(&buf)
+				if len(p.Sample) > lim.MaxSamples || buf.Len() > lim.MaxBytes {
+					t.Errorf("part of %d samples, %d bytes: over the limits %d, %d", len(p.Sample), buf.Len(), lim.MaxSamples, lim.MaxBytes)
 				}
+				total += totalCount(p)
 			}
-			if parts < 2 || total != int64(len(tc.p.Samples)) {
-				t.Errorf("%d parts with %d samples in all, want ≥ 2 parts and %d samples", parts, total, len(tc.p.Samples))
+			if len(got) < 2 || total != int64(len(tc.p.Samples)) {
+				t.Errorf("%d parts with %d samples in all, want ≥ 2 parts and %d samples", len(got), total, len(tc.p.Samples))
+			}
+			if fake.Requests() != 1 {
+				t.Errorf("%d requests, want the parts of one series in one", fake.Requests())
 			}
 		})
 	}
@@ -261,19 +207,20 @@ func TestPushRetries(t *testing.T) {
 			connect.NewError(connect.CodeInternal, errors.New("b")), connect.NewError(connect.CodeInternal, errors.New("c"))}, 3, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := &fakePyroscope{fail: tc.fail}
-			c, err := New(Config{URL: fake.start(t), ServiceName: "svc", Backoff: time.Millisecond})
+			fake := pyroscopetest.NewServer()
+			fake.FailNext(tc.fail...)
+			c, err := New(Config{URL: fake.Start(t), ServiceName: "svc", Backoff: time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = c.Push(context.Background(), testProfile(time.Now()))
-			if (err != nil) != tc.wantErr || len(fake.requests) != tc.wantCalls {
-				t.Fatalf("error %v after %d calls; want error=%v after %d", err, len(fake.requests), tc.wantErr, tc.wantCalls)
+			if (err != nil) != tc.wantErr || fake.Requests() != tc.wantCalls {
+				t.Fatalf("error %v after %d calls; want error=%v after %d", err, fake.Requests(), tc.wantErr, tc.wantCalls)
 			}
 			if err != nil && Retryable(err) != tc.retryable {
 				t.Errorf("Retryable(%v) = %v", err, !tc.retryable)
 			}
-			if tc.wantCalls > 1 && fake.requests[0].Series[0].Samples[0].ID != fake.requests[1].Series[0].Samples[0].ID {
+			if tc.wantCalls > 1 && fake.PushIDs()[0] != fake.PushIDs()[1] {
 				t.Error("a retry changed the profile ID; the server could not tell it is the same profile")
 			}
 		})
@@ -295,28 +242,28 @@ func TestPushServerDown(t *testing.T) {
 }
 
 func TestPushSkipsEmptySeries(t *testing.T) {
-	fake := &fakePyroscope{}
-	c, err := New(Config{URL: fake.start(t)})
+	fake := pyroscopetest.NewServer()
+	c, err := New(Config{URL: fake.Start(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := testProfile(time.Now())
 	p.Samples[0].Count = 0
 	p.Samples = p.Samples[:1]
-	if err := c.Push(context.Background(), p); err != nil || len(fake.requests) != 0 {
-		t.Errorf("profile without counts: %v, %d requests; want nothing sent", err, len(fake.requests))
+	if err := c.Push(context.Background(), p); err != nil || fake.Requests() != 0 {
+		t.Errorf("profile without counts: %v, %d requests; want nothing sent", err, fake.Requests())
 	}
 }
 
 func TestPushRefusesOldProfiles(t *testing.T) {
-	fake := &fakePyroscope{}
-	c, err := New(Config{URL: fake.start(t)})
+	fake := pyroscopetest.NewServer()
+	c, err := New(Config{URL: fake.Start(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = c.Push(context.Background(), testProfile(time.Now().Add(-2*time.Hour)))
-	if !errors.Is(err, ErrTooOld) || Retryable(err) || len(fake.requests) != 0 {
-		t.Errorf("error %v, %d requests; want ErrTooOld and nothing sent", err, len(fake.requests))
+	if !errors.Is(err, ErrTooOld) || Retryable(err) || fake.Requests() != 0 {
+		t.Errorf("error %v, %d requests; want ErrTooOld and nothing sent", err, fake.Requests())
 	}
 }
 
@@ -363,41 +310,10 @@ func manyLabels(n int) map[string]string {
 }
 
 func TestIngest(t *testing.T) {
-	type got struct {
-		query   map[string]string
-		profile []byte
-		auth    string
-	}
-	var mu sync.Mutex
-	var posts []got
-	var failFirst = true
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /ingest", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failFirst {
-			failFirst = false
-			http.Error(w, "slow down", http.StatusTooManyRequests)
-			return
-		}
-		f, _, err := r.FormFile("profile")
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		raw, _ := io.ReadAll(f)
-		q := map[string]string{}
-		for k := range r.URL.Query() {
-			q[k] = r.URL.Query().Get(k)
-		}
-		user, pass, _ := r.BasicAuth()
-		posts = append(posts, got{q, raw, user + ":" + pass})
-	})
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
+	fake := pyroscopetest.NewServer()
+	fake.FailNext(pyroscopetest.HTTPStatus(http.StatusTooManyRequests))
 	start := time.Unix(time.Now().Unix()-30, 0)
-	c, err := New(Config{URL: srv.URL, API: Ingest, Host: "node-1", Labels: map[string]string{"env": "prod"},
+	c, err := New(Config{URL: fake.Start(t), API: Ingest, Host: "node-1", Labels: map[string]string{"env": "prod"},
 		BasicAuthUser: "u", BasicAuthPassword: "p", Backoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -405,19 +321,21 @@ func TestIngest(t *testing.T) {
 	if err := c.Push(context.Background(), testProfile(start)); err != nil {
 		t.Fatal(err)
 	}
-	if len(posts) != 2 {
-		t.Fatalf("%d posts, want 2", len(posts))
+	got := fake.Profiles()
+	if len(got) != 2 {
+		t.Fatalf("%d profiles accepted, want 2", len(got))
 	}
+	slices.SortFunc(got, func(a, b pyroscopetest.Profile) int { return strings.Compare(a.Query["name"], b.Query["name"]) })
 	for i, want := range []string{"db{env=prod,host=node-1}", "web{env=prod,host=node-1}"} {
-		q := posts[i].query
-		if q["name"] != want || q["format"] != "pprof" || q["spyName"] != "sprof" || q["sampleRate"] != "19" ||
+		q := got[i].Query
+		if q["name"] != want || q["spyName"] != "sprof" || q["sampleRate"] != "19" ||
 			q["from"] != fmt.Sprint(start.Unix()) || q["until"] != fmt.Sprint(start.Unix()+15) {
 			t.Errorf("post %d query %v, want name %s", i, q, want)
 		}
-		if posts[i].auth != "u:p" {
-			t.Errorf("post %d basic auth %q", i, posts[i].auth)
+		if user, pass, _ := (&http.Request{Header: got[i].Header}).BasicAuth(); user+":"+pass != "u:p" {
+			t.Errorf("post %d basic auth %q", i, user+":"+pass)
 		}
-		decode(t, posts[i].profile)
+		check(t, got[i].Profile)
 	}
 }
 
@@ -441,8 +359,8 @@ func TestIngestName(t *testing.T) {
 // TestPushIntervals pushes three consecutive intervals, as the agent does,
 // and checks each arrives as its own profile at its own time.
 func TestPushIntervals(t *testing.T) {
-	fake := &fakePyroscope{}
-	c, err := New(Config{URL: fake.start(t), ServiceName: "svc", Host: "h"})
+	fake := pyroscopetest.NewServer()
+	c, err := New(Config{URL: fake.Start(t), ServiceName: "svc", Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,20 +370,22 @@ func TestPushIntervals(t *testing.T) {
 			t.Fatalf("interval %d: %v", i, err)
 		}
 	}
-	if len(fake.requests) != 3 {
-		t.Fatalf("%d requests, want 3", len(fake.requests))
+	got := fake.Profiles()
+	if len(got) != 3 {
+		t.Fatalf("%d profiles, want 3", len(got))
 	}
-	ids := map[string]bool{}
-	for i, req := range fake.requests {
-		rs := req.Series[0]
-		if labelString(rs) != "__name__=process_cpu,host=h,service_name=svc" {
-			t.Errorf("interval %d labels %s", i, labelString(rs))
+	for i, fp := range got {
+		if labelString(fp.Labels) != "__name__=process_cpu,host=h,service_name=svc" {
+			t.Errorf("interval %d labels %s", i, labelString(fp.Labels))
 		}
-		p := decode(t, rs.Samples[0].RawProfile)
+		p := check(t, fp.Profile)
 		if want := start.Add(time.Duration(i) * 15 * time.Second).UnixNano(); p.TimeNanos != want {
 			t.Errorf("interval %d at %d, want %d", i, p.TimeNanos, want)
 		}
-		ids[rs.Samples[0].ID] = true
+	}
+	ids := map[string]bool{}
+	for _, id := range fake.PushIDs() {
+		ids[id] = true
 	}
 	if len(ids) != 3 {
 		t.Errorf("%d distinct profile IDs over 3 intervals", len(ids))
@@ -477,9 +397,9 @@ func TestPushIntervals(t *testing.T) {
 // Pyroscope files as a profile type of its own; a service whose threads
 // only waited gets its series too.
 func TestPushOffCPU(t *testing.T) {
-	fake := &fakePyroscope{}
+	fake := pyroscopetest.NewServer()
 	start := time.Now().Add(-time.Minute).Truncate(time.Second)
-	c, err := New(Config{URL: fake.start(t)})
+	c, err := New(Config{URL: fake.Start(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,18 +411,16 @@ func TestPushOffCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	offCPU := map[string]int64{}
-	for _, req := range fake.requests {
-		rs := req.Series[0]
-		pp := decode(t, rs.Samples[0].RawProfile)
+	for _, fp := range fake.Profiles() {
 		var types []string
-		for _, st := range pp.SampleType {
+		for _, st := range fp.Profile.SampleType {
 			types = append(types, st.Type+":"+st.Unit)
 		}
 		if strings.Join(types, " ") != "samples:count cpu:nanoseconds off_cpu:nanoseconds" {
-			t.Errorf("series %s: sample types %v", labelString(rs), types)
+			t.Errorf("series %s: sample types %v", labelString(fp.Labels), types)
 		}
-		for _, s := range pp.Sample {
-			offCPU[labelString(rs)] += s.Value[2]
+		for _, s := range fp.Profile.Sample {
+			offCPU[labelString(fp.Labels)] += s.Value[2]
 		}
 	}
 	want := map[string]int64{

@@ -17,7 +17,8 @@ type API string
 const (
 	// Push is the Connect API, push.v1.PusherService/Push.
 	Push API = "push"
-	// Ingest is the legacy HTTP API, POST /ingest with a multipart pprof.
+	// Ingest is the legacy HTTP API: POST /ingest?format=pprof with the
+	// pprof as the whole body.
 	Ingest API = "ingest"
 )
 
@@ -66,9 +67,18 @@ type Config struct {
 	// Backoff is the first wait between attempts, doubled each time up to
 	// 30 s; 500 ms if zero.
 	Backoff time.Duration
+	// Concurrency is how many requests Send has under way at once;
+	// DefaultConcurrency if zero.
+	Concurrency int
 	// Limits are the server's limits; zero fields take DefaultLimits.
 	Limits Limits
 }
+
+// DefaultConcurrency bounds the requests one Send has under way: enough
+// that an interval which needs several requests (big series, /ingest's
+// one request per profile) costs about one server round trip, few enough
+// not to crowd a shared server.
+const DefaultConcurrency = 8
 
 // Limits are the Pyroscope server limits a client must respect.
 type Limits struct {

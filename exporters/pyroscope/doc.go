@@ -8,7 +8,8 @@
 // name, or each process's command name (Services) — and, for processes in
 // containers, per container, labelled container_id (Split). The split
 // lives here once, for Push and for callers such as sprof agent that queue
-// series themselves and send them with PushSeries.
+// series themselves and send them with Send, which batches the series of
+// an interval into as few requests as the server allows.
 //
 // Pyroscope rejects or silently mangles profiles past its limits, so the
 // client stays inside them itself: it splits a series whose pprof would exceed 16,000 samples or

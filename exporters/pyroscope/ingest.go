@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,8 +23,24 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("HTTP %d %s: %s", e.Code, http.StatusText(e.Code), e.Body)
 }
 
-// ingestAll posts each raw profile to the legacy /ingest endpoint.
-func (c *Client) ingestAll(ctx context.Context, s Series, raws [][]byte) error {
+// ingestRequests makes one /ingest request of each part. The server
+// reads the whole body as a pprof when the query says format=pprof (gzip
+// or not); a multipart form together with format=pprof is taken for a
+// pprof and fails to parse (HTTP 422), and a form without format= is only
+// read from a part named "profile" that carries a file name.
+func (c *Client) ingestRequests(series []Series, parts []part) []request {
+	reqs := make([]request, 0, len(parts))
+	for _, pt := range parts {
+		endpoint := c.cfg.URL + "/ingest?" + c.ingestQuery(series[pt.series]).Encode()
+		reqs = append(reqs, request{series: []int{pt.series}, send: func(ctx context.Context) error {
+			return c.post(ctx, endpoint, "application/octet-stream", pt.gz)
+		}})
+	}
+	return reqs
+}
+
+// ingestQuery is the query of an /ingest request for s.
+func (c *Client) ingestQuery(s Series) url.Values {
 	p := s.Profile
 	q := url.Values{}
 	q.Set("name", c.ingestName(s))
@@ -39,15 +53,7 @@ func (c *Client) ingestAll(ctx context.Context, s Series, raws [][]byte) error {
 	if p.Period > 0 {
 		q.Set("sampleRate", strconv.FormatInt(int64(time.Second/p.Period), 10))
 	}
-	endpoint := c.cfg.URL + "/ingest?" + q.Encode()
-	for _, raw := range raws {
-		body, contentType := multipartProfile(raw)
-		err := c.retry(ctx, func(ctx context.Context) error { return c.post(ctx, endpoint, contentType, body) })
-		if err != nil {
-			return fmt.Errorf("ingest: %w", err)
-		}
-	}
-	return nil
+	return q
 }
 
 // ingestName is the name parameter: `app{k=v,…}`, the app name standing for
@@ -76,19 +82,6 @@ func (c *Client) ingestName(s Series) string {
 	}
 	b.WriteByte('}')
 	return b.String()
-}
-
-// multipartProfile wraps a pprof in the form pyroscope-go sends.
-func multipartProfile(raw []byte) ([]byte, string) {
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="profile"; filename="profile.pprof"`)
-	h.Set("Content-Type", "application/octet-stream")
-	part, _ := mw.CreatePart(h) // writes to a bytes.Buffer cannot fail
-	part.Write(raw)
-	mw.Close()
-	return body.Bytes(), mw.FormDataContentType()
 }
 
 func (c *Client) post(ctx context.Context, endpoint, contentType string, body []byte) error {

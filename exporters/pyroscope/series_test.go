@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
 	"github.com/sprof/sprof/stacks"
 )
 
@@ -91,8 +92,8 @@ func TestSplit(t *testing.T) {
 // TestPushContainers pushes a container's samples under a container_id
 // series label, apart from the same program's samples outside it.
 func TestPushContainers(t *testing.T) {
-	fake := &fakePyroscope{}
-	c, err := New(Config{URL: fake.start(t), Host: "node-1"})
+	fake := pyroscopetest.NewServer()
+	c, err := New(Config{URL: fake.Start(t), Host: "node-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +107,10 @@ func TestPushContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, req := range fake.requests {
-		got = append(got, labelString(req.Series[0]))
-		if n := totalCount(decode(t, req.Series[0].Samples[0].RawProfile)); n == 0 {
-			t.Errorf("an empty profile under %s", labelString(req.Series[0]))
+	for _, fp := range fake.Profiles() {
+		got = append(got, labelString(fp.Labels))
+		if n := totalCount(check(t, fp.Profile)); n == 0 {
+			t.Errorf("an empty profile under %s", labelString(fp.Labels))
 		}
 	}
 	want := []string{

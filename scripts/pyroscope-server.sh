@@ -1,0 +1,52 @@
+#!/bin/sh
+# Runs a Grafana Pyroscope server as sprof's end-to-end tests need one: the
+# single binary (-target=all), filesystem storage under DATA_DIR, every
+# listener and every ring's instance address on 127.0.0.1 (with the
+# container-style default address discovery /ready stays 503), and no
+# minimum ready time (30 s otherwise). Nothing leaves the host: no usage
+# reports, no self-profiling.
+#
+#   scripts/pyroscope-server.sh PYROSCOPE_BINARY DATA_DIR [HTTP_PORT [GRPC_PORT [MEMBERLIST_PORT [RAFT_PORT]]]]
+#
+# Ports default to 4040, 9095, 7946 and 9099. The server runs in the
+# foreground (exec), so a caller that started the script holds the
+# server's process. The binary is one you built from Pyroscope's sources
+# following its own instructions (`make pyroscope/build` or
+# `go build ./cmd/pyroscope` in a checkout); the agent's real-server test
+# takes its path in SPROF_PYROSCOPE_BIN:
+#
+#   SPROF_PYROSCOPE_BIN=/path/to/pyroscope go test -run RealPyroscope -v ./agent
+set -eu
+
+if [ $# -lt 2 ]; then
+	echo "usage: $0 PYROSCOPE_BINARY DATA_DIR [HTTP_PORT [GRPC_PORT [MEMBERLIST_PORT [RAFT_PORT]]]]" >&2
+	exit 2
+fi
+bin=$1 dir=$2 http=${3:-4040} grpc=${4:-9095} memberlist=${5:-7946} raft=${6:-9099}
+if [ ! -x "$bin" ]; then
+	echo "$0: $bin is not an executable Pyroscope server" >&2
+	exit 2
+fi
+mkdir -p "$dir"
+# Every ./data default (v1 blocks, metastore, sync dirs) lands in DATA_DIR.
+cd "$dir"
+addr=127.0.0.1
+exec "$bin" \
+	-target=all \
+	-server.http-listen-address=$addr -server.http-listen-port="$http" \
+	-server.grpc-listen-address=$addr -server.grpc-listen-port="$grpc" \
+	-storage.backend=filesystem -storage.filesystem.dir="$dir/storage" \
+	-memberlist.bind-addr=$addr -memberlist.advertise-addr=$addr -memberlist.bind-port="$memberlist" \
+	-metastore.raft.bind-address=$addr:"$raft" -metastore.raft.advertise-address=$addr:"$raft" \
+	-metastore.address=$addr:"$grpc" \
+	-compactor.ring.instance-addr=$addr \
+	-distributor.ring.instance-addr=$addr \
+	-ingester.lifecycler.addr=$addr \
+	-overrides-exporter.ring.instance-addr=$addr \
+	-query-frontend.instance-addr=$addr \
+	-query-scheduler.ring.instance-addr=$addr \
+	-segment-writer.lifecycler.addr=$addr \
+	-store-gateway.sharding-ring.instance-addr=$addr \
+	-ingester.min-ready-duration=0s -metastore.min-ready-duration=0s -segment-writer.min-ready-duration=0s \
+	-self-profiling.disable-push=true \
+	-usage-stats.enabled=false
