@@ -101,7 +101,7 @@ func CanLoad(caps uint64) bool {
 // lacks it, or refuses BPF to this process.
 func featureError(release string, f Feature, err error) error {
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%w: the kernel (%s) has no %s (Linux %s, for %s); sprof needs Linux 5.17 or newer with BPF enabled",
+		return fmt.Errorf("%w: the kernel (%s) has no %s (Linux %s, for %s); sprof needs Linux 5.10 or newer with BPF enabled",
 			ErrUnsupported, release, f, f.Since(), f.Use())
 	}
 	if errors.Is(err, unix.EPERM) {

@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -24,7 +25,6 @@ const (
 	FeaturePerfEvent                       // perf_event BPF programs
 	FeatureTracingBTF                      // BTF tracepoints (tp_btf), for process fork and exit
 	FeatureRingBuf                         // BPF ring buffers, and bpf_ringbuf_query
-	FeatureTaskStorage                     // task storage maps, caching each thread's stack bounds
 	FeatureCurrentTaskBTF                  // bpf_get_current_task_btf
 	FeatureAncestorCgroupID                // bpf_get_current_ancestor_cgroup_id in perf_event programs
 	FeatureTaskPtRegs                      // bpf_task_pt_regs: user registers of a sample taken in the kernel
@@ -40,8 +40,7 @@ var featureInfo = [numFeatures]struct{ name, since, use string }{
 	FeaturePerfEvent:        {"perf_event programs", "4.9", "the sampling program on cpu-clock"},
 	FeatureTracingBTF:       {"BTF tracepoints (tp_btf)", "5.5", "seeing processes fork and exit"},
 	FeatureRingBuf:          {"ring buffer", "5.8", "passing samples to sprof"},
-	FeatureTaskStorage:      {"task storage maps", "5.11", "caching each thread's stack bounds"},
-	FeatureCurrentTaskBTF:   {"bpf_get_current_task_btf", "5.11", "reading the sampled thread"},
+	FeatureCurrentTaskBTF:   {"bpf_get_current_task_btf", "5.11", "bpf_find_vma and bpf_task_pt_regs"},
 	FeatureAncestorCgroupID: {"bpf_get_current_ancestor_cgroup_id", "5.14", "the --cgroup filter"},
 	FeatureTaskPtRegs:       {"bpf_task_pt_regs", "5.15", "user stacks of samples that hit the kernel"},
 	FeatureLoop:             {"bpf_loop", "5.17", "frame-pointer walks of up to 1024 frames"},
@@ -98,10 +97,51 @@ func (fs *Features) Has(f Feature) bool { return fs.errs[f] == nil }
 // could not tell (most often no privileges: errors.Is(err, unix.EPERM)).
 func (fs *Features) Err(f Feature) error { return fs.errs[f] }
 
-// Required returns the features without which the sampler's programs do
-// not load: the verifier checks every helper of a program, whichever path
-// a sample takes.
-func Required() []Feature { return AllFeatures() }
+// Required returns the features without which the sampler cannot run: the
+// 5.10 floor. Without the others (Optional) Open picks another path; see
+// the package documentation, Kernels.
+func Required() []Feature {
+	return []Feature{FeatureBTF, FeaturePerfEvent, FeatureTracingBTF, FeatureRingBuf}
+}
+
+// Optional reports whether the sampler runs without f.
+func (f Feature) Optional() bool { return f >= FeatureCurrentTaskBTF }
+
+// walkHelpers: bpf_loop and bpf_find_vma (5.17), for the sample program;
+// without them sample_compat runs.
+func (fs *Features) walkHelpers() bool {
+	return fs.Has(FeatureLoop) && fs.Has(FeatureFindVMA) && fs.Has(FeatureCurrentTaskBTF)
+}
+
+// Limits says in one sentence what the sampler does differently on this
+// kernel for lack of optional features, for the user to read once at
+// start; "" when it lacks none that change what a user sees. Without
+// bpf_task_pt_regs or bpf_get_current_ancestor_cgroup_id the fallbacks
+// give the same samples.
+func (fs *Features) Limits() string {
+	if fs.walkHelpers() {
+		return ""
+	}
+	var missing []string
+	for _, f := range []Feature{FeatureLoop, FeatureFindVMA, FeatureCurrentTaskBTF} {
+		if !fs.Has(f) {
+			missing = append(missing, f.String())
+		}
+	}
+	return fmt.Sprintf("kernel %s has no %s (Linux 5.17): thread stacks are bounded by what of them "+
+		"is readable rather than by their mapping, so stack copies may carry bytes from above a thread's stack",
+		fs.Release, strings.Join(missing, " or "))
+}
+
+// without returns fs with the features fs lacks plus missing, as a kernel
+// without them would be probed: tests run older kernels' paths with it.
+func (fs *Features) without(missing ...Feature) *Features {
+	out := *fs
+	for _, f := range missing {
+		out.errs[f] = fmt.Errorf("%s: %w (pretended)", f, ebpf.ErrNotSupported)
+	}
+	return &out
+}
 
 // StackCopyFeatures lists what copying user stacks needs beyond loading
 // the sampler: the stack's bounds, looked up by bpf_find_vma and cached
@@ -144,8 +184,6 @@ func probeFeature(f Feature) error {
 		return probeTracepointBTF("sched_process_fork")
 	case FeatureRingBuf:
 		return features.HaveMapType(ebpf.RingBuf)
-	case FeatureTaskStorage:
-		return features.HaveMapType(ebpf.TaskStorage)
 	}
 	helper := map[Feature]asm.BuiltinFunc{
 		FeatureCurrentTaskBTF:   asm.FnGetCurrentTaskBtf,

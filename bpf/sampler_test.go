@@ -183,23 +183,25 @@ func TestWalkChain(t *testing.T) {
 		fx.returnAfterCall(t, "a", "b"),
 		fx.returnAfterCall(t, "main", "a"),
 	}
-	cmd, _ := startFixture(t, "chain")
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
-	exact := 0
-	for _, x := range got {
-		if !fx.contains("c", x.PC) {
-			t.Fatalf("sample at pc %#x outside c (%#x)", x.PC, fx.syms["c"].Value)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startFixture(t, "chain")
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+		got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
+		exact := 0
+		for _, x := range got {
+			if !fx.contains("c", x.PC) {
+				t.Fatalf("sample at pc %#x outside c (%#x)", x.PC, fx.syms["c"].Value)
+			}
+			if len(x.user) >= 4 && equal(x.user[1:4], want) {
+				exact++
+			} else {
+				t.Errorf("stack %s, want [pc %s ...]", hexFrames(x.user), hexFrames(want))
+			}
 		}
-		if len(x.user) >= 4 && equal(x.user[1:4], want) {
-			exact++
-		} else {
-			t.Errorf("stack %s, want [pc %s ...]", hexFrames(x.user), hexFrames(want))
+		if len(got) == 0 || exact < len(got) {
+			t.Fatalf("%d of %d samples have the exact chain", exact, len(got))
 		}
-	}
-	if len(got) == 0 || exact < len(got) {
-		t.Fatalf("%d of %d samples have the exact chain", exact, len(got))
-	}
+	})
 }
 
 // Samples in a prologue or epilogue (push %rbp, mov %rsp,%rbp, pop %rbp,
@@ -238,36 +240,38 @@ func TestWalkPrologueEpilogue(t *testing.T) {
 func TestWalkBadFrames(t *testing.T) {
 	requireFixture(t)
 	fx := loadFixtureELF(t)
-	for _, tc := range []struct {
-		mode, fn string
-		want     []uint64 // after pc
-	}{
-		{"below-sp", "spin_below_sp", []uint64{fx.returnAfterCall(t, "main", "spin_below_sp")}},
-		{"misaligned", "spin_misaligned", []uint64{fx.returnAfterCall(t, "main", "spin_misaligned")}},
-		{"self-loop", "spin_self_loop", []uint64{0x401234}},
-		// A readable, well-formed record {0, 0x401234} in the argument
-		// strings, above the stack's end: only the upper bound stops it.
-		{"above-stack", "spin_above_stack", []uint64{fx.returnAfterCall(t, "main", "spin_above_stack")}},
-		{"bad-return", "spin_bad_return", nil},
-		// A record on another mapping is no stack switch when its return
-		// address follows no call.
-		{"other-data", "spin_other_data", []uint64{fx.returnAfterCall(t, "main", "spin_other_data")}},
-	} {
-		t.Run(tc.mode, func(t *testing.T) {
-			cmd, _ := startFixture(t, tc.mode, strings.Repeat("r", 32))
-			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-			got := collectN(t, s, 20, fx.inFixture(cmd.Process.Pid))
-			if len(got) == 0 {
-				t.Fatal("no samples")
-			}
-			for _, x := range got {
-				if !fx.contains(tc.fn, x.PC) || !equal(x.user[1:], tc.want) || !x.UserTruncated {
-					t.Fatalf("pc %#x stack %s truncated %v, want pc in %s, [pc %s] truncated",
-						x.PC, hexFrames(x.user), x.UserTruncated, tc.fn, hexFrames(tc.want))
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		for _, tc := range []struct {
+			mode, fn string
+			want     []uint64 // after pc
+		}{
+			{"below-sp", "spin_below_sp", []uint64{fx.returnAfterCall(t, "main", "spin_below_sp")}},
+			{"misaligned", "spin_misaligned", []uint64{fx.returnAfterCall(t, "main", "spin_misaligned")}},
+			{"self-loop", "spin_self_loop", []uint64{0x401234}},
+			// A readable, well-formed record {0, 0x401234} in the argument
+			// strings, above the stack's end: only the upper bound stops it.
+			{"above-stack", "spin_above_stack", []uint64{fx.returnAfterCall(t, "main", "spin_above_stack")}},
+			{"bad-return", "spin_bad_return", nil},
+			// A record on another mapping is no stack switch when its return
+			// address follows no call.
+			{"other-data", "spin_other_data", []uint64{fx.returnAfterCall(t, "main", "spin_other_data")}},
+		} {
+			t.Run(tc.mode, func(t *testing.T) {
+				cmd, _ := startFixture(t, tc.mode, strings.Repeat("r", 32))
+				s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+				got := collectN(t, s, 20, fx.inFixture(cmd.Process.Pid))
+				if len(got) == 0 {
+					t.Fatal("no samples")
 				}
-			}
-		})
-	}
+				for _, x := range got {
+					if !fx.contains(tc.fn, x.PC) || !equal(x.user[1:], tc.want) || !x.UserTruncated {
+						t.Fatalf("pc %#x stack %s truncated %v, want pc in %s, [pc %s] truncated",
+							x.PC, hexFrames(x.user), x.UserTruncated, tc.fn, hexFrames(tc.want))
+					}
+				}
+			})
+		}
+	})
 }
 
 // A frame-pointer chain that crosses to another stack, as Go's vDSO and
@@ -282,18 +286,20 @@ func TestWalkOtherStack(t *testing.T) {
 		fx.returnAfterCall(t, "on_other_stack", "c"),
 		fx.returnAfterCall(t, "main", "on_other_stack"),
 	}
-	cmd, _ := startFixture(t, "other-stack")
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
-	for _, x := range got {
-		if !fx.contains("c", x.PC) || len(x.user) < 4 || !equal(x.user[1:3], want) {
-			t.Fatalf("pc %#x stack %s, want pc in c, [pc %s, main's caller ...]",
-				x.PC, hexFrames(x.user), hexFrames(want))
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startFixture(t, "other-stack")
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+		got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
+		for _, x := range got {
+			if !fx.contains("c", x.PC) || len(x.user) < 4 || !equal(x.user[1:3], want) {
+				t.Fatalf("pc %#x stack %s, want pc in c, [pc %s, main's caller ...]",
+					x.PC, hexFrames(x.user), hexFrames(want))
+			}
 		}
-	}
-	if len(got) == 0 {
-		t.Fatal("no samples")
-	}
+		if len(got) == 0 {
+			t.Fatal("no samples")
+		}
+	})
 }
 
 // The walk goes deeper than bpf_get_stack's default 127 frames, reaches
@@ -307,39 +313,41 @@ func TestWalkDepth(t *testing.T) {
 	fromC := fx.returnAfterCall(t, "recurse", "c")
 	inRecurse := fx.returnAfterCall(t, "recurse", "recurse")
 	inMain := fx.returnAfterCall(t, "main", "recurse")
-	for _, depth := range []int{300, 1021, 1500} {
-		t.Run(strconv.Itoa(depth), func(t *testing.T) {
-			cmd, _ := startFixture(t, "deep", strconv.Itoa(depth))
-			s := openSampler(t, Config{Frequency: 199, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-			// Only samples in c: the recursion is complete.
-			got := collectN(t, s, 20, func(x *Sample) bool {
-				return x.Pid == uint32(cmd.Process.Pid) && fx.contains("c", x.PC)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		for _, depth := range []int{300, 1021, 1500} {
+			t.Run(strconv.Itoa(depth), func(t *testing.T) {
+				cmd, _ := startFixture(t, "deep", strconv.Itoa(depth))
+				s := openSampler(t, Config{Frequency: 199, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+				// Only samples in c: the recursion is complete.
+				got := collectN(t, s, 20, func(x *Sample) bool {
+					return x.Pid == uint32(cmd.Process.Pid) && fx.contains("c", x.PC)
+				})
+				if len(got) == 0 {
+					t.Fatal("no samples in c")
+				}
+				for _, x := range got {
+					want := 1024 // frames up to the limit
+					if main := depth + 2; main < 1024 {
+						want = main + 1 // frames up to main's caller's return
+						if x.user[main] != inMain {
+							t.Fatalf("frame %d = %#x, want %#x in main", main, x.user[main], inMain)
+						}
+					} else if !x.UserTruncated {
+						t.Fatalf("%d frames of a %d-deep stack not flagged truncated", len(x.user), depth+3)
+					}
+					if len(x.user) < want || len(x.user) > 1024 || x.user[1] != fromC {
+						t.Fatalf("%d frames, frame 1 %#x; want %d to 1024, frame 1 %#x", len(x.user), x.user[1], want, fromC)
+					}
+					for i := 2; i < min(depth+2, 1024); i++ {
+						if x.user[i] != inRecurse {
+							t.Fatalf("frame %d = %#x, want %#x in recurse", i, x.user[i], inRecurse)
+						}
+					}
+				}
+				t.Logf("%d samples, %d frames, truncated %v", len(got), len(got[0].user), got[0].UserTruncated)
 			})
-			if len(got) == 0 {
-				t.Fatal("no samples in c")
-			}
-			for _, x := range got {
-				want := 1024 // frames up to the limit
-				if main := depth + 2; main < 1024 {
-					want = main + 1 // frames up to main's caller's return
-					if x.user[main] != inMain {
-						t.Fatalf("frame %d = %#x, want %#x in main", main, x.user[main], inMain)
-					}
-				} else if !x.UserTruncated {
-					t.Fatalf("%d frames of a %d-deep stack not flagged truncated", len(x.user), depth+3)
-				}
-				if len(x.user) < want || len(x.user) > 1024 || x.user[1] != fromC {
-					t.Fatalf("%d frames, frame 1 %#x; want %d to 1024, frame 1 %#x", len(x.user), x.user[1], want, fromC)
-				}
-				for i := 2; i < min(depth+2, 1024); i++ {
-					if x.user[i] != inRecurse {
-						t.Fatalf("frame %d = %#x, want %#x in recurse", i, x.user[i], inRecurse)
-					}
-				}
-			}
-			t.Logf("%d samples, %d frames, truncated %v", len(got), len(got[0].user), got[0].UserTruncated)
-		})
-	}
+		}
+	})
 }
 
 // With Pids set, other processes' samples never reach the ring buffer: a
@@ -530,45 +538,47 @@ func TestKernelStacksAndPLTLeaf(t *testing.T) {
 	sysStart, sysEnd := kernelSymbol(t, "do_syscall_64")
 	cmd, _ := startFixture(t, "syscalls")
 	time.Sleep(200 * time.Millisecond) // past ld.so
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true})
-	got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
-	code, stack := userMappings(t, cmd.Process.Pid)
-	var inKernel, viaEntry, exact int
-	for _, x := range got {
-		// In the kernel too, the registers are the thread's user ones,
-		// from its pt_regs: pc in the fixture's or libc's code, sp on
-		// its stack.
-		if !code.contains(x.PC) || !stack.contains(x.SP) || x.FP == 0 {
-			t.Fatalf("sample with %d kernel frames: pc %#x sp %#x fp %#x; want pc in %v, sp in %v",
-				len(x.kernel), x.PC, x.SP, x.FP, code, stack)
-		}
-		if fx.contains("sys_loop", x.PC) {
-			exact++ // the frame-record case, covered by TestWalkChain
-			continue
-		}
-		if len(x.user) >= 3 && equal(x.user[1:3], want) {
-			exact++
-		} else {
-			t.Errorf("pc %#x: stack %s, want [pc %s ...]", x.PC, hexFrames(x.user), hexFrames(want))
-		}
-		if len(x.kernel) == 0 {
-			continue
-		}
-		inKernel++
-		for _, a := range x.kernel {
-			if a < 0xffff800000000000 {
-				t.Fatalf("kernel frame %#x is a user address", a)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true, features: features})
+		got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
+		code, stack := userMappings(t, cmd.Process.Pid)
+		var inKernel, viaEntry, exact int
+		for _, x := range got {
+			// In the kernel too, the registers are the thread's user ones,
+			// from its pt_regs: pc in the fixture's or libc's code, sp on
+			// its stack.
+			if !code.contains(x.PC) || !stack.contains(x.SP) || x.FP == 0 {
+				t.Fatalf("sample with %d kernel frames: pc %#x sp %#x fp %#x; want pc in %v, sp in %v",
+					len(x.kernel), x.PC, x.SP, x.FP, code, stack)
 			}
-			if a >= sysStart && a < sysEnd {
-				viaEntry++
-				break
+			if fx.contains("sys_loop", x.PC) {
+				exact++ // the frame-record case, covered by TestWalkChain
+				continue
+			}
+			if len(x.user) >= 3 && equal(x.user[1:3], want) {
+				exact++
+			} else {
+				t.Errorf("pc %#x: stack %s, want [pc %s ...]", x.PC, hexFrames(x.user), hexFrames(want))
+			}
+			if len(x.kernel) == 0 {
+				continue
+			}
+			inKernel++
+			for _, a := range x.kernel {
+				if a < 0xffff800000000000 {
+					t.Fatalf("kernel frame %#x is a user address", a)
+				}
+				if a >= sysStart && a < sysEnd {
+					viaEntry++
+					break
+				}
 			}
 		}
-	}
-	if inKernel == 0 || viaEntry*10 < inKernel*9 {
-		t.Fatalf("%d samples in the kernel, %d through do_syscall_64; want some, ≥ 90%% of them", inKernel, viaEntry)
-	}
-	t.Logf("%d samples, %d in the kernel (%d through do_syscall_64), %d with the exact user chain", len(got), inKernel, viaEntry, exact)
+		if inKernel == 0 || viaEntry*10 < inKernel*9 {
+			t.Fatalf("%d samples in the kernel, %d through do_syscall_64; want some, ≥ 90%% of them", inKernel, viaEntry)
+		}
+		t.Logf("%d samples, %d in the kernel (%d through do_syscall_64), %d with the exact user chain", len(got), inKernel, viaEntry, exact)
+	})
 }
 
 // ranges are address ranges [lo, hi).
