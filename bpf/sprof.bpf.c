@@ -429,10 +429,64 @@ static __always_inline bool after_call(__u64 ret)
 	       (insn & 0xfefff800) == 0xd63f0800;
 }
 
+/*
+ * A PLT stub or linker veneer: adrp x16, GOT page; ldr x17, [x16, #slot];
+ * add x16, x16, #slot; br x17, with autia1716 before the br where PLT
+ * entries authenticate (-z pac-plt); bti c before it all is a prologue
+ * instruction to leaf_return. GNU ld emits no unwind table for aarch64's
+ * .plt, so this frameless leaf, whose caller is in lr, must be recognised
+ * by its code.
+ */
+#define PLT_ADRP_X16(i) (((i) & 0x9f00001f) == 0x90000010)
+#define PLT_LDR_X17(i) (((i) & 0xffc003ff) == 0xf9400211)
+#define PLT_ADD_X16(i) (((i) & 0xffc003ff) == 0x91000210)
+#define PLT_AUTIA1716 0xd503219f
+#define PLT_BR_X17 0xd61f0220
+
+/* The function a PLT stub at stub jumps to, read from its GOT slot; 0 when
+ * stub is no PLT stub. */
+static __always_inline __u64 plt_target(__u64 stub)
+{
+	__u32 insn[3];
+	__u64 page, got = 0;
+
+	if (stub < MIN_USER_ADDR || bpf_probe_read_user(insn, sizeof(insn), (void *)stub) ||
+	    !PLT_ADRP_X16(insn[0]) || !PLT_LDR_X17(insn[1]) || !PLT_ADD_X16(insn[2]))
+		return 0;
+	/* adrp: immhi (bits 5-23) and immlo (bits 29-30) give a signed
+	 * 21-bit page offset from stub's page; ldr: a 12-bit unsigned
+	 * offset in 8-byte units. */
+	page = (stub & ~0xfffULL) +
+	       (__s64)((__s32)((((insn[0] >> 5) & 0x7ffff) << 2 | (insn[0] >> 29 & 3)) << 11) >> 11) * 4096;
+	bpf_probe_read_user(&got, sizeof(got), (void *)(page + ((insn[1] >> 10) & 0xfff) * 8));
+	return got;
+}
+
+/* Whether pc, whose instruction is insn, lies in a PLT stub. */
+static __always_inline bool in_plt_stub(__u64 pc, __u32 insn)
+{
+	__u32 at;
+
+	if (PLT_ADRP_X16(insn))
+		at = 0;
+	else if (PLT_LDR_X17(insn))
+		at = 1;
+	else if (PLT_ADD_X16(insn))
+		at = 2;
+	else if (insn == PLT_AUTIA1716 || insn == PLT_BR_X17)
+		at = 3;
+	else
+		return false;
+	if (plt_target(pc - 4 * at))
+		return true;
+	/* br x17 after autia1716 is the fifth instruction. */
+	return insn == PLT_BR_X17 && plt_target(pc - 16);
+}
+
 static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 {
 	__u32 insn, bl;
-	__u64 target;
+	__u64 target, fn;
 
 	if (bpf_probe_read_user(&insn, sizeof(insn), (void *)pc))
 		return 0;
@@ -442,10 +496,17 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 	    insn == 0x910003fd ||                         /* mov x29, sp */
 	    insn == 0xd65f03c0 || insn == 0xd65f0bff || insn == 0xd65f0fff) /* ret, retaa, retab */
 		return lr;
+	if (in_plt_stub(pc, insn))
+		return after_call(lr) ? lr : 0;
 	if (lr < MIN_USER_ADDR || bpf_probe_read_user(&bl, sizeof(bl), (void *)(lr - 4)) ||
 	    (bl & 0xfc000000) != 0x94000000)
 		return 0;
 	target = lr - 4 + (__s64)((__s32)(bl << 6) >> 6) * 4;
+	/* A function called through its PLT stub: lr's bl targets the stub,
+	 * whose GOT slot holds the function. */
+	fn = plt_target(target);
+	if (fn && fn <= pc && pc - fn < LEAF_MAX_SIZE)
+		return lr;
 	if (target <= pc && pc - target < LEAF_MAX_SIZE && !(target <= lr && lr - target < LEAF_MAX_SIZE))
 		return lr;
 	return 0;
