@@ -6,3 +6,6 @@ set -eu
 cd "$(dirname "$0")/../testdata/bpf"
 gcc -O2 -fno-omit-frame-pointer -no-pie -o fpwalk fpwalk.c
 gcc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -pthread -o nofp nofp.c
+gcc -O2 -fno-omit-frame-pointer -no-pie -o pltleaf pltleaf.c
+mkdir -p arm64
+aarch64-linux-gnu-gcc -O2 -fno-omit-frame-pointer -no-pie -o arm64/pltleaf pltleaf.c
