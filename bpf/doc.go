@@ -23,7 +23,11 @@
 // systemstack calls on the g0 stack, signal handlers on an alternate stack,
 // fibers): a record in another mapping is followed when its return address
 // follows a call instruction, at most three times a walk, and records then
-// increase again within that stack (switch_stack in sprof.bpf.c). Without
+// increase again within that stack (switch_stack in sprof.bpf.c). So is a
+// record in the same mapping below the sample's sp, once the walk has left
+// the first record: Go allocates the g0 stack of a thread it started and
+// goroutine stacks from the same heap arena, and runtime.systemstack links
+// g0's records back to a goroutine stack that may lie below. Without
 // it, a Go program calling time.Now lost its callers in ~45% of those
 // samples and a cgo program in ~90%. The one frame the records cannot give is the leaf's
 // caller when the frame-pointer register does not yet (prologue), no longer

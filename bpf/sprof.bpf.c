@@ -581,15 +581,27 @@ static __always_inline void put_user_frame(struct scratch_value *s, __u64 addr)
  * the walk is on (a record below sp on the same stack is a stale one of a
  * returned call), and its return address follows a call instruction (a
  * frame-pointer register holding data seldom points at such a word). The
- * walk then goes on within that mapping, strictly increasing again. */
+ * walk then goes on within that mapping, strictly increasing again.
+ *
+ * One record in the same mapping is followed too: Go allocates the g0
+ * stacks of the threads it starts and its goroutines' stacks alike from
+ * its heap arenas, so runtime.systemstack and runtime.morestack, which
+ * run on g0 with the chain linked back to the goroutine, can lead to a
+ * record in the same mapping, below. While the walk is still on the
+ * sample's own stack and has followed a record there, a record below the
+ * sample's sp cannot be one of that stack's live frames; with a return
+ * address that follows a call, it is taken to be on the stack the chain
+ * came from. (The first record, fp itself, below sp is refused: there the
+ * register is stale, not a saved link.) */
 #define MAX_STACK_SWITCHES 3
 
 static __always_inline bool switch_stack(struct fp_walk *w, __u64 fp, __u64 ret)
 {
 	struct stack_bounds to;
+	bool same_mapping = w->stack_lo <= fp && fp < w->mapped_end;
 
-	if (w->switches >= MAX_STACK_SWITCHES || (w->stack_lo <= fp && fp < w->mapped_end) ||
-	    !after_call(ret))
+	if (w->switches >= MAX_STACK_SWITCHES ||
+	    (same_mapping && !(w->switches == 0 && w->lo > w->sp && fp < w->sp)) || !after_call(ret))
 		return false;
 	to = stack_of(fp, false, false);
 	if (fp > to.end - 2 * sizeof(__u64))

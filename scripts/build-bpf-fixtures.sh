@@ -9,3 +9,5 @@ gcc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -pthread -o nofp nofp.
 gcc -O2 -fno-omit-frame-pointer -no-pie -o pltleaf pltleaf.c
 mkdir -p arm64
 aarch64-linux-gnu-gcc -O2 -fno-omit-frame-pointer -no-pie -o arm64/pltleaf pltleaf.c
+gcc -O2 -fno-omit-frame-pointer -no-pie -o stackswitch stackswitch.c
+aarch64-linux-gnu-gcc -O2 -fno-omit-frame-pointer -no-pie -o arm64/stackswitch stackswitch.c
