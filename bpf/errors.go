@@ -106,7 +106,7 @@ func featureError(release string, f Feature, err error) error {
 	}
 	if errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("%w: the kernel refused BPF (%v); check kernel.unprivileged_bpf_disabled, "+
-			"lockdown and seccomp, or run sprof as root", ErrPermission, err)
+			"lockdown, seccomp and, before Linux 5.11, RLIMIT_MEMLOCK (CAP_SYS_RESOURCE lifts it), or run sprof as root", ErrPermission, err)
 	}
 	return fmt.Errorf("probe %s: %w", f, err)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,7 +82,15 @@ type Features struct {
 }
 
 // ProbeFeatures probes every Feature of the running kernel.
+//
+// Before Linux 5.11 BPF maps and programs count against RLIMIT_MEMLOCK,
+// 64 KiB by default before 5.16: too little for the probes and the
+// sampler's maps. So it first lifts this process's limit where the kernel
+// counts that way (rlimit.RemoveMemlock does nothing on newer kernels);
+// without CAP_SYS_RESOURCE that fails, and the probes then fail with
+// EPERM, which Check reports.
 func ProbeFeatures() *Features {
+	_ = rlimit.RemoveMemlock()
 	fs := &Features{Release: kernelRelease()}
 	for f := range fs.errs {
 		fs.errs[f] = probeFeature(Feature(f))
