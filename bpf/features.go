@@ -35,17 +35,23 @@ const (
 )
 
 // featureInfo describes a Feature for people: its name, the first kernel
-// with it, and what sprof does with it.
-var featureInfo = [numFeatures]struct{ name, since, use string }{
-	FeatureBTF:              {"kernel BTF", "5.2", "CO-RE relocations and BTF tracepoints"},
-	FeaturePerfEvent:        {"perf_event programs", "4.9", "the sampling program on cpu-clock"},
-	FeatureTracingBTF:       {"BTF tracepoints (tp_btf)", "5.5", "seeing processes fork and exit"},
-	FeatureRingBuf:          {"ring buffer", "5.8", "passing samples to sprof"},
-	FeatureCurrentTaskBTF:   {"bpf_get_current_task_btf", "5.11", "bpf_find_vma and bpf_task_pt_regs"},
-	FeatureAncestorCgroupID: {"bpf_get_current_ancestor_cgroup_id", "5.14", "the --cgroup filter"},
-	FeatureTaskPtRegs:       {"bpf_task_pt_regs", "5.15", "user stacks of samples that hit the kernel"},
-	FeatureLoop:             {"bpf_loop", "5.17", "frame-pointer walks of up to 1024 frames"},
-	FeatureFindVMA:          {"bpf_find_vma", "5.17", "the stack's bounds (frame checks, stack copies)"},
+// with it, what sprof does with it and, for an optional one, what it does
+// instead.
+var featureInfo = [numFeatures]struct{ name, since, use, without string }{
+	FeatureBTF:        {"kernel BTF", "5.2", "CO-RE relocations and BTF tracepoints", ""},
+	FeaturePerfEvent:  {"perf_event programs", "4.9", "the sampling program on cpu-clock", ""},
+	FeatureTracingBTF: {"BTF tracepoints (tp_btf)", "5.5", "seeing processes fork and exit", ""},
+	FeatureRingBuf:    {"ring buffer", "5.8", "passing samples to sprof", ""},
+	FeatureCurrentTaskBTF: {"bpf_get_current_task_btf", "5.11", "bpf_find_vma and bpf_task_pt_regs",
+		"as without those"},
+	FeatureAncestorCgroupID: {"bpf_get_current_ancestor_cgroup_id", "5.14", "the --cgroup filter",
+		"the filter reads the cgroup's parents itself"},
+	FeatureTaskPtRegs: {"bpf_task_pt_regs", "5.15", "user stacks of samples that hit the kernel",
+		"the user registers are read at the top of the kernel stack"},
+	FeatureLoop: {"bpf_loop", "5.17", "frame-pointer walks of up to 1024 frames",
+		"the walk runs in up to 33 tail calls of 32 frames"},
+	FeatureFindVMA: {"bpf_find_vma", "5.17", "the stack's bounds (frame checks, stack copies)",
+		"a thread's stack is bounded by what of it is readable, and a stack copy may carry bytes above it"},
 }
 
 // String returns the feature's name: the helper, map or program type.
@@ -55,6 +61,10 @@ func (f Feature) String() string {
 	}
 	return featureInfo[f].name
 }
+
+// Without says what the sampler does instead when the kernel lacks f, an
+// Optional feature; "" for the others.
+func (f Feature) Without() string { return featureInfo[f].without }
 
 // Since returns the first mainline Linux release with f ("5.17").
 func (f Feature) Since() string { return featureInfo[f].since }
@@ -151,11 +161,6 @@ func (fs *Features) without(missing ...Feature) *Features {
 	}
 	return &out
 }
-
-// StackCopyFeatures lists what copying user stacks needs beyond loading
-// the sampler: the stack's bounds, looked up by bpf_find_vma and cached
-// per thread in task storage.
-func StackCopyFeatures() []Feature { return []Feature{FeatureFindVMA, FeatureTaskStorage} }
 
 // Check returns nil when the kernel has every Required feature, else an
 // error for the first missing one, which names it, the kernel and the fix,
