@@ -147,7 +147,7 @@ func (fs *Features) Limits() string {
 			missing = append(missing, f.String())
 		}
 	}
-	return fmt.Sprintf("kernel %s has no %s (Linux 5.17): thread stacks are bounded by what of them "+
+	return fmt.Sprintf("kernel %s has no %s (Linux 5.17 has them): thread stacks are bounded by what of them "+
 		"is readable rather than by their mapping, so stack copies may carry bytes from above a thread's stack",
 		fs.Release, strings.Join(missing, " or "))
 }

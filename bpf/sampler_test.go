@@ -616,3 +616,15 @@ func userMappings(t *testing.T, pid int) (code, stack ranges) {
 	}
 	return code, stack
 }
+
+// Every kernel path's program loads with every option on (the verifier
+// checks what the options leave reachable) on this kernel and architecture:
+// the kernel matrix runs this on each kernel, fixtures or not.
+func TestEveryPathLoads(t *testing.T) {
+	requireBPF(t)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		s := openSampler(t, Config{Frequency: 99, Pids: []uint32{1}, FollowForks: true, CgroupID: 1, IncludeIdle: true,
+			User: true, Kernel: true, StackCopy: MaxStackCopy, CopyPids: []uint32{1}, features: features})
+		t.Logf("%s", s.Limits())
+	})
+}
