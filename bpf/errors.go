@@ -101,12 +101,12 @@ func CanLoad(caps uint64) bool {
 // lacks it, or refuses BPF to this process.
 func featureError(release string, f Feature, err error) error {
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("%w: the kernel (%s) has no %s (Linux %s, for %s); sprof needs Linux 5.17 or newer with BPF enabled",
+		return fmt.Errorf("%w: the kernel (%s) has no %s (Linux %s, for %s); sprof needs Linux 5.10 or newer with BPF enabled",
 			ErrUnsupported, release, f, f.Since(), f.Use())
 	}
 	if errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("%w: the kernel refused BPF (%v); check kernel.unprivileged_bpf_disabled, "+
-			"lockdown and seccomp, or run sprof as root", ErrPermission, err)
+			"lockdown, seccomp and, before Linux 5.11, RLIMIT_MEMLOCK (CAP_SYS_RESOURCE lifts it), or run sprof as root", ErrPermission, err)
 	}
 	return fmt.Errorf("probe %s: %w", f, err)
 }

@@ -25,8 +25,8 @@ func TestHostErrors(t *testing.T) {
 		says []string
 	}{
 		{"no BTF", checkBTF(noBTF), ErrNoBTF, []string{noBTF + " is missing", "CONFIG_DEBUG_INFO_BTF=y"}},
-		{"no bpf_loop", featureError("5.10.0", FeatureLoop, probe), ErrUnsupported,
-			[]string{"kernel (5.10.0) has no bpf_loop (Linux 5.17, for frame-pointer walks", "Linux 5.17 or newer"}},
+		{"no ring buffer", featureError("5.4.0", FeatureRingBuf, probe), ErrUnsupported,
+			[]string{"kernel (5.4.0) has no ring buffer (Linux 5.8, for passing samples", "Linux 5.10 or newer"}},
 		{"BPF refused", featureError("6.1.0", FeatureRingBuf, fmt.Errorf("probe: %w", unix.EPERM)), ErrPermission,
 			[]string{"kernel refused BPF", "kernel.unprivileged_bpf_disabled", "run sprof as root"}},
 	} {

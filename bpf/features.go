@@ -3,10 +3,12 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,7 +26,6 @@ const (
 	FeaturePerfEvent                       // perf_event BPF programs
 	FeatureTracingBTF                      // BTF tracepoints (tp_btf), for process fork and exit
 	FeatureRingBuf                         // BPF ring buffers, and bpf_ringbuf_query
-	FeatureTaskStorage                     // task storage maps, caching each thread's stack bounds
 	FeatureCurrentTaskBTF                  // bpf_get_current_task_btf
 	FeatureAncestorCgroupID                // bpf_get_current_ancestor_cgroup_id in perf_event programs
 	FeatureTaskPtRegs                      // bpf_task_pt_regs: user registers of a sample taken in the kernel
@@ -34,18 +35,23 @@ const (
 )
 
 // featureInfo describes a Feature for people: its name, the first kernel
-// with it, and what sprof does with it.
-var featureInfo = [numFeatures]struct{ name, since, use string }{
-	FeatureBTF:              {"kernel BTF", "5.2", "CO-RE relocations and BTF tracepoints"},
-	FeaturePerfEvent:        {"perf_event programs", "4.9", "the sampling program on cpu-clock"},
-	FeatureTracingBTF:       {"BTF tracepoints (tp_btf)", "5.5", "seeing processes fork and exit"},
-	FeatureRingBuf:          {"ring buffer", "5.8", "passing samples to sprof"},
-	FeatureTaskStorage:      {"task storage maps", "5.11", "caching each thread's stack bounds"},
-	FeatureCurrentTaskBTF:   {"bpf_get_current_task_btf", "5.11", "reading the sampled thread"},
-	FeatureAncestorCgroupID: {"bpf_get_current_ancestor_cgroup_id", "5.14", "the --cgroup filter"},
-	FeatureTaskPtRegs:       {"bpf_task_pt_regs", "5.15", "user stacks of samples that hit the kernel"},
-	FeatureLoop:             {"bpf_loop", "5.17", "frame-pointer walks of up to 1024 frames"},
-	FeatureFindVMA:          {"bpf_find_vma", "5.17", "the stack's bounds (frame checks, stack copies)"},
+// with it, what sprof does with it and, for an optional one, what it does
+// instead.
+var featureInfo = [numFeatures]struct{ name, since, use, without string }{
+	FeatureBTF:        {"kernel BTF", "5.2", "CO-RE relocations and BTF tracepoints", ""},
+	FeaturePerfEvent:  {"perf_event programs", "4.9", "the sampling program on cpu-clock", ""},
+	FeatureTracingBTF: {"BTF tracepoints (tp_btf)", "5.5", "seeing processes fork and exit", ""},
+	FeatureRingBuf:    {"ring buffer", "5.8", "passing samples to sprof", ""},
+	FeatureCurrentTaskBTF: {"bpf_get_current_task_btf", "5.11", "bpf_find_vma and bpf_task_pt_regs",
+		"as without those"},
+	FeatureAncestorCgroupID: {"bpf_get_current_ancestor_cgroup_id", "5.14", "the --cgroup filter",
+		"the filter reads the cgroup's parents itself"},
+	FeatureTaskPtRegs: {"bpf_task_pt_regs", "5.15", "user stacks of samples that hit the kernel",
+		"the user registers are read at the top of the kernel stack"},
+	FeatureLoop: {"bpf_loop", "5.17", "frame-pointer walks of up to 1024 frames",
+		"the walk runs in up to 33 tail calls of 32 frames"},
+	FeatureFindVMA: {"bpf_find_vma", "5.17", "the stack's bounds (frame checks, stack copies)",
+		"a thread's stack is bounded by what of it is readable, and a stack copy may carry bytes above it"},
 }
 
 // String returns the feature's name: the helper, map or program type.
@@ -55,6 +61,10 @@ func (f Feature) String() string {
 	}
 	return featureInfo[f].name
 }
+
+// Without says what the sampler does instead when the kernel lacks f, an
+// Optional feature; "" for the others.
+func (f Feature) Without() string { return featureInfo[f].without }
 
 // Since returns the first mainline Linux release with f ("5.17").
 func (f Feature) Since() string { return featureInfo[f].since }
@@ -82,7 +92,15 @@ type Features struct {
 }
 
 // ProbeFeatures probes every Feature of the running kernel.
+//
+// Before Linux 5.11 BPF maps and programs count against RLIMIT_MEMLOCK,
+// 64 KiB by default before 5.16: too little for the probes and the
+// sampler's maps. So it first lifts this process's limit where the kernel
+// counts that way (rlimit.RemoveMemlock does nothing on newer kernels);
+// without CAP_SYS_RESOURCE that fails, and the probes then fail with
+// EPERM, which Check reports.
 func ProbeFeatures() *Features {
+	_ = rlimit.RemoveMemlock()
 	fs := &Features{Release: kernelRelease()}
 	for f := range fs.errs {
 		fs.errs[f] = probeFeature(Feature(f))
@@ -98,15 +116,51 @@ func (fs *Features) Has(f Feature) bool { return fs.errs[f] == nil }
 // could not tell (most often no privileges: errors.Is(err, unix.EPERM)).
 func (fs *Features) Err(f Feature) error { return fs.errs[f] }
 
-// Required returns the features without which the sampler's programs do
-// not load: the verifier checks every helper of a program, whichever path
-// a sample takes.
-func Required() []Feature { return AllFeatures() }
+// Required returns the features without which the sampler cannot run: the
+// 5.10 floor. Without the others (Optional) Open picks another path; see
+// the package documentation, Kernels.
+func Required() []Feature {
+	return []Feature{FeatureBTF, FeaturePerfEvent, FeatureTracingBTF, FeatureRingBuf}
+}
 
-// StackCopyFeatures lists what copying user stacks needs beyond loading
-// the sampler: the stack's bounds, looked up by bpf_find_vma and cached
-// per thread in task storage.
-func StackCopyFeatures() []Feature { return []Feature{FeatureFindVMA, FeatureTaskStorage} }
+// Optional reports whether the sampler runs without f.
+func (f Feature) Optional() bool { return f >= FeatureCurrentTaskBTF }
+
+// walkHelpers: bpf_loop and bpf_find_vma (5.17), for the sample program;
+// without them sample_compat runs.
+func (fs *Features) walkHelpers() bool {
+	return fs.Has(FeatureLoop) && fs.Has(FeatureFindVMA) && fs.Has(FeatureCurrentTaskBTF)
+}
+
+// Limits says in one sentence what the sampler does differently on this
+// kernel for lack of optional features, for the user to read once at
+// start; "" when it lacks none that change what a user sees. Without
+// bpf_task_pt_regs or bpf_get_current_ancestor_cgroup_id the fallbacks
+// give the same samples.
+func (fs *Features) Limits() string {
+	if fs.walkHelpers() {
+		return ""
+	}
+	var missing []string
+	for _, f := range []Feature{FeatureLoop, FeatureFindVMA, FeatureCurrentTaskBTF} {
+		if !fs.Has(f) {
+			missing = append(missing, f.String())
+		}
+	}
+	return fmt.Sprintf("kernel %s has no %s (Linux 5.17 has them): thread stacks are bounded by what of them "+
+		"is readable rather than by their mapping, so stack copies may carry bytes from above a thread's stack",
+		fs.Release, strings.Join(missing, " or "))
+}
+
+// without returns fs with the features fs lacks plus missing, as a kernel
+// without them would be probed: tests run older kernels' paths with it.
+func (fs *Features) without(missing ...Feature) *Features {
+	out := *fs
+	for _, f := range missing {
+		out.errs[f] = fmt.Errorf("%s: %w (pretended)", f, ebpf.ErrNotSupported)
+	}
+	return &out
+}
 
 // Check returns nil when the kernel has every Required feature, else an
 // error for the first missing one, which names it, the kernel and the fix,
@@ -144,8 +198,6 @@ func probeFeature(f Feature) error {
 		return probeTracepointBTF("sched_process_fork")
 	case FeatureRingBuf:
 		return features.HaveMapType(ebpf.RingBuf)
-	case FeatureTaskStorage:
-		return features.HaveMapType(ebpf.TaskStorage)
 	}
 	helper := map[Feature]asm.BuiltinFunc{
 		FeatureCurrentTaskBTF:   asm.FnGetCurrentTaskBtf,

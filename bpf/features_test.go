@@ -53,7 +53,6 @@ func TestProbeFeatures(t *testing.T) {
 		FeaturePerfEvent:        want.ProgramTypes["have_perf_event_prog_type"],
 		FeatureTracingBTF:       spec != nil && tpErr == nil,
 		FeatureRingBuf:          want.MapTypes["have_ringbuf_map_type"],
-		FeatureTaskStorage:      want.MapTypes["have_task_storage_map_type"],
 		FeatureCurrentTaskBTF:   slices.Contains(perfHelpers, "bpf_get_current_task_btf"),
 		FeatureAncestorCgroupID: slices.Contains(perfHelpers, "bpf_get_current_ancestor_cgroup_id"),
 		FeatureTaskPtRegs:       slices.Contains(perfHelpers, "bpf_task_pt_regs"),

@@ -58,13 +58,15 @@ func TestCgroupFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := fi.Sys().(*syscall.Stat_t).Ino // a cgroup v2 id is its directory's inode number
-	s := openSampler(t, Config{Frequency: 499, CgroupID: id, User: true})
-	byPid := map[uint32]int{}
-	collect(t, s, time.Second, func(x *Sample) bool { byPid[x.Pid]++; return false })
-	if byPid[uint32(inside.Process.Pid)] == 0 || len(byPid) != 1 {
-		t.Fatalf("samples by pid %v; want only pid %d (in a child of cgroup %d), not %d",
-			byPid, inside.Process.Pid, id, outside.Process.Pid)
-	}
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		s := openSampler(t, Config{Frequency: 499, CgroupID: id, User: true, features: features})
+		byPid := map[uint32]int{}
+		collect(t, s, time.Second, func(x *Sample) bool { byPid[x.Pid]++; return false })
+		if byPid[uint32(inside.Process.Pid)] == 0 || len(byPid) != 1 {
+			t.Fatalf("samples by pid %v; want only pid %d (in a child of cgroup %d), not %d",
+				byPid, inside.Process.Pid, id, outside.Process.Pid)
+		}
+	})
 }
 
 // Without IncludeIdle no idle sample arrives, and sprof never samples

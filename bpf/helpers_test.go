@@ -297,3 +297,33 @@ func waitCPUTime(t testing.TB, pid int, d time.Duration) {
 		}
 	}
 }
+
+// kernelPaths are the sampler's paths: the one this kernel's features
+// choose, and those of kernels without the optional features, forced here
+// so that every path runs on this host (the kernel matrix runs them on the
+// kernels themselves).
+var kernelPaths = []struct {
+	name    string
+	without []Feature // pretended missing
+}{
+	{"probed", nil},
+	{"5.10", []Feature{FeatureCurrentTaskBTF, FeatureAncestorCgroupID, FeatureTaskPtRegs, FeatureLoop, FeatureFindVMA}},
+}
+
+// pathFeatures are the features a Config gets for a kernel path: nil,
+// probed by Open, when it pretends nothing.
+func pathFeatures(without []Feature) *Features {
+	if len(without) == 0 {
+		return nil
+	}
+	return ProbeFeatures().without(without...)
+}
+
+// onEveryPath runs test once per kernel path, as a subtest; test puts
+// features into its Config.
+func onEveryPath(t *testing.T, test func(t *testing.T, features *Features)) {
+	t.Helper()
+	for _, p := range kernelPaths {
+		t.Run(p.name, func(t *testing.T) { test(t, pathFeatures(p.without)) })
+	}
+}

@@ -6,19 +6,17 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
 // cpuClock is one CPU-clock perf event with the program attached.
 type cpuClock struct {
-	fd   int
-	link link.Link
+	fd int
 }
 
 // openCPUClock opens a PERF_COUNT_SW_CPU_CLOCK event on cpu that fires hz
-// times per second of CPU time (freq mode), attaches prog through a BPF link
-// and leaves the event disabled until enable. Idle time does not fire the
+// times per second of CPU time (freq mode), attaches prog and leaves the
+// event disabled until enable. Idle time does not fire the
 // event at all unless includeIdle, which saves the program runs the filter
 // would discard anyway.
 func openCPUClock(cpu, hz int, includeIdle bool, prog *ebpf.Program) (*cpuClock, error) {
@@ -40,12 +38,14 @@ func openCPUClock(cpu, hz int, includeIdle bool, prog *ebpf.Program) (*cpuClock,
 		}
 		return nil, fmt.Errorf("perf_event_open cpu-clock on CPU %d at %d Hz: %w", cpu, hz, err)
 	}
-	l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
-	if err != nil {
+	// PERF_EVENT_IOC_SET_BPF (4.9) rather than a BPF link, which perf
+	// events take only since 5.15: the program stays attached while the
+	// event's fd is open, which is all a link would add.
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD()); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("attach BPF program to CPU %d: %w", cpu, err)
 	}
-	return &cpuClock{fd: fd, link: l}, nil
+	return &cpuClock{fd: fd}, nil
 }
 
 func (c *cpuClock) enable() error {
@@ -63,5 +63,8 @@ func (c *cpuClock) disable() error {
 }
 
 func (c *cpuClock) close() error {
-	return errors.Join(c.link.Close(), unix.Close(c.fd))
+	if err := unix.Close(c.fd); err != nil {
+		return fmt.Errorf("close cpu-clock event: %w", err)
+	}
+	return nil
 }

@@ -61,6 +61,9 @@ type Config struct {
 	// DefaultOffCPUMin.
 	OffCPU    bool
 	OffCPUMin time.Duration
+	// features, when set, replaces what ProbeFeatures finds: tests use it
+	// to run the paths of older kernels on this one.
+	features *Features
 }
 
 // MaxStackCopy is the largest Config.StackCopy, about perf's limit for
@@ -116,7 +119,8 @@ const (
 // One goroutine reads; AddPid, SetCopy, Lost, Stats and Ready may be called
 // from others meanwhile.
 type Sampler struct {
-	objs       sprofObjects
+	objs       objects
+	features   *Features
 	hooks      []link.Link // fork and exit hooks of the pid filter
 	clocks     []*cpuClock
 	reader     *ringbuf.Reader
@@ -179,6 +183,10 @@ func Open(cfg Config) (*Sampler, error) {
 	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0, ringSize: ringSize,
 		ready: make(chan struct{}, 1)}
 	s.backlog.max = backlogSize(cfg, len(online))
+	s.features = cfg.features
+	if s.features == nil {
+		s.features = ProbeFeatures()
+	}
 	if err := s.load(cfg, ringSize); err != nil {
 		return nil, err
 	}
@@ -271,6 +279,9 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		"capture_kernel":  cfg.Kernel,
 		"stack_copy_size": uint32(cfg.StackCopy),
 		"copy_all":        cfg.CopyAll,
+
+		"have_task_pt_regs":    s.features.Has(FeatureTaskPtRegs) && s.features.Has(FeatureCurrentTaskBTF),
+		"have_ancestor_cgroup": s.features.Has(FeatureAncestorCgroupID),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("set BPF variable %s: %w", name, err)
@@ -290,13 +301,22 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		scratch.ValueSize += uint32(cfg.StackCopy)
 		scratch.Key, scratch.Value = nil, nil
 	}
+	// One of the two sampling programs, as "sample": the other one is not
+	// loaded, as a kernel without bpf_loop and bpf_find_vma rejects it.
+	if !s.features.walkHelpers() {
+		spec.Programs[sprofProgSample] = spec.Programs[sprofProgSampleCompat]
+	}
+	delete(spec.Programs, sprofProgSampleCompat)
 	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			return fmt.Errorf("%w: the kernel refused to load the BPF program (%v); run sprof as root", ErrPermission, err)
 		}
 		return fmt.Errorf("load BPF program: %w", err)
 	}
-
+	if err := s.objs.WalkTail.Put(uint32(0), s.objs.WalkCompat); err != nil {
+		s.objs.Close()
+		return fmt.Errorf("install the walk's tail call: %w", err)
+	}
 	for _, pid := range cfg.Pids {
 		if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
 			s.objs.Close()
@@ -317,6 +337,30 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 	}
 	return nil
 }
+
+// objects are what the Sampler loads of the BPF object: the sampling
+// program the kernel's features chose, the hooks and the maps.
+type objects struct {
+	Sample     *ebpf.Program `ebpf:"sample"`
+	WalkCompat *ebpf.Program `ebpf:"walk_compat"` // tail-called by sample_compat
+	FollowFork *ebpf.Program `ebpf:"follow_fork"`
+	ForgetExit *ebpf.Program `ebpf:"forget_exit"`
+	sprofMaps
+}
+
+func (o *objects) Close() error {
+	var errs []error
+	for _, p := range []*ebpf.Program{o.Sample, o.WalkCompat, o.FollowFork, o.ForgetExit} {
+		if p != nil {
+			errs = append(errs, p.Close())
+		}
+	}
+	return errors.Join(append(errs, o.sprofMaps.Close())...)
+}
+
+// Limits says in one sentence what this kernel's missing features change,
+// for the user to read once at start; "" on Linux 5.17 and newer.
+func (s *Sampler) Limits() string { return s.features.Limits() }
 
 // start hooks forks and exits, opens the ring and enables the events, in
 // that order, so nothing is sampled before the ring can be read and no

@@ -185,23 +185,25 @@ func TestWalkChain(t *testing.T) {
 		fx.returnAfterCall(t, "a", "b"),
 		fx.returnAfterCall(t, "main", "a"),
 	}
-	cmd, _ := startFixture(t, "chain")
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
-	exact := 0
-	for _, x := range got {
-		if !fx.contains("c", x.PC) {
-			t.Fatalf("sample at pc %#x outside c (%#x)", x.PC, fx.syms["c"].Value)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startFixture(t, "chain")
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+		got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
+		exact := 0
+		for _, x := range got {
+			if !fx.contains("c", x.PC) {
+				t.Fatalf("sample at pc %#x outside c (%#x)", x.PC, fx.syms["c"].Value)
+			}
+			if len(x.user) >= 4 && equal(x.user[1:4], want) {
+				exact++
+			} else {
+				t.Errorf("stack %s, want [pc %s ...]", hexFrames(x.user), hexFrames(want))
+			}
 		}
-		if len(x.user) >= 4 && equal(x.user[1:4], want) {
-			exact++
-		} else {
-			t.Errorf("stack %s, want [pc %s ...]", hexFrames(x.user), hexFrames(want))
+		if len(got) == 0 || exact < len(got) {
+			t.Fatalf("%d of %d samples have the exact chain", exact, len(got))
 		}
-	}
-	if len(got) == 0 || exact < len(got) {
-		t.Fatalf("%d of %d samples have the exact chain", exact, len(got))
-	}
+	})
 }
 
 // Samples in a prologue or epilogue (push %rbp, mov %rsp,%rbp, pop %rbp,
@@ -241,42 +243,44 @@ func TestWalkPrologueEpilogue(t *testing.T) {
 func TestWalkBadFrames(t *testing.T) {
 	requireFixture(t)
 	fx := loadFixtureELF(t)
-	for _, tc := range []struct {
-		mode, fn string
-		want     []uint64 // after pc and the leaf's return into main
-		// On x86-64 the spin moved rsp off its return address, so the
-		// walk cannot know main called it; on aarch64 lr still says so.
-		hidesCaller bool
-	}{
-		{"below-sp", "spin_below_sp", nil, false},
-		{"misaligned", "spin_misaligned", nil, false},
-		{"self-loop", "spin_self_loop", []uint64{0x401234}, true},
-		// A readable, well-formed record {0, 0x401234} in the argument
-		// strings, above the stack's end: only the upper bound stops it.
-		{"above-stack", "spin_above_stack", nil, false},
-		{"bad-return", "spin_bad_return", nil, true},
-		// A record on another mapping is no stack switch when its return
-		// address follows no call.
-		{"other-data", "spin_other_data", nil, false},
-	} {
-		t.Run(tc.mode, func(t *testing.T) {
-			if !tc.hidesCaller || runtime.GOARCH == "arm64" {
-				tc.want = append([]uint64{fx.returnAfterCall(t, "main", tc.fn)}, tc.want...)
-			}
-			cmd, _ := startFixture(t, tc.mode, strings.Repeat("r", 32))
-			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-			got := collectN(t, s, 20, fx.inFixture(cmd.Process.Pid))
-			if len(got) == 0 {
-				t.Fatal("no samples")
-			}
-			for _, x := range got {
-				if !fx.contains(tc.fn, x.PC) || !equal(x.user[1:], tc.want) || !x.UserTruncated {
-					t.Fatalf("pc %#x stack %s truncated %v, want pc in %s, [pc %s] truncated",
-						x.PC, hexFrames(x.user), x.UserTruncated, tc.fn, hexFrames(tc.want))
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		for _, tc := range []struct {
+			mode, fn string
+			want     []uint64 // after pc and the leaf's return into main
+			// On x86-64 the spin moved rsp off its return address, so the
+			// walk cannot know main called it; on aarch64 lr still says so.
+			hidesCaller bool
+		}{
+			{"below-sp", "spin_below_sp", nil, false},
+			{"misaligned", "spin_misaligned", nil, false},
+			{"self-loop", "spin_self_loop", []uint64{0x401234}, true},
+			// A readable, well-formed record {0, 0x401234} in the argument
+			// strings, above the stack's end: only the upper bound stops it.
+			{"above-stack", "spin_above_stack", nil, false},
+			{"bad-return", "spin_bad_return", nil, true},
+			// A record on another mapping is no stack switch when its return
+			// address follows no call.
+			{"other-data", "spin_other_data", nil, false},
+		} {
+			t.Run(tc.mode, func(t *testing.T) {
+				if !tc.hidesCaller || runtime.GOARCH == "arm64" {
+					tc.want = append([]uint64{fx.returnAfterCall(t, "main", tc.fn)}, tc.want...)
 				}
-			}
-		})
-	}
+				cmd, _ := startFixture(t, tc.mode, strings.Repeat("r", 32))
+				s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+				got := collectN(t, s, 20, fx.inFixture(cmd.Process.Pid))
+				if len(got) == 0 {
+					t.Fatal("no samples")
+				}
+				for _, x := range got {
+					if !fx.contains(tc.fn, x.PC) || !equal(x.user[1:], tc.want) || !x.UserTruncated {
+						t.Fatalf("pc %#x stack %s truncated %v, want pc in %s, [pc %s] truncated",
+							x.PC, hexFrames(x.user), x.UserTruncated, tc.fn, hexFrames(tc.want))
+					}
+				}
+			})
+		}
+	})
 }
 
 // A frame-pointer chain that crosses to another stack, as Go's vDSO and
@@ -291,18 +295,20 @@ func TestWalkOtherStack(t *testing.T) {
 		fx.returnAfterCall(t, "on_other_stack", "c"),
 		fx.returnAfterCall(t, "main", "on_other_stack"),
 	}
-	cmd, _ := startFixture(t, "other-stack")
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-	got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
-	for _, x := range got {
-		if !fx.contains("c", x.PC) || len(x.user) < 4 || !equal(x.user[1:3], want) {
-			t.Fatalf("pc %#x stack %s, want pc in c, [pc %s, main's caller ...]",
-				x.PC, hexFrames(x.user), hexFrames(want))
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startFixture(t, "other-stack")
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+		got := collectN(t, s, 50, fx.inFixture(cmd.Process.Pid))
+		for _, x := range got {
+			if !fx.contains("c", x.PC) || len(x.user) < 4 || !equal(x.user[1:3], want) {
+				t.Fatalf("pc %#x stack %s, want pc in c, [pc %s, main's caller ...]",
+					x.PC, hexFrames(x.user), hexFrames(want))
+			}
 		}
-	}
-	if len(got) == 0 {
-		t.Fatal("no samples")
-	}
+		if len(got) == 0 {
+			t.Fatal("no samples")
+		}
+	})
 }
 
 // The walk goes deeper than bpf_get_stack's default 127 frames, reaches
@@ -316,39 +322,41 @@ func TestWalkDepth(t *testing.T) {
 	fromC := fx.returnAfterCall(t, "recurse", "c")
 	inRecurse := fx.returnAfterCall(t, "recurse", "recurse")
 	inMain := fx.returnAfterCall(t, "main", "recurse")
-	for _, depth := range []int{300, 1021, 1500} {
-		t.Run(strconv.Itoa(depth), func(t *testing.T) {
-			cmd, _ := startFixture(t, "deep", strconv.Itoa(depth))
-			s := openSampler(t, Config{Frequency: 199, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
-			// Only samples in c: the recursion is complete.
-			got := collectN(t, s, 20, func(x *Sample) bool {
-				return x.Pid == uint32(cmd.Process.Pid) && fx.contains("c", x.PC)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		for _, depth := range []int{300, 1021, 1500} {
+			t.Run(strconv.Itoa(depth), func(t *testing.T) {
+				cmd, _ := startFixture(t, "deep", strconv.Itoa(depth))
+				s := openSampler(t, Config{Frequency: 199, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+				// Only samples in c: the recursion is complete.
+				got := collectN(t, s, 20, func(x *Sample) bool {
+					return x.Pid == uint32(cmd.Process.Pid) && fx.contains("c", x.PC)
+				})
+				if len(got) == 0 {
+					t.Fatal("no samples in c")
+				}
+				for _, x := range got {
+					want := 1024 // frames up to the limit
+					if main := depth + 2; main < 1024 {
+						want = main + 1 // frames up to main's caller's return
+						if x.user[main] != inMain {
+							t.Fatalf("frame %d = %#x, want %#x in main", main, x.user[main], inMain)
+						}
+					} else if !x.UserTruncated {
+						t.Fatalf("%d frames of a %d-deep stack not flagged truncated", len(x.user), depth+3)
+					}
+					if len(x.user) < want || len(x.user) > 1024 || x.user[1] != fromC {
+						t.Fatalf("%d frames, frame 1 %#x; want %d to 1024, frame 1 %#x", len(x.user), x.user[1], want, fromC)
+					}
+					for i := 2; i < min(depth+2, 1024); i++ {
+						if x.user[i] != inRecurse {
+							t.Fatalf("frame %d = %#x, want %#x in recurse", i, x.user[i], inRecurse)
+						}
+					}
+				}
+				t.Logf("%d samples, %d frames, truncated %v", len(got), len(got[0].user), got[0].UserTruncated)
 			})
-			if len(got) == 0 {
-				t.Fatal("no samples in c")
-			}
-			for _, x := range got {
-				want := 1024 // frames up to the limit
-				if main := depth + 2; main < 1024 {
-					want = main + 1 // frames up to main's caller's return
-					if x.user[main] != inMain {
-						t.Fatalf("frame %d = %#x, want %#x in main", main, x.user[main], inMain)
-					}
-				} else if !x.UserTruncated {
-					t.Fatalf("%d frames of a %d-deep stack not flagged truncated", len(x.user), depth+3)
-				}
-				if len(x.user) < want || len(x.user) > 1024 || x.user[1] != fromC {
-					t.Fatalf("%d frames, frame 1 %#x; want %d to 1024, frame 1 %#x", len(x.user), x.user[1], want, fromC)
-				}
-				for i := 2; i < min(depth+2, 1024); i++ {
-					if x.user[i] != inRecurse {
-						t.Fatalf("frame %d = %#x, want %#x in recurse", i, x.user[i], inRecurse)
-					}
-				}
-			}
-			t.Logf("%d samples, %d frames, truncated %v", len(got), len(got[0].user), got[0].UserTruncated)
-		})
-	}
+		}
+	})
 }
 
 // With Pids set, other processes' samples never reach the ring buffer: a
@@ -539,45 +547,47 @@ func TestKernelStacksAndPLTLeaf(t *testing.T) {
 	entry := kernelSymbols(t, syscallEntries()...)
 	cmd, _ := startFixture(t, "syscalls")
 	time.Sleep(200 * time.Millisecond) // past ld.so
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true})
-	got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
-	code, stack := userMappings(t, cmd.Process.Pid)
-	var inKernel, viaEntry, exact int
-	for _, x := range got {
-		// In the kernel too, the registers are the thread's user ones,
-		// from its pt_regs: pc in the fixture's or libc's code, sp on
-		// its stack.
-		if !code.contains(x.PC) || !stack.contains(x.SP) || x.FP == 0 {
-			t.Fatalf("sample with %d kernel frames: pc %#x sp %#x fp %#x; want pc in %v, sp in %v",
-				len(x.kernel), x.PC, x.SP, x.FP, code, stack)
-		}
-		if fx.contains("sys_loop", x.PC) {
-			exact++ // the frame-record case, covered by TestWalkChain
-			continue
-		}
-		if len(x.user) >= 3 && intoLoop[x.user[1]] && x.user[2] == inMain {
-			exact++
-		} else {
-			t.Errorf("pc %#x: stack %s, want [pc, a return into sys_loop, %#x ...]", x.PC, hexFrames(x.user), inMain)
-		}
-		if len(x.kernel) == 0 {
-			continue
-		}
-		inKernel++
-		for _, a := range x.kernel {
-			if a < 0xffff800000000000 {
-				t.Fatalf("kernel frame %#x is a user address", a)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true, features: features})
+		got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
+		code, stack := userMappings(t, cmd.Process.Pid)
+		var inKernel, viaEntry, exact int
+		for _, x := range got {
+			// In the kernel too, the registers are the thread's user ones,
+			// from its pt_regs: pc in the fixture's or libc's code, sp on
+			// its stack.
+			if !code.contains(x.PC) || !stack.contains(x.SP) || x.FP == 0 {
+				t.Fatalf("sample with %d kernel frames: pc %#x sp %#x fp %#x; want pc in %v, sp in %v",
+					len(x.kernel), x.PC, x.SP, x.FP, code, stack)
 			}
-			if entry.contains(a) {
-				viaEntry++
-				break
+			if fx.contains("sys_loop", x.PC) {
+				exact++ // the frame-record case, covered by TestWalkChain
+				continue
+			}
+			if len(x.user) >= 3 && intoLoop[x.user[1]] && x.user[2] == inMain {
+				exact++
+			} else {
+				t.Errorf("pc %#x: stack %s, want [pc, a return into sys_loop, %#x ...]", x.PC, hexFrames(x.user), inMain)
+			}
+			if len(x.kernel) == 0 {
+				continue
+			}
+			inKernel++
+			for _, a := range x.kernel {
+				if a < 0xffff800000000000 {
+					t.Fatalf("kernel frame %#x is a user address", a)
+				}
+				if entry.contains(a) {
+					viaEntry++
+					break
+				}
 			}
 		}
-	}
-	if inKernel == 0 || viaEntry*10 < inKernel*9 {
-		t.Fatalf("%d samples in the kernel, %d through %v; want some, ≥ 90%% of them", inKernel, viaEntry, syscallEntries())
-	}
-	t.Logf("%d samples, %d in the kernel (%d through %v), %d with the exact user chain", len(got), inKernel, viaEntry, syscallEntries(), exact)
+		if inKernel == 0 || viaEntry*10 < inKernel*9 {
+			t.Fatalf("%d samples in the kernel, %d through %v; want some, ≥ 90%% of them", inKernel, viaEntry, syscallEntries())
+		}
+		t.Logf("%d samples, %d in the kernel (%d through %v), %d with the exact user chain", len(got), inKernel, viaEntry, syscallEntries(), exact)
+	})
 }
 
 // syscallEntries are the kernel functions a system call passes through:
@@ -644,4 +654,16 @@ func userMappings(t *testing.T, pid int) (code, stack ranges) {
 		}
 	}
 	return code, stack
+}
+
+// Every kernel path's program loads with every option on (the verifier
+// checks what the options leave reachable) on this kernel and architecture:
+// the kernel matrix runs this on each kernel, fixtures or not.
+func TestEveryPathLoads(t *testing.T) {
+	requireBPF(t)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		s := openSampler(t, Config{Frequency: 99, Pids: []uint32{1}, FollowForks: true, CgroupID: 1, IncludeIdle: true,
+			User: true, Kernel: true, StackCopy: MaxStackCopy, CopyPids: []uint32{1}, features: features})
+		t.Logf("%s", s.Limits())
+	})
 }

@@ -100,6 +100,10 @@ volatile const bool capture_kernel;
  * every process rather than only those in copy_pids. */
 volatile const __u32 stack_copy_size;
 volatile const bool copy_all;
+/* Kernel features the loader found (see features.go); the verifier prunes
+ * the paths of missing ones, so their helpers need not exist. */
+volatile const bool have_task_pt_regs;     /* bpf_task_pt_regs, 5.15 */
+volatile const bool have_ancestor_cgroup;  /* bpf_get_current_ancestor_cgroup_id in perf_event programs */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -138,18 +142,44 @@ struct {
 	__type(value, __u64);
 } sent SEC(".maps");
 
+/* The current task, for CO-RE reads. bpf_get_current_task_btf (5.11) would
+ * allow plain loads, but bpf_get_current_task works on every kernel. */
+static __always_inline struct task_struct *current_task(void)
+{
+	return (struct task_struct *)bpf_get_current_task();
+}
+
 static __always_inline bool in_cgroup(void)
 {
+	struct cgroup *cg;
+
 	if (bpf_get_current_cgroup_id() == cgroup_id)
 		return true;
 	/* A descendant of the cgroup: compare the ancestors from the root
 	 * down; an id of 0 means we went past the task's own level. */
-	for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
-		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
-		if (id == cgroup_id)
-			return true;
-		if (id == 0)
+	if (have_ancestor_cgroup) {
+		for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
+			__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+			if (id == cgroup_id)
+				return true;
+			if (id == 0)
+				return false;
+		}
+		return false;
+	}
+	/* Without the helper in perf_event programs: up the parents of the
+	 * task's cgroup v2 cgroup, each one's id being its kernfs node's.
+	 * A cgroup's parent is its self css's parent, whose cgroup embeds it
+	 * at the same offset. */
+	cg = BPF_CORE_READ(current_task(), cgroups, dfl_cgrp);
+	for (int level = 0; level < MAX_CGROUP_LEVELS && cg; level++) {
+		struct cgroup_subsys_state *parent = BPF_CORE_READ(cg, self.parent);
+
+		if (!parent)
 			return false;
+		cg = (struct cgroup *)((void *)parent - bpf_core_field_offset(struct cgroup, self));
+		if (BPF_CORE_READ(cg, kn, id) == cgroup_id)
+			return true;
 	}
 	return false;
 }
@@ -167,21 +197,29 @@ static __always_inline bool wanted(__u32 tgid)
 	return true;
 }
 
-/* The mapping that held a thread's stack pointer last time. */
+/* What is known of the stack that held a thread's stack pointer last time:
+ * the mapping [start, end) and, below or at end, top, where the stack's
+ * readable part ends. top < end where the kernel merged the stack's mapping
+ * with untouched anonymous memory above it (see copy_stack). */
 struct stack_vma {
 	__u64 start;
 	__u64 end;
+	__u64 top;
 };
 
 /* bpf_find_vma costs microseconds in interrupt context (it takes the mmap
- * lock and releases it through irq_work), so each thread remembers its stack
- * mapping. A stale entry (the mapping unmapped and replaced while the thread
- * lives, e.g. a coroutine stack pool) can only make the bound too tight or
- * too loose; every frame is still read with a checked user read. */
+ * lock and releases it through irq_work), so each thread's stack mapping
+ * is remembered, by thread id. Without bpf_find_vma (before 5.17) the
+ * entry holds what copy_stack found of the stack's top instead. A stale
+ * entry (the mapping unmapped and replaced while the thread lives, e.g. a
+ * coroutine stack pool, or a thread id reused) can only make the bound too
+ * tight or too loose; every frame is still read with a checked user read.
+ * An LRU hash rather than task storage (5.11): the same on every kernel,
+ * and the least recently sampled threads go first when it is full. */
 struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tid */
 	__type(value, struct stack_vma);
 } stack_vmas SEC(".maps");
 
@@ -191,11 +229,14 @@ static long stack_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
 
 	v->start = vma->vm_start;
 	v->end = vma->vm_end;
+	v->top = vma->vm_end;
 	return 0;
 }
 
 /* The stack holding sp: records lie in [lo, end); the whole mapping, which
  * a record on another stack must lie outside of, is [lo, mapped_end).
+ * known: the thread's entry in stack_vmas, when there is one for this
+ * stack, for copy_stack to correct.
  *
  * On the main thread's stack, end is mm->start_stack, the initial stack
  * pointer, above which no frame record lies, read without any lock: sp
@@ -207,41 +248,46 @@ static long stack_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
  *
  * Elsewhere (pthread stacks, Go goroutine stacks, alternate signal stacks)
  * it is the mapping holding sp, remembered per thread. When that mapping is
- * not known (with lookup false, or the mmap lock is contended), 8 MiB on
- * either side of sp: the default RLIMIT_STACK and pthread stack size. The
- * per-thread memory cut bpf_find_vma calls by 59% under a build load; a
- * program run can make only one such call (its lock is released through a
- * per-CPU irq_work), so only the sample's own sp looks its mapping up. */
+ * not known (the kernel has no bpf_find_vma, lookup is false, or the mmap
+ * lock is contended), 8 MiB on either side of sp: the default RLIMIT_STACK
+ * and pthread stack size. The per-thread memory cut bpf_find_vma calls by
+ * 59% under a build load; a program run can make only one such call (its
+ * lock is released through a per-CPU irq_work), so only the sample's own sp
+ * looks its mapping up. */
 #define MAIN_STACK_SPAN (64 << 20)
 #define UNKNOWN_STACK_SPAN (8 << 20)
 
 struct stack_bounds {
 	__u64 lo, end, mapped_end;
+	struct stack_vma *known;
+	bool guessed; /* the mapping is not known: lo and end are sp -/+ UNKNOWN_STACK_SPAN */
 };
 
-static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup)
+static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup, const bool find_vma)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct stack_vma found = {}, *cached;
+	struct task_struct *task = current_task();
+	struct stack_vma found = {}, *known;
 	__u64 top = BPF_CORE_READ(task, mm, start_stack);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
 	if (sp < top && top - sp < MAIN_STACK_SPAN) {
 		__u64 strings = BPF_CORE_READ(task, mm, env_end);
 
 		return (struct stack_bounds){top - MAIN_STACK_SPAN, top, strings + 2 * 4096};
 	}
-	cached = bpf_task_storage_get(&stack_vmas, task, 0, lookup ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-	if (cached && cached->start <= sp && sp < cached->end)
-		return (struct stack_bounds){cached->start, cached->end, cached->end};
-	if (lookup) {
-		bpf_find_vma(task, sp, stack_vma_cb, &found, 0);
+	known = bpf_map_lookup_elem(&stack_vmas, &tid);
+	if (known && known->start <= sp && sp < known->top)
+		return (struct stack_bounds){known->start, known->top, known->end, known};
+	if (find_vma && lookup) {
+		bpf_find_vma(bpf_get_current_task_btf(), sp, stack_vma_cb, &found, 0);
 		if (found.start <= sp && sp < found.end) {
-			if (cached)
-				*cached = found;
-			return (struct stack_bounds){found.start, found.end, found.end};
+			bpf_map_update_elem(&stack_vmas, &tid, &found, BPF_ANY);
+			return (struct stack_bounds){found.start, found.end, found.end,
+						     bpf_map_lookup_elem(&stack_vmas, &tid)};
 		}
 	}
-	return (struct stack_bounds){sp - UNKNOWN_STACK_SPAN, sp + UNKNOWN_STACK_SPAN, sp + UNKNOWN_STACK_SPAN};
+	return (struct stack_bounds){sp - UNKNOWN_STACK_SPAN, sp + UNKNOWN_STACK_SPAN, sp + UNKNOWN_STACK_SPAN,
+				     .guessed = true};
 }
 
 /*
@@ -383,10 +429,64 @@ static __always_inline bool after_call(__u64 ret)
 	       (insn & 0xfefff800) == 0xd63f0800;
 }
 
+/*
+ * A PLT stub or linker veneer: adrp x16, GOT page; ldr x17, [x16, #slot];
+ * add x16, x16, #slot; br x17, with autia1716 before the br where PLT
+ * entries authenticate (-z pac-plt); bti c before it all is a prologue
+ * instruction to leaf_return. GNU ld emits no unwind table for aarch64's
+ * .plt, so this frameless leaf, whose caller is in lr, must be recognised
+ * by its code.
+ */
+#define PLT_ADRP_X16(i) (((i) & 0x9f00001f) == 0x90000010)
+#define PLT_LDR_X17(i) (((i) & 0xffc003ff) == 0xf9400211)
+#define PLT_ADD_X16(i) (((i) & 0xffc003ff) == 0x91000210)
+#define PLT_AUTIA1716 0xd503219f
+#define PLT_BR_X17 0xd61f0220
+
+/* The function a PLT stub at stub jumps to, read from its GOT slot; 0 when
+ * stub is no PLT stub. */
+static __always_inline __u64 plt_target(__u64 stub)
+{
+	__u32 insn[3];
+	__u64 page, got = 0;
+
+	if (stub < MIN_USER_ADDR || bpf_probe_read_user(insn, sizeof(insn), (void *)stub) ||
+	    !PLT_ADRP_X16(insn[0]) || !PLT_LDR_X17(insn[1]) || !PLT_ADD_X16(insn[2]))
+		return 0;
+	/* adrp: immhi (bits 5-23) and immlo (bits 29-30) give a signed
+	 * 21-bit page offset from stub's page; ldr: a 12-bit unsigned
+	 * offset in 8-byte units. */
+	page = (stub & ~0xfffULL) +
+	       (__s64)((__s32)((((insn[0] >> 5) & 0x7ffff) << 2 | (insn[0] >> 29 & 3)) << 11) >> 11) * 4096;
+	bpf_probe_read_user(&got, sizeof(got), (void *)(page + ((insn[1] >> 10) & 0xfff) * 8));
+	return got;
+}
+
+/* Whether pc, whose instruction is insn, lies in a PLT stub. */
+static __always_inline bool in_plt_stub(__u64 pc, __u32 insn)
+{
+	__u32 at;
+
+	if (PLT_ADRP_X16(insn))
+		at = 0;
+	else if (PLT_LDR_X17(insn))
+		at = 1;
+	else if (PLT_ADD_X16(insn))
+		at = 2;
+	else if (insn == PLT_AUTIA1716 || insn == PLT_BR_X17)
+		at = 3;
+	else
+		return false;
+	if (plt_target(pc - 4 * at))
+		return true;
+	/* br x17 after autia1716 is the fifth instruction. */
+	return insn == PLT_BR_X17 && plt_target(pc - 16);
+}
+
 static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 {
 	__u32 insn, bl;
-	__u64 target;
+	__u64 target, fn;
 
 	if (bpf_probe_read_user(&insn, sizeof(insn), (void *)pc))
 		return 0;
@@ -396,10 +496,17 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 	    insn == 0x910003fd ||                         /* mov x29, sp */
 	    insn == 0xd65f03c0 || insn == 0xd65f0bff || insn == 0xd65f0fff) /* ret, retaa, retab */
 		return lr;
+	if (in_plt_stub(pc, insn))
+		return after_call(lr) ? lr : 0;
 	if (lr < MIN_USER_ADDR || bpf_probe_read_user(&bl, sizeof(bl), (void *)(lr - 4)) ||
 	    (bl & 0xfc000000) != 0x94000000)
 		return 0;
 	target = lr - 4 + (__s64)((__s32)(bl << 6) >> 6) * 4;
+	/* A function called through its PLT stub: lr's bl targets the stub,
+	 * whose GOT slot holds the function. */
+	fn = plt_target(target);
+	if (fn && fn <= pc && pc - fn < LEAF_MAX_SIZE)
+		return lr;
 	if (target <= pc && pc - target < LEAF_MAX_SIZE && !(target <= lr && lr - target < LEAF_MAX_SIZE))
 		return lr;
 	return 0;
@@ -407,8 +514,9 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 #endif
 
 /* The walk's state lives in map memory, not on the stack: the verifier then
- * sees unknown values at every fp_step call, checks the callback once and
- * does not unroll 1024 iterations. */
+ * sees unknown values at every fp_step call, checks the bpf_loop callback
+ * once and does not unroll 1024 iterations; and it outlives the tail calls
+ * of the walk without bpf_loop. */
 struct fp_walk {
 	__u64 fp;  /* next frame record */
 	__u64 lo;  /* frame records must start at or above lo ... */
@@ -420,6 +528,10 @@ struct fp_walk {
 	__u32 n;   /* user frames written */
 	__u16 flags;
 	__u16 switches; /* stacks switched to (see switch_stack) */
+	/* For the stack copy after the walk: the sample's sp and its stack's
+	 * end, and whether that end is a guess (see stack_bounds). */
+	__u64 sp, stack_end;
+	bool guessed;
 };
 
 /* Followed in the map value by stack_copy_size bytes of room for the copy. */
@@ -443,10 +555,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch_value);
 } scratch SEC(".maps");
-
-struct walk_ctx {
-	struct scratch_value *s;
-};
 
 static __always_inline void put_user_frame(struct scratch_value *s, __u64 addr)
 {
@@ -473,17 +581,29 @@ static __always_inline void put_user_frame(struct scratch_value *s, __u64 addr)
  * the walk is on (a record below sp on the same stack is a stale one of a
  * returned call), and its return address follows a call instruction (a
  * frame-pointer register holding data seldom points at such a word). The
- * walk then goes on within that mapping, strictly increasing again. */
+ * walk then goes on within that mapping, strictly increasing again.
+ *
+ * One record in the same mapping is followed too: Go allocates the g0
+ * stacks of the threads it starts and its goroutines' stacks alike from
+ * its heap arenas, so runtime.systemstack and runtime.morestack, which
+ * run on g0 with the chain linked back to the goroutine, can lead to a
+ * record in the same mapping, below. While the walk is still on the
+ * sample's own stack and has followed a record there, a record below the
+ * sample's sp cannot be one of that stack's live frames; with a return
+ * address that follows a call, it is taken to be on the stack the chain
+ * came from. (The first record, fp itself, below sp is refused: there the
+ * register is stale, not a saved link.) */
 #define MAX_STACK_SWITCHES 3
 
 static __always_inline bool switch_stack(struct fp_walk *w, __u64 fp, __u64 ret)
 {
 	struct stack_bounds to;
+	bool same_mapping = w->stack_lo <= fp && fp < w->mapped_end;
 
-	if (w->switches >= MAX_STACK_SWITCHES || (w->stack_lo <= fp && fp < w->mapped_end) ||
-	    !after_call(ret))
+	if (w->switches >= MAX_STACK_SWITCHES ||
+	    (same_mapping && !(w->switches == 0 && w->lo > w->sp && fp < w->sp)) || !after_call(ret))
 		return false;
-	to = stack_of(fp, false);
+	to = stack_of(fp, false, false);
 	if (fp > to.end - 2 * sizeof(__u64))
 		return false;
 	w->switches++;
@@ -501,9 +621,8 @@ static __always_inline bool switch_stack(struct fp_walk *w, __u64 fp, __u64 ret)
  * truncated; a zero saved fp or return address is the outermost frame and
  * ends it cleanly. 8-byte alignment, not 16, because Go's arm64 and amd64
  * frame records are only 8-aligned. */
-static long fp_step(__u64 i, struct walk_ctx *c)
+static __always_inline long fp_step(struct scratch_value *s)
 {
-	struct scratch_value *s = c->s;
 	struct fp_walk *w = &s->walk;
 	__u64 fp = w->fp;
 	__u64 rec[2], ret;
@@ -531,13 +650,19 @@ static long fp_step(__u64 i, struct walk_ctx *c)
 	return w->flags & SAMPLE_USER_TRUNCATED;
 }
 
+/* fp_step as bpf_loop's callback. */
+static long fp_loop_step(__u64 i, struct scratch_value **s)
+{
+	return fp_step(*s);
+}
+
 /* Frame 0 is pc; then the leaf's return address when the frame-pointer
  * register does not name the leaf's record (see leaf_return); then the
- * frame-pointer chain from fp. */
+ * frame-pointer chain from fp, one fp_step per record, which the caller
+ * runs: walk_user_all or walk_chunk. */
 static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 sp, __u64 fp, __u64 lr,
-					struct stack_bounds *stack)
+				      struct stack_bounds *stack)
 {
-	struct walk_ctx c = {.s = s};
 	struct fp_walk *w = &s->walk;
 	__u64 ret;
 
@@ -553,59 +678,132 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 	w->mapped_end = stack->mapped_end;
 	w->switches = 0;
 	w->fp = fp;
-	bpf_loop(MAX_USER_FRAMES, fp_step, &c, 0);
+	w->sp = sp;
+	w->stack_end = stack->end;
+	w->guessed = stack->guessed;
 }
 
-/* Shorter copies tried after a fault, halving at 4 KiB boundaries (a
- * multiple of every page size) down to the rest of sp's page. A fault means
- * a page in the range is not resident (swapped out) or lies outside the
- * stack when stack_of had to guess; bpf_probe_read_user then fails whole
- * and says nothing of where, so the prefix is searched for. Each failed
- * read costs a page-fault exception; 4 tries bound that. */
-#define COPY_TRIES 4
-#define COPY_GRAIN 4096ULL
+/*
+ * Without bpf_loop (before 5.17), the walk goes WALK_CHUNK records at a
+ * time in a bounded loop, each chunk a tail call of walk_compat (the
+ * program itself) until the walk ends. The verifier explores a bounded
+ * loop once per iteration and gives up on 8,192 pending branches, which a
+ * 1,024-step loop exceeds; a chunk of 32 is checked in milliseconds. The
+ * kernel allows 32 tail calls per run (33 since 5.17), so the first chunk,
+ * in sample_compat, and 32 more reach MAX_USER_FRAMES. Before 5.10 (and on
+ * arm64 before 6.0) a program with tail calls cannot have BPF-to-BPF
+ * calls: everything here is inlined.
+ */
+#define WALK_CHUNK 32
 
-static __always_inline __u64 shorter_copy(__u64 sp, __u64 n)
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} walk_tail SEC(".maps");
+
+/* Runs a chunk of the walk; true when the walk has ended. */
+static __always_inline bool walk_chunk(struct scratch_value *s)
 {
-	__u64 mid = (sp + n / 2) & ~(COPY_GRAIN - 1);
-	__u64 page = ((sp + COPY_GRAIN) & ~(COPY_GRAIN - 1)) - sp;
-
-	if (mid > sp)
-		return mid - sp;
-	return page < n ? page : 0;
+#pragma clang loop unroll(disable)
+	for (int i = 0; i < WALK_CHUNK; i++)
+		if (fp_step(s))
+			return true;
+	return false;
 }
 
-/* Appends up to stack_copy_size bytes of the user stack from sp upward,
- * never past end, right after the frames. Only the used part goes into the
- * ring. */
-static __always_inline void copy_stack(struct scratch_value *s, __u64 sp, __u64 end)
+/* A copy that faults (bpf_probe_read_user fails whole and says nothing of
+ * where) is retried up to the first unreadable page above sp, found by a
+ * binary search of one-word reads at COPY_GRAIN boundaries: at most
+ * PROBE_TRIES of them for the MAX_STACK_COPY / COPY_GRAIN pages a copy can
+ * span. COPY_GRAIN, 4 KiB, divides every page size. Each read that faults
+ * costs a page-fault exception, microseconds. */
+#define COPY_GRAIN 4096ULL
+#define PROBE_TRIES 5
+
+static __always_inline bool readable(__u64 addr)
+{
+	__u64 word;
+
+	return bpf_probe_read_user(&word, sizeof(word), (void *)addr) == 0;
+}
+
+/* The first COPY_GRAIN boundary in (sp, sp + n] whose page cannot be read,
+ * assuming the readable pages above sp form one run (a page read before a
+ * fault is not trusted past it: the copy of the result is checked); sp + n
+ * rounded down when there is none. */
+static __always_inline __u64 readable_end(__u64 sp, __u64 n)
+{
+	__u64 base = (sp + COPY_GRAIN) & ~(COPY_GRAIN - 1);
+	__u64 lo = 0, hi = (sp + n - base) / COPY_GRAIN; /* pages [base, base + lo * GRAIN) readable; hi unknown */
+
+	if (sp + n < base)
+		return sp + n;
+	/* Find the least k in [lo, hi] with the page at base + k * GRAIN
+	 * unreadable; hi itself may be the end of the copy. */
+	for (int i = 0; i < PROBE_TRIES && lo < hi; i++) {
+		__u64 mid = (lo + hi) / 2;
+
+		if (readable(base + mid * COPY_GRAIN))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return base + lo * COPY_GRAIN;
+}
+
+/* Corrects the thread's remembered stack: it ends at top. */
+static __always_inline void remember_top(struct fp_walk *w, __u64 top)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stack_vma *known = bpf_map_lookup_elem(&stack_vmas, &tid);
+	struct stack_vma guessed = {top - UNKNOWN_STACK_SPAN, top, top};
+
+	if (known && known->start <= w->sp && w->sp < known->end)
+		known->top = top;
+	else if (w->guessed)
+		bpf_map_update_elem(&stack_vmas, &tid, &guessed, BPF_ANY);
+}
+
+static __always_inline void copy_stack(struct scratch_value *s)
 {
 	struct fp_walk *w = &s->walk;
 	__u32 at = w->at;
-	__u64 want = end - sp, n;
+	__u64 sp = w->sp, end = w->stack_end, want, n, top;
+	__u16 cut = 0;
 	__u8 *dst;
-	int i;
 
 	w->flags |= SAMPLE_STACK_COPY;
-	if (want > stack_copy_size) {
-		want = stack_copy_size;
-		w->flags |= SAMPLE_STACK_COPY_TRUNCATED;
-	}
 	if (at > MAX_FRAMES) /* never; tells the verifier where dst can be */
 		return;
 	dst = (__u8 *)&s->rec.frames[at];
-	n = want;
-	for (i = 0; i < COPY_TRIES; i++) {
-		if (n > stack_copy_size) /* for the verifier: shorter_copy only shortens */
-			n = stack_copy_size;
-		if (n == 0 || !bpf_probe_read_user(dst, n, (void *)sp))
-			break;
-		n = shorter_copy(sp, n);
+	if (end <= sp)
+		return;
+	want = end - sp;
+	if (want > stack_copy_size) {
+		want = stack_copy_size;
+		cut = SAMPLE_STACK_COPY_TRUNCATED;
 	}
-	if (i == COPY_TRIES)
-		n = 0;
-	if (n < want)
-		w->flags |= SAMPLE_STACK_COPY_FAULT | SAMPLE_STACK_COPY_TRUNCATED;
+	n = want;
+	if (n && bpf_probe_read_user(dst, n, (void *)sp)) {
+		top = readable_end(sp, n);
+		n = top - sp;
+		/* The stack's last word; where its end is a guess, the copy's. */
+		if (readable((w->guessed ? sp + want : end) - sizeof(__u64))) {
+			cut = SAMPLE_STACK_COPY_FAULT | SAMPLE_STACK_COPY_TRUNCATED;
+		} else {
+			cut = 0;
+			remember_top(w, top);
+		}
+		if (n > stack_copy_size) /* never: n only shrank; for the verifier */
+			n = stack_copy_size;
+		if (n && bpf_probe_read_user(dst, n, (void *)sp)) {
+			n = 0;
+			cut = SAMPLE_STACK_COPY_FAULT | SAMPLE_STACK_COPY_TRUNCATED;
+		}
+	}
+	w->flags |= cut;
 	s->rec.hdr.stack_bytes = n;
 }
 
@@ -654,16 +852,121 @@ static __always_inline bool wants_copy(__u32 tgid)
 	return stack_copy_size && capture_user && (copy_all || bpf_map_lookup_elem(&copy_pids, &tgid));
 }
 
-SEC("perf_event")
-int sample(struct bpf_perf_event_data *ctx)
+struct user_regs {
+	__u64 pc, sp, fp, lr;
+};
+
+/* Whether saved registers are those of a 64-bit user process: amd64's
+ * user code and stack segments are __USER_CS (0x33) and __USER_DS (0x2b);
+ * arm64's pstate says EL0 in AArch64 state; the stack pointer is a user
+ * address. */
+static __always_inline bool user_mode(struct pt_regs *regs)
+{
+	__u64 sp = PT_REGS_SP_CORE(regs);
+
+	if (sp < MIN_USER_ADDR || sp >= MAX_USER_ADDR)
+		return false;
+#if defined(__TARGET_ARCH_x86)
+	return BPF_CORE_READ(regs, cs) == 0x33 && BPF_CORE_READ(regs, ss) == 0x2b;
+#elif defined(__TARGET_ARCH_arm64)
+	return (BPF_CORE_READ(regs, pstate) & PSR_MODE_MASK) == PSR_MODE_EL0t;
+#endif
+}
+
+/* The largest kernel stack (THREAD_SIZE) user_regs_of tries: 16 KiB is
+ * amd64's and arm64's, 32 KiB with KASAN on amd64. */
+#define MAX_THREAD_SIZE (64 << 10)
+
+/* The registers user space was interrupted in (or entered the kernel
+ * with): the sample's own registers when it interrupted user mode; the
+ * pt_regs at the top of the task's kernel stack otherwise, found by
+ * bpf_task_pt_regs (5.15) where the kernel has it, else read by CO-RE from
+ * task->stack + THREAD_SIZE, checked to be user-mode registers since
+ * THREAD_SIZE is not in BTF. False for kernel threads, and when the saved
+ * registers cannot be found. */
+static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct task_struct *task,
+					 struct user_regs *r)
+{
+	struct pt_regs *regs = 0;
+	__u64 stack, size = bpf_core_type_size(struct pt_regs);
+
+	if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+		return false;
+#if defined(__TARGET_ARCH_x86)
+	if ((ctx->regs.cs & 3) == 3) {
+		r->pc = ctx->regs.ip;
+		r->sp = ctx->regs.sp;
+		r->fp = ctx->regs.bp;
+		return true;
+	}
+#elif defined(__TARGET_ARCH_arm64)
+	if ((ctx->regs.pstate & PSR_MODE_MASK) == PSR_MODE_EL0t) {
+		r->pc = ctx->regs.pc;
+		r->sp = ctx->regs.sp;
+		r->fp = ctx->regs.regs[29];
+		r->lr = ctx->regs.regs[30];
+		return true;
+	}
+#endif
+	if (have_task_pt_regs) {
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	} else {
+		stack = (__u64)BPF_CORE_READ(task, stack);
+		for (__u64 thread = 16 << 10; thread <= MAX_THREAD_SIZE; thread *= 2) {
+			struct pt_regs *at = (struct pt_regs *)(stack + thread - size);
+
+			if (user_mode(at)) {
+				regs = at;
+				break;
+			}
+		}
+		if (!regs)
+			return false;
+	}
+	r->pc = PT_REGS_IP_CORE(regs);
+	r->sp = PT_REGS_SP_CORE(regs);
+	r->fp = PT_REGS_FP_CORE(regs);
+#if defined(__TARGET_ARCH_arm64)
+	r->lr = PT_REGS_RET_CORE(regs);
+#endif
+	return true;
+}
+
+/* Ends a run: the stack copy, when wanted, and the record into the ring. */
+static __always_inline int finish(struct scratch_value *s)
+{
+	struct sample_header *h = &s->rec.hdr;
+	__u32 zero = 0;
+	__u64 size, *count;
+
+	if (s->walk.n && wants_copy(h->pid)) /* the walk ran */
+		copy_stack(s);
+	h->user_frames = s->walk.n;
+	h->flags = s->walk.flags;
+
+	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
+	if (size > sizeof(s->rec) + stack_copy_size)
+		size = sizeof(s->rec) + stack_copy_size;
+	if (bpf_ringbuf_output(&samples, &s->rec, size, wakeup(size)))
+		count = bpf_map_lookup_elem(&lost, &zero);
+	else
+		count = bpf_map_lookup_elem(&sent, &zero);
+	if (count)
+		*count += 1;
+	return 0;
+}
+
+/* The body of both sampling programs; walk_helpers picks bpf_loop and
+ * bpf_find_vma (5.17), which older kernels' verifiers reject even in code
+ * they prove dead, over tail calls of walk_compat. */
+static __always_inline int sample_with(struct bpf_perf_event_data *ctx, const bool walk_helpers)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32;
-	__u32 zero = 0, cpu;
+	__u32 tgid = id >> 32, cpu;
 	struct scratch_value *s;
 	struct sample_header *h;
-	struct task_struct *task;
-	__u64 size, *count;
+	struct user_regs regs = {};
+	struct stack_bounds stack;
 	long n;
 
 	if (!wanted(tgid))
@@ -683,10 +986,6 @@ int sample(struct bpf_perf_event_data *ctx)
 	h->cpu = cpu;
 	h->stack_bytes = 0;
 	h->time = bpf_ktime_get_ns();
-	h->pc = 0;
-	h->sp = 0;
-	h->fp = 0;
-	h->lr = 0;
 	bpf_get_current_comm(h->comm, sizeof(h->comm));
 
 	if (capture_kernel) {
@@ -696,37 +995,56 @@ int sample(struct bpf_perf_event_data *ctx)
 	}
 	h->kernel_frames = s->walk.at;
 
-	task = bpf_get_current_task_btf();
-	if (!(task->flags & PF_KTHREAD)) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-
-		h->pc = PT_REGS_IP_CORE(regs);
-		h->sp = PT_REGS_SP_CORE(regs);
-		h->fp = PT_REGS_FP_CORE(regs);
-#if defined(__TARGET_ARCH_arm64)
-		h->lr = PT_REGS_RET_CORE(regs);
-#endif
-		if (capture_user && h->pc) {
-			struct stack_bounds stack = stack_of(h->sp, true);
-
-			walk_user(s, h->pc, h->sp, h->fp, h->lr, &stack);
-			if (wants_copy(tgid))
-				copy_stack(s, h->sp, stack.end);
-		}
+	user_regs_of(ctx, current_task(), &regs);
+	h->pc = regs.pc;
+	h->sp = regs.sp;
+	h->fp = regs.fp;
+	h->lr = regs.lr;
+	if (!capture_user || !regs.pc)
+		return finish(s);
+	stack = stack_of(regs.sp, true, walk_helpers);
+	walk_user(s, regs.pc, regs.sp, regs.fp, regs.lr, &stack);
+	if (walk_helpers) {
+		bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
+	} else if (!walk_chunk(s)) {
+		bpf_tail_call(ctx, &walk_tail, 0);
+		s->walk.flags |= SAMPLE_USER_TRUNCATED; /* never: the first tail call cannot fail */
 	}
-	h->user_frames = s->walk.n;
-	h->flags = s->walk.flags;
+	return finish(s);
+}
 
-	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
-	if (size > sizeof(s->rec) + stack_copy_size)
-		size = sizeof(s->rec) + stack_copy_size;
-	if (bpf_ringbuf_output(&samples, &s->rec, size, wakeup(size)))
-		count = bpf_map_lookup_elem(&lost, &zero);
-	else
-		count = bpf_map_lookup_elem(&sent, &zero);
-	if (count)
-		*count += 1;
-	return 0;
+/* The sampler on Linux 5.17 and newer. */
+SEC("perf_event")
+int sample(struct bpf_perf_event_data *ctx)
+{
+	return sample_with(ctx, true);
+}
+
+/* The sampler on Linux 5.10 to 5.16: the walk in chunks, and stack bounds
+ * without bpf_find_vma. */
+SEC("perf_event")
+int sample_compat(struct bpf_perf_event_data *ctx)
+{
+	return sample_with(ctx, false);
+}
+
+/* The walk's next chunk, tail-called by sample_compat and by itself (the
+ * loader puts it in walk_tail) until the walk ends or the kernel's tail
+ * call limit ends it at MAX_USER_FRAMES or more, flagged truncated as at
+ * the depth limit. */
+SEC("perf_event")
+int walk_compat(struct bpf_perf_event_data *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct scratch_value *s = bpf_map_lookup_elem(&scratch, &cpu);
+
+	if (!s)
+		return 0;
+	if (!walk_chunk(s)) {
+		bpf_tail_call(ctx, &walk_tail, 0);
+		s->walk.flags |= SAMPLE_USER_TRUNCATED;
+	}
+	return finish(s);
 }
 
 /* With Config.FollowForks, a process forked by a followed process is

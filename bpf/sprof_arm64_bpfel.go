@@ -51,6 +51,10 @@ type sprofScratchValue struct {
 		Flags     uint16
 		Switches  uint16
 		_         [4]byte
+		Sp        uint64
+		StackEnd  uint64
+		Guessed   bool
+		_         [7]byte
 	}
 	Rec sprofSampleBuf
 }
@@ -59,32 +63,38 @@ type sprofStackVma struct {
 	_     structs.HostLayout
 	Start uint64
 	End   uint64
+	Top   uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sprofMapCopyPids      = "copy_pids"
-	sprofMapLost          = "lost"
-	sprofMapPids          = "pids"
-	sprofMapSamples       = "samples"
-	sprofMapScratch       = "scratch"
-	sprofMapSent          = "sent"
-	sprofMapStackVmas     = "stack_vmas"
-	sprofProgFollowFork   = "follow_fork"
-	sprofProgForgetExit   = "forget_exit"
-	sprofProgSample       = "sample"
-	sprofVarCaptureKernel = "capture_kernel"
-	sprofVarCaptureUser   = "capture_user"
-	sprofVarCgroupId      = "cgroup_id"
-	sprofVarCopyAll       = "copy_all"
-	sprofVarFilterPids    = "filter_pids"
-	sprofVarFollowForks   = "follow_forks"
-	sprofVarIncludeIdle   = "include_idle"
-	sprofVarSelfTgid      = "self_tgid"
-	sprofVarStackCopySize = "stack_copy_size"
-	sprofVarWokenAt       = "woken_at"
+	sprofMapCopyPids           = "copy_pids"
+	sprofMapLost               = "lost"
+	sprofMapPids               = "pids"
+	sprofMapSamples            = "samples"
+	sprofMapScratch            = "scratch"
+	sprofMapSent               = "sent"
+	sprofMapStackVmas          = "stack_vmas"
+	sprofMapWalkTail           = "walk_tail"
+	sprofProgFollowFork        = "follow_fork"
+	sprofProgForgetExit        = "forget_exit"
+	sprofProgSample            = "sample"
+	sprofProgSampleCompat      = "sample_compat"
+	sprofProgWalkCompat        = "walk_compat"
+	sprofVarCaptureKernel      = "capture_kernel"
+	sprofVarCaptureUser        = "capture_user"
+	sprofVarCgroupId           = "cgroup_id"
+	sprofVarCopyAll            = "copy_all"
+	sprofVarFilterPids         = "filter_pids"
+	sprofVarFollowForks        = "follow_forks"
+	sprofVarHaveAncestorCgroup = "have_ancestor_cgroup"
+	sprofVarHaveTaskPtRegs     = "have_task_pt_regs"
+	sprofVarIncludeIdle        = "include_idle"
+	sprofVarSelfTgid           = "self_tgid"
+	sprofVarStackCopySize      = "stack_copy_size"
+	sprofVarWokenAt            = "woken_at"
 )
 
 // loadSprof returns the embedded CollectionSpec for sprof.
@@ -129,9 +139,11 @@ type sprofSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sprofProgramSpecs struct {
-	FollowFork *ebpf.ProgramSpec `ebpf:"follow_fork"`
-	ForgetExit *ebpf.ProgramSpec `ebpf:"forget_exit"`
-	Sample     *ebpf.ProgramSpec `ebpf:"sample"`
+	FollowFork   *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	ForgetExit   *ebpf.ProgramSpec `ebpf:"forget_exit"`
+	Sample       *ebpf.ProgramSpec `ebpf:"sample"`
+	SampleCompat *ebpf.ProgramSpec `ebpf:"sample_compat"`
+	WalkCompat   *ebpf.ProgramSpec `ebpf:"walk_compat"`
 }
 
 // sprofMapSpecs contains maps before they are loaded into the kernel.
@@ -145,22 +157,25 @@ type sprofMapSpecs struct {
 	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
 	Sent      *ebpf.MapSpec `ebpf:"sent"`
 	StackVmas *ebpf.MapSpec `ebpf:"stack_vmas"`
+	WalkTail  *ebpf.MapSpec `ebpf:"walk_tail"`
 }
 
 // sprofVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sprofVariableSpecs struct {
-	CaptureKernel *ebpf.VariableSpec `ebpf:"capture_kernel"`
-	CaptureUser   *ebpf.VariableSpec `ebpf:"capture_user"`
-	CgroupId      *ebpf.VariableSpec `ebpf:"cgroup_id"`
-	CopyAll       *ebpf.VariableSpec `ebpf:"copy_all"`
-	FilterPids    *ebpf.VariableSpec `ebpf:"filter_pids"`
-	FollowForks   *ebpf.VariableSpec `ebpf:"follow_forks"`
-	IncludeIdle   *ebpf.VariableSpec `ebpf:"include_idle"`
-	SelfTgid      *ebpf.VariableSpec `ebpf:"self_tgid"`
-	StackCopySize *ebpf.VariableSpec `ebpf:"stack_copy_size"`
-	WokenAt       *ebpf.VariableSpec `ebpf:"woken_at"`
+	CaptureKernel      *ebpf.VariableSpec `ebpf:"capture_kernel"`
+	CaptureUser        *ebpf.VariableSpec `ebpf:"capture_user"`
+	CgroupId           *ebpf.VariableSpec `ebpf:"cgroup_id"`
+	CopyAll            *ebpf.VariableSpec `ebpf:"copy_all"`
+	FilterPids         *ebpf.VariableSpec `ebpf:"filter_pids"`
+	FollowForks        *ebpf.VariableSpec `ebpf:"follow_forks"`
+	HaveAncestorCgroup *ebpf.VariableSpec `ebpf:"have_ancestor_cgroup"`
+	HaveTaskPtRegs     *ebpf.VariableSpec `ebpf:"have_task_pt_regs"`
+	IncludeIdle        *ebpf.VariableSpec `ebpf:"include_idle"`
+	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
+	StackCopySize      *ebpf.VariableSpec `ebpf:"stack_copy_size"`
+	WokenAt            *ebpf.VariableSpec `ebpf:"woken_at"`
 }
 
 // sprofObjects contains all objects after they have been loaded into the kernel.
@@ -190,6 +205,7 @@ type sprofMaps struct {
 	Scratch   *ebpf.Map `ebpf:"scratch"`
 	Sent      *ebpf.Map `ebpf:"sent"`
 	StackVmas *ebpf.Map `ebpf:"stack_vmas"`
+	WalkTail  *ebpf.Map `ebpf:"walk_tail"`
 }
 
 func (m *sprofMaps) Close() error {
@@ -201,6 +217,7 @@ func (m *sprofMaps) Close() error {
 		m.Scratch,
 		m.Sent,
 		m.StackVmas,
+		m.WalkTail,
 	)
 }
 
@@ -208,25 +225,29 @@ func (m *sprofMaps) Close() error {
 //
 // It can be passed to loadSprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sprofVariables struct {
-	CaptureKernel *ebpf.Variable `ebpf:"capture_kernel"`
-	CaptureUser   *ebpf.Variable `ebpf:"capture_user"`
-	CgroupId      *ebpf.Variable `ebpf:"cgroup_id"`
-	CopyAll       *ebpf.Variable `ebpf:"copy_all"`
-	FilterPids    *ebpf.Variable `ebpf:"filter_pids"`
-	FollowForks   *ebpf.Variable `ebpf:"follow_forks"`
-	IncludeIdle   *ebpf.Variable `ebpf:"include_idle"`
-	SelfTgid      *ebpf.Variable `ebpf:"self_tgid"`
-	StackCopySize *ebpf.Variable `ebpf:"stack_copy_size"`
-	WokenAt       *ebpf.Variable `ebpf:"woken_at"`
+	CaptureKernel      *ebpf.Variable `ebpf:"capture_kernel"`
+	CaptureUser        *ebpf.Variable `ebpf:"capture_user"`
+	CgroupId           *ebpf.Variable `ebpf:"cgroup_id"`
+	CopyAll            *ebpf.Variable `ebpf:"copy_all"`
+	FilterPids         *ebpf.Variable `ebpf:"filter_pids"`
+	FollowForks        *ebpf.Variable `ebpf:"follow_forks"`
+	HaveAncestorCgroup *ebpf.Variable `ebpf:"have_ancestor_cgroup"`
+	HaveTaskPtRegs     *ebpf.Variable `ebpf:"have_task_pt_regs"`
+	IncludeIdle        *ebpf.Variable `ebpf:"include_idle"`
+	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
+	StackCopySize      *ebpf.Variable `ebpf:"stack_copy_size"`
+	WokenAt            *ebpf.Variable `ebpf:"woken_at"`
 }
 
 // sprofPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadSprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sprofPrograms struct {
-	FollowFork *ebpf.Program `ebpf:"follow_fork"`
-	ForgetExit *ebpf.Program `ebpf:"forget_exit"`
-	Sample     *ebpf.Program `ebpf:"sample"`
+	FollowFork   *ebpf.Program `ebpf:"follow_fork"`
+	ForgetExit   *ebpf.Program `ebpf:"forget_exit"`
+	Sample       *ebpf.Program `ebpf:"sample"`
+	SampleCompat *ebpf.Program `ebpf:"sample_compat"`
+	WalkCompat   *ebpf.Program `ebpf:"walk_compat"`
 }
 
 func (p *sprofPrograms) Close() error {
@@ -234,6 +255,8 @@ func (p *sprofPrograms) Close() error {
 		p.FollowFork,
 		p.ForgetExit,
 		p.Sample,
+		p.SampleCompat,
+		p.WalkCompat,
 	)
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,15 +58,6 @@ func mappingEnd(t testing.TB, pid int, addr uint64) uint64 {
 	return 0
 }
 
-// words is the first n 8-byte words of stack, fewer if it is shorter.
-func words(stack []byte, n int) []uint64 {
-	var w []uint64
-	for off := 0; off+8 <= len(stack) && len(w) < n; off += 8 {
-		w = append(w, binary.LittleEndian.Uint64(stack[off:]))
-	}
-	return w
-}
-
 // wordsInOrder says whether the 8-byte-aligned words of stack hold want in
 // this order, and where the first one is.
 func wordsInOrder(stack []byte, want []uint64) (first int, ok bool) {
@@ -83,101 +73,145 @@ func wordsInOrder(stack []byte, want []uint64) (first int, ok bool) {
 	return first, next == len(want)
 }
 
+// residentEnd is where the stack holding sp ends as a copy can read it:
+// the first page at or above sp's that /proc/PID/pagemap says is not
+// present (unmapped pages are not), or end. A thread stack's top is its
+// first page ever written; memory the kernel merged into its mapping above
+// it (Linux 6.1 does so with glibc's thread stacks) mostly never was.
+func residentEnd(t testing.TB, pid int, sp, end uint64) uint64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	page := uint64(os.Getpagesize())
+	var entry [8]byte
+	for addr := sp &^ (page - 1); addr < end; addr += page {
+		if _, err := f.ReadAt(entry[:], int64(addr/page*8)); err != nil {
+			t.Fatalf("/proc/%d/pagemap at %#x: %v", pid, addr, err)
+		}
+		if binary.LittleEndian.Uint64(entry[:])&(1<<63) == 0 {
+			return addr
+		}
+	}
+	return end
+}
+
 // The copy of a stack without frame pointers holds the words an unwinder
 // needs: c's return address on top (c is frameless), b's 3 KiB frame
 // between its canaries, then the return addresses into a and its caller
-// (main, or the thread's start routine). On aarch64 c's return address is
-// in lr instead, and b saved its own (into a) below its canaries, on top.
-// The copy ends at the stack's end: mm->start_stack on the main thread,
-// the end of the pthread stack's mapping in a thread; a smaller StackCopy
-// cuts it, flagged.
+// (main, or the thread's start routine). It ends at the stack's end:
+// mm->start_stack on the main thread; in a thread, the end of the pthread
+// stack's mapping, or below it the end of what was ever written when the
+// mapping goes on above the stack (merged: the amd64 6.1 layout, where
+// every copy faulted). A smaller StackCopy cuts it, flagged.
 func TestStackCopy(t *testing.T) {
 	requireFixture(t)
 	fx := loadELF(t, nofpPath)
-	intoB, intoA := fx.returnAfterCall(t, "b", "c"), fx.returnAfterCall(t, "a", "b")
-	for _, tc := range []struct {
-		mode, root string // root calls a
-		size       int
-		truncated  bool
-	}{
-		{"chain", "main", 16384, false},
-		{"chain", "main", 256, true},
-		{"chain", "main", MaxStackCopy, false}, // the largest scratch record loads
-		{"thread", "thread", 16384, false},
-	} {
-		t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.size), func(t *testing.T) {
-			top, chain, at := intoB, []uint64{canaryLow, canaryHigh, intoA, fx.returnAfterCall(t, tc.root, "a")}, 8
-			if runtime.GOARCH == "arm64" {
-				top, chain, at = intoA, []uint64{canaryLow, canaryHigh, chain[3]}, 16
-			}
-			cmd, _ := startBinary(t, nofpPath, tc.mode)
-			pid := cmd.Process.Pid
-			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
-				StackCopy: tc.size, CopyAll: true})
-			got := collectN(t, s, 20, func(x *Sample) bool { return fx.contains("c", x.PC) && x.Pid == uint32(pid) })
-			if len(got) < 20 {
-				t.Fatalf("%d samples in c, want ≥ 20", len(got))
-			}
-			for _, x := range got {
-				if len(x.stack) < 8 || binary.LittleEndian.Uint64(x.stack) != top {
-					t.Fatalf("copy of %d bytes at sp %#x does not start with the return address %#x", len(x.stack), x.SP, top)
+	intoB := fx.returnAfterCall(t, "b", "c")
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		for _, tc := range []struct {
+			mode, root string // root calls a
+			size       int
+			truncated  bool
+		}{
+			{"chain", "main", 16384, false},
+			{"chain", "main", 256, true},
+			{"chain", "main", MaxStackCopy, false}, // the largest scratch record loads
+			{"thread", "thread", 16384, false},
+			{"merged", "thread", 16384, false},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.size), func(t *testing.T) {
+				chain := []uint64{canaryLow, canaryHigh, fx.returnAfterCall(t, "a", "b"), fx.returnAfterCall(t, tc.root, "a")}
+				cmd, _ := startBinary(t, nofpPath, tc.mode)
+				pid := cmd.Process.Pid
+				s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
+					StackCopy: tc.size, CopyAll: true, features: features})
+				got := collectN(t, s, 20, func(x *Sample) bool { return fx.contains("c", x.PC) && x.Pid == uint32(pid) })
+				if len(got) < 20 {
+					t.Fatalf("%d samples in c, want ≥ 20", len(got))
 				}
-				if runtime.GOARCH == "arm64" && x.LR != intoB {
-					t.Fatalf("lr %#x, want c's return address %#x", x.LR, intoB)
-				}
-				if x.StackCopyTruncated != tc.truncated || x.StackCopyFault {
-					t.Fatalf("copy of %d bytes: truncated %v fault %v, want truncated %v, no fault",
-						len(x.stack), x.StackCopyTruncated, x.StackCopyFault, tc.truncated)
-				}
-				if tc.truncated {
-					if len(x.stack) != tc.size {
-						t.Fatalf("truncated copy of %d bytes, want %d", len(x.stack), tc.size)
+				for _, x := range got {
+					if len(x.stack) < 8 || binary.LittleEndian.Uint64(x.stack) != intoB {
+						t.Fatalf("copy of %d bytes at sp %#x does not start with the return address %#x", len(x.stack), x.SP, intoB)
 					}
-					continue
+					if x.StackCopyTruncated != tc.truncated || x.StackCopyFault {
+						t.Fatalf("copy of %d bytes: truncated %v fault %v, want truncated %v, no fault",
+							len(x.stack), x.StackCopyTruncated, x.StackCopyFault, tc.truncated)
+					}
+					if tc.truncated {
+						if len(x.stack) != tc.size {
+							t.Fatalf("truncated copy of %d bytes, want %d", len(x.stack), tc.size)
+						}
+						continue
+					}
+					end := startStack(t, pid)
+					switch {
+					case x.Tid == x.Pid:
+					case features == nil:
+						end = residentEnd(t, pid, x.SP, mappingEnd(t, pid, x.SP))
+					default:
+						// Without bpf_find_vma the thread's mapping is
+						// not known: the copy goes on into the next
+						// if it is readable.
+						end = residentEnd(t, pid, x.SP, x.SP+uint64(tc.size))
+					}
+					if x.SP+uint64(len(x.stack)) != end || len(x.stack) >= tc.size {
+						t.Fatalf("copy [%#x, +%d) in tid %d, want it to end at the stack's end %#x (mapping end %#x), short of %d bytes",
+							x.SP, len(x.stack), x.Tid, end, mappingEnd(t, pid, x.SP), tc.size)
+					}
+					if off, ok := wordsInOrder(x.stack, chain); !ok || off != 8 {
+						t.Fatalf("copy of %d bytes lacks %s in order right above the return address", len(x.stack), hexFrames(chain))
+					}
 				}
-				end := startStack(t, pid)
-				if x.Tid != x.Pid {
-					end = mappingEnd(t, pid, x.SP)
-				}
-				if x.SP+uint64(len(x.stack)) != end || len(x.stack) >= tc.size {
-					t.Fatalf("copy [%#x, +%d) in tid %d, want it to end at the stack's end %#x, short of %d bytes",
-						x.SP, len(x.stack), x.Tid, end, tc.size)
-				}
-				if off, ok := wordsInOrder(x.stack, chain); !ok || off != at {
-					t.Fatalf("copy of %d bytes lacks %s in order right above the return address", len(x.stack), hexFrames(chain))
-				}
-			}
-			t.Logf("%d samples, copies of %d bytes", len(got), len(got[0].stack))
-		})
-	}
+				t.Logf("%d samples, copies of %d bytes", len(got), len(got[0].stack))
+			})
+		}
+	})
 }
 
-// A copy that runs into pages never touched (not resident) faults; the
-// sampler then copies the longest readable prefix it tries, flagged, with
-// the right bytes.
+// A copy that runs into pages never written (not resident) faults; the
+// sampler then finds the first such page above sp. In fault, nothing
+// above it was ever written either: the stack ends there, the copy up to
+// it is whole (the merged case of TestStackCopy, on the main thread). In
+// hole, the mapping's top was written: the stack has a hole, and the copy
+// up to it is flagged. Both copies hold the right bytes.
 func TestStackCopyFault(t *testing.T) {
 	requireFixture(t)
 	fx := loadELF(t, nofpPath)
-	cmd, _ := startBinary(t, nofpPath, "fault")
-	pid := cmd.Process.Pid
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, StackCopy: 16384, CopyAll: true})
-	got := collectN(t, s, 20, func(x *Sample) bool { return fx.contains("spin_on_stack", x.PC) && x.Pid == uint32(pid) })
-	if len(got) < 20 {
-		t.Fatalf("%d samples in spin_on_stack, want ≥ 20", len(got))
-	}
-	for _, x := range got {
-		// 16 KiB from sp reach untouched pages; halving at 4 KiB
-		// boundaries gives the 8 KiB boundary above sp, all touched.
-		if want := 8<<10 - faultSP; len(x.stack) != want || !x.StackCopyFault || !x.StackCopyTruncated {
-			t.Fatalf("copy of %d bytes, fault %v truncated %v; want %d bytes, fault, truncated",
-				len(x.stack), x.StackCopyFault, x.StackCopyTruncated, want)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		for _, tc := range []struct {
+			mode  string
+			fault bool
+		}{
+			{"fault", false},
+			{"hole", true},
+		} {
+			t.Run(tc.mode, func(t *testing.T) {
+				cmd, _ := startBinary(t, nofpPath, tc.mode)
+				pid := cmd.Process.Pid
+				s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, StackCopy: 16384,
+					CopyAll: true, features: features})
+				got := collectN(t, s, 20, func(x *Sample) bool { return fx.contains("spin_on_stack", x.PC) && x.Pid == uint32(pid) })
+				if len(got) < 20 {
+					t.Fatalf("%d samples in spin_on_stack, want ≥ 20", len(got))
+				}
+				for _, x := range got {
+					if want := faultTouched - faultSP; len(x.stack) != want || x.StackCopyFault != tc.fault ||
+						x.StackCopyTruncated != tc.fault {
+						t.Fatalf("copy of %d bytes, fault %v truncated %v; want %d bytes, fault and truncated %v",
+							len(x.stack), x.StackCopyFault, x.StackCopyTruncated, want, tc.fault)
+					}
+					for i, c := range x.stack {
+						if c != byte((faultSP+i)*7) {
+							t.Fatalf("copy byte %d = %#x, want %#x", i, c, byte((faultSP+i)*7))
+						}
+					}
+				}
+			})
 		}
-		for i, c := range x.stack {
-			if c != byte((faultSP+i)*7) {
-				t.Fatalf("copy byte %d = %#x, want %#x", i, c, byte((faultSP+i)*7))
-			}
-		}
-	}
+	})
 }
 
 // Only processes marked with SetCopy get copies, until unmarked; a mark
@@ -293,41 +327,36 @@ func TestStackCopyLost(t *testing.T) {
 }
 
 // Samples taken in the kernel copy the user stack from the user SP: in a
-// frameless libc syscall wrapper, the copy starts with its return address
-// (on aarch64, where that is in lr, with sys_loop's frame record, whose
-// return address goes into main).
+// frameless libc syscall wrapper, the copy starts with its return address.
 func TestStackCopyInSyscall(t *testing.T) {
 	requireFixture(t)
 	fx := loadFixtureELF(t)
-	intoLoop := syscallReturns(t, fx)
-	inMain := fx.returnAfterCall(t, "main", "sys_loop")
+	loop := fx.calls(t, "sys_loop")
+	if len(loop) != 1 {
+		t.Fatalf("sys_loop has %d calls, want 1 (getppid@plt)", len(loop))
+	}
 	cmd, _ := startFixture(t, "syscalls")
 	time.Sleep(200 * time.Millisecond) // past ld.so
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
-		StackCopy: 4096, CopyAll: true})
-	got := collect(t, s, time.Second, func(x *Sample) bool { return x.Pid == uint32(cmd.Process.Pid) && len(x.Kernel) > 0 })
-	if len(got) < 10 {
-		t.Fatalf("%d samples in the kernel, want ≥ 10", len(got))
-	}
-	for _, x := range got {
-		if x.SP >= 0xffff800000000000 || len(x.stack) < 8 {
-			t.Fatalf("kernel-mode sample: sp %#x, copy of %d bytes; want the user sp and its stack", x.SP, len(x.stack))
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
+			StackCopy: 4096, CopyAll: true, features: features})
+		got := collect(t, s, time.Second, func(x *Sample) bool { return x.Pid == uint32(cmd.Process.Pid) && len(x.Kernel) > 0 })
+		if len(got) < 10 {
+			t.Fatalf("%d samples in the kernel, want ≥ 10", len(got))
 		}
-		if fx.contains("sys_loop", x.PC) {
-			continue // between the calls
-		}
-		if runtime.GOARCH == "arm64" {
-			if len(x.stack) < 16 || !intoLoop[x.LR] || binary.LittleEndian.Uint64(x.stack[8:]) != inMain {
-				t.Fatalf("pc %#x lr %#x: copy %s..., want lr into sys_loop, a frame record returning to %#x on top",
-					x.PC, x.LR, hexFrames(words(x.stack, 2)), inMain)
+		for _, x := range got {
+			if x.SP >= 0xffff800000000000 || len(x.stack) < 8 {
+				t.Fatalf("kernel-mode sample: sp %#x, copy of %d bytes; want the user sp and its stack", x.SP, len(x.stack))
 			}
-			continue
+			if fx.contains("sys_loop", x.PC) {
+				continue // between the calls
+			}
+			if ret := binary.LittleEndian.Uint64(x.stack); ret != loop[0].ret {
+				t.Fatalf("pc %#x: copy starts with %#x, want the return address into sys_loop %#x", x.PC, ret, loop[0].ret)
+			}
 		}
-		if ret := binary.LittleEndian.Uint64(x.stack); !intoLoop[ret] {
-			t.Fatalf("pc %#x: copy starts with %#x, want a return address into sys_loop", x.PC, ret)
-		}
-	}
-	t.Logf("%d samples in the kernel", len(got))
+		t.Logf("%d samples in the kernel", len(got))
+	})
 }
 
 // A process forked by a marked process is marked in the kernel, so its

@@ -35,15 +35,10 @@ typedef _Bool bool;
 enum {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PROG_ARRAY = 3,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
-	BPF_MAP_TYPE_TASK_STORAGE = 29,
-};
-enum {
-	BPF_F_NO_PREALLOC = 1,
-};
-enum {
-	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,
 };
 enum {
 	BPF_ANY = 0,
@@ -82,19 +77,42 @@ struct mm_struct {
 	unsigned long env_end;
 };
 
+struct kernfs_node {
+	__u64 id; /* a u64 since 5.5 */
+};
+
+struct cgroup_subsys_state {
+	struct cgroup_subsys_state *parent;
+};
+
+struct cgroup {
+	struct cgroup_subsys_state self; /* its parent is the parent cgroup's self */
+	struct kernfs_node *kn;
+};
+
+struct css_set {
+	struct cgroup *dfl_cgrp; /* the cgroup v2 cgroup */
+};
+
 struct task_struct {
 	unsigned int flags;
 	int pid;
 	int tgid;
+	void *stack; /* the kernel stack, THREAD_SIZE bytes ending with the user pt_regs */
 	struct mm_struct *mm;
 	struct signal_struct *signal;
+	struct css_set *cgroups;
 };
 
 #if defined(__TARGET_ARCH_x86)
 struct pt_regs {
 	unsigned long bp;
 	unsigned long ip;
+	/* A union of u16 cs with the 64-bit csx slot since 6.9 (FRED): read
+	 * as 16 bits, it is the selector on every kernel. Likewise ss. */
+	unsigned short cs;
 	unsigned long sp;
+	unsigned short ss;
 };
 #elif defined(__TARGET_ARCH_arm64)
 /* arm64's kernel pt_regs starts with the user-visible part; bpf_tracing.h
@@ -105,15 +123,47 @@ struct user_pt_regs {
 	__u64 pc;
 	__u64 pstate;
 };
-struct pt_regs;
+/* Its first fields, inside an anonymous union in the kernel; declared for
+ * its size (bpf_core_type_size) and pstate. */
+struct pt_regs {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+};
 #else
 #error "sprof's BPF program supports x86-64 and arm64 only"
 #endif
 
 #pragma clang attribute pop
 
-/* The perf_event program's context (include/uapi/linux/bpf_perf_event.h).
- * Only passed through to helpers, never read field by field. */
-struct bpf_perf_event_data;
+/* The perf_event program's context (include/uapi/linux/bpf_perf_event.h),
+ * whose layout is ABI: the verifier checks reads of it at these offsets,
+ * so it takes no CO-RE relocations. regs is bpf_user_pt_regs_t: on amd64
+ * the kernel's struct pt_regs, on arm64 struct user_pt_regs. The registers
+ * of the interrupted context: user or kernel mode. */
+#if defined(__TARGET_ARCH_x86)
+struct sample_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip;
+	unsigned long cs; /* read whole: the context allows only 8-byte reads of regs */
+	unsigned long flags, sp, ss;
+};
+#elif defined(__TARGET_ARCH_arm64)
+struct sample_regs {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+};
+/* arch/arm64/include/uapi/asm/ptrace.h */
+#define PSR_MODE_EL0t 0x00000000
+#define PSR_MODE_MASK 0x0000001f /* includes PSR_MODE32_BIT: AArch32 is not ours */
+#endif
+
+struct bpf_perf_event_data {
+	struct sample_regs regs;
+	__u64 sample_period;
+	__u64 addr;
+};
 
 #endif /* __VMLINUX_H__ */

@@ -230,12 +230,11 @@ func featureLine(f bpf.Feature, err error, required bool) checkLine {
 	switch {
 	case err == nil:
 		return checkLine{statusOK, f.String(), "present, for " + f.Use(), ""}
+	case errors.Is(err, ebpf.ErrNotSupported) && !required:
+		return checkLine{statusWarn, f.String(), fmt.Sprintf("missing (Linux %s and newer have it), used for %s; without it %s",
+			f.Since(), f.Use(), f.Without()), fmt.Sprintf("a Linux %s or newer kernel", f.Since())}
 	case errors.Is(err, ebpf.ErrNotSupported):
-		status := statusWarn
-		if required {
-			status = statusFail
-		}
-		return checkLine{status, f.String(), fmt.Sprintf("missing (Linux %s and newer have it), needed for %s", f.Since(), f.Use()),
+		return checkLine{statusFail, f.String(), fmt.Sprintf("missing (Linux %s and newer have it), needed for %s", f.Since(), f.Use()),
 			fmt.Sprintf("a Linux %s or newer kernel", f.Since())}
 	default:
 		return checkLine{statusFail, f.String(), "probe failed: " + err.Error(),
@@ -498,21 +497,15 @@ func formatBytes(n int64) string {
 }
 
 // stackCopyLine reports whether the sampler can copy user stacks, which
-// code without frame pointers (most distribution libraries) needs.
+// code without frame pointers (most distribution libraries) needs: on every
+// kernel it loads on, with looser bounds before 5.17 (Features.Limits).
 func stackCopyLine(feats *bpf.Features) checkLine {
 	const item = "stack copies"
 	if feats == nil {
 		return checkLine{statusSkip, item, "not probed without privileges", ""}
 	}
-	var missing []string
-	for _, f := range bpf.StackCopyFeatures() {
-		if !feats.Has(f) {
-			missing = append(missing, f.String())
-		}
-	}
-	if len(missing) > 0 {
-		return checkLine{statusWarn, item, "unavailable without " + strings.Join(missing, " and ") +
-			": stacks through code without frame pointers stop there, marked [truncated]", "a newer kernel (see above)"}
+	if limits := feats.Limits(); limits != "" {
+		return checkLine{statusWarn, item, "available, but " + limits, "a Linux 5.17 or newer kernel"}
 	}
 	return checkLine{statusOK, item, "available: code without frame pointers is unwound from copies of the stack", ""}
 }

@@ -15,6 +15,13 @@
  *            anonymous mapping of which only the first FAULT_TOUCHED bytes
  *            were ever written (with byte i = i * 7): the pages above are
  *            not resident, and a copy that reaches them faults
+ *   hole     the same, but the mapping's last HOLE_TOP bytes were written
+ *            too: the unwritten pages are a hole in the stack
+ *   merged   the chain of thread on a thread stack given by
+ *            pthread_attr_setstack at the bottom of a mapping MERGED_GAP
+ *            bytes larger, never written above the stack: the layout of
+ *            glibc's thread stacks on Linux 6.1, which merges their mapping
+ *            with an anonymous mapping above it
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -72,7 +79,9 @@ NOINLINE void spin_on_stack(void *sp)
 #endif
 }
 
-static int fault(void)
+#define HOLE_TOP (48 << 10)
+
+static int fault(int hole)
 {
 	unsigned char *p = mmap(NULL, FAULT_MAP, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -81,8 +90,28 @@ static int fault(void)
 		return 1;
 	for (int i = 0; i < FAULT_TOUCHED; i++)
 		p[i] = (unsigned char)(i * 7);
+	if (hole)
+		memset(p + FAULT_MAP - HOLE_TOP, 1, HOLE_TOP);
 	spin_on_stack(p + FAULT_SP);
 	return 0;
+}
+
+static void *thread(void *arg);
+
+#define MERGED_STACK (8 << 20)
+#define MERGED_GAP (12 << 10)
+
+static int merged(void)
+{
+	void *p = mmap(NULL, MERGED_STACK + MERGED_GAP, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (p == MAP_FAILED || pthread_attr_init(&attr) || pthread_attr_setstack(&attr, p, MERGED_STACK) ||
+	    pthread_create(&t, &attr, thread, NULL))
+		return 1;
+	return pthread_join(t, NULL);
 }
 
 static void *thread(void *arg)
@@ -104,10 +133,12 @@ int main(int argc, char **argv)
 		pthread_join(t, NULL);
 	} else if (!strcmp(mode, "deep"))
 		recurse(32);
-	else if (!strcmp(mode, "fault"))
-		return fault();
+	else if (!strcmp(mode, "fault") || !strcmp(mode, "hole"))
+		return fault(!strcmp(mode, "hole"));
+	else if (!strcmp(mode, "merged"))
+		return merged();
 	else {
-		fprintf(stderr, "usage: nofp chain|thread|deep|fault\n");
+		fprintf(stderr, "usage: nofp chain|thread|deep|fault|hole|merged\n");
 		return 2;
 	}
 	KEEP();
