@@ -102,7 +102,7 @@ func TestOffCPUWaits(t *testing.T) {
 			if _, err := fmt.Sscanf(line, "tid=%d wait_ns=%d spin_ns=%d", &tid, &waitNs, &spinNs); err != nil {
 				t.Fatalf("fixture printed %q: %v", line, err)
 			}
-			var inB, inBKernel, inA, other uint64
+			var inB, inBKernel, preempted, inA, other uint64
 			var cpuA, cpuB, records int
 			var missingKernel []string
 			holds := func(x *Sample, fn string) bool {
@@ -131,9 +131,12 @@ func TestOffCPUWaits(t *testing.T) {
 				case holds(x, "chain_b"):
 					inB += x.OffCPU
 					names := kernelFunctions(k, x.Kernel)
-					if hasAny(names, tc.kernel) {
+					switch {
+					case hasAny(names, tc.kernel):
 						inBKernel += x.OffCPU
-					} else if len(missingKernel) < 3 {
+					case hasAny(names, preemptionPoints):
+						preempted += x.OffCPU
+					case len(missingKernel) < 3:
 						missingKernel = append(missingKernel, strings.Join(names, ";"))
 					}
 				case holds(x, "chain_a"):
@@ -150,14 +153,25 @@ func TestOffCPUWaits(t *testing.T) {
 			}
 			t.Logf("fixture: wait %.1f ms, spin %.1f ms; off-CPU: chain B %.1f ms (%.1f ms in %v), chain A %.1f ms, other %.1f ms in %d records; CPU samples: chain A %d, chain B %d; %+v",
 				ms(waitNs), ms(spinNs), ms(inB), ms(inBKernel), tc.kernel, ms(inA), ms(other), records, cpuA, cpuB, st.OffCPU)
-			if d := float64(inB) - float64(waitNs); d > 0.05*float64(waitNs) || d < -0.05*float64(waitNs) {
-				t.Errorf("off-CPU time in chain B is %.1f ms, the fixture waited %.1f ms: off by %.1f%%", ms(inB), ms(waitNs), 100*d/float64(waitNs))
+			// The fixture timed its blocking calls. A loaded host also
+			// preempts chain B's thread, inside those calls (on the way
+			// out of the kernel) and around them, which is off-CPU time
+			// the fixture's clock may or may not see. So: the time in the
+			// wait functions is at most what the fixture waited, and chain
+			// B as a whole holds at least that, each within 5%.
+			if hi := waitNs + waitNs/20; inBKernel > hi {
+				t.Errorf("off-CPU time in chain B's waits is %.1f ms, the fixture waited only %.1f ms", ms(inBKernel), ms(waitNs))
 			}
-			if inBKernel < inB*9/10 {
-				t.Errorf("%.1f of %.1f ms in chain B have any of %v on the kernel stack; others have e.g. %q",
-					ms(inBKernel), ms(inB), tc.kernel, missingKernel)
+			if lo := waitNs - waitNs/20; inB < lo {
+				t.Errorf("off-CPU time in chain B is %.1f ms, the fixture waited %.1f ms: %.1f%% missing", ms(inB), ms(waitNs), 100*(1-float64(inB)/float64(waitNs)))
 			}
-			if cpuA == 0 || cpuB > cpuA/10 {
+			if inBKernel+preempted < inB*9/10 {
+				t.Errorf("%.1f of %.1f ms in chain B have any of %v on the kernel stack, %.1f ms a preemption point; others have e.g. %q",
+					ms(inBKernel), ms(inB), tc.kernel, ms(preempted), missingKernel)
+			}
+			// Chain B runs too (its system calls' entry and exit, the
+			// wakeups), more so on a loaded host: the spin is most of it.
+			if cpuA == 0 || cpuB*4 > cpuA {
 				t.Errorf("CPU samples: %d in chain A, %d in chain B; the spin is in chain A", cpuA, cpuB)
 			}
 			if lost, err := s.Lost(); err != nil || lost != 0 {
@@ -165,6 +179,15 @@ func TestOffCPUWaits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// preemptionPoints are where the kernel switches away from a thread that
+// is still runnable: on its way back to user space, or at an interrupt's
+// end. Off-CPU records that end there waited for a CPU, not for an event.
+var preemptionPoints = []string{
+	"exit_to_user_mode_loop", "exit_to_user_mode_prepare", "irqentry_exit_to_user_mode",
+	"irqentry_exit", "preempt_schedule_irq", "preempt_schedule", "__cond_resched",
+	"do_notify_resume", "arm64_preempt_schedule_irq",
 }
 
 func hasAny(names, want []string) bool {
