@@ -566,10 +566,28 @@ func TestPlaceholderPattern(t *testing.T) {
 // TestRecordOffCPU records the off-CPU fixture (testdata/bpf/offcpu: a
 // thread alternating a spin in chain_a with a pipe read in chain_b) with
 // --off-cpu --cpu: go tool pprof's model of the output must hold both
-// sample types, the wait time on chain_b with the kernel's pipe read below
-// it, and the CPU samples on chain_a.
+// sample types, the wait time on chain_b within 5% of the wall time the
+// fixture measured in its waits, with the kernel's pipe read below it, and
+// the CPU samples on chain_a.
 func TestRecordOffCPU(t *testing.T) {
-	p, errs := recordProfile(t, "--off-cpu", "--cpu", "-F", "499", "--stats", "--", "../../testdata/bpf/offcpu", "pipe", "100", "5000")
+	// The fixture prints its own measure to its stdout, which sprof leaves
+	// to the command: a shell sends it to a file and execs the fixture in
+	// its place.
+	bin, err := filepath.Abs(fixture("bpf", "offcpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	measured := filepath.Join(t.TempDir(), "measured")
+	p, errs := recordProfile(t, "--off-cpu", "--cpu", "-F", "499", "--stats", "--",
+		"sh", "-c", `exec "$0" pipe 100 5000 >"$1"`, bin, measured)
+	out, err := os.ReadFile(measured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tid, waitNs, spinNs int64
+	if _, err := fmt.Sscanf(string(out), "tid=%d wait_ns=%d spin_ns=%d", &tid, &waitNs, &spinNs); err != nil {
+		t.Fatalf("fixture output %q: %v", out, err)
+	}
 	if !strings.Contains(errs, "off-CPU programs:") {
 		t.Errorf("--stats says nothing of the off-CPU programs:\n%s", errs)
 	}
@@ -598,11 +616,14 @@ func TestRecordOffCPU(t *testing.T) {
 			cpuA += s.Value[0]
 		}
 	}
-	t.Logf("worker: %v off the CPU, %v in chain_b, %v of it in pipe_read; %d CPU samples, %d in chain_a",
-		time.Duration(offAll), time.Duration(offB), time.Duration(offPipe), cpuAll, cpuA)
-	// 100 waits of 5 ms at least: most of the thread's time off the CPU.
-	if offB < int64(400*time.Millisecond) || offB < offAll*3/4 || offPipe < offB*9/10 {
-		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of %v", time.Duration(offB), time.Duration(offPipe), time.Duration(offAll))
+	t.Logf("worker: %v off the CPU, %v in chain_b, %v of it in pipe_read (the fixture measured %v); %d CPU samples, %d in chain_a",
+		time.Duration(offAll), time.Duration(offB), time.Duration(offPipe), time.Duration(waitNs), cpuAll, cpuA)
+	// The pipe helper answers 5 ms after the request made before each
+	// spin, so each wait is what remains of the 5 ms after the spin: the
+	// fixture's own clock is the measure.
+	if d := offB - waitNs; d > waitNs/20 || -d > waitNs/20 || offB < offAll*3/4 || offPipe < offB*9/10 {
+		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of %v; the fixture measured %v in its waits",
+			time.Duration(offB), time.Duration(offPipe), time.Duration(offAll), time.Duration(waitNs))
 	}
 	if cpuA < cpuAll*3/4 {
 		t.Errorf("CPU: %d of %d samples in chain_a", cpuA, cpuAll)
