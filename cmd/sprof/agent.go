@@ -151,6 +151,9 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	if o.otlp, err = o.otlpFlags.config(os.Getenv); err != nil {
 		return nil, err
 	}
+	if o.otlp != nil && o.sampling.offCPU {
+		return nil, usagef("--otlp-endpoint sends CPU samples only, not yet off-CPU time; give --off-cpu with --pyroscope-url or --output-dir")
+	}
 	o.host = host
 	if *processRoot == "auto" {
 		if o.serviceName != "" {

@@ -119,6 +119,7 @@ func TestRecordUsageErrors(t *testing.T) {
 	}{
 		{[]string{"-F", "0"}, "--frequency 0: must be 1 to " + strconv.Itoa(max) + " Hz"},
 		{[]string{"-F", "-5"}, "--frequency -5: must be 1 to"},
+		{[]string{"--off-cpu", "-o", "x.otlp.pb"}, "otlp output carries CPU samples only"},
 		{[]string{"-F", strconv.Itoa(max + 1)}, fmt.Sprintf("--frequency %d is above the kernel's limit of %d Hz (kernel.perf_event_max_sample_rate)", max+1, max)},
 		{[]string{"-F", "many"}, `invalid argument "many" for "-F, --frequency" flag: not a whole number of samples per second (examples: 19, 99, 499)`},
 		{[]string{"--frequency=abc"}, `"-F, --frequency" flag: not a whole number`},

@@ -150,6 +150,9 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	if o.sampling.kernelOnly {
 		o.export.EmptyStack = userModeFrame
 	}
+	if o.sampling.offCPU && (o.format == exporters.OTLP || o.format == exporters.OTLPJSON) {
+		return nil, usagef("%s output carries CPU samples only, not yet off-CPU time; give --off-cpu pprof (.pb.gz), a .sprof recording, folded, SVG or speedscope output", o.format)
+	}
 	if o.sampling.offCPU && o.cpu && o.format != exporters.Pprof && o.format != formatRecording {
 		return nil, usagef("%s output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz) or a .sprof recording, or drop --cpu for off-CPU time alone", o.format)
 	}
