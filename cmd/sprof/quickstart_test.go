@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sprof/sprof/internal/testenv"
 )
@@ -133,7 +136,7 @@ func TestReadmeQuickStart(t *testing.T) {
 			t.Errorf("the quick start's output lacks %q", want)
 		}
 	}
-	resp, err := http.Get(serving + "/ui/flamegraph")
+	resp, err := getWhenListening(serving+"/ui/flamegraph", done)
 	if err != nil {
 		t.Fatalf("pprof's web UI: %v", err)
 	}
@@ -152,5 +155,29 @@ func TestReadmeQuickStart(t *testing.T) {
 	out, err = exec.Command(bin, "version").Output()
 	if err != nil || !strings.Contains(string(out), ", statically linked, ") {
 		t.Errorf("sprof version: %s %v; want it to say statically linked", out, err)
+	}
+}
+
+// getWhenListening GETs url once its server listens: pprof says where it
+// serves before it opens the port. It gives up when the shell running the
+// server ends (its exit status comes on exited, and is put back for the
+// test's cleanup), or after a minute of refused connections.
+func getWhenListening(url string, exited chan error) (*http.Response, error) {
+	retry := time.NewTicker(50 * time.Millisecond)
+	defer retry.Stop()
+	giveUp := time.After(time.Minute)
+	for {
+		resp, err := http.Get(url)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return resp, err
+		}
+		select {
+		case <-retry.C:
+		case err := <-exited:
+			exited <- err
+			return nil, fmt.Errorf("the quick start ended (%v) before %s answered", err, url)
+		case <-giveUp:
+			return nil, err
+		}
 	}
 }
