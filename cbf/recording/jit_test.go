@@ -45,17 +45,9 @@ func writeJITRecording(t testing.TB) []byte {
 
 func TestJITRoundTrip(t *testing.T) {
 	data := writeJITRecording(t)
-	r, err := NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []JITSymbol
 	var types []ChunkType
-	for {
-		c, err := r.Next()
-		if err != nil {
-			break
-		}
+	for _, c := range allChunks(t, data) {
 		types = append(types, c.Type)
 		if c.Type == ChunkJIT {
 			syms, err := c.JIT()

@@ -186,6 +186,28 @@ func readAll(t testing.TB, data []byte) (Header, []sample, []Process, *End, erro
 	}
 }
 
+// allChunks reads every chunk of an undamaged recording, failing the test
+// on any error but the io.EOF that ends it, so a chunk that stops decoding
+// is not mistaken for the end of the recording.
+func allChunks(t *testing.T, data []byte) []Chunk {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []Chunk
+	for {
+		c, err := r.Next()
+		if err == io.EOF {
+			return chunks
+		}
+		if err != nil {
+			t.Fatalf("chunk %d: %v", len(chunks), err)
+		}
+		chunks = append(chunks, c)
+	}
+}
+
 func sortSamples(s []sample) {
 	slices.SortStableFunc(s, func(a, b sample) int { return int(a.t - b.t) })
 }
@@ -755,16 +777,8 @@ func TestOffCPUChunk(t *testing.T) {
 	if s.Samples != 1 || s.OffCPU != 3 || s.OffCPUTime != 12*time.Millisecond || s.Unknown != 0 || s.End == nil || s.End.Samples != 1 {
 		t.Errorf("summary %+v", s)
 	}
-	r, err := NewReader(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var types []ChunkType
-	for {
-		c, err := r.Next()
-		if err != nil {
-			break
-		}
+	for _, c := range allChunks(t, buf.Bytes()) {
 		types = append(types, c.Type)
 		if c.Type == ChunkOffCPU {
 			b, err := c.Batch()
