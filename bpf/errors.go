@@ -32,6 +32,7 @@ var (
 const (
 	kernelBTFPath    = "/sys/kernel/btf/vmlinux"
 	maxSampleRateSys = "/proc/sys/kernel/perf_event_max_sample_rate"
+	paranoidSys      = "/proc/sys/kernel/perf_event_paranoid"
 )
 
 // CheckHost reports whether this process on this kernel can run the
@@ -116,17 +117,26 @@ func checkFrequency(hz int) error {
 	if hz <= 0 {
 		return fmt.Errorf("%w: %d Hz; the frequency must be at least 1 Hz", ErrFrequency, hz)
 	}
-	b, err := os.ReadFile(maxSampleRateSys)
+	limit, err := readSysctl(maxSampleRateSys)
 	if err != nil {
-		return fmt.Errorf("read kernel.perf_event_max_sample_rate: %w", err)
-	}
-	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return fmt.Errorf("parse %s: %w", maxSampleRateSys, err)
+		return err
 	}
 	if hz > limit {
 		return fmt.Errorf("%w: %d Hz is above kernel.perf_event_max_sample_rate (%d Hz); use a lower frequency "+
 			"or raise the limit with `sysctl kernel.perf_event_max_sample_rate=%d`", ErrFrequency, hz, limit, hz)
 	}
 	return nil
+}
+
+// readSysctl reads the integer in a /proc/sys file.
+func readSysctl(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return v, nil
 }

@@ -46,3 +46,17 @@ func TestHostErrors(t *testing.T) {
 		})
 	}
 }
+
+// Above level 2 of kernel.perf_event_paranoid, Debian's and Ubuntu's
+// kernels want CAP_SYS_ADMIN to open perf events: the error says so and
+// how to record anyway; at mainline's levels, what sprof needs.
+func TestPerfPermissionHint(t *testing.T) {
+	for v, want := range map[int]string{
+		2: "sprof needs root or CAP_PERFMON",
+		3: "kernel.perf_event_paranoid is 3, at which Debian's and Ubuntu's kernels open perf events only for CAP_SYS_ADMIN: run sprof as root or with sudo, or `sysctl kernel.perf_event_paranoid=2`",
+	} {
+		if got := perfPermissionHint(v); got != want {
+			t.Errorf("paranoid %d: %q, want %q", v, got, want)
+		}
+	}
+}

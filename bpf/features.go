@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
@@ -126,9 +127,11 @@ func Required() []Feature {
 // Optional reports whether the sampler runs without f.
 func (f Feature) Optional() bool { return f >= FeatureCurrentTaskBTF }
 
-// walkHelpers: bpf_loop and bpf_find_vma (5.17), for the sample program;
-// without them sample_compat runs.
-func (fs *Features) walkHelpers() bool {
+// LoopWalk reports whether the sampler's frame-pointer walk runs in one
+// bpf_loop and bounds each thread's stack by its mapping (bpf_find_vma,
+// bpf_get_current_task_btf: 5.17), the sample program; false when it runs
+// in tail calls of 32 frames, sample_compat.
+func (fs *Features) LoopWalk() bool {
 	return fs.Has(FeatureLoop) && fs.Has(FeatureFindVMA) && fs.Has(FeatureCurrentTaskBTF)
 }
 
@@ -138,7 +141,7 @@ func (fs *Features) walkHelpers() bool {
 // bpf_task_pt_regs or bpf_get_current_ancestor_cgroup_id the fallbacks
 // give the same samples.
 func (fs *Features) Limits() string {
-	if fs.walkHelpers() {
+	if fs.LoopWalk() {
 		return ""
 	}
 	var missing []string
@@ -209,25 +212,51 @@ func probeFeature(f Feature) error {
 	return features.HaveProgramHelper(ebpf.PerfEvent, helper)
 }
 
-// probeTracepointBTF loads an empty BTF tracepoint program for the
-// tracepoint name, as the sampler attaches to sched_process_fork and
-// sched_process_exit. features.HaveProgramType(ebpf.Tracing) probes fentry
-// instead, which a kernel may have without the tracepoint's BTF.
-func probeTracepointBTF(name string) error {
+// ProbeOffCPU reports whether Config.OffCPU can work here: offcpu.bpf.c
+// attaches to the BTF tracepoints sched_switch and, for user stacks,
+// sys_exit, and reads a switched-in task's kernel stack with
+// bpf_get_task_stack (5.9). Each is probed as the verifier will judge the
+// program: a sched_switch program calling the helper on the next task,
+// and an empty sys_exit one. Like ProbeFeatures' probes it needs the
+// privileges recording does; its error matches ebpf.ErrNotSupported when
+// the kernel lacks one of them.
+func ProbeOffCPU() error {
+	err := probeTracepointBTF("sched_switch",
+		asm.LoadMem(asm.R1, asm.R1, 16, asm.DWord), // next, the third argument
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.Mov.Imm(asm.R3, 8),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnGetTaskStack.Call(),
+	)
+	if err != nil {
+		return fmt.Errorf("BTF tracepoint sched_switch calling bpf_get_task_stack: %w", err)
+	}
+	if err := probeTracepointBTF("sys_exit"); err != nil {
+		return fmt.Errorf("BTF tracepoint sys_exit: %w", err)
+	}
+	return nil
+}
+
+// probeTracepointBTF loads a BTF tracepoint program for the tracepoint
+// name that runs body and returns 0, as the sampler attaches to
+// sched_process_fork and sched_process_exit (an empty body).
+// features.HaveProgramType(ebpf.Tracing) probes fentry instead, which a
+// kernel may have without the tracepoint's BTF. A missing tracepoint or a
+// helper the kernel does not know fails with EINVAL, ENOENT or E2BIG, or
+// is not found in the kernel's BTF.
+func probeTracepointBTF(name string, body ...asm.Instruction) error {
 	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Type:       ebpf.Tracing,
-		AttachType: ebpf.AttachTraceRawTp,
-		AttachTo:   name,
-		License:    "GPL",
-		Instructions: asm.Instructions{
-			asm.LoadImm(asm.R0, 0, asm.DWord),
-			asm.Return(),
-		},
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceRawTp,
+		AttachTo:     name,
+		License:      "GPL",
+		Instructions: append(body, asm.LoadImm(asm.R0, 0, asm.DWord), asm.Return()),
 	}, ebpf.ProgramOptions{LogDisabled: true})
 	if err == nil {
 		return prog.Close()
 	}
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOENT) {
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOENT) || errors.Is(err, btf.ErrNotFound) {
 		return fmt.Errorf("%w: %v", ebpf.ErrNotSupported, err)
 	}
 	return err

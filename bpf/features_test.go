@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
@@ -121,5 +122,34 @@ func TestFeatureNames(t *testing.T) {
 	}
 	if got := Feature(-1).String(); got != "Feature(-1)" {
 		t.Errorf("Feature(-1) = %q", got)
+	}
+}
+
+// TestProbeOffCPU holds the off-CPU probe to the kernel's BTF: the
+// tracepoints offcpu.bpf.c attaches to are there as btf_trace_ typedefs,
+// and bpf_get_task_stack (5.9) as the function implementing the helper. A
+// tracepoint or a helper the kernel lacks must come out as not supported,
+// not as a failure to probe.
+func TestProbeOffCPU(t *testing.T) {
+	testenv.RequireRoot(t)
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Fatalf("kernel BTF: %v", err)
+	}
+	want := true
+	for _, name := range []string{"btf_trace_sched_switch", "btf_trace_sys_exit", "bpf_get_task_stack"} {
+		if _, err := spec.AnyTypeByName(name); err != nil {
+			t.Logf("kernel BTF has no %s: %v", name, err)
+			want = false
+		}
+	}
+	if err := ProbeOffCPU(); (err == nil) != want || (err != nil && !errors.Is(err, ebpf.ErrNotSupported)) {
+		t.Errorf("ProbeOffCPU: %v; the kernel's BTF says available = %v", err, want)
+	}
+	if err := probeTracepointBTF("sprof_no_such_tracepoint"); !errors.Is(err, ebpf.ErrNotSupported) {
+		t.Errorf("a tracepoint the kernel lacks: %v, want ErrNotSupported", err)
+	}
+	if err := probeTracepointBTF("sched_switch", asm.BuiltinFunc(1<<20).Call()); !errors.Is(err, ebpf.ErrNotSupported) {
+		t.Errorf("a helper the kernel lacks: %v, want ErrNotSupported", err)
 	}
 }

@@ -33,8 +33,7 @@ func openCPUClock(cpu, hz int, includeIdle bool, prog *ebpf.Program) (*cpuClock,
 	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("%w: perf_event_open on CPU %d: %v; sprof needs root or CAP_PERFMON",
-				ErrPermission, cpu, err)
+			return nil, fmt.Errorf("%w: perf_event_open on CPU %d: %v; %s", ErrPermission, cpu, err, perfPermissionHint(paranoid()))
 		}
 		return nil, fmt.Errorf("perf_event_open cpu-clock on CPU %d at %d Hz: %w", cpu, hz, err)
 	}
@@ -67,4 +66,26 @@ func (c *cpuClock) close() error {
 		return fmt.Errorf("close cpu-clock event: %w", err)
 	}
 	return nil
+}
+
+// paranoid returns kernel.perf_event_paranoid, or 2 (mainline's highest
+// level) when it cannot be read.
+func paranoid() int {
+	v, err := readSysctl(paranoidSys)
+	if err != nil {
+		return 2
+	}
+	return v
+}
+
+// perfPermissionHint says why perf_event_open refused a process that may
+// load BPF programs: above level 2 of kernel.perf_event_paranoid, which
+// mainline lacks, Debian's and Ubuntu's kernels open perf events only for
+// CAP_SYS_ADMIN, and CAP_PERFMON is not enough.
+func perfPermissionHint(paranoid int) string {
+	if paranoid > 2 {
+		return fmt.Sprintf("kernel.perf_event_paranoid is %d, at which Debian's and Ubuntu's kernels open perf events only for CAP_SYS_ADMIN: "+
+			"run sprof as root or with sudo, or `sysctl kernel.perf_event_paranoid=2`", paranoid)
+	}
+	return "sprof needs root or CAP_PERFMON"
 }

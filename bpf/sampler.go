@@ -303,7 +303,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 	}
 	// One of the two sampling programs, as "sample": the other one is not
 	// loaded, as a kernel without bpf_loop and bpf_find_vma rejects it.
-	if !s.features.walkHelpers() {
+	if !s.features.LoopWalk() {
 		spec.Programs[sprofProgSample] = spec.Programs[sprofProgSampleCompat]
 	}
 	delete(spec.Programs, sprofProgSampleCompat)

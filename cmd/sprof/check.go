@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -22,8 +23,8 @@ const checkUsage = `Usage: sprof check [--cache-dir DIR]
 
 Says what this host allows sprof and what it lacks, before a recording: the
 kernel and each BPF feature sprof uses, kernel BTF, privileges, the perf
-sysctls, cgroup v2, tracefs, debuginfod, the GSYM cache and whether stack
-copies work. One line per item, starting with ok, warn (sprof records, with
+sysctls, cgroup v2, tracefs, debuginfod, the GSYM cache, and whether stack
+copies, the in-kernel stack walk and off-CPU recording work. One line per item, starting with ok, warn (sprof records, with
 less), fail (sprof cannot record) or skip (not probed), and a fix for what
 is missing. Run it as the user who will record: privileges decide most of
 it, and BPF features can only be probed with them.
@@ -98,12 +99,15 @@ func checkHost(cacheDir string) []checkLine {
 		lines = append(lines, capabilityLines(os.Geteuid(), caps, release)...)
 	}
 	var feats *bpf.Features
+	var offCPUErr error
 	if privileged {
 		feats = bpf.ProbeFeatures()
+		offCPUErr = bpf.ProbeOffCPU()
 	}
 	lines = append(lines, featureLines(feats, btfPresent())...)
+	paranoid, paranoidErr := readSysctl("perf_event_paranoid")
 	lines = append(lines,
-		paranoidLine(readSysctl("perf_event_paranoid")),
+		paranoidLine(paranoid, paranoidErr, caps, privileged, openCPUClock),
 		sampleRateLine(readSysctl("perf_event_max_sample_rate")),
 		maxStackLine(readSysctl("perf_event_max_stack")),
 		kptrLine(readSysctl("kptr_restrict")),
@@ -115,6 +119,8 @@ func checkHost(cacheDir string) []checkLine {
 		debuginfodLine(os.Getenv("DEBUGINFOD_URLS"), os.Getenv("SUDO_USER") != "", debuginfodURLFiles()),
 		cacheLine(cacheDir),
 		stackCopyLine(feats),
+		unwindingLine(feats),
+		offCPULine(feats, offCPUErr),
 	)
 	return lines
 }
@@ -226,6 +232,10 @@ func featureLines(feats *bpf.Features, btfErr error) []checkLine {
 	return lines
 }
 
+// probeFailedFix is what to look at when a BPF probe fails for a process
+// that may load BPF programs.
+const probeFailedFix = "check kernel.unprivileged_bpf_disabled, lockdown (/sys/kernel/security/lockdown) and seccomp"
+
 func featureLine(f bpf.Feature, err error, required bool) checkLine {
 	switch {
 	case err == nil:
@@ -237,8 +247,7 @@ func featureLine(f bpf.Feature, err error, required bool) checkLine {
 		return checkLine{statusFail, f.String(), fmt.Sprintf("missing (Linux %s and newer have it), needed for %s", f.Since(), f.Use()),
 			fmt.Sprintf("a Linux %s or newer kernel", f.Since())}
 	default:
-		return checkLine{statusFail, f.String(), "probe failed: " + err.Error(),
-			"check kernel.unprivileged_bpf_disabled, lockdown (/sys/kernel/security/lockdown) and seccomp"}
+		return checkLine{statusFail, f.String(), "probe failed: " + err.Error(), probeFailedFix}
 	}
 }
 
@@ -251,14 +260,53 @@ func readSysctl(name string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-// paranoidLine reports kernel.perf_event_paranoid, which limits perf but
-// not sprof: loading a perf_event BPF program needs CAP_PERFMON whatever
-// its value, and CAP_PERFMON lifts its limits.
-func paranoidLine(v int, err error) checkLine {
-	if err != nil {
-		return checkLine{statusWarn, "perf_event_paranoid", err.Error(), ""}
+// paranoidLine reports kernel.perf_event_paranoid. Mainline kernels
+// define levels up to 2, which limit processes without CAP_PERFMON and so
+// never sprof. Debian's and Ubuntu's kernels add higher ones (Debian's
+// default is 3, Ubuntu's 4) at which perf_event_open needs CAP_SYS_ADMIN:
+// CAP_PERFMON is not enough, so a sprof given capabilities with setcap
+// cannot open its events, while root and sudo can. Whether this kernel
+// has that rule shows only by trying, which open does for a process that
+// may record without CAP_SYS_ADMIN.
+func paranoidLine(v int, err error, caps uint64, privileged bool, open func() error) checkLine {
+	const item = "perf_event_paranoid"
+	const fix = "run sprof as root or with sudo, or `sysctl kernel.perf_event_paranoid=2`"
+	switch {
+	case err != nil:
+		return checkLine{statusWarn, item, err.Error(), ""}
+	case v <= 2:
+		return checkLine{statusOK, item, fmt.Sprintf("%d; does not limit sprof, which needs CAP_PERFMON at any value", v), ""}
+	case caps&(1<<unix.CAP_SYS_ADMIN) != 0:
+		return checkLine{statusOK, item, fmt.Sprintf("%d; Debian's and Ubuntu's kernels then open perf events only for CAP_SYS_ADMIN, which this process has", v), ""}
+	case !privileged:
+		return checkLine{statusWarn, item, fmt.Sprintf("%d: Debian's and Ubuntu's kernels then open perf events only for CAP_SYS_ADMIN, so sprof records as root or with sudo but not with setcap capabilities", v),
+			"`sysctl kernel.perf_event_paranoid=2` to record with setcap capabilities"}
 	}
-	return checkLine{statusOK, "perf_event_paranoid", fmt.Sprintf("%d; does not limit sprof, which needs CAP_PERFMON at any value", v), ""}
+	switch err := open(); {
+	case err == nil:
+		return checkLine{statusOK, item, fmt.Sprintf("%d; this kernel opens perf events for CAP_PERFMON at this level", v), ""}
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+		return checkLine{statusFail, item, fmt.Sprintf("%d: this kernel opens perf events only for CAP_SYS_ADMIN at this level (Debian's and Ubuntu's rule), CAP_PERFMON is not enough", v), fix}
+	default:
+		return checkLine{statusWarn, item, fmt.Sprintf("%d; opening a cpu-clock event failed: %v", v, err), fix}
+	}
+}
+
+// openCPUClock opens and closes the event sprof record opens on each CPU:
+// cpu-clock, for every process, here on CPU 0 and disabled.
+func openCPUClock() error {
+	attr := unix.PerfEventAttr{
+		Type:   unix.PERF_TYPE_SOFTWARE,
+		Config: unix.PERF_COUNT_SW_CPU_CLOCK,
+		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Sample: defaultFrequency,
+		Bits:   unix.PerfBitFreq | unix.PerfBitDisabled,
+	}
+	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("perf_event_open: %w", err)
+	}
+	return unix.Close(fd)
 }
 
 // sampleRateLine reports kernel.perf_event_max_sample_rate against
@@ -508,4 +556,38 @@ func stackCopyLine(feats *bpf.Features) checkLine {
 		return checkLine{statusWarn, item, "available, but " + limits, "a Linux 5.17 or newer kernel"}
 	}
 	return checkLine{statusOK, item, "available: code without frame pointers is unwound from copies of the stack", ""}
+}
+
+// unwindingLine reports how the sampler walks stacks in the kernel: user
+// stacks by their frame pointers, in one bpf_loop or (before 5.17) in tail
+// calls, and kernel stacks with the kernel's own unwinder. Nothing
+// unwinds SFrame or .eh_frame in the kernel yet: code without frame
+// pointers is unwound in user space from stack copies.
+func unwindingLine(feats *bpf.Features) checkLine {
+	const item = "in-kernel unwinding"
+	const rest = ", and kernel stacks by the kernel's unwinder; SFrame and .eh_frame are not unwound in the kernel, code without frame pointers is unwound in user space from stack copies"
+	switch {
+	case feats == nil:
+		return checkLine{statusSkip, item, "not probed without privileges", ""}
+	case feats.Check() != nil:
+		return checkLine{statusFail, item, "none: the sampler cannot load on this kernel (see the lines above)", "a Linux 5.10 or newer kernel with BTF"}
+	case feats.LoopWalk():
+		return checkLine{statusOK, item, "user stacks by frame pointers, up to 1,024 frames in one bpf_loop" + rest, ""}
+	}
+	return checkLine{statusOK, item, "user stacks by frame pointers, up to 1,024 frames in tail calls of 32 (this kernel has no bpf_loop)" + rest, ""}
+}
+
+// offCPULine reports whether --off-cpu works: feats nil means not probed,
+// err is bpf.ProbeOffCPU's.
+func offCPULine(feats *bpf.Features, err error) checkLine {
+	const item = "off-CPU"
+	switch {
+	case feats == nil:
+		return checkLine{statusSkip, item, "not probed without privileges", ""}
+	case err == nil:
+		return checkLine{statusOK, item, "available: --off-cpu records where threads wait, from the BTF tracepoints sched_switch and sys_exit", ""}
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return checkLine{statusWarn, item, "--off-cpu is not available: " + err.Error(), "a Linux 5.10 or newer kernel with BTF"}
+	}
+	return checkLine{statusWarn, item, "--off-cpu probe failed: " + err.Error(), probeFailedFix}
 }
