@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,11 +61,7 @@ func quickStartEnv(t *testing.T, home string) []string {
 		"BROWSER=true",
 	}
 	for _, v := range []string{"GOCACHE", "GOMODCACHE"} {
-		out, err := exec.Command(goBin, "env", v).Output()
-		if err != nil {
-			t.Fatalf("go env %s: %v", v, err)
-		}
-		env = append(env, v+"="+strings.TrimSpace(string(out)))
+		env = append(env, v+"="+goEnv(t, v))
 	}
 	return env
 }
@@ -78,30 +77,143 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	testenv.RequireRoot(t)
 	testenv.RequireTool(t, "git")
-	fileTool := testenv.RequireTool(t, "file")
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := quickStart(t, filepath.Join(repo, "README.md"))
+	work := t.TempDir()
+	home := filepath.Join(work, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	runQuickStart(t, repo, work, quickStartEnv(t, home), nil)
+}
+
+// TestReadmeQuickStartSudoUser runs the quick start as TestReadmeQuickStart
+// does, as a user who has sudo rights and is not root: a user the test
+// creates with a home of its own and a NOPASSWD sudoers entry, and removes
+// at the end. It works from a clone the user owns (git refuses
+// repositories of other users) and builds with Go caches of its own, kept
+// between runs in quickStartUserCache so that only the first run builds
+// cold; its modules come from root's module cache, as the user would
+// download them.
+func TestReadmeQuickStartSudoUser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds sprof and records for 10 s")
+	}
+	testenv.RequireRoot(t)
+	git := testenv.RequireTool(t, "git")
+	testenv.RequireTool(t, "sudo")
+	useradd, userdel := testenv.RequireTool(t, "useradd"), testenv.RequireTool(t, "userdel")
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, err := os.MkdirTemp("", "sprof-quickstart-user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	home := filepath.Join(work, "home")
+
+	// The user, and its sudo rights.
+	name := fmt.Sprintf("sprof-qs-%d", os.Getpid())
+	if out, err := exec.Command(useradd, "--home-dir", home, "--create-home", "--shell", "/bin/sh", "--user-group", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(userdel, name).CombinedOutput(); err != nil {
+			t.Errorf("userdel %s: %v\n%s", name, err, out)
+		}
+	})
+	sudoers := filepath.Join("/etc/sudoers.d", name)
+	if err := os.WriteFile(sudoers, []byte(name+" ALL=(ALL:ALL) NOPASSWD: ALL\n"), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(sudoers) })
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+
+	// The user's clone source, caches and working directory.
+	source := filepath.Join(work, "sprof.git")
+	if out, err := exec.Command(git, "clone", "--quiet", "--bare", repo, source).CombinedOutput(); err != nil {
+		t.Fatalf("git clone --bare: %v\n%s", err, out)
+	}
+	goBin := testenv.RequireTool(t, "go")
+	cache := quickStartUserCache
+	fill := exec.Command(goBin, "list", "-deps", "./cmd/sprof")
+	fill.Dir = repo
+	fill.Env = append(os.Environ(), "GOMODCACHE="+filepath.Join(cache, "mod"), "GOFLAGS=-modcacherw",
+		"GOPROXY=file://"+filepath.Join(goEnv(t, "GOMODCACHE"), "cache", "download"), "GOSUMDB=off")
+	if out, err := fill.CombinedOutput(); err != nil {
+		t.Fatalf("filling the user's module cache from root's: %v\n%s", err, out)
+	}
+	for _, dir := range []string{work, cache} {
+		if err := chownAll(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{
+		"PATH=" + filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + home, "USER=" + name, "LOGNAME=" + name,
+		"LANG=C.UTF-8",
+		"BROWSER=true",
+		"GOCACHE=" + filepath.Join(cache, "build"),
+		"GOMODCACHE=" + filepath.Join(cache, "mod"),
+		"GOPROXY=off",
+	}
+	runQuickStart(t, source, home, env, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)})
+}
+
+// quickStartUserCache holds TestReadmeQuickStartSudoUser's Go caches
+// between runs: a cold build of sprof takes minutes.
+const quickStartUserCache = "/var/cache/sprof-test/quickstart-user"
+
+// goEnv returns `go env NAME`.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command(testenv.RequireTool(t, "go"), "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// chownAll gives dir and everything under it to uid and gid.
+func chownAll(dir string, uid, gid int) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+}
+
+// runQuickStart runs README.md's quick start in dir with env, as cred's
+// user (nil: as this process's), cloning repo for the README's
+// placeholder, and checks what it makes: sprof check's verdict, the
+// recording, pprof's flame graph of it, and a static binary.
+func runQuickStart(t *testing.T, repo, dir string, env []string, cred *syscall.Credential) {
+	t.Helper()
+	fileTool := testenv.RequireTool(t, "file")
+	lines := quickStart(t, "../../README.md")
 	script := strings.Join(lines, "\n") + "\n"
 	if strings.Count(script, repoPlaceholder) != 1 {
 		t.Fatalf("the quick start names %q %d times, want once:\n%s", repoPlaceholder, strings.Count(script, repoPlaceholder), script)
 	}
 	script = strings.Replace(script, repoPlaceholder, repo, 1)
 
-	work := t.TempDir()
-	home := filepath.Join(work, "home")
-	if err := os.Mkdir(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	// sh reads the script from stdin and runs each line as it reads it,
 	// as a user pasting the lines would; -x echoes each into the log.
 	sh := exec.Command("/bin/sh", "-x")
-	sh.Dir = work
-	sh.Env = quickStartEnv(t, home)
+	sh.Dir = dir
+	sh.Env = env
 	sh.Stdin = strings.NewReader(script)
-	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	pr, pw := io.Pipe()
 	sh.Stdout, sh.Stderr = pw, pw
 	if err := sh.Start(); err != nil {
@@ -147,7 +259,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Errorf("GET %s/ui/flamegraph: %s, %d bytes; want 200 and a page titled with sprof's sample type, cpu", serving, resp.Status, len(body))
 	}
 
-	bin := filepath.Join(work, "sprof", "sprof")
+	bin := filepath.Join(dir, "sprof", "sprof")
 	out, err := exec.Command(fileTool, bin).Output()
 	if err != nil || !strings.Contains(string(out), "statically linked") {
 		t.Errorf("file %s: %s %v; want statically linked", bin, out, err)
