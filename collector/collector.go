@@ -187,6 +187,8 @@ type event struct {
 	m       mapping
 	file    string
 	buildID []byte
+	// anon: the mapping is executable memory of no file (JIT code).
+	anon bool
 }
 
 // New makes a Collector: it opens the side band (unless NoSideband) and
@@ -425,11 +427,13 @@ func (c *Collector) copyRecord(r *perfring.Record) {
 	case perfring.RecordMmap2:
 		e.kind = eventMmap
 		name, _ := strings.CutSuffix(string(r.Filename), " (deleted)")
-		if r.Prot&unix.PROT_EXEC == 0 || !symbolizable(name) {
+		if r.Prot&unix.PROT_EXEC == 0 {
 			return
 		}
 		e.m = mapping{start: r.Addr, limit: r.Addr + r.Len, offset: r.Pgoff}
-		e.file, e.buildID = name, bytes.Clone(r.BuildID)
+		if e.anon = !symbolizable(name); !e.anon {
+			e.file, e.buildID = name, bytes.Clone(r.BuildID)
+		}
 	case perfring.RecordFork:
 		e.kind = eventFork
 	case perfring.RecordExit:
@@ -463,9 +467,13 @@ func (c *Collector) apply(e *event) {
 	case eventExec:
 		c.table.exec(e.pid)
 	case eventMmap:
-		if c.table.tracked(e.pid) {
+		switch {
+		case !c.table.tracked(e.pid):
+		case e.anon:
+			c.table.mmap(e.pid, e.m, true)
+		default:
 			e.m.bin = c.table.files.fromMMap(e.pid, e.m.start, e.m.limit, e.file, e.buildID)
-			c.table.mmap(e.pid, e.m)
+			c.table.mmap(e.pid, e.m, false)
 			c.table.files.pin(e.pid, &e.m)
 			c.watchJITDump(e.pid, e.m.bin)
 			if c.unw != nil {
@@ -529,7 +537,8 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 		c.agg.entries[i].add(p.offCPU)
 		return
 	}
-	// A new stack: make sure its addresses are known before keeping it.
+	// A new stack: make sure its addresses are known before keeping it,
+	// and that its walk ends where it leaves the process's code.
 	if img != nil && p.key.set == img.maps && !covers(p.key.set, user) && c.stable(p.key.pid, img) {
 		img = c.table.refresh(img, p.time)
 		if p.key.set != img.maps {
@@ -539,6 +548,14 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 				c.agg.entries[i].add(p.offCPU)
 				return
 			}
+		}
+	}
+	if n := codeEnd(p.key.set, user); n < len(user) {
+		user, p.key.truncated = user[:n], true
+		h = c.agg.hash(&p.key, user, kernel)
+		if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
+			c.agg.entries[i].add(p.offCPU)
+			return
 		}
 	}
 	if img != nil {
@@ -555,13 +572,35 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 	c.agg.insert(h, &p.key, user, kernel, p.offCPU)
 }
 
+// covers reports whether every address lies in an executable mapping of
+// s: when one does not, s may be missing a mapping made since it was read.
 func covers(s *mapSet, addrs []uint64) bool {
 	for _, a := range addrs {
-		if s.find(a) == nil {
+		if !s.executable(a) {
 			return false
 		}
 	}
 	return true
+}
+
+// codeEnd returns how many frames of a user stack to keep: up to the first
+// return address in no executable mapping of s. Such a value is data a
+// frame-pointer walk read where no frame record was (g++ stacks showed
+// 0x8000000001), and the walk went wrong there: the stack is cut and
+// marked truncated, as the userspace unwinder's Unmapped stop does. A
+// return address is looked up at the call before it. When s maps nothing,
+// or not even the sampled PC, s is not known well enough to judge, and the
+// stack is kept whole.
+func codeEnd(s *mapSet, user []uint64) int {
+	if len(user) == 0 || !s.executable(user[0]) {
+		return len(user)
+	}
+	for i, ret := range user[1:] {
+		if ret == 0 || !s.executable(ret-1) {
+			return i + 1
+		}
+	}
+	return len(user)
 }
 
 // Stats returns the statistics so far.

@@ -146,7 +146,7 @@ func BenchmarkCut(b *testing.B) {
 	}
 	defer c.Close()
 	for pid := range uint32(procs) {
-		c.table.newImage(pid+1000, c.table.newSet([]mapping{{start: 0x400000, limit: 0x800000, bin: c.table.files.intern(fileKey{name: app})}}))
+		c.table.newImage(pid+1000, c.table.newSet([]mapping{{start: 0x400000, limit: 0x800000, bin: c.table.files.intern(fileKey{name: app})}}, nil))
 	}
 	src := &fakeSource{}
 	b.ReportAllocs()

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -20,10 +21,17 @@ type mapping struct {
 // sample was taken under, so a set that a stack refers to is frozen: a later
 // mmap or exec copies it rather than changing what old samples resolve to.
 type mapSet struct {
-	id     uint32
-	maps   []mapping
+	id   uint32
+	maps []mapping
+	// anon is the executable mappings of no file (JIT code, [vsyscall]),
+	// sorted and not overlapping maps or each other: they name no frame,
+	// but a return address there is one (executable).
+	anon   []codeRange
 	frozen bool
 }
+
+// codeRange is an executable address range [start, limit) of no file.
+type codeRange struct{ start, limit uint64 }
 
 // find returns the mapping holding addr, or nil.
 func (s *mapSet) find(addr uint64) *mapping {
@@ -42,41 +50,80 @@ func (s *mapSet) find(addr uint64) *mapping {
 	return nil
 }
 
+// executable reports whether addr lies in an executable mapping, of a
+// file or not.
+func (s *mapSet) executable(addr uint64) bool {
+	if s.find(addr) != nil {
+		return true
+	}
+	i, _ := slices.BinarySearchFunc(s.anon, addr, func(r codeRange, a uint64) int {
+		if r.limit <= a {
+			return -1
+		}
+		if r.start > a {
+			return 1
+		}
+		return 0
+	})
+	return i < len(s.anon) && s.anon[i].start <= addr && addr < s.anon[i].limit
+}
+
 // insert adds m, trimming or removing the parts of older mappings it
 // covers: a new mmap over an old range replaces it, as in the kernel.
 func (s *mapSet) insert(m mapping) {
 	if m.limit <= m.start {
 		return
 	}
-	out := s.maps[:0:0]
-	for _, o := range s.maps {
-		if o.limit <= m.start || o.start >= m.limit {
+	s.anon = without(s.anon, m.start, m.limit)
+	s.maps = append(without(s.maps, m.start, m.limit), m)
+	slices.SortFunc(s.maps, func(a, b mapping) int { return cmp.Compare(a.start, b.start) })
+}
+
+// insertAnon adds an executable mapping of no file, as insert does.
+func (s *mapSet) insertAnon(r codeRange) {
+	if r.limit <= r.start {
+		return
+	}
+	s.maps = without(s.maps, r.start, r.limit)
+	s.anon = append(without(s.anon, r.start, r.limit), r)
+	slices.SortFunc(s.anon, func(a, b codeRange) int { return cmp.Compare(a.start, b.start) })
+}
+
+// ranged is a mapping or a codeRange: a range that can be cut to a part of it.
+type ranged[T any] interface {
+	bounds() (start, limit uint64)
+	part(start, limit uint64) T
+}
+
+func (m mapping) bounds() (uint64, uint64) { return m.start, m.limit }
+
+// part keeps the file offset of what stays mapped.
+func (m mapping) part(start, limit uint64) mapping {
+	m.offset += start - m.start
+	m.start, m.limit = start, limit
+	return m
+}
+
+func (r codeRange) bounds() (uint64, uint64)           { return r.start, r.limit }
+func (r codeRange) part(start, limit uint64) codeRange { return codeRange{start, limit} }
+
+// without returns a new list of what of list lies outside [start, limit).
+func without[T ranged[T]](list []T, start, limit uint64) []T {
+	out := list[:0:0]
+	for _, o := range list {
+		lo, hi := o.bounds()
+		if hi <= start || lo >= limit {
 			out = append(out, o)
 			continue
 		}
-		if o.start < m.start {
-			left := o
-			left.limit = m.start
-			out = append(out, left)
+		if lo < start {
+			out = append(out, o.part(lo, start))
 		}
-		if o.limit > m.limit {
-			right := o
-			right.offset += m.limit - o.start
-			right.start = m.limit
-			out = append(out, right)
+		if hi > limit {
+			out = append(out, o.part(limit, hi))
 		}
 	}
-	out = append(out, m)
-	slices.SortFunc(out, func(a, b mapping) int {
-		if a.start < b.start {
-			return -1
-		}
-		if a.start > b.start {
-			return 1
-		}
-		return 0
-	})
-	s.maps = out
+	return out
 }
 
 // mapsEntry is one executable line of /proc/PID/maps.
@@ -93,8 +140,8 @@ type mapsEntry struct {
 // default vm.max_map_count of 65530.
 const maxMapsLines = 1 << 20
 
-// parseMaps returns the executable, file-backed entries of a
-// /proc/PID/maps file. A malformed line is an error naming its number.
+// parseMaps returns the executable entries of a /proc/PID/maps file, of
+// files and not (entry.symbolizable tells). A malformed line is an error naming its number.
 func parseMaps(b []byte) ([]mapsEntry, error) {
 	var out []mapsEntry
 	for n := 1; len(b) > 0; n++ {
@@ -122,8 +169,7 @@ func parseMaps(b []byte) ([]mapsEntry, error) {
 }
 
 // parseMapsLine parses "start-limit perms offset dev inode   path" and
-// reports whether the entry is executable and names something that can be
-// symbolized (a file or [vdso], not anonymous memory).
+// reports whether the entry is executable.
 func parseMapsLine(line string) (e mapsEntry, exec bool, err error) {
 	field := func(name string) (string, error) {
 		line = strings.TrimLeft(line, " ")
@@ -168,8 +214,11 @@ func parseMapsLine(line string) (e mapsEntry, exec bool, err error) {
 	}
 	e.path = strings.TrimLeft(line, " ")
 	e.path, e.deleted = strings.CutSuffix(e.path, " (deleted)")
-	return e, perms[2] == 'x' && symbolizable(e.path), nil
+	return e, perms[2] == 'x', nil
 }
+
+// symbolizable reports whether the entry maps a file or the vDSO.
+func (e *mapsEntry) symbolizable() bool { return symbolizable(e.path) }
 
 // symbolizable reports whether a mapping's name stands for code sprof can
 // look up: a file or the vDSO, not anonymous memory.

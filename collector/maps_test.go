@@ -23,12 +23,24 @@ func TestParseMaps(t *testing.T) {
 	}
 	want := []mapsEntry{
 		{0x5581c8a02000, 0x5581c8a06000, 0x2000, "08:01", 1311, "/usr/bin/true", false},
+		{0x7f0000000000, 0x7f0000001000, 0, "00:00", 0, "", false},
 		{0x7f1000028000, 0x7f100017d000, 0x28000, "08:01", 2034, "/usr/lib/x86_64-linux-gnu/libc.so.6", false},
 		{0x7f2000000000, 0x7f2000001000, 0x1000, "00:2a", 77, "/tmp/my app", true},
 		{0x7ffd5c7f0000, 0x7ffd5c7f2000, 0, "00:00", 0, "[vdso]", false},
+		{0xffffffffff600000, 0xffffffffff601000, 0, "00:00", 0, "[vsyscall]", false},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("parseMaps:\n got %+v\nwant %+v", got, want)
+	}
+	// Anonymous code and [vsyscall] name no file to symbolize.
+	var files []string
+	for _, e := range got {
+		if e.symbolizable() {
+			files = append(files, e.path)
+		}
+	}
+	if want := []string{"/usr/bin/true", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/tmp/my app", "[vdso]"}; !slices.Equal(files, want) {
+		t.Errorf("symbolizable entries %q, want %q", files, want)
 	}
 }
 

@@ -51,9 +51,11 @@ func TestProfileBuilding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// Two processes run /app at the same address; one also maps /bad.
+	// Two processes run /app at the same address; one also maps /bad, the
+	// other code of no file (a JIT's), where no name comes from.
 	c.events = []event{
 		mmapEvent(1, 10, 0x1000, 0x3000, 0x4000, "/app", []byte{0xaa}),
+		{time: 1, kind: eventMmap, pid: 10, m: mapping{start: 0x9990000, limit: 0x99a0000}, anon: true},
 		mmapEvent(1, 11, 0x1000, 0x3000, 0x4000, "/app", []byte{0xaa}),
 		mmapEvent(1, 11, 0x8000, 0x9000, 0, "/bad", nil),
 	}
@@ -155,7 +157,7 @@ func BenchmarkAggregate(b *testing.B) {
 	defer c.Close()
 	bin := c.table.files.fromMMap(1, 0, 0, "/app", []byte{1})
 	for pid := uint32(1); pid <= 10; pid++ {
-		c.table.mmap(pid, mapping{0x400000, 0x800000, 0, bin})
+		c.table.mmap(pid, mapping{0x400000, 0x800000, 0, bin}, false)
 	}
 	const perDrain, depth = 1000, 64
 	src := &fakeSource{}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -105,9 +106,9 @@ func (t *table) newImage(pid uint32, set *mapSet) *image {
 	return img
 }
 
-func (t *table) newSet(maps []mapping) *mapSet {
+func (t *table) newSet(maps []mapping, anon []codeRange) *mapSet {
 	t.nextSet++
-	return &mapSet{id: t.nextSet, maps: maps}
+	return &mapSet{id: t.nextSet, maps: maps, anon: anon}
 }
 
 // scan reads every tracked process now in /proc, for processes that
@@ -136,12 +137,12 @@ func (t *table) scan() error {
 // load reads pid's mappings from /proc into a new image. now is the sample
 // time that asked for it (0 at start).
 func (t *table) load(pid uint32, now uint64) (*image, error) {
-	start, maps, err := t.read(pid)
+	start, maps, anon, err := t.read(pid)
 	if err != nil {
 		t.failed[pid] = now
 		return nil, err
 	}
-	img := t.newImage(pid, t.newSet(maps))
+	img := t.newImage(pid, t.newSet(maps, anon))
 	img.startTime, img.refreshed = start, now
 	t.readContainer(img)
 	return img, nil
@@ -174,31 +175,37 @@ func (t *table) settle(img *image) {
 	t.readContainer(img)
 }
 
-// read returns pid's start time and executable mappings from /proc.
-func (t *table) read(pid uint32) (uint64, []mapping, error) {
+// read returns pid's start time and executable mappings from /proc: those
+// of files and those of none.
+func (t *table) read(pid uint32) (uint64, []mapping, []codeRange, error) {
 	dir := filepath.Join(t.procRoot, strconv.FormatUint(uint64(pid), 10))
 	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	start, err := parseStartTime(stat)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s/stat: %w", dir, err)
+		return 0, nil, nil, fmt.Errorf("%s/stat: %w", dir, err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "maps"))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	ents, err := parseMaps(b)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s/maps: %w", dir, err)
+		return 0, nil, nil, fmt.Errorf("%s/maps: %w", dir, err)
 	}
 	maps := make([]mapping, 0, len(ents))
+	var anon []codeRange
 	for i := range ents {
 		e := &ents[i]
+		if !e.symbolizable() {
+			anon = append(anon, codeRange{e.start, e.limit})
+			continue
+		}
 		maps = append(maps, mapping{start: e.start, limit: e.limit, offset: e.offset, bin: t.files.fromMaps(pid, e)})
 	}
-	return start, maps, nil
+	return start, maps, anon, nil
 }
 
 // parseStartTime returns field 22 (starttime) of /proc/PID/stat. The comm
@@ -251,19 +258,19 @@ func (t *table) refresh(img *image, now uint64) *image {
 		return img
 	}
 	img.refreshed = now
-	start, maps, err := t.read(img.pid)
+	start, maps, anon, err := t.read(img.pid)
 	if err != nil {
 		return img
 	}
 	if img.startTime != 0 && start != img.startTime {
-		n := t.newImage(img.pid, t.newSet(maps))
+		n := t.newImage(img.pid, t.newSet(maps, anon))
 		n.startTime, n.refreshed = start, now
 		t.readContainer(n)
 		return n
 	}
 	img.startTime = start
 	if len(maps) > 0 {
-		img.maps = t.newSet(maps)
+		img.maps = t.newSet(maps, anon)
 	}
 	return img
 }
@@ -272,7 +279,7 @@ func (t *table) refresh(img *image, now uint64) *image {
 // refer to it.
 func (t *table) writable(img *image) *mapSet {
 	if img.maps.frozen {
-		img.maps = t.newSet(append([]mapping(nil), img.maps.maps...))
+		img.maps = t.newSet(slices.Clone(img.maps.maps), slices.Clone(img.maps.anon))
 	}
 	return img.maps
 }
@@ -290,7 +297,7 @@ func (t *table) fork(pid, ppid uint32) {
 		t.follow[pid] = true
 	}
 	parent := t.byPid[ppid]
-	set := t.newSet(nil)
+	set := t.newSet(nil, nil)
 	if parent != nil {
 		parent.maps.frozen = true
 		set = parent.maps
@@ -307,7 +314,7 @@ func (t *table) exec(pid uint32) {
 		return
 	}
 	prev := t.byPid[pid]
-	img := t.newImage(pid, t.newSet(nil))
+	img := t.newImage(pid, t.newSet(nil, nil))
 	if prev != nil {
 		prev.maps.frozen = true
 		img.beforeExec, img.process = prev.maps, prev.process
@@ -316,11 +323,15 @@ func (t *table) exec(pid uint32) {
 }
 
 // mmap adds an executable mapping to the current image of pid, a tracked
-// process.
-func (t *table) mmap(pid uint32, m mapping) {
+// process: m, or with anon set a mapping of no file over m's range.
+func (t *table) mmap(pid uint32, m mapping, anon bool) {
 	img := t.byPid[pid]
 	if img == nil {
-		img = t.newImage(pid, t.newSet(nil))
+		img = t.newImage(pid, t.newSet(nil, nil))
+	}
+	if anon {
+		t.writable(img).insertAnon(codeRange{m.start, m.limit})
+		return
 	}
 	t.writable(img).insert(m)
 }

@@ -408,7 +408,7 @@ func TestSamplesAfterExitRecord(t *testing.T) {
 func TestExitedProcessForgotten(t *testing.T) {
 	tb := newTable(t.TempDir(), nil, false, 1)
 	for _, pid := range []uint32{1, 2} {
-		tb.newImage(pid, tb.newSet(nil))
+		tb.newImage(pid, tb.newSet(nil, nil))
 		tb.exit(pid, pid, 100)
 	}
 	tb.forSample(2, 100+exitedGrace/2)

@@ -67,7 +67,7 @@ func newHoldFixture(t testing.TB, sink Sink, slow bool) *holdFixture {
 		t.Cleanup(f.finish)
 	}
 	c.table.newImage(pidLib, set)
-	c.table.newImage(pidProg, c.table.newSet(set.maps[:1]))
+	c.table.newImage(pidProg, c.table.newSet(set.maps[:1], nil))
 	return f
 }
 
@@ -325,7 +325,7 @@ func TestHoldSinkNewMappings(t *testing.T) {
 		t.Helper()
 		img := f.c.table.byPid[pidLib]
 		full := img.maps
-		img.maps = f.c.table.newSet(full.maps[:1]) // before the dlopen
+		img.maps = f.c.table.newSet(full.maps[:1], nil) // before the dlopen
 		f.sample(pidLib, 0, f.zeros)
 		if err := f.c.Drain(f.src); err != nil {
 			t.Fatal(err)

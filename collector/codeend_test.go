@@ -1,0 +1,108 @@
+package collector
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/collector/perfring"
+)
+
+// TestCutAtData: a frame-pointer walk from the kernel that reaches a
+// return address in no executable mapping of its process (data, as
+// 0x8000000001 in a g++ stack) ends there: the frames before it are kept,
+// the stack is marked truncated in the profile and in what a Sink records,
+// and two such samples are one stack. Code of no file (a JIT's, from the
+// side band or from /proc) is executable; a return address is judged at
+// its call, so one at the very end of a mapping is kept; and a process
+// whose mappings are not known, or do not hold even its PC, keeps its
+// stack whole.
+func TestCutAtData(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.set(20, 7, 0x1000, 0x3000, "/app")
+	maps, err := os.OpenFile(filepath.Join(proc.root, "20", "maps"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(maps, "%x-%x rwxp 00000000 00:00 0 \n", 0x70000, 0x80000) // JIT code, as /proc shows it
+	maps.Close()
+
+	sink := &logSink{}
+	c, err := New(Options{Frequency: 99, ProcRoot: proc.root, NoSideband: true, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.events = []event{mmapEvent(1, 10, 0x1000, 0x3000, 0, "/app", []byte{0xaa})}
+	c.copyRecord(&perfring.Record{Type: perfring.RecordMmap2, Time: 1, Pid: 10, Tid: 10,
+		Addr: 0x50000, Len: 0x10000, Prot: unix.PROT_READ | unix.PROT_EXEC, Filename: []byte("//anon")})
+
+	const data = 0x80_0000_0001
+	src := &fakeSource{}
+	for _, s := range []struct {
+		pid  uint32
+		user []uint64
+	}{
+		{10, []uint64{0x1000, 0x2000, data, 0x2000}},  // cut after 2 frames
+		{10, []uint64{0x1000, 0x2000, data, 0x2100}},  // the same stack once cut
+		{10, []uint64{0x1000, 0x50010, 0x2000}},       // JIT code from the side band
+		{10, []uint64{0x1000, 0x3000}},                // a call at the mapping's end
+		{10, []uint64{0x9000, data}},                  // the PC in no known mapping
+		{20, []uint64{0x1000, 0x70010, data, 0x2000}}, // JIT code from /proc, then data
+		{30, []uint64{0x1000, data}},                  // a process sprof cannot read
+	} {
+		src.add(s.pid, 10, s.user...)
+	}
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+
+	type stack struct {
+		pid       uint32
+		user      string
+		truncated bool
+		count     int64
+	}
+	var got []stack
+	for _, s := range c.Profile().Samples {
+		var user []uint64
+		for _, l := range s.Stack {
+			user = append(user, l.Address)
+		}
+		got = append(got, stack{s.Pid, fmt.Sprintf("%x", user), s.Truncated, s.Count})
+	}
+	want := []stack{
+		{10, "[1000 2000]", true, 2},
+		{10, "[1000 50010 2000]", false, 1},
+		{10, "[1000 3000]", false, 1},
+		{10, fmt.Sprintf("[9000 %x]", data), false, 1},
+		{20, "[1000 70010]", true, 1},
+		{30, fmt.Sprintf("[1000 %x]", data), false, 1},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("profile stacks\n%+v\nwant\n%+v", got, want)
+	}
+	var recorded []string
+	for _, l := range sink.log {
+		if _, sample, ok := strings.Cut(l, " sample "); ok {
+			recorded = append(recorded, sample)
+		}
+	}
+	wantRecorded := []string{
+		"10/10 cpu0 p10 [1000 2000] [] true",
+		"10/10 cpu0 p10 [1000 2000] [] true",
+		"10/10 cpu0 p10 [1000 50010 2000] [] false",
+		"10/10 cpu0 p10 [1000 3000] [] false",
+		fmt.Sprintf("10/10 cpu0 p10 [9000 %x] [] false", data),
+		"20/20 cpu0 p20 [1000 70010] [] true",
+		fmt.Sprintf("30/30 cpu0 p30 [1000 %x] [] false", data),
+	}
+	if !slices.Equal(recorded, wantRecorded) {
+		t.Errorf("the Sink recorded\n%q\nwant\n%q", recorded, wantRecorded)
+	}
+}
