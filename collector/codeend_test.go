@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"debug/elf"
+	"debug/gosym"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sprof/sprof/collector/perfring"
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 // TestCutAtData: a frame-pointer walk from the kernel that reaches a
@@ -104,5 +107,79 @@ func TestCutAtData(t *testing.T) {
 	}
 	if !slices.Equal(recorded, wantRecorded) {
 		t.Errorf("the Sink recorded\n%q\nwant\n%q", recorded, wantRecorded)
+	}
+}
+
+// TestMorestackMarksTruncated: a walk of a Go program that ends in
+// runtime.morestack (which clears the frame pointer before it runs
+// newstack on g0) is marked truncated, one that ends in runtime.goexit,
+// a goroutine's true root, is not, and neither is one of a binary that
+// is not Go. The Go program is this test's own binary, stripped as go test
+// links it; its functions are found in its function table by debug/gosym.
+func TestMorestackMarksTruncated(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	pcln, err := ef.Section(".gopclntab").Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pcln, ef.Section(".text").Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileOffset := func(name string) uint64 {
+		t.Helper()
+		fn := tab.LookupFunc(name)
+		if fn == nil {
+			t.Fatalf("%s has no %s", exe, name)
+		}
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && fn.Entry >= p.Vaddr && fn.Entry < p.Vaddr+p.Filesz {
+				return fn.Entry - p.Vaddr + p.Off
+			}
+		}
+		t.Fatalf("%s at %#x is in no executable segment", name, fn.Entry)
+		return 0
+	}
+	morestack, goexit := fileOffset("runtime.morestack"), fileOffset("runtime.goexit")
+
+	const lo, hi = 0x1000_0000, 0x2000_0000
+	proc := newFakeProc(t)
+	proc.set(40, 7, lo, hi, exe)
+	proc.set(41, 7, lo, hi, testenv.RequireTool(t, "true")) // not Go
+	c, err := New(Options{Frequency: 99, ProcRoot: proc.root, NoSideband: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	src := &fakeSource{}
+	src.add(40, 10, lo+goexit, lo+morestack+5)
+	src.add(40, 10, lo+goexit, lo+goexit+5)
+	src.add(41, 10, lo+goexit, lo+morestack+5)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range c.Profile().Samples {
+		var user []uint64
+		for _, l := range s.Stack {
+			user = append(user, l.Address-lo)
+		}
+		got = append(got, fmt.Sprintf("%d %x %v", s.Pid, user, s.Truncated))
+	}
+	want := []string{
+		fmt.Sprintf("40 [%x %x] true", goexit, morestack+5),
+		fmt.Sprintf("40 [%x %x] false", goexit, goexit+5),
+		fmt.Sprintf("41 [%x %x] false", goexit, morestack+5),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("stacks (addresses less the mapping's start)\n%q\nwant\n%q", got, want)
 	}
 }

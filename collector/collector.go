@@ -538,7 +538,8 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 		return
 	}
 	// A new stack: make sure its addresses are known before keeping it,
-	// and that its walk ends where it leaves the process's code.
+	// that its walk ends where it leaves the process's code, and that it
+	// is marked when it is not whole (stackEnd).
 	if img != nil && p.key.set == img.maps && !covers(p.key.set, user) && c.stable(p.key.pid, img) {
 		img = c.table.refresh(img, p.time)
 		if p.key.set != img.maps {
@@ -550,7 +551,7 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 			}
 		}
 	}
-	if n := codeEnd(p.key.set, user); n < len(user) {
+	if n, partial := c.stackEnd(p.key.pid, p.key.set, user); partial && (n < len(user) || !p.key.truncated) {
 		user, p.key.truncated = user[:n], true
 		h = c.agg.hash(&p.key, user, kernel)
 		if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {

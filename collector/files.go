@@ -27,6 +27,11 @@ type binaryFile struct {
 	// read at the end even after its process exited or it was deleted.
 	pinned *os.File
 	tried  bool
+	// morestack is where a Go binary's runtime.morestack lies, in file
+	// offsets (empty for other binaries); morestackKnown says it was
+	// looked up (gostack.go).
+	morestack      codeRange
+	morestackKnown bool
 }
 
 // fileKey identifies a binaryFile: by build ID when there is one, else by
