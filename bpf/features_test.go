@@ -127,7 +127,7 @@ func TestFeatureNames(t *testing.T) {
 
 // TestProbeOffCPU holds the off-CPU probe to the kernel's BTF: the
 // tracepoints offcpu.bpf.c attaches to are there as btf_trace_ typedefs,
-// and bpf_get_task_stack (5.9) as the function implementing the helper. A
+// and bpf_get_task_stack (5.9) in the kernel's enum of helpers. A
 // tracepoint or a helper the kernel lacks must come out as not supported,
 // not as a failure to probe.
 func TestProbeOffCPU(t *testing.T) {
@@ -137,11 +137,19 @@ func TestProbeOffCPU(t *testing.T) {
 		t.Fatalf("kernel BTF: %v", err)
 	}
 	want := true
-	for _, name := range []string{"btf_trace_sched_switch", "btf_trace_sys_exit", "bpf_get_task_stack"} {
+	for _, name := range []string{"btf_trace_sched_switch", "btf_trace_sys_exit"} {
 		if _, err := spec.AnyTypeByName(name); err != nil {
 			t.Logf("kernel BTF has no %s: %v", name, err)
 			want = false
 		}
+	}
+	var ids *btf.Enum
+	if err := spec.TypeByName("bpf_func_id", &ids); err != nil {
+		t.Fatalf("kernel BTF has no enum bpf_func_id: %v", err)
+	}
+	if !slices.ContainsFunc(ids.Values, func(v btf.EnumValue) bool { return v.Name == "BPF_FUNC_get_task_stack" }) {
+		t.Log("kernel BTF's enum bpf_func_id has no BPF_FUNC_get_task_stack")
+		want = false
 	}
 	if err := ProbeOffCPU(); (err == nil) != want || (err != nil && !errors.Is(err, ebpf.ErrNotSupported)) {
 		t.Errorf("ProbeOffCPU: %v; the kernel's BTF says available = %v", err, want)

@@ -163,16 +163,16 @@ func sysctl(t *testing.T, name string) int {
 	return v
 }
 
-// offCPUBTF says whether the kernel's BTF holds what --off-cpu attaches to
-// and calls: the sched_switch and sys_exit tracepoints and
-// bpf_get_task_stack.
-func offCPUBTF(t *testing.T) bool {
+// offCPUBTF says whether the kernel has what --off-cpu attaches to and
+// calls: the sched_switch and sys_exit tracepoints in its BTF, and
+// bpf_get_task_stack, which Linux 5.9 brought.
+func offCPUBTF(t *testing.T, release string) bool {
 	t.Helper()
 	spec, err := btf.LoadKernelSpec()
-	if err != nil {
+	if err != nil || !kernelAtLeast(release, 5, 9) {
 		return false
 	}
-	for _, name := range []string{"btf_trace_sched_switch", "btf_trace_sys_exit", "bpf_get_task_stack"} {
+	for _, name := range []string{"btf_trace_sched_switch", "btf_trace_sys_exit"} {
 		if _, err := spec.AnyTypeByName(name); err != nil {
 			return false
 		}
@@ -294,7 +294,7 @@ func wantCheck(t *testing.T, u checkUser) []checkWant {
 			checkWant{"stack copies", statusWarn, "available, but kernel " + release + " has no ", "a Linux 5.17 or newer kernel"},
 			checkWant{"in-kernel unwinding", statusOK, "user stacks by frame pointers, up to 1,024 frames in tail calls of 32", ""})
 	}
-	if offCPUBTF(t) {
+	if offCPUBTF(t, release) {
 		want = append(want, checkWant{"off-CPU", statusOK, "available: --off-cpu records where threads wait", ""})
 	} else {
 		want = append(want, checkWant{"off-CPU", statusWarn, "--off-cpu is not available: ", "a Linux 5.10 or newer kernel with BTF"})
