@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -56,16 +57,8 @@ func (s *mapSet) executable(addr uint64) bool {
 	if s.find(addr) != nil {
 		return true
 	}
-	i, _ := slices.BinarySearchFunc(s.anon, addr, func(r codeRange, a uint64) int {
-		if r.limit <= a {
-			return -1
-		}
-		if r.start > a {
-			return 1
-		}
-		return 0
-	})
-	return i < len(s.anon) && s.anon[i].start <= addr && addr < s.anon[i].limit
+	i := sort.Search(len(s.anon), func(i int) bool { return s.anon[i].limit > addr })
+	return i < len(s.anon) && s.anon[i].start <= addr
 }
 
 // insert adds m, trimming or removing the parts of older mappings it
