@@ -37,7 +37,7 @@ func BenchmarkBPFRun(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dHz/%v", path.name, tc.hz, tc.stack), func(b *testing.B) {
 				startFixture(b, tc.stack...)
 				startFixture(b, tc.stack...)
-				s := openSampler(b, Config{Frequency: tc.hz, User: true, Kernel: true, features: pathFeatures(path.without)})
+				s := openSampler(b, Config{Frequency: tc.hz, User: true, Kernel: true, features: pathFeatures(path.without), RunTimeStats: true})
 				var samples, frames int
 				var reading time.Duration
 				count := func(x *Sample) { samples++; frames += len(x.User) + len(x.Kernel) }
@@ -99,7 +99,7 @@ func benchStackCopy(b *testing.B, hz, size int, ready bool) {
 	f1, _ := startBinary(b, nofpPath, "deep")
 	f2, _ := startBinary(b, nofpPath, "deep")
 	pids := []uint32{uint32(f1.Process.Pid), uint32(f2.Process.Pid)}
-	cfg := Config{Frequency: hz, Pids: pids, User: true, Kernel: true, StackCopy: size, CopyAll: true}
+	cfg := Config{Frequency: hz, Pids: pids, User: true, Kernel: true, StackCopy: size, CopyAll: true, RunTimeStats: true}
 	wake := make(<-chan struct{}) // never
 	if !ready {
 		online, err := cpus.Online()
@@ -110,7 +110,7 @@ func benchStackCopy(b *testing.B, hz, size int, ready bool) {
 		cfg.RingBufferSize = min(max(1<<bits.Len64(second-1), minRingSize), maxDefaultRingSize)
 		cfg.Backlog = -1
 	}
-	plain := openSampler(b, Config{Frequency: hz, Pids: pids, User: true, Kernel: true})
+	plain := openSampler(b, Config{Frequency: hz, Pids: pids, User: true, Kernel: true, RunTimeStats: true})
 	copying := openSampler(b, cfg)
 	if ready {
 		wake = copying.Ready()
@@ -238,7 +238,7 @@ func benchVsGetStack(b *testing.B, hz int) {
 		b.Fatal(err)
 	}
 	defer ref.Close()
-	s := openSampler(b, Config{Frequency: hz, User: true, Kernel: true})
+	s := openSampler(b, Config{Frequency: hz, User: true, Kernel: true, RunTimeStats: true})
 	online, err := cpus.Online()
 	if err != nil {
 		b.Fatal(err)

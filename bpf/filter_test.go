@@ -180,7 +180,7 @@ func TestOpenWithoutPrivileges(t *testing.T) {
 // say why it has no run-time figures (only CAP_SYS_ADMIN may enable them).
 func TestOpenWithBPFAndPerfmonOnly(t *testing.T) {
 	if os.Getenv("SPROF_BPF_CAPS_CHILD") == "1" {
-		s, err := Open(Config{Frequency: 99, User: true, Kernel: true})
+		s, err := Open(Config{Frequency: 99, User: true, Kernel: true, RunTimeStats: true})
 		if err != nil {
 			t.Fatalf("Open with CAP_BPF and CAP_PERFMON: %v", err)
 		}

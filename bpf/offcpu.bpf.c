@@ -5,18 +5,28 @@
  * sprof's off-CPU program: where threads wait. On the scheduler's context
  * switch (the sched_switch BTF tracepoint), a thread of the selected
  * processes that leaves the CPU (prev, the current task) has the time noted
- * in a per-thread table; when it is about to run again (next) after
- * off_cpu_min_ns or more, its kernel stack is read from the sleeping task
- * (bpf_get_task_stack): as it has not run since, that is the stack it left
- * the CPU with. Its user stack can only be read in its own context, and
- * walking it at every switch-out would cost microseconds per switch, most
- * of them for waits too short to report. A thread that waited in a system
- * call runs no user code until the call returns, so the record is finished
- * there, on the sys_exit BTF tracepoint, with the user stack walked then:
- * the one of the switch-out, paid for only by reported waits. A thread
- * that left the CPU outside a system call (preempted, or blocked in a page
- * fault) gets its record at once, with its user registers and no user
- * stack beyond pc (marked truncated).
+ * in a table of switch-out times; when it is about to run again (next)
+ * after off_cpu_min_ns or more, its kernel stack is read from the sleeping
+ * task (bpf_get_task_stack): as it has not run since, that is the stack it
+ * left the CPU with.
+ *
+ * The switch itself is the hot path: a host may switch 100,000 times a
+ * second, nearly all of them for waits far below the minimum. So a switch
+ * costs one clock read and two probes of one cache line of the table
+ * (switch_out, switch_in), no helper calls and no other memory; all the
+ * rest is paid for by waits that reach the minimum.
+ *
+ * A thread's user stack can only be read in its own context. A thread that
+ * waited in a system call runs no user code until the call returns, so its
+ * record is finished there, on the sys_exit BTF tracepoint, with the user
+ * stack walked then: the one of the switch-out. That hook makes every
+ * system call on the host take the kernel's slower traced path, so user
+ * space detaches it while system calls are too many for its CPU budget
+ * (exit_gen 0); records of waits in system calls then carry the user pc
+ * alone, marked truncated, and are counted (COUNT_CUT). A thread that left
+ * the CPU outside a system call (preempted, or blocked in a page fault)
+ * gets its record at once, with its user registers and no user stack
+ * beyond pc (marked truncated).
  *
  * Only helpers and program types of Linux 5.10 are used: no bpf_loop,
  * task storage, bpf_task_pt_regs or kprobes (which not every kernel has).
@@ -115,19 +125,6 @@ struct {
 	__type(value, __u8);
 } pids SEC(".maps");
 
-/* A thread off the CPU, or back from it with its record waiting for the
- * end of its system call. */
-struct off_thread {
-	__u64 since;   /* bpf_ktime_get_ns at the switch-out; 0: on a CPU */
-	__u64 pending; /* ns off the CPU awaiting sys_exit; 0: none */
-	__u64 back;    /* when it ran again, for the record's time */
-	__u32 cpu;     /* where it ran again */
-	__u16 kernel_frames;
-	bool in_syscall; /* it left the CPU inside a system call */
-	__u8 pad;
-	__u64 kernel[OFFCPU_KERNEL_FRAMES];
-};
-
 /* Processes whose records carry a stack copy: the sampler's map. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -136,16 +133,76 @@ struct {
 	__type(value, __u8);
 } copy_pids SEC(".maps");
 
-/* Threads off the CPU or pending, by tid. An LRU map: a thread that exits
- * while off the CPU leaves an entry that ages out; so, on a host with more
- * threads asleep than entries, does the longest sleeper's. Entries are
- * reused in place. Sized by the loader. */
+/*
+ * Switch-out times, by tid: SLOT_SETS sets of SLOT_WAYS slots, a thread's
+ * set chosen by the low bits of its tid, so that a switch reads one cache
+ * line whatever the number of threads. A slot is a u64: the time (ns >>
+ * SLOT_TIME_SHIFT), the slot's state and the tid's high bits (its tag).
+ * Threads of one set beyond its ways evict the one off the CPU longest,
+ * whose wait is then lost and counted (COUNT_DROPPED): with 2^15 sets, a
+ * host needs several thousand threads off the CPU at once before that is
+ * more than rare. A thread that exits is never switched in again, so it
+ * takes no slot on its way out (PF_EXITING).
+ */
+enum offcpu_slot {
+	SLOT_SET_BITS = 15,
+	SLOT_SETS = 1 << SLOT_SET_BITS,
+	SLOT_WAYS = 4,
+	/* pid_max is at most 2^22 (PID_MAX_LIMIT on 64-bit). */
+	SLOT_TAG_BITS = 22 - SLOT_SET_BITS,
+	SLOT_STATE_BITS = 2,
+	/* 2^(64-9) units of 16 ns: 18 years of uptime. */
+	SLOT_TIME_SHIFT = 4,
+};
+
+#define SLOT_TAG_MASK ((1ULL << SLOT_TAG_BITS) - 1)
+#define SLOT_STATE_MASK ((1ULL << SLOT_STATE_BITS) - 1)
+#define SLOT_LOW_BITS (SLOT_TAG_BITS + SLOT_STATE_BITS)
+
+enum offcpu_slot_state {
+	SLOT_FREE = 0, /* the whole slot is 0 */
+	/* Off the CPU since the slot's time. */
+	SLOT_OFF = 1,
+	/* Back on the CPU since the slot's time, its record waiting for the
+	 * end of its system call (the pending map holds it). */
+	SLOT_PENDING_ON = 2,
+	/* Off the CPU again since the slot's time before that system call
+	 * returned: the same wait goes on (a futex woken but taken by
+	 * another thread), and is added to the pending record. */
+	SLOT_PENDING_OFF = 3,
+};
+
+struct slot_set {
+	__u64 way[SLOT_WAYS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLOT_SETS);
+	__type(key, __u32);
+	__type(value, struct slot_set);
+} switch_outs SEC(".maps");
+
+/* A wait whose record is finished at sys_exit: what the switch-in knew. */
+struct pending {
+	__u64 off_ns; /* time off the CPU */
+	__u64 back;   /* when it ran again, for the record's time */
+	__u64 gen;    /* exit_gen when it was noted */
+	__u32 cpu;    /* where it ran again */
+	__u16 kernel_frames;
+	__u16 pad;
+	__u64 kernel[OFFCPU_KERNEL_FRAMES];
+};
+
+/* Pending records by tid: only waits of OffCPUMin or more in system calls,
+ * for the microseconds until the call returns. An LRU map: the entry of a
+ * thread that dies pending ages out. */
 struct {
 	__uint(type, OFFCPU_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, struct off_thread);
-} off_threads SEC(".maps");
+	__type(value, struct pending);
+} pendings SEC(".maps");
 
 /* A zeroed entry to insert a thread's first entry from (the BPF stack is
  * too small for one). */
@@ -153,15 +210,20 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct off_thread);
-} off_blank SEC(".maps");
+	__type(value, struct pending);
+} pending_blank SEC(".maps");
 
 /* Per-CPU counters, indexed by enum offcpu_counter. */
 enum offcpu_counter {
-	COUNT_SENT,     /* records put in the ring */
-	COUNT_LOST,     /* records that found the ring full */
-	COUNT_UNTRACKED, /* switch-outs off_threads had no room for */
-	COUNT_SHORT,    /* switch-ins below off_cpu_min_ns */
+	COUNT_SENT,    /* records put in the ring */
+	COUNT_LOST,    /* records that found the ring full */
+	COUNT_DROPPED, /* waits noted but never sent: their slot taken by
+			* another thread (switch_outs), or pending when the
+			* sys_exit hook went off */
+	COUNT_SHORT,   /* switch-ins below off_cpu_min_ns */
+	COUNT_CUT,     /* waits in system calls sent without their user stack
+			* while the sys_exit hook was off (exit_gen 0) */
+	COUNT_EXITS,   /* system call exits seen, for user space's budget */
 	COUNTERS,
 };
 
@@ -246,11 +308,14 @@ static __always_inline bool in_cgroup(struct task_struct___offcpu *task)
 	return false;
 }
 
+/* Set in task->flags from the start of do_exit (include/linux/sched.h). */
+#define OFFCPU_PF_EXITING 0x00000004
+
 static __always_inline bool wanted(struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
-	if (tgid == 0 || tgid == self_tgid || (task->flags & PF_KTHREAD))
+	if (tgid == 0 || tgid == self_tgid || (task->flags & (PF_KTHREAD | OFFCPU_PF_EXITING)))
 		return false;
 	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
 		return false;
@@ -263,7 +328,7 @@ static __always_inline bool wanted(struct task_struct *task)
  * task->stack: THREAD_SIZE less sizeof(struct pt_regs) less a padding
  * that depends on the architecture and kernel configuration (x86-64 with
  * FRED leaves 16 bytes). Learnt from the first sys_exit, whose argument is
- * that pointer; 0 until then. */
+ * that pointer (user space keeps the hook on until then); 0 until then. */
 __u64 regs_at;
 
 static __always_inline struct pt_regs *regs_of(struct task_struct *task)
@@ -275,44 +340,99 @@ static __always_inline struct pt_regs *regs_of(struct task_struct *task)
 	return (struct pt_regs *)((__u64)BPF_CORE_READ((struct task_struct___offcpu *)task, stack) + at);
 }
 
-/* prev, the current task, leaves the CPU: note when. */
-static __always_inline void note_out(struct task_struct *prev, __u64 now)
-{
-	__u32 tid = prev->pid, zero = 0;
-	struct off_thread *t, *blank;
-	struct pt_regs *regs;
+/* The generation of the sys_exit hook while it is attached, 0 while it is
+ * not: user space attaches the hook, then sets a new generation, and
+ * clears it before detaching. A pending record of another generation
+ * waited for a hook that was not there, and is dropped. */
+__u64 exit_gen;
 
-	if (!wanted(prev))
-		return;
-	t = bpf_map_lookup_elem(&off_threads, &tid);
-	if (!t) {
-		blank = bpf_map_lookup_elem(&off_blank, &zero);
-		if (!blank || bpf_map_update_elem(&off_threads, &tid, blank, BPF_NOEXIST) ||
-		    !(t = bpf_map_lookup_elem(&off_threads, &tid))) {
-			count(COUNT_UNTRACKED);
-			return;
-		}
-	}
-	if (t->pending && !t->since) {
-		/* Off the CPU again before its system call returned: the
-		 * same wait goes on (a futex woken but taken by another
-		 * thread), added to the pending record at the switch-in. */
-		t->since = now;
-		return;
-	}
-	regs = regs_of(prev);
-	t->in_syscall = !regs || in_syscall(regs);
-	t->since = now;
+/* Threads with a record pending: while there are none, sys_exit, which
+ * runs for every system call on the host, costs a load and a counter.
+ * User space zeroes it when it attaches the hook (no record of the new
+ * generation can be pending then). A thread that dies pending leaves it
+ * one too high, which costs only lookups until then. Changed with relaxed
+ * __atomic_fetch_add, whose result is unused: clang then emits BPF_XADD,
+ * where __sync_fetch_and_add gives an atomic fetch-add that Linux 5.10
+ * rejects ("BPF_STX uses reserved fields"). */
+__u64 pending_threads;
+
+static __always_inline __u64 slot_tag(__u32 tid)
+{
+	return (tid >> SLOT_SET_BITS) & SLOT_TAG_MASK;
 }
 
-/* Threads with a record pending (off_thread.pending set): while there are
- * none, sys_exit, which runs for every system call on the host, costs one
- * load. A thread that dies pending leaves it one too high, which costs
- * only lookups. Changed with relaxed __atomic_fetch_add, whose result is
- * unused: clang then emits BPF_XADD, where __sync_fetch_and_add gives an
- * atomic fetch-add that Linux 5.10 rejects ("BPF_STX uses reserved
- * fields"). */
-__u64 pending_threads;
+static __always_inline __u64 slot_value(__u64 time, __u64 state, __u32 tid)
+{
+	return (time >> SLOT_TIME_SHIFT) << SLOT_LOW_BITS | state << SLOT_TAG_BITS | slot_tag(tid);
+}
+
+static __always_inline __u64 slot_time(__u64 v)
+{
+	return (v >> SLOT_LOW_BITS) << SLOT_TIME_SHIFT;
+}
+
+static __always_inline __u64 slot_state(__u64 v)
+{
+	return (v >> SLOT_TAG_BITS) & SLOT_STATE_MASK;
+}
+
+static __always_inline struct slot_set *set_of(__u32 tid)
+{
+	__u32 set = tid & (SLOT_SETS - 1);
+
+	return bpf_map_lookup_elem(&switch_outs, &set);
+}
+
+/* The way of set that holds tid, or SLOT_WAYS. */
+static __always_inline int way_of(struct slot_set *set, __u32 tid)
+{
+	__u64 tag = slot_tag(tid);
+
+#pragma unroll
+	for (int i = 0; i < SLOT_WAYS; i++) {
+		__u64 v = set->way[i];
+
+		if (v && (v & SLOT_TAG_MASK) == tag)
+			return i;
+	}
+	return SLOT_WAYS;
+}
+
+/* prev, the current task, leaves the CPU: note when, in its own slot, a
+ * free one, or the one of the thread off the CPU longest. */
+static __always_inline void switch_out(struct task_struct *prev, __u64 now)
+{
+	__u32 tid = prev->pid;
+	struct slot_set *set;
+	__u64 v, state = SLOT_OFF, oldest = ~0ULL;
+	int i, w;
+
+	if (!wanted(prev) || !(set = set_of(tid)))
+		return;
+	w = way_of(set, tid);
+	if (w < SLOT_WAYS) {
+		v = set->way[w];
+		if (slot_state(v) == SLOT_PENDING_ON)
+			state = SLOT_PENDING_OFF;
+	} else {
+#pragma unroll
+		for (i = 0; i < SLOT_WAYS; i++) {
+			v = set->way[i];
+			if (!v) {
+				w = i;
+				break;
+			}
+			if (v < oldest) { /* the time is in the high bits */
+				oldest = v;
+				w = i;
+			}
+		}
+		if (i == SLOT_WAYS)
+			count(COUNT_DROPPED);
+	}
+	if (w < SLOT_WAYS) /* for the verifier */
+		set->way[w] = slot_value(now, state, tid);
+}
 
 /* Same policy as the sampler's (see wakeup in sprof.bpf.c), with its own
  * state: at worst the reader is woken once by each program. */
@@ -337,12 +457,12 @@ static __always_inline __u64 wakeup(__u64 size)
 	return BPF_RB_FORCE_WAKEUP;
 }
 
-/* Fills the record's header and kernel frames from t and task; the caller
- * adds user frames from frame index h->kernel_frames on and sends it. */
-static __always_inline struct offcpu_buf *start_record(struct off_thread *t, struct task_struct *task, __u64 off)
+/* Fills the record's header for a wait of off ns that ended at back on
+ * cpu; the caller adds the frames and sends it. */
+static __always_inline struct offcpu_buf *start_record(struct task_struct *task, __u64 off, __u64 back, __u32 cpu)
 {
-	__u32 cpu = bpf_get_smp_processor_id(), nk = t->kernel_frames;
-	struct offcpu_buf *b = bpf_map_lookup_elem(&offcpu_scratch, &cpu);
+	__u32 at = bpf_get_smp_processor_id();
+	struct offcpu_buf *b = bpf_map_lookup_elem(&offcpu_scratch, &at);
 	struct offcpu_header *h;
 
 	if (!b)
@@ -352,17 +472,14 @@ static __always_inline struct offcpu_buf *start_record(struct off_thread *t, str
 	h->flags = 0;
 	h->pid = BPF_CORE_READ(task, tgid);
 	h->tid = BPF_CORE_READ(task, pid);
-	h->cpu = t->cpu;
+	h->cpu = cpu;
 	h->stack_bytes = 0;
-	h->time = t->back;
+	h->time = back;
 	h->off_ns = off;
 	h->pc = h->sp = h->fp = h->lr = 0;
 	h->user_frames = 0;
+	h->kernel_frames = 0;
 	BPF_CORE_READ_INTO(&h->comm, (struct task_struct___offcpu *)task, comm);
-	if (nk > OFFCPU_KERNEL_FRAMES)
-		nk = OFFCPU_KERNEL_FRAMES;
-	h->kernel_frames = nk;
-	bpf_probe_read_kernel(b->frames, nk * sizeof(__u64), t->kernel);
 	return b;
 }
 
@@ -389,48 +506,47 @@ static __always_inline void send(struct offcpu_buf *b)
 		count(COUNT_SENT);
 }
 
-/* next is about to run again. A wait long enough gets its kernel stack,
- * still the one it slept in, and then its record: here when it left the
- * CPU outside a system call, at sys_exit otherwise. */
-static __always_inline void note_in(struct task_struct *next, __u64 now)
+/* The wait of next, off the CPU for off ns, reached the minimum: send its
+ * record now, with its kernel stack and user pc, or, for a wait in a
+ * system call while the sys_exit hook is on, keep it for sys_exit. Returns
+ * whether it is pending. */
+static __always_inline bool long_wait(struct task_struct *next, __u64 off, __u64 now)
 {
-	__u32 tid = next->pid;
-	struct off_thread *t;
+	__u32 tid = next->pid, zero = 0, cpu = bpf_get_smp_processor_id();
+	struct pt_regs *regs = regs_of(next);
+	bool in_call = !regs || in_syscall(regs);
+	__u64 gen = exit_gen;
 	struct offcpu_buf *b;
-	struct pt_regs *regs;
-	__u64 off;
+	struct pending *p, *blank;
 	long n;
 
-	t = bpf_map_lookup_elem(&off_threads, &tid);
-	if (!t || !t->since)
-		return;
-	off = now - t->since;
-	t->since = 0;
-	if (t->pending) {
-		t->pending += off;
-		return;
+	if (in_call && capture_user && gen) {
+		blank = bpf_map_lookup_elem(&pending_blank, &zero);
+		if (blank && !bpf_map_update_elem(&pendings, &tid, blank, BPF_ANY) &&
+		    (p = bpf_map_lookup_elem(&pendings, &tid))) {
+			p->off_ns = off;
+			p->back = now;
+			p->gen = gen;
+			p->cpu = cpu;
+			p->kernel_frames = 0;
+			if (capture_kernel) {
+				n = bpf_get_task_stack(next, p->kernel, sizeof(p->kernel), 0);
+				if (n > 0)
+					p->kernel_frames = n / sizeof(__u64);
+			}
+			__atomic_fetch_add(&pending_threads, 1, __ATOMIC_RELAXED);
+			return true;
+		}
+		/* No room: send it as if the hook were off. */
 	}
-	if (off < off_cpu_min_ns) {
-		count(COUNT_SHORT);
-		return;
-	}
-	t->back = now;
-	t->cpu = bpf_get_smp_processor_id();
-	t->kernel_frames = 0;
-	if (capture_kernel) {
-		n = bpf_get_task_stack(next, t->kernel, sizeof(t->kernel), 0);
-		if (n > 0)
-			t->kernel_frames = n / sizeof(__u64);
-	}
-	if (t->in_syscall && capture_user) {
-		t->pending = off;
-		__atomic_fetch_add(&pending_threads, 1, __ATOMIC_RELAXED);
-		return;
-	}
-	b = start_record(t, next, off);
+	b = start_record(next, off, now, cpu);
 	if (!b)
-		return;
-	regs = regs_of(next);
+		return false;
+	if (capture_kernel) {
+		n = bpf_get_task_stack(next, b->frames, OFFCPU_KERNEL_FRAMES * sizeof(__u64), 0);
+		if (n > 0)
+			b->hdr.kernel_frames = n / sizeof(__u64);
+	}
 	if (capture_user && regs) {
 		__u32 at = b->hdr.kernel_frames;
 
@@ -440,8 +556,55 @@ static __always_inline void note_in(struct task_struct *next, __u64 now)
 			b->hdr.user_frames = 1;
 			b->hdr.flags |= OFFCPU_USER_TRUNCATED;
 		}
+		if (in_call)
+			count(COUNT_CUT);
 	}
 	send(b);
+	return false;
+}
+
+/* next is about to run again: if it was followed off the CPU, free its
+ * slot; a wait long enough gets its record. */
+static __always_inline void switch_in(struct task_struct *next, __u64 now)
+{
+	__u32 tid = next->pid;
+	struct slot_set *set = set_of(tid);
+	struct pending *p;
+	__u64 v, off;
+	int w;
+
+	if (!set)
+		return;
+	w = way_of(set, tid);
+	if (w >= SLOT_WAYS)
+		return;
+	v = set->way[w];
+	off = now - slot_time(v);
+	switch (slot_state(v)) {
+	case SLOT_PENDING_OFF:
+		p = bpf_map_lookup_elem(&pendings, &tid);
+		if (p && p->off_ns && exit_gen && p->gen == exit_gen) {
+			p->off_ns += off;
+			set->way[w] = slot_value(now, SLOT_PENDING_ON, tid);
+			return;
+		}
+		/* Its system call returned while the hook was off: that
+		 * record is lost, and this is a wait of its own. */
+		count(COUNT_DROPPED);
+		/* fallthrough */
+	case SLOT_OFF:
+		if (off < off_cpu_min_ns) {
+			set->way[w] = 0;
+			count(COUNT_SHORT);
+			return;
+		}
+		/* Pending from here, so that the thread's next switch-out
+		 * (before its system call returns) finds it so. */
+		set->way[w] = slot_value(now, SLOT_PENDING_ON, tid);
+		if (!long_wait(next, off, now))
+			set->way[w] = 0;
+		return;
+	}
 }
 
 /* Only the first three arguments, which every kernel since 5.5 passes
@@ -451,13 +614,11 @@ int BPF_PROG(switch_task, bool preempt, struct task_struct *prev, struct task_st
 {
 	__u64 now = bpf_ktime_get_ns();
 
-	note_out(prev, now);
-	note_in(next, now);
+	switch_out(prev, now);
+	switch_in(next, now);
 	return 0;
 }
 
-/* A system call returns: finish the record of a wait inside it with the
- * user stack, which is still the one the thread left the CPU with. */
 /* Copies up to stack_copy_size bytes of the user stack from sp upward
  * after the frames at index at, for user space to unwind code without
  * frame pointers. Where the stack ends is not known here (bpf_find_vma
@@ -489,16 +650,32 @@ static __always_inline void copy_stack(struct offcpu_buf *b, __u32 at)
 		h->stack_bytes = n;
 }
 
+/* Frees tid's slot once its pending record is done. */
+static __always_inline void forget_pending(__u32 tid)
+{
+	struct slot_set *set = set_of(tid);
+	int w;
+
+	if (!set)
+		return;
+	w = way_of(set, tid);
+	if (w < SLOT_WAYS && slot_state(set->way[w]) == SLOT_PENDING_ON)
+		set->way[w] = 0;
+}
+
+/* A system call returns: finish the record of a wait inside it with the
+ * user stack, which is still the one the thread left the CPU with. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(syscall_done, struct pt_regs *regs, long ret)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct task_struct *task;
-	struct off_thread *t;
+	struct pending *p;
 	struct offcpu_buf *b;
-	__u32 at;
+	__u32 at, nk;
 	long n;
 
+	count(COUNT_EXITS);
 	if (!regs_at) {
 		__u64 addr = 0, stack;
 
@@ -511,15 +688,28 @@ int BPF_PROG(syscall_done, struct pt_regs *regs, long ret)
 	}
 	if (!pending_threads)
 		return 0;
-	t = bpf_map_lookup_elem(&off_threads, &tid);
-	if (!t || !t->pending)
+	p = bpf_map_lookup_elem(&pendings, &tid);
+	if (!p || !p->off_ns)
 		return 0;
-	task = (struct task_struct *)bpf_get_current_task();
-	b = start_record(t, task, t->pending);
-	t->pending = 0;
+	forget_pending(tid);
+	if (p->gen != exit_gen) {
+		/* Noted before the hook last went off and on: pending_threads
+		 * was zeroed since. */
+		p->off_ns = 0;
+		count(COUNT_DROPPED);
+		return 0;
+	}
 	__atomic_fetch_add(&pending_threads, -1, __ATOMIC_RELAXED);
+	task = (struct task_struct *)bpf_get_current_task();
+	b = start_record(task, p->off_ns, p->back, p->cpu);
+	p->off_ns = 0;
 	if (!b)
 		return 0;
+	nk = p->kernel_frames;
+	if (nk > OFFCPU_KERNEL_FRAMES)
+		nk = OFFCPU_KERNEL_FRAMES;
+	b->hdr.kernel_frames = nk;
+	bpf_probe_read_kernel(b->frames, nk * sizeof(__u64), p->kernel);
 	user_regs(&b->hdr, regs);
 	at = b->hdr.kernel_frames;
 	if (at <= OFFCPU_KERNEL_FRAMES) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -25,32 +26,64 @@ const (
 const (
 	offCPUSent = iota
 	offCPULost
-	offCPUUntracked
+	offCPUDropped
 	offCPUShort
+	offCPUCut
+	offCPUExits
 	offCPUCounters
 )
 
 // OffCPUStats are the off-CPU programs' statistics since Open.
 type OffCPUStats struct {
 	// Switches counts the context switches seen (on every CPU, other
-	// processes' included) and SyscallExits the system calls that
-	// returned, where records of waits in system calls are finished.
-	// RunTimeNs is the run time of both programs, so RunTimeNs / Switches
-	// is the cost per switch, system call exits included.
+	// processes' included) and RunTimeNs the run time of the switch
+	// program and the sys_exit hook together, so RunTimeNs / Switches is
+	// the cost per switch, system call exits included; both need
+	// Config.RunTimeStats. SyscallExits counts the system calls that
+	// returned while the sys_exit hook was on.
 	Switches, SyscallExits, RunTimeNs uint64
 	// Sent counts the records put in the ring, Short the switch-ins of
 	// followed threads below OffCPUMin, which cost no record.
 	Sent, Short uint64
-	// Lost counts records that found the ring full and switch-outs the
-	// thread table had no room for: waits that went unrecorded.
+	// Lost counts waits of OffCPUMin or more that went unrecorded: their
+	// record found the ring full, another thread took their place in the
+	// table of switch-out times, or they waited for the sys_exit hook as
+	// it went off.
 	Lost uint64
+	// Cut counts records of waits in system calls sent with the user pc
+	// alone (marked truncated) because the sys_exit hook was off for the
+	// CPU budget (Config.OffCPUExitBudget), and ExitHookPauses how often
+	// it went off.
+	Cut, ExitHookPauses uint64
 }
+
+// DefaultOffCPUExitBudget is the default Config.OffCPUExitBudget: about 1%
+// of a CPU at the 100-150 ns a traced system call exit costs on the
+// virtual machines sprof is tested on, less on bare metal.
+const DefaultOffCPUExitBudget = 100_000
+
+// The sys_exit hook's governor (see exitGovernor): how often it looks,
+// and how long the hook stays off once it is over the budget before it
+// looks again.
+const (
+	exitGovernorTick  = 250 * time.Millisecond
+	exitHookOffPeriod = 15 * time.Second
+)
 
 // offCPU is the loaded off-CPU programs and their hooks.
 type offCPU struct {
-	objs  offcpuObjects
-	links []link.Link
-	user  bool // records carry user stacks, finished at sys_exit
+	objs     offcpuObjects
+	onSwitch link.Link
+	user     bool // records of waits in system calls are finished at sys_exit
+
+	// mu guards the sys_exit hook, which the governor turns off and on.
+	mu       sync.Mutex
+	exit     link.Link // nil while off
+	gen      uint64    // the last exit_gen set
+	pauses   uint64
+	governor exitGovernor
+	stop     chan struct{} // closed by detach to end the governor
+	done     chan struct{} // closed when the governor has ended
 }
 
 // loadOffCPU loads offcpu.bpf.c with the sampler's ring and filter maps in
@@ -86,7 +119,11 @@ func (s *Sampler) loadOffCPU(cfg Config, ringSize int, cpus int) error {
 		scratch.ValueSize += uint32(cfg.StackCopy)
 		scratch.Key, scratch.Value = nil, nil
 	}
-	o := &offCPU{user: cfg.User}
+	budget := cfg.OffCPUExitBudget
+	if budget == 0 {
+		budget = DefaultOffCPUExitBudget
+	}
+	o := &offCPU{user: cfg.User, governor: exitGovernor{budget: budget, offPeriod: exitHookOffPeriod}}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"samples":   s.objs.Samples,
 		"copy_pids": s.objs.CopyPids,
@@ -99,39 +136,166 @@ func (s *Sampler) loadOffCPU(cfg Config, ringSize int, cpus int) error {
 	return nil
 }
 
-// attach hooks the end of system calls first, so no record waits for a
-// sys_exit that is not hooked. Without user stacks nothing waits for one:
-// the hook, which makes every system call on the host take the kernel's
-// slower traced exit, stays off (it is most of the cost of following a
-// storm of short system calls, BenchmarkOffCPU).
+// attach hooks the context switch and, with user stacks, the end of
+// system calls first, so no record waits for a sys_exit that is not
+// hooked, and starts the governor that keeps that hook within its budget.
 func (o *offCPU) attach() error {
-	progs := []*ebpf.Program{o.objs.SwitchTask}
 	if o.user {
-		progs = []*ebpf.Program{o.objs.SyscallDone, o.objs.SwitchTask}
-	}
-	for _, p := range progs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p})
-		if err != nil {
-			return fmt.Errorf("attach off-CPU program %s: %w", p, err)
+		if err := o.exitHookOn(); err != nil {
+			return err
 		}
-		o.links = append(o.links, l)
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: o.objs.SwitchTask})
+	if err != nil {
+		return fmt.Errorf("attach off-CPU program %s: %w", o.objs.SwitchTask, err)
+	}
+	o.onSwitch = l
+	if o.user && o.governor.budget > 0 {
+		o.stop, o.done = make(chan struct{}), make(chan struct{})
+		go o.govern(time.NewTicker(exitGovernorTick))
 	}
 	return nil
+}
+
+// exitHookOn attaches the sys_exit hook, then opens a new generation of
+// pending records (exit_gen): records kept for a hook that was off
+// meanwhile are of an older one, and dropped.
+func (o *offCPU) exitHookOn() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.exit != nil {
+		return nil
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: o.objs.SyscallDone})
+	if err != nil {
+		return fmt.Errorf("attach off-CPU program %s: %w", o.objs.SyscallDone, err)
+	}
+	o.exit = l
+	o.gen++
+	if err := o.objs.PendingThreads.Set(uint64(0)); err != nil {
+		return fmt.Errorf("reset off-CPU pending count: %w", err)
+	}
+	if err := o.objs.ExitGen.Set(o.gen); err != nil {
+		return fmt.Errorf("set off-CPU exit generation: %w", err)
+	}
+	return nil
+}
+
+// exitHookOff tells the switch program to send records of waits in
+// system calls at once, then detaches the sys_exit hook.
+func (o *offCPU) exitHookOff() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.exit == nil {
+		return nil
+	}
+	err := o.objs.ExitGen.Set(uint64(0))
+	err = errors.Join(err, o.exit.Close())
+	o.exit = nil
+	o.pauses++
+	return err
+}
+
+// govern turns the sys_exit hook off and on as exitGovernor says, at each
+// tick, until detach.
+func (o *offCPU) govern(tick *time.Ticker) {
+	defer close(o.done)
+	defer tick.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case now := <-tick.C:
+			exits, err := o.perCPU(offCPUExits)
+			if err != nil {
+				continue
+			}
+			o.mu.Lock()
+			on := o.exit != nil
+			o.mu.Unlock()
+			switch want := o.governor.step(now, on, exits); {
+			case want && !on:
+				o.exitHookOn()
+			case !want && on:
+				o.exitHookOff()
+			}
+		}
+	}
+}
+
+// exitGovernor decides whether the sys_exit hook stays on. The hook makes
+// every system call on the host take the kernel's traced path, a cost in
+// proportion to the rate of system calls, which a context-switch storm or
+// a busy server multiplies. While the busiest CPU returns from more than
+// budget system calls a second, the hook goes off for offPeriod, after
+// which it comes on again to measure; records of waits in system calls
+// meanwhile carry the user pc alone (OffCPUStats.Cut).
+type exitGovernor struct {
+	budget    int // system call exits per second on one CPU
+	offPeriod time.Duration
+
+	last     time.Time // the previous step with the hook on, zero if none
+	exits    []uint64  // per-CPU exits counted then
+	offUntil time.Time
+}
+
+// step takes the per-CPU exit counters at now, with the hook on or not,
+// and says whether it should be on.
+func (g *exitGovernor) step(now time.Time, on bool, exits []uint64) bool {
+	if !on {
+		g.last = time.Time{}
+		return !now.Before(g.offUntil)
+	}
+	last, prev := g.last, g.exits
+	g.last, g.exits = now, append(g.exits[:0:0], exits...)
+	if last.IsZero() || len(prev) != len(exits) || !now.After(last) {
+		return true
+	}
+	var busiest uint64
+	for i, n := range exits {
+		busiest = max(busiest, n-prev[i])
+	}
+	if float64(busiest)/now.Sub(last).Seconds() <= float64(g.budget) {
+		return true
+	}
+	g.offUntil = now.Add(g.offPeriod)
+	g.last = time.Time{}
+	return false
 }
 
 // detach unhooks the programs: no more records, and what they sent stays
 // in the ring.
 func (o *offCPU) detach() error {
-	var errs []error
-	for _, l := range o.links {
-		errs = append(errs, l.Close())
+	if o.stop != nil {
+		close(o.stop)
+		<-o.done
+		o.stop = nil
 	}
-	o.links = nil
+	var errs []error
+	if o.onSwitch != nil {
+		errs = append(errs, o.onSwitch.Close())
+		o.onSwitch = nil
+	}
+	o.mu.Lock()
+	if o.exit != nil {
+		errs = append(errs, o.exit.Close())
+		o.exit = nil
+	}
+	o.mu.Unlock()
 	return errors.Join(errs...)
 }
 
 func (o *offCPU) close() error {
 	return errors.Join(o.detach(), o.objs.Close())
+}
+
+// perCPU returns one of the program's per-CPU counters, per CPU.
+func (o *offCPU) perCPU(counter int) ([]uint64, error) {
+	var perCPU []uint64
+	if err := o.objs.OffcpuCounts.Lookup(uint32(counter), &perCPU); err != nil {
+		return nil, fmt.Errorf("read off-CPU counters: %w", err)
+	}
+	return perCPU, nil
 }
 
 func (o *offCPU) stats() (OffCPUStats, error) {
@@ -143,23 +307,25 @@ func (o *offCPU) stats() (OffCPUStats, error) {
 		}
 		if p == o.objs.SwitchTask {
 			st.Switches = ps.RunCount
-		} else {
-			st.SyscallExits = ps.RunCount
 		}
 		st.RunTimeNs += uint64(ps.Runtime)
 	}
 	var counts [offCPUCounters]uint64
 	for i := range counts {
-		var perCPU []uint64
-		if err := o.objs.OffcpuCounts.Lookup(uint32(i), &perCPU); err != nil {
-			return st, fmt.Errorf("read off-CPU counters: %w", err)
+		perCPU, err := o.perCPU(i)
+		if err != nil {
+			return st, err
 		}
 		for _, n := range perCPU {
 			counts[i] += n
 		}
 	}
-	st.Sent, st.Short = counts[offCPUSent], counts[offCPUShort]
-	st.Lost = counts[offCPULost] + counts[offCPUUntracked]
+	st.Sent, st.Short, st.Cut = counts[offCPUSent], counts[offCPUShort], counts[offCPUCut]
+	st.SyscallExits = counts[offCPUExits]
+	st.Lost = counts[offCPULost] + counts[offCPUDropped]
+	o.mu.Lock()
+	st.ExitHookPauses = o.pauses
+	o.mu.Unlock()
 	return st, nil
 }
 

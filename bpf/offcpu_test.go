@@ -95,7 +95,7 @@ func TestOffCPUWaits(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			pid, start, result := offCPUFixture(t, tc.mode, "60", "5000")
-			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true, OffCPU: true})
+			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true, OffCPU: true, OffCPUExitBudget: -1})
 			start()
 			var tid, waitNs, spinNs uint64
 			line := result()
@@ -248,17 +248,17 @@ func TestDecodeOffCPU(t *testing.T) {
 	}
 }
 
-// storm runs the fixture's context-switch storm for a second on CPU 0,
-// where its two threads must switch to hand over the byte, and returns
-// its round trips and the CPU time it used, BPF programs run in its
-// context included.
-func storm(t testing.TB) (trips, cpuNs uint64) {
+// storm runs the fixture's context-switch storm for the given seconds on
+// CPU 0, where its two threads must switch to hand over the byte, and
+// returns its round trips and the CPU time it used, BPF programs run in
+// its context included.
+func storm(t testing.TB, seconds string) (trips, cpuNs uint64) {
 	t.Helper()
 	taskset, err := exec.LookPath("taskset")
 	if err != nil {
 		t.Skipf("taskset pins the storm to one CPU: %v", err)
 	}
-	cmd := exec.Command(taskset, "-c", "0", offCPUPath, "storm", "1")
+	cmd := exec.Command(taskset, "-c", "0", offCPUPath, "storm", seconds)
 	cmd.Stdin = strings.NewReader("go\n")
 	out, err := cmd.Output()
 	if err != nil {
@@ -276,8 +276,8 @@ func storm(t testing.TB) (trips, cpuNs uint64) {
 // did fit must be the ones it says it sent.
 func TestOffCPUStorm(t *testing.T) {
 	requireFixture(t)
-	s := openSampler(t, Config{User: true, Kernel: true, OffCPU: true, OffCPUMin: 1, RingBufferSize: os.Getpagesize(), Backlog: -1})
-	trips, _ := storm(t)
+	s := openSampler(t, Config{User: true, Kernel: true, OffCPU: true, OffCPUMin: 1, RingBufferSize: os.Getpagesize(), Backlog: -1, RunTimeStats: true})
+	trips, _ := storm(t, "1")
 	st, err := s.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -305,36 +305,48 @@ func TestOffCPUStorm(t *testing.T) {
 }
 
 // BenchmarkOffCPU measures the off-CPU programs' cost per context switch
-// (their run time, system call exits included, over the switches) from
-// the kernel's BPF run-time statistics while the fixture's storm switches
-// between two threads on CPU 0: with an OffCPUMin no wait reaches (no
-// record: the cost of noting each switch), with the default 1 ms, with
-// it and kernel stacks only (no sys_exit hook), and with 1 ns (a record,
-// kernel and user stacks and a ring write, at every switch-in).
-// Every process is followed, as a host-wide profile does. storm-trips/s
-// is the storm's throughput and storm-cpu-ns/trip the CPU time it used
-// per round trip, beside the same without the programs (baseline-...,
-// measured in the same iteration): on a busy host the CPU time is the
-// steadier figure, as throughput also measures what else ran on CPU 0.
-// Each iteration is one storm of a second each way.
+// (their run time, system call exits included, over the switches: the
+// kernel's BPF run-time statistics) while the fixture's storm switches
+// between two threads on CPU 0, every process followed as a host-wide
+// profile does:
+//
+//   - no-emit: an OffCPUMin no wait reaches, no sys_exit hook: what every
+//     switch costs (the switch-out noted, the switch-in looked up);
+//   - emit-kernel: OffCPUMin 1 ns, kernel stacks only: a record with the
+//     kernel stack read from the sleeping task and the user pc at every
+//     switch-in;
+//   - emit-user: OffCPUMin 1 ns with user stacks and no budget: every
+//     record finished at sys_exit with the user stack walked there, and
+//     the sys_exit hook's cost on every system call;
+//   - min=1ms: the defaults, under which the storm's system calls turn
+//     the sys_exit hook off for the budget (OffCPUStats.ExitHookPauses).
+//
+// storm-trips/s is the storm's throughput and storm-cpu-ns/trip the CPU
+// time it used per round trip, beside the same without the programs
+// (baseline-..., measured in the same iteration): on a busy host the CPU
+// time is the steadier figure, as throughput also measures what else ran
+// on CPU 0. Each iteration runs sprof for half a second of storm first,
+// for the governor to settle, then one storm of a second each way.
 func BenchmarkOffCPU(b *testing.B) {
 	requireFixture(b)
 	for _, tc := range []struct {
-		name string
-		min  time.Duration
-		user bool
+		name   string
+		min    time.Duration
+		user   bool
+		budget int
 	}{
-		{"no-emit", time.Hour, true},
-		{"min=1ms", time.Millisecond, true},
-		{"min=1ms,kernel-only", time.Millisecond, false},
-		{"emit-all", 1, true},
+		{"no-emit", time.Hour, false, 0},
+		{"emit-kernel", 1, false, 0},
+		{"emit-user", 1, true, -1},
+		{"min=1ms", time.Millisecond, true, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			var base, with, baseCPU, withCPU, switches, runNs, sent, lost uint64
+			var base, with, baseCPU, withCPU, switches, runNs, sent, lost, pauses uint64
 			for b.Loop() {
-				trips, cpu := storm(b)
+				trips, cpu := storm(b, "1")
 				base, baseCPU = base+trips, baseCPU+cpu
-				s, err := Open(Config{User: tc.user, Kernel: true, OffCPU: true, OffCPUMin: tc.min})
+				s, err := Open(Config{User: tc.user, Kernel: true, OffCPU: true, OffCPUMin: tc.min,
+					OffCPUExitBudget: tc.budget, RunTimeStats: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -351,16 +363,22 @@ func BenchmarkOffCPU(b *testing.B) {
 						}
 					}
 				}()
-				trips, cpu = storm(b)
+				storm(b, "0.5")
+				st0, err := s.Stats()
+				if err != nil {
+					b.Fatal(err)
+				}
+				trips, cpu = storm(b, "1")
 				with, withCPU = with+trips, withCPU+cpu
 				st, err := s.Stats()
 				if err != nil {
 					b.Fatal(err)
 				}
-				switches += st.OffCPU.Switches
-				runNs += st.OffCPU.RunTimeNs
-				sent += st.OffCPU.Sent
-				lost += st.OffCPU.Lost
+				switches += st.OffCPU.Switches - st0.OffCPU.Switches
+				runNs += st.OffCPU.RunTimeNs - st0.OffCPU.RunTimeNs
+				sent += st.OffCPU.Sent - st0.OffCPU.Sent
+				lost += st.OffCPU.Lost - st0.OffCPU.Lost
+				pauses += st.OffCPU.ExitHookPauses
 				s.Close()
 				<-done
 			}
@@ -368,6 +386,7 @@ func BenchmarkOffCPU(b *testing.B) {
 			b.ReportMetric(float64(runNs)/float64(switches), "bpf-ns/switch")
 			b.ReportMetric(float64(sent)/float64(switches), "records/switch")
 			b.ReportMetric(float64(lost)/n, "lost/op")
+			b.ReportMetric(float64(pauses)/n, "exit-hook-pauses/op")
 			b.ReportMetric(float64(base)/n, "baseline-trips/s")
 			b.ReportMetric(float64(with)/n, "storm-trips/s")
 			b.ReportMetric(float64(baseCPU)/float64(base), "baseline-cpu-ns/trip")
@@ -386,7 +405,7 @@ func TestOffCPUStackCopy(t *testing.T) {
 	fx := loadELF(t, offCPUPath)
 	pid, start, result := offCPUFixture(t, "nanosleep", "20", "2000")
 	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
-		OffCPU: true, StackCopy: 4096, CopyAll: true})
+		OffCPU: true, StackCopy: 4096, CopyAll: true, OffCPUExitBudget: -1})
 	start()
 	result()
 	var copies, returns, records int
@@ -449,5 +468,38 @@ func TestOffCPUProgramLoads(t *testing.T) {
 	}
 	if err := o.detach(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExitGovernor steps the sys_exit hook's governor through a quiet
+// host, a storm on one CPU and the storm's end.
+func TestExitGovernor(t *testing.T) {
+	g := exitGovernor{budget: 1000, offPeriod: 10 * time.Second}
+	t0 := time.Unix(100, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for i, step := range []struct {
+		at    time.Duration
+		on    bool
+		exits []uint64
+		want  bool
+	}{
+		{0, true, []uint64{0, 0}, true},                               // first look: nothing to compare
+		{time.Second, true, []uint64{900, 1000}, true},                // 1000/s on CPU 1: within
+		{2 * time.Second, true, []uint64{1800, 1000}, true},           // CPU 1 quiet, CPU 0 900/s
+		{2500 * time.Millisecond, true, []uint64{1800, 1600}, false},  // CPU 1: 1200/s
+		{5 * time.Second, false, []uint64{1800, 1600}, false},         // off for 10 s
+		{12500 * time.Millisecond, false, []uint64{1800, 1600}, true}, // on again to look
+		{12750 * time.Millisecond, true, []uint64{1800, 1600}, true},  // first look since
+		{13750 * time.Millisecond, true, []uint64{3000, 1600}, false}, // CPU 0: 1200/s
+		{23750 * time.Millisecond, false, []uint64{3000, 1600}, true}, // off period over
+		{24 * time.Second, true, []uint64{3000, 1600}, true},          // first look
+		{25 * time.Second, true, []uint64{3100, 1700}, true},          // quiet
+		{25 * time.Second, true, []uint64{3100, 1700}, true},          // no time passed
+		{26 * time.Second, true, []uint64{3100, 1700, 5000}, true},    // a CPU came online
+		{27 * time.Second, true, []uint64{3100, 1700, 5900}, true},    // 900/s
+	} {
+		if got := g.step(at(step.at), step.on, step.exits); got != step.want {
+			t.Fatalf("step %d at %v (on %v, exits %v): %v, want %v", i, step.at, step.on, step.exits, got, step.want)
+		}
 	}
 }

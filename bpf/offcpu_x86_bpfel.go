@@ -13,18 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type offcpuOffThread struct {
-	_            structs.HostLayout
-	Since        uint64
-	Pending      uint64
-	Back         uint64
-	Cpu          uint32
-	KernelFrames uint16
-	InSyscall    bool
-	Pad          uint8
-	Kernel       [128]uint64
-}
-
 type offcpuOffcpuBuf struct {
 	_      structs.HostLayout
 	Hdr    offcpuOffcpuHeader
@@ -50,23 +38,41 @@ type offcpuOffcpuHeader struct {
 	Comm         [16]int8
 }
 
+type offcpuPending struct {
+	_            structs.HostLayout
+	OffNs        uint64
+	Back         uint64
+	Gen          uint64
+	Cpu          uint32
+	KernelFrames uint16
+	Pad          uint16
+	Kernel       [128]uint64
+}
+
+type offcpuSlotSet struct {
+	_   structs.HostLayout
+	Way [4]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	offcpuMapCopyPids       = "copy_pids"
-	offcpuMapOffBlank       = "off_blank"
-	offcpuMapOffThreads     = "off_threads"
 	offcpuMapOffcpuCounts   = "offcpu_counts"
 	offcpuMapOffcpuScratch  = "offcpu_scratch"
+	offcpuMapPendingBlank   = "pending_blank"
+	offcpuMapPendings       = "pendings"
 	offcpuMapPids           = "pids"
 	offcpuMapSamples        = "samples"
+	offcpuMapSwitchOuts     = "switch_outs"
 	offcpuProgSwitchTask    = "switch_task"
 	offcpuProgSyscallDone   = "syscall_done"
 	offcpuVarCaptureKernel  = "capture_kernel"
 	offcpuVarCaptureUser    = "capture_user"
 	offcpuVarCgroupId       = "cgroup_id"
 	offcpuVarCopyAll        = "copy_all"
+	offcpuVarExitGen        = "exit_gen"
 	offcpuVarFilterPids     = "filter_pids"
 	offcpuVarOffCpuMinNs    = "off_cpu_min_ns"
 	offcpuVarPendingThreads = "pending_threads"
@@ -127,12 +133,13 @@ type offcpuProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuMapSpecs struct {
 	CopyPids      *ebpf.MapSpec `ebpf:"copy_pids"`
-	OffBlank      *ebpf.MapSpec `ebpf:"off_blank"`
-	OffThreads    *ebpf.MapSpec `ebpf:"off_threads"`
 	OffcpuCounts  *ebpf.MapSpec `ebpf:"offcpu_counts"`
 	OffcpuScratch *ebpf.MapSpec `ebpf:"offcpu_scratch"`
+	PendingBlank  *ebpf.MapSpec `ebpf:"pending_blank"`
+	Pendings      *ebpf.MapSpec `ebpf:"pendings"`
 	Pids          *ebpf.MapSpec `ebpf:"pids"`
 	Samples       *ebpf.MapSpec `ebpf:"samples"`
+	SwitchOuts    *ebpf.MapSpec `ebpf:"switch_outs"`
 }
 
 // offcpuVariableSpecs contains global variables before they are loaded into the kernel.
@@ -143,6 +150,7 @@ type offcpuVariableSpecs struct {
 	CaptureUser    *ebpf.VariableSpec `ebpf:"capture_user"`
 	CgroupId       *ebpf.VariableSpec `ebpf:"cgroup_id"`
 	CopyAll        *ebpf.VariableSpec `ebpf:"copy_all"`
+	ExitGen        *ebpf.VariableSpec `ebpf:"exit_gen"`
 	FilterPids     *ebpf.VariableSpec `ebpf:"filter_pids"`
 	OffCpuMinNs    *ebpf.VariableSpec `ebpf:"off_cpu_min_ns"`
 	PendingThreads *ebpf.VariableSpec `ebpf:"pending_threads"`
@@ -173,23 +181,25 @@ func (o *offcpuObjects) Close() error {
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuMaps struct {
 	CopyPids      *ebpf.Map `ebpf:"copy_pids"`
-	OffBlank      *ebpf.Map `ebpf:"off_blank"`
-	OffThreads    *ebpf.Map `ebpf:"off_threads"`
 	OffcpuCounts  *ebpf.Map `ebpf:"offcpu_counts"`
 	OffcpuScratch *ebpf.Map `ebpf:"offcpu_scratch"`
+	PendingBlank  *ebpf.Map `ebpf:"pending_blank"`
+	Pendings      *ebpf.Map `ebpf:"pendings"`
 	Pids          *ebpf.Map `ebpf:"pids"`
 	Samples       *ebpf.Map `ebpf:"samples"`
+	SwitchOuts    *ebpf.Map `ebpf:"switch_outs"`
 }
 
 func (m *offcpuMaps) Close() error {
 	return _OffcpuClose(
 		m.CopyPids,
-		m.OffBlank,
-		m.OffThreads,
 		m.OffcpuCounts,
 		m.OffcpuScratch,
+		m.PendingBlank,
+		m.Pendings,
 		m.Pids,
 		m.Samples,
+		m.SwitchOuts,
 	)
 }
 
@@ -201,6 +211,7 @@ type offcpuVariables struct {
 	CaptureUser    *ebpf.Variable `ebpf:"capture_user"`
 	CgroupId       *ebpf.Variable `ebpf:"cgroup_id"`
 	CopyAll        *ebpf.Variable `ebpf:"copy_all"`
+	ExitGen        *ebpf.Variable `ebpf:"exit_gen"`
 	FilterPids     *ebpf.Variable `ebpf:"filter_pids"`
 	OffCpuMinNs    *ebpf.Variable `ebpf:"off_cpu_min_ns"`
 	PendingThreads *ebpf.Variable `ebpf:"pending_threads"`

@@ -61,6 +61,19 @@ type Config struct {
 	// DefaultOffCPUMin.
 	OffCPU    bool
 	OffCPUMin time.Duration
+	// OffCPUExitBudget bounds, in system call exits per second on the
+	// busiest CPU, the rate at which the sys_exit hook that finishes
+	// records of waits in system calls with their user stacks may run:
+	// above it the hook goes off for a while, and such records carry the
+	// user pc alone (OffCPUStats.Cut). 0 means DefaultOffCPUExitBudget;
+	// negative means no budget, the hook always on.
+	OffCPUExitBudget int
+	// RunTimeStats turns on the kernel's BPF run-time statistics
+	// (BPF_ENABLE_STATS) while the Sampler is open, for the run times in
+	// Stats. They cost two clock reads per run of every BPF program on
+	// the host, a few percent of a context-switch storm's throughput with
+	// OffCPU: leave them off unless they are shown.
+	RunTimeStats bool
 	// features, when set, replaces what ProbeFeatures finds: tests use it
 	// to run the paths of older kernels on this one.
 	features *Features
@@ -371,7 +384,9 @@ func (s *Sampler) start(cfg Config, online []int) error {
 	// It costs two clock reads per run.
 	// Only CAP_SYS_ADMIN may turn them on: without it sampling works all
 	// the same and Stats says why it has no figures.
-	if stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err != nil {
+	if !cfg.RunTimeStats {
+		// Stats has counts only.
+	} else if stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err != nil {
 		s.statsErr = fmt.Errorf("BPF run-time statistics need CAP_SYS_ADMIN or sysctl kernel.bpf_stats_enabled=1: %w", err)
 	} else {
 		s.stats = stats
@@ -529,7 +544,8 @@ func sumPerCPU(m *ebpf.Map) (uint64, error) {
 }
 
 // Stats returns how often the sampling program ran and for how long in
-// total (BPF_ENABLE_STATS, held for the Sampler's lifetime), including runs
+// total (BPF_ENABLE_STATS, held for the Sampler's lifetime with
+// Config.RunTimeStats, else RunCount and RunTimeNs are 0), including runs
 // the filters ended early.
 func (s *Sampler) Stats() (Stats, error) {
 	st, err := s.objs.Sample.Stats()

@@ -33,7 +33,7 @@ func TestSamplesBusyChild(t *testing.T) {
 	requireFixture(t)
 	cmd, _ := startFixture(t, "chain")
 	before := monotonicNow(t)
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true})
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true, RunTimeStats: true})
 	got := collect(t, s, time.Second, ofPid(cmd.Process.Pid))
 	after := monotonicNow(t)
 
@@ -71,7 +71,7 @@ func TestSamplesBusyChild(t *testing.T) {
 func TestStop(t *testing.T) {
 	requireFixture(t)
 	cmd, _ := startFixture(t, "chain")
-	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true})
+	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, RunTimeStats: true})
 	collectN(t, s, 20, ofPid(cmd.Process.Pid))
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestEveryOnlineCPUAtFrequency(t *testing.T) {
 	}
 	for _, hz := range []int{99, 499} {
 		t.Run(fmt.Sprintf("%d Hz", hz), func(t *testing.T) {
-			s := openSampler(t, Config{Frequency: hz, User: true, Kernel: true})
+			s := openSampler(t, Config{Frequency: hz, User: true, Kernel: true, RunTimeStats: true})
 			st0, err := s.Stats()
 			if err != nil {
 				t.Fatal(err)

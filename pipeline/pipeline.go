@@ -41,6 +41,10 @@ type Config struct {
 	// waits alone.
 	OffCPU    bool
 	OffCPUMin time.Duration
+	// RunTimeStats turns on the kernel's BPF run-time statistics for
+	// SamplerStats' run times (bpf.Config.RunTimeStats); they cost every
+	// BPF program on the host two clock reads per run.
+	RunTimeStats bool
 	// RingBufferSize is the BPF ring's size, a power of two; 0 lets the
 	// sampler size it (bpf.DefaultRingBufferSize).
 	RingBufferSize int
@@ -122,6 +126,7 @@ func Open(cfg Config) (*Pipeline, error) {
 		Kernel:         cfg.Kernel,
 		OffCPU:         cfg.OffCPU,
 		OffCPUMin:      cfg.OffCPUMin,
+		RunTimeStats:   cfg.RunTimeStats,
 		RingBufferSize: cfg.RingBufferSize,
 		StackCopy:      cfg.StackCopy,
 		CopyAll:        cfg.StackCopy > 0 && cfg.Command,

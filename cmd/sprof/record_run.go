@@ -79,6 +79,7 @@ func runRecord(e *env, args []string) error {
 		hz = 0 // off-CPU records only
 	}
 	cfg := o.sampling.config(hz)
+	cfg.RunTimeStats = o.stats
 	cfg.Pids, cfg.Command, cfg.CgroupID, cfg.IncludeIdle = pids, follow, cgroupID, o.includeIdle
 	cfg.Symbolizer = o.symbolizer.newSymbolizer(&env{e.stdin, e.stdout, &warnings}, "record")
 	if rec != nil {
@@ -320,8 +321,12 @@ func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 			b.RunCount, perRun, perSample, b.RingSize>>10, b.Spilled)
 	}
 	if off := b.OffCPU; bpfErr == nil && off.Switches > 0 {
-		fmt.Fprintf(e.stderr, "sprof: off-CPU programs: %d context switches, %.0f ns/switch (system call exits included); %d records sent, %d waits below --off-cpu-min, %d lost\n",
-			off.Switches, float64(off.RunTimeNs)/float64(off.Switches), off.Sent, off.Short, off.Lost)
+		fmt.Fprintf(e.stderr, "sprof: off-CPU programs: %d context switches, %.0f ns/switch (%d system call exits included); %d records sent, %d waits below --off-cpu-min, %d lost\n",
+			off.Switches, float64(off.RunTimeNs)/float64(off.Switches), off.SyscallExits, off.Sent, off.Short, off.Lost)
+		if off.ExitHookPauses > 0 {
+			fmt.Fprintf(e.stderr, "sprof: off-CPU: system calls were too many for the sys_exit hook's budget %d times; %d waits in system calls recorded meanwhile with their user pc alone\n",
+				off.ExitHookPauses, off.Cut)
+		}
 	}
 	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
 		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)

@@ -170,7 +170,7 @@ func BenchmarkRecordSystemWide(b *testing.B) {
 			b.Fatal(err)
 		}
 		scan += time.Since(began)
-		s, err := bpf.Open(bpf.Config{Frequency: 99, User: true, Kernel: true})
+		s, err := bpf.Open(bpf.Config{Frequency: 99, User: true, Kernel: true, RunTimeStats: true})
 		if err != nil {
 			c.Close()
 			b.Fatal(err)

@@ -23,7 +23,8 @@
  *
  *   offcpu storm SECONDS
  *
- * Two threads ping-pong one byte through two pipes for SECONDS, then the
+ * Two threads ping-pong one byte through two pipes for SECONDS (a decimal
+ * number), then the
  * program prints the round trips it made and the CPU time both threads
  * used (getrusage): round_trips=N cpu_ns=T. Each round trip is at least
  * two context switches when the threads share a CPU.
@@ -185,15 +186,15 @@ static void *pong(void *arg)
 	return NULL;
 }
 
-static int storm(long seconds)
+static int storm(double seconds)
 {
 	pthread_t t;
 	struct rusage ru;
 	char c = 'x';
-	unsigned long long end = now_ns() + seconds * 1000000000ULL;
+	unsigned long long end = now_ns() + (unsigned long long)(seconds * 1e9);
 
 	pthread_create(&t, NULL, pong, NULL);
-	while ((trips & 1023) || now_ns() < end) {
+	while ((trips & 63) || now_ns() < end) {
 		if (write(request[1], &c, 1) != 1 || read(reply[0], &c, 1) != 1)
 			return 1;
 		trips++;
@@ -220,7 +221,7 @@ int main(int argc, char **argv)
 	if (!fgets(line, sizeof(line), stdin))
 		line[0] = 0;
 	if (strcmp(mode, "storm") == 0)
-		return storm(atol(argv[2]));
+		return storm(atof(argv[2]));
 	if (argc < 4)
 		return 2;
 	rounds = atol(argv[2]);
