@@ -12,9 +12,10 @@
  *
  * The switch itself is the hot path: a host may switch 100,000 times a
  * second, nearly all of them for waits far below the minimum. So a switch
- * costs one clock read and two probes of one cache line of the table
- * (switch_out, switch_in), no helper calls and no other memory; all the
- * rest is paid for by waits that reach the minimum.
+ * costs two probes of one cache line of the table (switch_out, switch_in)
+ * and, when either thread is followed, one clock read; no other helper
+ * calls and no other memory. All the rest is paid for by waits that reach
+ * the minimum.
  *
  * A thread's user stack can only be read in its own context. A thread that
  * waited in a system call runs no user code until the call returns, so its
@@ -398,9 +399,18 @@ static __always_inline int way_of(struct slot_set *set, __u32 tid)
 	return SLOT_WAYS;
 }
 
+/* The time of this switch, read once and only when a followed thread is
+ * switched out or in: a clock read is most of a switch's cost. */
+static __always_inline __u64 switch_time(__u64 *now)
+{
+	if (!*now)
+		*now = bpf_ktime_get_ns();
+	return *now;
+}
+
 /* prev, the current task, leaves the CPU: note when, in its own slot, a
  * free one, or the one of the thread off the CPU longest. */
-static __always_inline void switch_out(struct task_struct *prev, __u64 now)
+static __always_inline void switch_out(struct task_struct *prev, __u64 *now)
 {
 	__u32 tid = prev->pid;
 	struct slot_set *set;
@@ -431,7 +441,7 @@ static __always_inline void switch_out(struct task_struct *prev, __u64 now)
 			count(COUNT_DROPPED);
 	}
 	if (w < SLOT_WAYS) /* for the verifier */
-		set->way[w] = slot_value(now, state, tid);
+		set->way[w] = slot_value(switch_time(now), state, tid);
 }
 
 /* Same policy as the sampler's (see wakeup in sprof.bpf.c), with its own
@@ -565,12 +575,12 @@ static __always_inline bool long_wait(struct task_struct *next, __u64 off, __u64
 
 /* next is about to run again: if it was followed off the CPU, free its
  * slot; a wait long enough gets its record. */
-static __always_inline void switch_in(struct task_struct *next, __u64 now)
+static __always_inline void switch_in(struct task_struct *next, __u64 *at)
 {
 	__u32 tid = next->pid;
 	struct slot_set *set = set_of(tid);
 	struct pending *p;
-	__u64 v, off;
+	__u64 v, off, now;
 	int w;
 
 	if (!set)
@@ -579,6 +589,7 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 	if (w >= SLOT_WAYS)
 		return;
 	v = set->way[w];
+	now = switch_time(at);
 	off = now - slot_time(v);
 	switch (slot_state(v)) {
 	case SLOT_PENDING_OFF:
@@ -612,10 +623,10 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_task, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = 0;
 
-	switch_out(prev, now);
-	switch_in(next, now);
+	switch_out(prev, &now);
+	switch_in(next, &now);
 	return 0;
 }
 
