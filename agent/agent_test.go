@@ -36,9 +36,14 @@ type fakeRecorder struct {
 	last   time.Time
 	cuts   int
 	drains int
+	// offCPU adds off-CPU time to the intervals: webWait and dbWait, db's
+	// partly on a stack with no CPU sample.
+	offCPU bool
 }
 
 const webCount, dbCount = 5, 4
+
+const webWait, dbWait = 30 * time.Millisecond, 2 * time.Second
 
 func (f *fakeRecorder) Drain() error {
 	f.mu.Lock()
@@ -77,6 +82,12 @@ func (f *fakeRecorder) Cut() Interval {
 			{Stack: []*stacks.Location{loc("work", 0x30), main}, Count: 2, Pid: 10, Tid: 11, Comm: "worker"},
 			{Stack: []*stacks.Location{loc("query", 0x40), main}, Count: dbCount, Pid: 20, Tid: 21, Comm: "db-io"},
 		}}
+	if f.offCPU {
+		p.OffCPU = true
+		p.Samples[1].OffCPU = webWait
+		p.Samples[2].OffCPU = dbWait / 4
+		p.Samples = append(p.Samples, &stacks.Sample{Stack: []*stacks.Location{loc("read", 0x50), main}, OffCPU: dbWait * 3 / 4, Pid: 20, Tid: 21, Comm: "db-io"})
+	}
 	return &fakeInterval{p, collector.Stats{Samples: webCount + dbCount, Lost: uint64(f.cuts), Busy: time.Millisecond}}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -247,8 +248,15 @@ func TestStopSpills(t *testing.T) {
 }
 
 // TestOTLPDelivery: with an OTLP endpoint the interval goes there too, as
-// one export of one resource per service.
+// one export of one resource per service; with off-CPU time, each
+// resource has an off_cpu/nanoseconds profile beside its CPU profile.
 func TestOTLPDelivery(t *testing.T) {
+	for _, offCPU := range []bool{false, true} {
+		t.Run(fmt.Sprintf("off-CPU=%v", offCPU), func(t *testing.T) { testOTLPDelivery(t, offCPU) })
+	}
+}
+
+func testOTLPDelivery(t *testing.T, offCPU bool) {
 	var mu sync.Mutex
 	var got []*collectorpb.ExportProfilesServiceRequest
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -270,7 +278,7 @@ func TestOTLPDelivery(t *testing.T) {
 	defer srv.Close()
 	pyro := pyroscopetest.NewServer()
 	pyro.FlushEvery = 0
-	a, err := New(&fakeRecorder{}, Config{Interval: time.Hour, ProcRoot: fakeProc(t), Host: "node-1",
+	a, err := New(&fakeRecorder{offCPU: offCPU}, Config{Interval: time.Hour, ProcRoot: fakeProc(t), Host: "node-1",
 		Pyroscope: pyroscopeConfig(pyro.Start(t)), OTLP: &otlp.Config{Endpoint: srv.URL, Protocol: otlp.HTTP}})
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +289,8 @@ func TestOTLPDelivery(t *testing.T) {
 	if len(got) != 1 || len(pyro.Profiles()) != 2 {
 		t.Fatalf("%d OTLP exports and %d Pyroscope profiles, want 1 and 2", len(got), len(pyro.Profiles()))
 	}
-	services := map[string]int64{}
+	services, waits := map[string]int64{}, map[string]time.Duration{}
+	strs := got[0].Dictionary.StringTable
 	for _, rp := range got[0].ResourceProfiles {
 		var name, host string
 		for _, kv := range rp.Resource.Attributes {
@@ -295,11 +304,29 @@ func TestOTLPDelivery(t *testing.T) {
 		if host != "node-1" {
 			t.Errorf("host.name %q", host)
 		}
-		for _, s := range rp.ScopeProfiles[0].Profiles[0].Samples {
-			services[name] += s.Values[0]
+		for _, p := range rp.ScopeProfiles[0].Profiles {
+			switch typ := strs[p.SampleType.TypeStrindex] + "/" + strs[p.SampleType.UnitStrindex]; typ {
+			case "samples/count":
+				for _, s := range p.Samples {
+					services[name] += s.Values[0]
+				}
+			case "off_cpu/nanoseconds":
+				for _, s := range p.Samples {
+					waits[name] += time.Duration(s.Values[0])
+				}
+			default:
+				t.Errorf("%s: a profile of %s", name, typ)
+			}
 		}
 	}
 	if services["web"] != webCount || services["db"] != dbCount {
 		t.Errorf("samples per service %v, want web %d, db %d", services, webCount, dbCount)
+	}
+	want := map[string]time.Duration{}
+	if offCPU {
+		want = map[string]time.Duration{"web": webWait, "db": dbWait}
+	}
+	if !maps.Equal(waits, want) {
+		t.Errorf("off-CPU time per service %v, want %v", waits, want)
 	}
 }

@@ -3,9 +3,12 @@ package exporters
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +120,82 @@ func TestOneValueFormatsOffCPU(t *testing.T) {
 // expression, matches in out.
 func matches(want, out string) bool {
 	return strings.Contains(out, want) || regexp.MustCompile(want).MatchString(out)
+}
+
+// TestOTLPOffCPU decodes the OTLP output of profiles with off-CPU time
+// with the official bindings: beside each resource's CPU profile, an
+// off_cpu/nanoseconds profile holds the waits, every nanosecond of them
+// (period 1), with the stacks and values folded output shows; alone, it
+// is the only profile. The CPU profiles are those of the profile without
+// off-CPU time.
+func TestOTLPOffCPU(t *testing.T) {
+	opt := Options{OTLP: OTLPOptions{Service: func(s *stacks.Sample) string { return "svc-" + s.Comm }}}
+	var plain bytes.Buffer
+	if err := WriteOTLP(&plain, fixture(), opt); err != nil {
+		t.Fatal(err)
+	}
+	wantCPU := otlpFolded(decodeOTLP(t, plain.Bytes()))
+	for _, cpu := range []bool{true, false} {
+		p := offCPUFixture(cpu)
+		var buf bytes.Buffer
+		if err := WriteOTLP(&buf, p, opt); err != nil {
+			t.Fatal(err)
+		}
+		data := decodeOTLP(t, buf.Bytes())
+		d := data.Dictionary
+		str := func(i int32) string { return d.StringTable[i] }
+		types := map[string]int{}
+		var services []string
+		for _, rp := range data.ResourceProfiles {
+			services = append(services, attrString(rp.Resource.Attributes))
+			for _, prof := range rp.ScopeProfiles[0].Profiles {
+				typ := str(prof.SampleType.TypeStrindex) + "/" + str(prof.SampleType.UnitStrindex)
+				types[typ]++
+				if typ == "off_cpu/nanoseconds" && (str(prof.PeriodType.TypeStrindex) != "off_cpu" ||
+					str(prof.PeriodType.UnitStrindex) != "nanoseconds" || prof.Period != 1) {
+					t.Errorf("cpu %v: off-CPU profile's period %v %d", cpu, prof.PeriodType, prof.Period)
+				}
+			}
+		}
+		// The kernel worker has CPU samples only.
+		wantTypes := map[string]int{"samples/count": 2, "off_cpu/nanoseconds": 1}
+		wantServices := []string{"service.name=svc-app container.id=" + fixtureContainer, "service.name=svc-kworker/0:1 x"}
+		if !cpu {
+			wantTypes = map[string]int{"off_cpu/nanoseconds": 1}
+			wantServices = wantServices[:1]
+		}
+		if !maps.Equal(types, wantTypes) || !slices.Equal(services, wantServices) {
+			t.Errorf("cpu %v: profiles by sample type %v, resources %q; want %v, %q", cpu, types, services, wantTypes, wantServices)
+		}
+		if got := otlpFoldedOf(data, "samples/count"); cpu && !slices.Equal(got, wantCPU) {
+			t.Errorf("CPU profiles beside off-CPU time\n%s\nwithout\n%s", strings.Join(got, "\n"), strings.Join(wantCPU, "\n"))
+		}
+
+		// Folded output counts microseconds off the CPU; pid as root.
+		var folded bytes.Buffer
+		if err := WriteFolded(&folded, p, Options{OffCPU: true, ProcessRoot: CommPidRoot}); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		unmark := strings.NewReplacer("_[k]", "", "_[i]", "")
+		for _, line := range strings.Split(strings.TrimSpace(unmark.Replace(folded.String())), "\n") {
+			root, rest, _ := strings.Cut(line, ";")
+			stack, us, _ := strings.Cut(rest, " ")
+			want = append(want, root[strings.LastIndexByte(root, '-')+1:]+";"+stack+" "+us+"000")
+		}
+		slices.Sort(want)
+		got := mergeFolded(otlpFoldedOf(data, "off_cpu/nanoseconds"))
+		if !slices.Equal(got, want) {
+			t.Errorf("cpu %v: off-CPU profile\n%s\nfolded\n%s", cpu, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		var total int64
+		for _, line := range got {
+			var n int64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &n)
+			total += n
+		}
+		if total != (3750 * time.Millisecond).Nanoseconds() {
+			t.Errorf("cpu %v: %d ns off the CPU in all, want 3.75 s", cpu, total)
+		}
+	}
 }

@@ -93,6 +93,13 @@ func WriteOTLPJSON(w io.Writer, p *stacks.Profile, opt Options) error {
 // process.pid, process.executable.name and .path, thread.id and
 // thread.name. All resources share one dictionary.
 //
+// A profile with off-CPU time (p.OffCPU) adds, per resource, an off-CPU
+// profile: an OTLP profile has one sample type, and the schema names
+// off_cpu/nanoseconds for it. Its samples' values are the nanoseconds
+// threads waited with that stack, every wait recorded (period type
+// off_cpu/nanoseconds, period 1, as pprof output says it). Without CPU
+// sampling (p.Period 0) it is the only profile.
+//
 // Resources are not per process: a receiver such as Pyroscope files each
 // resource as its own series, and a process per series would churn
 // through a server's series limit on every restart and every forked
@@ -113,8 +120,15 @@ func BuildOTLP(p *stacks.Profile, opt Options) (*profilespb.ProfilesData, error)
 	}
 	b := newOTLPBuilder(pp)
 	procs := processesOf(p.Samples, opt.OTLP.Service)
+	// The pprof values: [samples, cpu ns] with CPU sampling, then off-CPU
+	// ns with p.OffCPU.
+	cpu, off := p.Period > 0, -1
+	if p.OffCPU {
+		off = len(pp.SampleType) - 1
+	}
 	type key struct{ service, container string }
-	byKey := map[key][]*profilespb.Sample{}
+	type kinds struct{ cpu, off []*profilespb.Sample }
+	byKey := map[key]*kinds{}
 	var keys []key
 	for _, s := range pp.Sample {
 		pid, ok := numLabel(s, LabelPid)
@@ -125,17 +139,28 @@ func BuildOTLP(p *stacks.Profile, opt Options) (*profilespb.ProfilesData, error)
 		k := key{info.service, info.container}
 		if _, ok := byKey[k]; !ok {
 			keys = append(keys, k)
+			byKey[k] = &kinds{}
 		}
-		byKey[k] = append(byKey[k], b.sample(s, uint32(pid), info))
+		if cpu && s.Value[0] > 0 {
+			byKey[k].cpu = append(byKey[k].cpu, b.sample(s, s.Value[0], uint32(pid), info))
+		}
+		if off >= 0 && s.Value[off] > 0 {
+			byKey[k].off = append(byKey[k].off, b.sample(s, s.Value[off], uint32(pid), info))
+		}
 	}
 	slices.SortFunc(keys, func(a, b key) int {
 		return cmp.Or(strings.Compare(a.service, b.service), strings.Compare(a.container, b.container))
 	})
 	data := &profilespb.ProfilesData{Dictionary: b.dict}
+	cpuType := otlpProfileType{sample: [2]string{"samples", "count"}, period: [2]string{"cpu", "nanoseconds"}, every: pp.Period}
+	offType := otlpProfileType{sample: [2]string{"off_cpu", "nanoseconds"}, period: [2]string{"off_cpu", "nanoseconds"}, every: 1}
 	for _, k := range keys {
 		sp := &profilespb.ScopeProfiles{Scope: &commonpb.InstrumentationScope{Name: otlpScope, Version: opt.OTLP.ScopeVersion}}
-		for samples := range slices.Chunk(byKey[k], maxOTLPSamples) {
-			sp.Profiles = append(sp.Profiles, b.profile(pp, samples))
+		for samples := range slices.Chunk(byKey[k].cpu, maxOTLPSamples) {
+			sp.Profiles = append(sp.Profiles, b.profile(pp, cpuType, samples))
+		}
+		for samples := range slices.Chunk(byKey[k].off, maxOTLPSamples) {
+			sp.Profiles = append(sp.Profiles, b.profile(pp, offType, samples))
 		}
 		attrs := []*commonpb.KeyValue{strAttr(attrServiceName, k.service)}
 		if opt.OTLP.HostName != "" {
@@ -192,7 +217,11 @@ func processesOf(samples []*stacks.Sample, service func(*stacks.Sample) string) 
 	}
 	accs := map[uint32]*acc{}
 	for _, s := range samples {
-		if s.Count <= 0 {
+		weight := s.Count
+		if s.OffCPU > 0 {
+			weight++ // a wait weighs as a sample: the executable is the same
+		}
+		if weight <= 0 {
 			continue
 		}
 		a := accs[s.Pid]
@@ -207,7 +236,7 @@ func processesOf(samples []*stacks.Sample, service func(*stacks.Sample) string) 
 		for _, loc := range s.Stack {
 			if m := loc.Mapping; m != nil && m.Kind == stacks.User && !slices.Contains(seen, m) {
 				seen = append(seen, m)
-				a.through[m] += s.Count
+				a.through[m] += weight
 			}
 		}
 	}
@@ -320,9 +349,10 @@ func (b *otlpBuilder) attribute(key, k string, v *commonpb.AnyValue) int32 {
 	return i
 }
 
-// sample converts a pprof sample of process pid: its stack (leaf first,
-// as in pprof), its count, and its process and thread as attributes.
-func (b *otlpBuilder) sample(s *profile.Sample, pid uint32, proc processInfo) *profilespb.Sample {
+// sample converts a pprof sample of process pid with one of its values:
+// its stack (leaf first, as in pprof), the value, and its process and
+// thread as attributes.
+func (b *otlpBuilder) sample(s *profile.Sample, value int64, pid uint32, proc processInfo) *profilespb.Sample {
 	key := b.key[:0]
 	for _, l := range s.Location {
 		key = binary.AppendUvarint(key, uint64(b.locations[l]))
@@ -338,7 +368,7 @@ func (b *otlpBuilder) sample(s *profile.Sample, pid uint32, proc processInfo) *p
 		b.stacks[string(key)] = stack
 		b.dict.StackTable = append(b.dict.StackTable, st)
 	}
-	os := &profilespb.Sample{StackIndex: stack, Values: []int64{s.Value[0]}}
+	os := &profilespb.Sample{StackIndex: stack, Values: []int64{value}}
 	os.AttributeIndices = append(os.AttributeIndices, b.intAttr(attrProcessPid, int64(pid)))
 	if proc.comm != "" {
 		os.AttributeIndices = append(os.AttributeIndices, b.attr(attrExecutableName, proc.comm))
@@ -355,14 +385,21 @@ func (b *otlpBuilder) sample(s *profile.Sample, pid uint32, proc processInfo) *p
 	return os
 }
 
-// profile is one OTLP CPU profile of samples, timed as pp.
-func (b *otlpBuilder) profile(pp *profile.Profile, samples []*profilespb.Sample) *profilespb.Profile {
+// otlpProfileType is what an OTLP profile's values are: its sample type
+// and period type, as type and unit, and its period.
+type otlpProfileType struct {
+	sample, period [2]string
+	every          int64
+}
+
+// profile is one OTLP profile of samples of type t, timed as pp.
+func (b *otlpBuilder) profile(pp *profile.Profile, t otlpProfileType, samples []*profilespb.Sample) *profilespb.Profile {
 	id := make([]byte, 16)
 	rand.Read(id) // never fails, per crypto/rand
 	return &profilespb.Profile{
-		SampleType:   &profilespb.ValueType{TypeStrindex: b.str("samples"), UnitStrindex: b.str("count")},
-		PeriodType:   &profilespb.ValueType{TypeStrindex: b.str("cpu"), UnitStrindex: b.str("nanoseconds")},
-		Period:       pp.Period,
+		SampleType:   &profilespb.ValueType{TypeStrindex: b.str(t.sample[0]), UnitStrindex: b.str(t.sample[1])},
+		PeriodType:   &profilespb.ValueType{TypeStrindex: b.str(t.period[0]), UnitStrindex: b.str(t.period[1])},
+		Period:       t.every,
 		TimeUnixNano: uint64(max(pp.TimeNanos, 0)),
 		DurationNano: uint64(max(pp.DurationNanos, 0)),
 		ProfileId:    id,

@@ -126,12 +126,19 @@ func sampleAttrs(d *profilespb.ProfilesDictionary, s *profilespb.Sample) []*comm
 // otlpFolded renders every sample of data as `pid;root;…;leaf count`
 // lines, sorted, reading the dictionary as a consumer does: stacks leaf
 // first, a location's lines innermost first.
-func otlpFolded(data *profilespb.ProfilesData) []string {
+func otlpFolded(data *profilespb.ProfilesData) []string { return otlpFoldedOf(data, "") }
+
+// otlpFoldedOf is otlpFolded of the profiles of one sample type
+// ("off_cpu/nanoseconds"), or of all with "".
+func otlpFoldedOf(data *profilespb.ProfilesData, sampleType string) []string {
 	d := data.Dictionary
 	var out []string
 	for _, rp := range data.ResourceProfiles {
 		for _, sp := range rp.ScopeProfiles {
 			for _, p := range sp.Profiles {
+				if sampleType != "" && sampleType != d.StringTable[p.SampleType.TypeStrindex]+"/"+d.StringTable[p.SampleType.UnitStrindex] {
+					continue
+				}
 				for _, s := range p.Samples {
 					pid := ""
 					for _, kv := range sampleAttrs(d, s) {

@@ -103,7 +103,7 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while a destination is unreachable; the oldest go first (to --output-dir/unsent-*)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the agent's Prometheus metrics at this address (e.g. 127.0.0.1:9465), GET /metrics")
 	fs.Var((*durationValue)(&o.flushTimeout), "flush-timeout", "how long to try sending queued intervals at exit; the rest go to --output-dir/unsent-* if set")
-	o.sampling.add(fs, agent.DefaultUnwindCache, "also record where threads wait off the CPU: a second profile type per service, off_cpu:nanoseconds")
+	o.sampling.add(fs, agent.DefaultUnwindCache, "also record where threads wait off the CPU: a second profile type per service, off_cpu:nanoseconds (Pyroscope), an off_cpu/nanoseconds profile (OTLP)")
 	symbolCache := sizeValue(agent.DefaultSymbolCache)
 	fs.Var(&symbolCache, "symbol-cache", "memory for symbol tables (e.g. 64M): tables unused for a whole interval are dropped, and the least recently used when over it; with gsym, half for GSYM files, half for ELF fallbacks")
 	o.memoryLimit = agent.DefaultMemoryLimit
@@ -150,9 +150,6 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	var err error
 	if o.otlp, err = o.otlpFlags.config(os.Getenv); err != nil {
 		return nil, err
-	}
-	if o.otlp != nil && o.sampling.offCPU {
-		return nil, usagef("--otlp-endpoint sends CPU samples only, not yet off-CPU time; give --off-cpu with --pyroscope-url or --output-dir")
 	}
 	o.host = host
 	if *processRoot == "auto" {

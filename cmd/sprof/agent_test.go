@@ -38,7 +38,6 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{}, "profiles must go somewhere"},
 		{[]string{url, "--interval", "100ms"}, "--interval 100ms: must be at least 1s"},
 		{[]string{url, "-F", "0"}, "--frequency 0"},
-		{[]string{otlpURL, "--off-cpu"}, "--otlp-endpoint sends CPU samples only"},
 		{[]string{url, "--label", "env"}, `--label: "env" is not name=value`},
 		{[]string{url, "--label", "a=1", "--label", "a=2"}, `"a" given twice`},
 		{[]string{url, "--label", "__name__=x"}, `label "__name__"`},

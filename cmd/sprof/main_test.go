@@ -119,7 +119,6 @@ func TestRecordUsageErrors(t *testing.T) {
 	}{
 		{[]string{"-F", "0"}, "--frequency 0: must be 1 to " + strconv.Itoa(max) + " Hz"},
 		{[]string{"-F", "-5"}, "--frequency -5: must be 1 to"},
-		{[]string{"--off-cpu", "-o", "x.otlp.pb"}, "otlp output carries CPU samples only"},
 		{[]string{"-F", strconv.Itoa(max + 1)}, fmt.Sprintf("--frequency %d is above the kernel's limit of %d Hz (kernel.perf_event_max_sample_rate)", max+1, max)},
 		{[]string{"-F", "many"}, `invalid argument "many" for "-F, --frequency" flag: not a whole number of samples per second (examples: 19, 99, 499)`},
 		{[]string{"--frequency=abc"}, `"-F, --frequency" flag: not a whole number`},
@@ -147,7 +146,7 @@ func TestRecordUsageErrors(t *testing.T) {
 		{[]string{"-o", "x.sprof", "--labels", "comm"}, "give them to 'sprof report'"},
 		{[]string{"--cgroup", "/nonexistent/app.service"}, "--cgroup: /nonexistent/app.service: no such file or directory (give a cgroup v2 directory"},
 		{[]string{"--cgroup", "/proc"}, "--cgroup: /proc is not in a cgroup v2 hierarchy"},
-		{[]string{"--off-cpu", "--cpu", "-o", "x.folded"}, "folded output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz) or a .sprof recording"},
+		{[]string{"--off-cpu", "--cpu", "-o", "x.folded"}, "folded output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz), OTLP or a .sprof recording"},
 		{[]string{"--off-cpu-min", "5ms"}, "--off-cpu-min needs --off-cpu"},
 		{[]string{"--off-cpu", "--off-cpu-min", "0"}, "--off-cpu-min must be positive"},
 		{[]string{"--cpu=false"}, "--cpu=false records nothing; add --off-cpu"},

@@ -49,8 +49,9 @@ least --off-cpu-min off the CPU (blocked on a lock, in I/O, asleep,
 preempted), its stacks as it left the CPU, kernel frames included, count the
 time it waited. pprof output gets an off_cpu/nanoseconds sample type, alone
 or with --cpu beside the CPU samples (go tool pprof -sample_index=off_cpu
-selects it); folded and SVG count microseconds off the CPU and speedscope
-nanoseconds, so they take --off-cpu without --cpu.
+selects it); OTLP output an off_cpu/nanoseconds profile per service, beside
+its CPU profile with --cpu; folded and SVG count microseconds off the CPU
+and speedscope nanoseconds, so they take --off-cpu without --cpu.
 `
 
 // recordOptions is the parsed command line of `sprof record`.
@@ -150,11 +151,8 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	if o.sampling.kernelOnly {
 		o.export.EmptyStack = userModeFrame
 	}
-	if o.sampling.offCPU && (o.format == exporters.OTLP || o.format == exporters.OTLPJSON) {
-		return nil, usagef("%s output carries CPU samples only, not yet off-CPU time; give --off-cpu pprof (.pb.gz), a .sprof recording, folded, SVG or speedscope output", o.format)
-	}
-	if o.sampling.offCPU && o.cpu && o.format != exporters.Pprof && o.format != formatRecording {
-		return nil, usagef("%s output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz) or a .sprof recording, or drop --cpu for off-CPU time alone", o.format)
+	if o.sampling.offCPU && o.cpu && !slices.Contains([]exporters.Format{exporters.Pprof, exporters.OTLP, exporters.OTLPJSON, formatRecording}, o.format) {
+		return nil, usagef("%s output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz), OTLP or a .sprof recording, or drop --cpu for off-CPU time alone", o.format)
 	}
 	o.export.OffCPU = o.sampling.offCPU && !o.cpu
 	if o.format == formatRecording && (fs.Changed("labels") || fs.Changed("process-root")) {

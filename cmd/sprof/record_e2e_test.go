@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	profilespb "go.opentelemetry.io/proto/otlp/profiles/v1development"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sprof/sprof/internal/testenv"
 )
@@ -639,5 +641,83 @@ func TestRecordOffCPU(t *testing.T) {
 	}
 	if cpuA < cpuAll*3/4 {
 		t.Errorf("CPU: %d of %d samples in chain_a", cpuA, cpuAll)
+	}
+}
+
+// TestRecordOffCPUOTLP records the off-CPU fixture with --off-cpu into an
+// OTLP file and decodes it with the official bindings: off-CPU time alone
+// is off_cpu/nanoseconds profiles only, every wait counted (period 1),
+// and the fixture's thread waits in chain_b, with the kernel's pipe read
+// below it, within 5% of the wall time the fixture measured in its waits.
+func TestRecordOffCPUOTLP(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin, err := filepath.Abs(fixture("bpf", "offcpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, measured := filepath.Join(dir, "waits.otlp.pb"), filepath.Join(dir, "measured")
+	code, _, errs := runSprof("record", "-o", out, "--off-cpu", "--",
+		"sh", "-c", `exec "$0" pipe 60 5000 >"$1"`, bin, measured)
+	if code != 0 {
+		t.Fatalf("sprof record: exit %d\n%s", code, errs)
+	}
+	var tid, waitNs, spinNs int64
+	if raw, err := os.ReadFile(measured); err != nil {
+		t.Fatal(err)
+	} else if _, err := fmt.Sscanf(string(raw), "tid=%d wait_ns=%d spin_ns=%d", &tid, &waitNs, &spinNs); err != nil {
+		t.Fatalf("fixture output %q: %v", raw, err)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data profilespb.ProfilesData
+	if err := proto.Unmarshal(raw, &data); err != nil {
+		t.Fatalf("the bindings cannot parse %s: %v", out, err)
+	}
+	d := data.Dictionary
+	str := func(i int32) string { return d.StringTable[i] }
+	var offB, offPipe, offThread int64
+	for _, rp := range data.ResourceProfiles {
+		for _, sp := range rp.ScopeProfiles {
+			for _, p := range sp.Profiles {
+				if typ := str(p.SampleType.TypeStrindex) + "/" + str(p.SampleType.UnitStrindex); typ != "off_cpu/nanoseconds" ||
+					str(p.PeriodType.TypeStrindex) != "off_cpu" || p.Period != 1 {
+					t.Fatalf("a profile of %s, period %d %s; --off-cpu alone records off_cpu/nanoseconds, every nanosecond", typ, p.Period, str(p.PeriodType.TypeStrindex))
+				}
+				for _, s := range p.Samples {
+					var thread int64
+					for _, a := range s.AttributeIndices {
+						if kv := d.AttributeTable[a]; str(kv.KeyStrindex) == "thread.id" {
+							thread = kv.Value.GetIntValue()
+						}
+					}
+					if thread != tid {
+						continue
+					}
+					var fns []string
+					for _, l := range d.StackTable[s.StackIndex].LocationIndices {
+						for _, ln := range d.LocationTable[l].Lines {
+							fns = append(fns, str(d.FunctionTable[ln.FunctionIndex].NameStrindex))
+						}
+					}
+					stack := strings.Join(fns, ";")
+					offThread += s.Values[0]
+					if strings.Contains(stack, "chain_b") {
+						offB += s.Values[0]
+						if strings.Contains(stack, "pipe_read") { // anon_pipe_read since 6.16
+							offPipe += s.Values[0]
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("thread %d: %v off the CPU, %v in chain_b, %v of it in pipe_read; the fixture measured %v",
+		tid, time.Duration(offThread), time.Duration(offB), time.Duration(offPipe), time.Duration(waitNs))
+	if d := offB - waitNs; d > waitNs/20 || -d > waitNs/20 || offPipe < offB*9/10 {
+		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of the thread's %v; the fixture measured %v in its waits",
+			time.Duration(offB), time.Duration(offPipe), time.Duration(offThread), time.Duration(waitNs))
 	}
 }
