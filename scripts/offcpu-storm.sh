@@ -88,12 +88,17 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # median FILE COLUMN, spread FILE COLUMN
 median() { sort -n -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 spread() { sort -n -k"$2","$2" "$1" | awk -v c="$2" 'NR == 1 { lo = $c } { hi = $c } END { print lo ".." hi }'; }
+# Each run's change under sprof against the storm alone just before it,
+# which load that comes and goes moves less than the medians.
+paste "$tmp/alone.txt" "$tmp/under.txt" |
+	awk '{ printf "%.2f %.2f\n", 100 * ($3 - $1) / $1, 100 * ($4 - $2) / $2 }' >"$tmp/change.txt"
 for col in 1 2; do
 	what="round trips per second"
 	[ $col = 2 ] && what="round trips per CPU-second"
 	ma=$(median "$tmp/alone.txt" $col)
 	ms=$(median "$tmp/under.txt" $col)
-	echo "$what: alone median $ma ($(spread "$tmp/alone.txt" $col)), under sprof median $ms ($(spread "$tmp/under.txt" $col)): $(awk -v a="$ma" -v s="$ms" 'BEGIN { printf "%+.1f%%", 100 * (s - a) / a }')"
+	echo "$what: alone median $ma ($(spread "$tmp/alone.txt" $col)), under sprof median $ms ($(spread "$tmp/under.txt" $col)): $(awk -v a="$ma" -v s="$ms" 'BEGIN { printf "%+.1f%%", 100 * (s - a) / a }');" \
+		"change per run median $(median "$tmp/change.txt" $col)% ($(spread "$tmp/change.txt" $col)%)"
 done
 echo "with --stats: $(under_sprof "$seconds" --stats)"
 grep -E "off-CPU|BPF run-time" "$tmp/sprof.log" | sed 's/^/  /'
