@@ -151,6 +151,12 @@ func (o *offCPU) attach() error {
 	}
 	o.onSwitch = l
 	if o.user && o.governor.budget > 0 {
+		// The first tick judges the rate since now.
+		exits, err := o.perCPU(offCPUExits)
+		if err != nil {
+			return err
+		}
+		o.governor.step(time.Now(), true, exits)
 		o.stop, o.done = make(chan struct{}), make(chan struct{})
 		go o.govern(time.NewTicker(exitGovernorTick))
 	}
