@@ -83,7 +83,7 @@
 // of reach of BTF attachment. But a thread that waits inside a system
 // call runs no user code until the call returns, so its record is
 // finished on the sys_exit BTF tracepoint with the user stack then, the
-// one it left the CPU with, paid for only by reported waits. A thread
+// one it left the CPU with, walked only for reported waits. A thread
 // switched out again before its call returns (a futex woken and lost to
 // another thread) adds that time to the same record. A thread that left
 // the CPU outside a system call (preempted, or blocked in a page fault)
@@ -106,13 +106,31 @@
 // is not known there (bpf_find_vma is 5.17), so a copy that faults is
 // retried shorter, cut at 4 KiB boundaries, and marked.
 //
-// Threads off the CPU are kept in an LRU map of 8192 entries, reused in
-// place; a thread that exits asleep, or the longest sleeper on a host
-// with more threads asleep than that, loses its entry silently (an LRU
-// map gives no count), other drops are counted in [OffCPUStats.Lost].
-// Kernel threads, the idle task and sprof itself are never followed. The
-// sys_exit hook makes every system call on the host take the kernel's
-// traced exit path while off-CPU recording runs.
+// The switch is the hot path: a host may switch 100,000 times a second,
+// nearly all of it for waits far below the minimum. A switch-out writes
+// its time into a slot of a table of switch-out times, 2^15 sets of four
+// u64 slots chosen by the tid's low bits (time, state and the tid's high
+// bits in one word), and a switch-in probes the same cache line: no
+// helper call but one clock read, and only when a followed thread is in
+// the switch. Whether a wait was in a system call is read at the
+// switch-in, from the registers the task still holds, for long waits
+// only; only those touch the LRU map of records pending a sys_exit. A set
+// with more threads off the CPU than ways gives up the longest sleeper's
+// slot, counted in [OffCPUStats.Lost]. Kernel threads, exiting threads,
+// the idle task and sprof itself are never followed.
+//
+// The sys_exit hook makes every system call on the host take the
+// kernel's traced exit: on sprof's CI VM an empty hook costs a storm of
+// short system calls more than the switch program does. So a governor in
+// user space turns it off for 15 s whenever the busiest CPU returns from
+// more than [Config.OffCPUExitBudget] system calls a second (100,000 by
+// default, about 1% of that CPU), and on again to look; meanwhile waits in
+// system calls are sent at their switch-in with the user pc alone, marked
+// truncated and counted in [OffCPUStats.Cut]. A generation number
+// (exit_gen) drops records left pending across an off and on. BPF
+// run-time statistics, two clock reads per run of every BPF program on
+// the host, are on only with [Config.RunTimeStats].
+//
 // # Kernels
 //
 // The sampler runs on Linux 5.10 and newer with BTF, amd64 and arm64. Open

@@ -51,7 +51,11 @@ time it waited. pprof output gets an off_cpu/nanoseconds sample type, alone
 or with --cpu beside the CPU samples (go tool pprof -sample_index=off_cpu
 selects it); OTLP output an off_cpu/nanoseconds profile per service, beside
 its CPU profile with --cpu; folded and SVG count microseconds off the CPU
-and speedscope nanoseconds, so they take --off-cpu without --cpu.
+and speedscope nanoseconds, so they take --off-cpu without --cpu. The user
+stack of a wait in a system call is read as the call returns, by a hook on
+every system call's exit; while the busiest CPU makes more than 100,000
+system calls a second that hook is off, and such waits show only the
+function that made the call (--stats counts them).
 `
 
 // recordOptions is the parsed command line of `sprof record`.
