@@ -36,6 +36,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
+#include "sample.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -48,38 +49,23 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * records and is told apart by its first u16, which no sampler record
  * version takes: the header below, then kernel_frames kernel addresses and
  * user_frames user addresses (u64, native byte order), then, when
- * OFFCPU_STACK_COPY is set, stack_bytes bytes of the user stack from sp
- * upward, as in the sampler's records.
+ * SAMPLE_STACK_COPY is set, stack_bytes bytes of the user stack from sp
+ * upward, as in the sampler's records. The flags are the sampler's
+ * (enum sample_flag).
  */
 enum offcpu_record_version {
 	OFFCPU_RECORD_VERSION = 0x4f01, /* 'O', 1 */
-};
-
-/* The flags mean what the sampler's flags of the same bit mean. */
-enum offcpu_flag {
-	/* The user stack filled the buffer (kernel.perf_event_max_stack or
-	 * OFFCPU_USER_FRAMES): frames may be missing at the root. */
-	OFFCPU_USER_TRUNCATED = 1 << 0,
-	/* The record ends with a copy of the user stack (stack_bytes). */
-	OFFCPU_STACK_COPY = 1 << 2,
-	/* The stack may go on above the copy. */
-	OFFCPU_STACK_COPY_TRUNCATED = 1 << 3,
-	/* Reading the stack faulted: the copy is a shorter prefix. */
-	OFFCPU_STACK_COPY_FAULT = 1 << 4,
 };
 
 enum offcpu_limits {
 	OFFCPU_KERNEL_FRAMES = 128,
 	OFFCPU_USER_FRAMES = 128,
 	OFFCPU_FRAMES = OFFCPU_KERNEL_FRAMES + OFFCPU_USER_FRAMES,
-	OFFCPU_MAX_STACK_COPY = 1 << 16,
 };
-
-#define MAX_CGROUP_LEVELS 32
 
 struct offcpu_header {
 	__u16 version;
-	__u16 flags; /* enum offcpu_flag */
+	__u16 flags; /* enum sample_flag */
 	__u16 user_frames;
 	__u16 kernel_frames;
 	__u32 pid; /* thread group id */
@@ -248,29 +234,22 @@ struct {
 
 /* Kernel types beyond vmlinux.h's, as local CO-RE flavours (the ___offcpu
  * suffix is dropped when matching the kernel's BTF). */
-struct kernfs_node___offcpu {
-	__u64 id;
-} __attribute__((preserve_access_index));
 
-struct cgroup_subsys_state___offcpu {
-	struct cgroup_subsys_state___offcpu *parent;
-} __attribute__((preserve_access_index));
-
-struct cgroup___offcpu {
-	struct cgroup_subsys_state___offcpu self;
-	struct kernfs_node___offcpu *kn;
-} __attribute__((preserve_access_index));
-
-struct css_set___offcpu {
-	struct cgroup___offcpu *dfl_cgrp;
-} __attribute__((preserve_access_index));
-
-/* Whether the registers were saved on entry to a system call. */
+/* Whether the registers were saved on entry to a system call that has not
+ * returned yet, so that its sys_exit is still to come. On x86-64 the
+ * entry sets ax to -ENOSYS and the call's return value replaces it before
+ * sys_exit: a thread preempted on its way back to user space, after
+ * sys_exit, still has the call's number in orig_ax, and would otherwise
+ * wait for the next call's exit and take that call's user stack. arm64
+ * keeps no such mark (x0 is the first argument, then the return value). */
 #if defined(__TARGET_ARCH_x86)
 struct pt_regs___offcpu {
 	unsigned long orig_ax; /* the call's number; -1 for interrupts */
+	unsigned long ax;
 } __attribute__((preserve_access_index));
-#define in_syscall(regs) ((long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), orig_ax) >= 0)
+#define OFFCPU_ENOSYS 38
+#define in_syscall(regs) ((long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), orig_ax) >= 0 && \
+			  (long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), ax) == -OFFCPU_ENOSYS)
 #else
 struct pt_regs___offcpu {
 	int syscallno; /* NO_SYSCALL (-1) outside system calls */
@@ -281,7 +260,6 @@ struct pt_regs___offcpu {
 struct task_struct___offcpu {
 	void *stack;
 	char comm[16];
-	struct css_set___offcpu *cgroups;
 } __attribute__((preserve_access_index));
 
 static __always_inline void count(__u32 which)
@@ -295,18 +273,11 @@ static __always_inline void count(__u32 which)
 /* Whether task's cgroup v2 is cgroup_id or below it: the parent chain is
  * walked by CO-RE reads, as bpf_get_current_ancestor_cgroup_id is not
  * offered to tracing programs before Linux 6.x. */
-static __always_inline bool in_cgroup(struct task_struct___offcpu *task)
+static __always_inline bool in_cgroup(struct task_struct *task)
 {
-	struct cgroup___offcpu *cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	struct cgroup *cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
 
-	for (int level = 0; level < MAX_CGROUP_LEVELS && cg; level++) {
-		if (BPF_CORE_READ(cg, kn, id) == cgroup_id)
-			return true;
-		/* self is a cgroup's first member: its css parent is the
-		 * parent cgroup's self. */
-		cg = (struct cgroup___offcpu *)BPF_CORE_READ(cg, self.parent);
-	}
-	return false;
+	return cg && (BPF_CORE_READ(cg, kn, id) == cgroup_id || cgroup_ancestor(cg, cgroup_id));
 }
 
 /* Set in task->flags from the start of do_exit (include/linux/sched.h). */
@@ -320,7 +291,7 @@ static __always_inline bool wanted(struct task_struct *task)
 		return false;
 	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
 		return false;
-	if (cgroup_id && !in_cgroup((struct task_struct___offcpu *)task))
+	if (cgroup_id && !in_cgroup(task))
 		return false;
 	return true;
 }
@@ -444,29 +415,6 @@ static __always_inline void switch_out(struct task_struct *prev, __u64 *now)
 		set->way[w] = slot_value(switch_time(now), state, tid);
 }
 
-/* Same policy as the sampler's (see wakeup in sprof.bpf.c), with its own
- * state: at worst the reader is woken once by each program. */
-__u64 woken_at[2];
-
-static __always_inline __u64 wakeup(__u64 size)
-{
-	__u64 ring = bpf_ringbuf_query(&samples, BPF_RB_RING_SIZE);
-	__u64 avail = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size;
-	__u64 at = bpf_ringbuf_query(&samples, BPF_RB_CONS_POS) + 1;
-	int level;
-
-	if (avail >= ring / 2)
-		level = 1;
-	else if (avail >= ring / 4)
-		level = 0;
-	else
-		return BPF_RB_NO_WAKEUP;
-	if (woken_at[level] == at)
-		return BPF_RB_NO_WAKEUP;
-	woken_at[level] = at;
-	return BPF_RB_FORCE_WAKEUP;
-}
-
 /* Fills the record's header for a wait of off ns that ended at back on
  * cpu; the caller adds the frames and sends it. */
 static __always_inline struct offcpu_buf *start_record(struct task_struct *task, __u64 off, __u64 back, __u32 cpu)
@@ -508,9 +456,7 @@ static __always_inline void send(struct offcpu_buf *b)
 	struct offcpu_header *h = &b->hdr;
 	__u64 size = sizeof(*h) + ((__u64)h->kernel_frames + h->user_frames) * sizeof(__u64) + h->stack_bytes;
 
-	if (size > sizeof(*b) + stack_copy_size)
-		size = sizeof(*b) + stack_copy_size;
-	if (bpf_ringbuf_output(&samples, b, size, wakeup(size)))
+	if (send_record(&samples, b, size, sizeof(*b) + stack_copy_size))
 		count(COUNT_LOST);
 	else
 		count(COUNT_SENT);
@@ -564,7 +510,7 @@ static __always_inline bool long_wait(struct task_struct *next, __u64 off, __u64
 		if (b->hdr.pc && at < OFFCPU_FRAMES) {
 			b->frames[at] = b->hdr.pc;
 			b->hdr.user_frames = 1;
-			b->hdr.flags |= OFFCPU_USER_TRUNCATED;
+			b->hdr.flags |= SAMPLE_USER_TRUNCATED;
 		}
 		if (in_call)
 			count(COUNT_CUT);
@@ -644,7 +590,7 @@ static __always_inline void copy_stack(struct offcpu_buf *b, __u32 at)
 	__u8 *dst;
 	int i;
 
-	h->flags |= OFFCPU_STACK_COPY | OFFCPU_STACK_COPY_TRUNCATED;
+	h->flags |= SAMPLE_STACK_COPY | SAMPLE_STACK_COPY_TRUNCATED;
 	if (at > OFFCPU_FRAMES || !sp)
 		return;
 	dst = (__u8 *)&b->frames[at];
@@ -653,7 +599,7 @@ static __always_inline void copy_stack(struct offcpu_buf *b, __u32 at)
 			n = stack_copy_size;
 		if (n == 0 || !bpf_probe_read_user(dst, n, (void *)sp))
 			break;
-		h->flags |= OFFCPU_STACK_COPY_FAULT;
+		h->flags |= SAMPLE_STACK_COPY_FAULT;
 		mid = (sp + n / 2) & ~4095ULL;
 		n = mid > sp ? mid - sp : 0;
 	}
@@ -728,7 +674,7 @@ int BPF_PROG(syscall_done, struct pt_regs *regs, long ret)
 		if (n > 0) {
 			b->hdr.user_frames = n / sizeof(__u64);
 			if (b->hdr.user_frames == OFFCPU_USER_FRAMES)
-				b->hdr.flags |= OFFCPU_USER_TRUNCATED;
+				b->hdr.flags |= SAMPLE_USER_TRUNCATED;
 		}
 	}
 	if (stack_copy_size) {

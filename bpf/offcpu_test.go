@@ -95,7 +95,7 @@ func TestOffCPUWaits(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			pid, start, result := offCPUFixture(t, tc.mode, "60", "5000")
-			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true, OffCPU: true, OffCPUExitBudget: -1})
+			s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true, OffCPU: true, OffCPUMin: 1, OffCPUExitBudget: -1})
 			start()
 			var tid, waitNs, spinNs uint64
 			line := result()
