@@ -67,6 +67,29 @@ func TestCgroupFilter(t *testing.T) {
 				byPid, inside.Process.Pid, id, outside.Process.Pid)
 		}
 	})
+	// The off-CPU program's filter walks the cgroup tree of the thread
+	// leaving the CPU: two sleepers, one in the child (where the spinner
+	// above still runs).
+	t.Run("off-CPU", func(t *testing.T) {
+		in, startIn, resultIn := offCPUFixture(t, "nanosleep", "20", "2000")
+		out, startOut, resultOut := offCPUFixture(t, "nanosleep", "20", "2000")
+		if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte(strconv.Itoa(in)), 0); err != nil {
+			t.Fatal(err)
+		}
+		s := openSampler(t, Config{CgroupID: id, User: true, Kernel: true, OffCPU: true, OffCPUExitBudget: -1})
+		startIn()
+		startOut()
+		resultIn()
+		resultOut()
+		byPid := map[int]int{}
+		if _, err := s.Read(func(x *Sample) { byPid[int(x.Pid)]++ }); err != nil {
+			t.Fatal(err)
+		}
+		if byPid[in] < 20 || byPid[out] != 0 || len(byPid) > 2 {
+			t.Fatalf("off-CPU records by pid %v; want 20 or more of pid %d (in a child of cgroup %d), maybe some of %d (in it too), none of %d",
+				byPid, in, id, inside.Process.Pid, out)
+		}
+	})
 }
 
 // Without IncludeIdle no idle sample arrives, and sprof never samples
