@@ -13,6 +13,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
+#include "sample.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -29,28 +30,6 @@ enum record_version {
 	RECORD_VERSION = 2,
 };
 
-enum sample_flag {
-	/* The frame-pointer walk stopped at a frame record that failed a check
-	 * (outside the stack, misaligned, not above the previous one,
-	 * unreadable) or at the depth limit: frames are missing at the root. */
-	SAMPLE_USER_TRUNCATED = 1 << 0,
-	/* The frame-pointer register did not name the leaf's frame record (a
-	 * prologue, an epilogue or a frameless leaf): frame 1, the leaf's
-	 * return address, came from the top of the stack (x86-64) or the link
-	 * register (arm64). See leaf_return. */
-	SAMPLE_LEAF_RETURN = 1 << 1,
-	/* The record ends with a copy of the user stack (stack_bytes bytes,
-	 * possibly none). */
-	SAMPLE_STACK_COPY = 1 << 2,
-	/* The copy ends below the stack's end: the stack is deeper than
-	 * stack_copy_size, or a read fault cut it short. */
-	SAMPLE_STACK_COPY_TRUNCATED = 1 << 3,
-	/* Reading the stack faulted (a page not resident, or the bound was a
-	 * guess): the copy is the longest shorter prefix that could be read,
-	 * possibly empty. See copy_stack. */
-	SAMPLE_STACK_COPY_FAULT = 1 << 4,
-};
-
 enum record_limits {
 	MAX_KERNEL_FRAMES = 128,
 	MAX_USER_FRAMES = 1024,
@@ -59,9 +38,6 @@ enum record_limits {
 	 * --call-graph dwarf is about the same (65528). */
 	MAX_STACK_COPY = 1 << 16,
 };
-
-/* Ancestor levels searched by the cgroup filter. */
-#define MAX_CGROUP_LEVELS 32
 
 struct sample_header {
 	__u16 version;
@@ -168,20 +144,9 @@ static __always_inline bool in_cgroup(void)
 		return false;
 	}
 	/* Without the helper in perf_event programs: up the parents of the
-	 * task's cgroup v2 cgroup, each one's id being its kernfs node's.
-	 * A cgroup's parent is its self css's parent, whose cgroup embeds it
-	 * at the same offset. */
+	 * task's cgroup v2 cgroup. */
 	cg = BPF_CORE_READ(current_task(), cgroups, dfl_cgrp);
-	for (int level = 0; level < MAX_CGROUP_LEVELS && cg; level++) {
-		struct cgroup_subsys_state *parent = BPF_CORE_READ(cg, self.parent);
-
-		if (!parent)
-			return false;
-		cg = (struct cgroup *)((void *)parent - bpf_core_field_offset(struct cgroup, self));
-		if (BPF_CORE_READ(cg, kn, id) == cgroup_id)
-			return true;
-	}
-	return false;
+	return cgroup_ancestor(cg, cgroup_id);
 }
 
 static __always_inline bool wanted(__u32 tgid)
@@ -807,46 +772,6 @@ static __always_inline void copy_stack(struct scratch_value *s)
 	s->rec.hdr.stack_bytes = n;
 }
 
-/*
- * When to wake user space. Never per sample: a wakeup is an irq_work and a
- * context switch, as dear as a sample. The reader is woken once when the
- * ring passes a quarter full (WAKE_DRAIN: user space drains it) and once
- * more when it passes half (WAKE_SPILL: user space was too busy to drain
- * and moves the records out of the ring into its own memory), each time at
- * most once per consumer position, that is until the reader has read
- * something. So the ring can be small enough to stay in the caches: with
- * stack copies, writing records into ring memory that no cache holds was
- * most of a sample's cost. woken_at holds the consumer position + 1 at each
- * level's last wakeup (0: none yet); two CPUs racing may both wake, which
- * is harmless.
- */
-enum wake_level {
-	WAKE_DRAIN,
-	WAKE_SPILL,
-	WAKE_LEVELS,
-};
-
-__u64 woken_at[WAKE_LEVELS];
-
-static __always_inline __u64 wakeup(__u64 size)
-{
-	__u64 ring = bpf_ringbuf_query(&samples, BPF_RB_RING_SIZE);
-	__u64 avail = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size;
-	__u64 at = bpf_ringbuf_query(&samples, BPF_RB_CONS_POS) + 1;
-	int level;
-
-	if (avail >= ring / 2)
-		level = WAKE_SPILL;
-	else if (avail >= ring / 4)
-		level = WAKE_DRAIN;
-	else
-		return BPF_RB_NO_WAKEUP;
-	if (woken_at[level] == at)
-		return BPF_RB_NO_WAKEUP;
-	woken_at[level] = at;
-	return BPF_RB_FORCE_WAKEUP;
-}
-
 static __always_inline bool wants_copy(__u32 tgid)
 {
 	return stack_copy_size && capture_user && (copy_all || bpf_map_lookup_elem(&copy_pids, &tgid));
@@ -945,9 +870,7 @@ static __always_inline int finish(struct scratch_value *s)
 	h->flags = s->walk.flags;
 
 	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
-	if (size > sizeof(s->rec) + stack_copy_size)
-		size = sizeof(s->rec) + stack_copy_size;
-	if (bpf_ringbuf_output(&samples, &s->rec, size, wakeup(size)))
+	if (send_record(&samples, &s->rec, size, sizeof(s->rec) + stack_copy_size))
 		count = bpf_map_lookup_elem(&lost, &zero);
 	else
 		count = bpf_map_lookup_elem(&sent, &zero);
