@@ -41,13 +41,19 @@ if [ -z "$sprof" ]; then
 fi
 rt=""
 if [ "${STORM_FIFO:-1}" != 0 ] && command -v chrt >/dev/null; then
-	rt="chrt -f 1"
+	# A container or a VM without CAP_SYS_NICE refuses real-time policies.
+	if chrt -f 1 true 2>/dev/null; then
+		rt="chrt -f 1"
+	else
+		echo "offcpu-storm: chrt -f refused here; the storm runs SCHED_OTHER" >&2
+	fi
 fi
 
 # storm SECONDS: prints "trips/s trips/cpu-s" of one storm.
 storm() {
-	echo go | $rt taskset -c 0 "$fixture" storm "$1" |
-		awk -v s="$1" -F'[= ]' '{ printf "%.0f %.0f\n", $2 / s, $2 / ($4 / 1e9) }'
+	out=$(echo go | $rt taskset -c 0 "$fixture" storm "$1") || { echo "offcpu-storm: the storm failed" >&2; exit 1; }
+	[ -n "$out" ] || { echo "offcpu-storm: the storm printed nothing" >&2; exit 1; }
+	echo "$out" | awk -v s="$1" -F'[= ]' '{ printf "%.0f %.0f\n", $2 / s, $2 / ($4 / 1e9) }'
 }
 
 # under_sprof SECONDS [FLAG]: one storm under sprof, which is given FLAG.
