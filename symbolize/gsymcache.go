@@ -270,6 +270,9 @@ func (s *GSYM) SymbolizeBatch(b Binary, offs []uint64, fn func(i int, frames []s
 // ends in _start, which has no line).
 func (s *GSYM) frames(dst []stacks.Frame, t *gsymTable, b Binary, off uint64, res *gsym.LookupResult, err error) ([]stacks.Frame, error) {
 	if errors.Is(err, gsym.ErrNotFound) || err == nil && t.goProgram && (len(res.Locations) == 0 || res.Locations[0].Line == 0) {
+		if f, ok := s.goFrame(t, b, off); ok {
+			return append(dst, f), nil
+		}
 		n := len(dst)
 		if dst, ferr := s.fallback.Symbolize(dst, b, off); ferr != nil || len(dst) > n || err != nil {
 			return dst, ferr
@@ -296,6 +299,12 @@ type gsymTable struct {
 	style     Demangling
 	goProgram bool
 	noneUntil time.Time
+	// goLines names a Go program without DWARF from its pclntab, loaded
+	// when first needed (see goLines); goTried says it was tried.
+	goMu      sync.Mutex
+	goTried   bool
+	goLines   *goLines
+	goLinesSz atomic.Int64
 	epoch     atomic.Uint64 // the GSYM's epoch when t was last touched in its LRU
 
 	// Frames' strings, by where the reader's strings lie in the mapping:
@@ -326,7 +335,56 @@ func (t *gsymTable) cost() int64 {
 	}
 	perRecord := 4 * t.fileSize / max(n, 1)
 	return size + t.fileSize + 16*slots + n + 40*int64(t.r.NumFiles()) +
-		t.shownCount.Load()*(shownCost+perRecord)
+		t.shownCount.Load()*(shownCost+perRecord) + t.goLinesSz.Load()
+}
+
+// goFrame names the function at off of a Go program without DWARF from
+// its pclntab (see goLines), false if it cannot: the program has DWARF,
+// or no function of the pclntab is there.
+func (s *GSYM) goFrame(t *gsymTable, b Binary, off uint64) (stacks.Frame, bool) {
+	if !t.goProgram {
+		return stacks.Frame{}, false
+	}
+	g := s.goLinesOf(t, b)
+	if g == nil {
+		return stacks.Frame{}, false
+	}
+	addr, ok := t.loads.Vaddr(off)
+	if !ok {
+		return stacks.Frame{}, false
+	}
+	f, ok, err := g.frame(b.Path, addr)
+	return f, ok && err == nil
+}
+
+// goLinesOf returns t's goLines, loading them the first time; nil for a
+// program with DWARF, here or in a debug file the ELF symbolizer would
+// find, whose inlined frames only the ELF symbolizer gives. A file that
+// could not be opened (its process exited) is tried again next time.
+func (s *GSYM) goLinesOf(t *gsymTable, b Binary) *goLines {
+	t.goMu.Lock()
+	defer t.goMu.Unlock()
+	if t.goTried {
+		return t.goLines
+	}
+	locate := s.fallback.debugLocator(b, b.BuildID)
+	g, err := loadGoLines(b.Path, func(r io.ReaderAt, f *elf.File, size int64) bool {
+		for _, sec := range f.Sections {
+			if strings.HasPrefix(sec.Name, ".debug_") || strings.HasPrefix(sec.Name, ".zdebug_") {
+				return true
+			}
+		}
+		id, _ := buildid.Read(r)
+		return locate(id, readDebuglink(f, size)) != ""
+	})
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return nil
+	}
+	t.goTried, t.goLines = true, g
+	if g != nil {
+		t.goLinesSz.Store(g.size)
+	}
+	return g
 }
 
 // shownCost estimates the bytes of one entry of gsymTable.shown: the
