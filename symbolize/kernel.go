@@ -71,9 +71,14 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 		}
 		syms = ends
 	}
+	// The names are copied out of the lines, which they would keep in
+	// memory (an address, a type and spaces more per symbol: 2.8 MB of
+	// 5.6 for 120,000 symbols), into one string.
+	var names strings.Builder
+	var ends []int // of each line's name in names
 	sc := bufio.NewScanner(r)
 	nonzero := false
-	n := 0
+	first := len(syms)
 	for line := 1; sc.Scan(); line++ {
 		if line > maxKallsymsLines {
 			return nil, fmt.Errorf("more than %d lines", maxKallsymsLines)
@@ -83,17 +88,23 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		nonzero = nonzero || s.addr != 0
+		names.WriteString(s.name)
+		ends = append(ends, names.Len())
 		syms = append(syms, s)
-		n++
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	if n == 0 {
+	if len(ends) == 0 {
 		return nil, errors.New("no symbols")
 	}
 	if !nonzero {
 		return nil, ErrKernelAddressesHidden
+	}
+	all, start := names.String(), 0
+	for i, end := range ends {
+		syms[first+i].name = all[start:end]
+		start = end
 	}
 	return &Kernel{syms: newSymtab(syms, DemangleFull)}, nil
 }
