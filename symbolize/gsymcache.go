@@ -103,6 +103,11 @@ type GSYM struct {
 	names   map[fileVersion]string // cache names of binaries without build ID
 
 	converted, reused, failed atomic.Uint64
+
+	// ctx ends the debuginfod fetches and conversions under way, and
+	// keeps new ones from starting, once Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // DefaultCacheDir is where converted files are kept: /var/cache/sprof for
@@ -157,7 +162,10 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 	elfOpts.DebugDirs = dirs
 	elfOpts.CacheBytes = max(budget/2, 1)
 	fallback := NewELF(elfOpts)
+	ctx, cancel := context.WithCancel(context.Background())
 	return &GSYM{
+		ctx:      ctx,
+		cancel:   cancel,
 		dir:      dir,
 		opts:     opts,
 		local:    local,
@@ -171,6 +179,16 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 }
 
 var _ Symbolizer = (*GSYM)(nil)
+
+// Close stops the debuginfod fetch and the conversion under way and
+// keeps new ones from starting: the binaries they were for stay unnamed
+// (their lookups fail), while GSYM files converted already still answer.
+// A Pipeline closes its Symbolizer when it stops; a second Ctrl-C at the
+// end of a recording does too, so that it ends at once.
+func (s *GSYM) Close() error {
+	s.cancel()
+	return nil
+}
 
 // Stats reports the conversions and cache reuses so far.
 func (s *GSYM) Stats() GSYMStats {
@@ -589,7 +607,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 		return t.mapped(r, final), nil
 	}
 	if s.fetcher != nil && elfInfo.needsDebugFile(b, s.local) {
-		if _, err := s.fetcher.Fetch(context.Background(), elfInfo.id); err != nil {
+		if _, err := s.fetcher.Fetch(s.ctx, elfInfo.id); err != nil {
 			// Converted without the debug file, kept apart.
 			final, none = filepath.Join(s.dir, key+".partial.gsym"), ""
 			if r, ok := s.open(final); ok {
@@ -597,7 +615,13 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 			}
 		}
 	}
-	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.dirs})
+	if err := s.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: not converted: %w", b.Path, err)
+	}
+	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.dirs, Context: s.ctx})
+	if errors.Is(err, context.Canceled) {
+		return nil, err // not a fact about b: no ".none"
+	}
 	if err == nil {
 		err = writeCacheFile(final, c, gsym.EncodeOptions{ByteOrder: st.ByteOrder})
 	}
