@@ -2,11 +2,13 @@ package symbolize
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +24,10 @@ var ErrKernelAddressesHidden = errors.New("kernel symbol addresses are hidden by
 // maxKallsymsLines bounds a kallsyms file; a kernel with every module
 // loaded has a few hundred thousand symbols.
 const maxKallsymsLines = 8 << 20
+
+// maxKallsymsBytes bounds the bytes of a kallsyms file read into memory:
+// a line of a real kernel's takes 30 to 100.
+const maxKallsymsBytes = 512 << 20
 
 // Kernel symbolizes kernel addresses from a snapshot of /proc/kallsyms,
 // the core kernel and loaded modules (and BPF programs, which kallsyms
@@ -71,19 +77,33 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 		}
 		syms = ends
 	}
-	// The names are copied out of the lines, which they would keep in
-	// memory (an address, a type and spaces more per symbol: 2.8 MB of
-	// 5.6 for 120,000 symbols), into one string.
+	// The whole file is read first, to size the symbols at once: grown
+	// by append, 120,000 of them allocated 47 MB on the way. Each name is
+	// then copied out of its line, which it would keep in memory (an
+	// address, a type and spaces more per symbol: 2.8 MB of 5.6), into
+	// one string.
+	data, err := io.ReadAll(io.LimitReader(r, maxKallsymsBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxKallsymsBytes {
+		return nil, fmt.Errorf("more than %d bytes", maxKallsymsBytes)
+	}
+	n := bytes.Count(data, []byte{'\n'}) + 1
+	if n > maxKallsymsLines+1 {
+		return nil, fmt.Errorf("more than %d lines", maxKallsymsLines)
+	}
+	text := string(data)
+	data = nil
+	syms = slices.Grow(syms, n)
+	ends := make([]int, 0, n) // of each line's name in names
 	var names strings.Builder
-	var ends []int // of each line's name in names
-	sc := bufio.NewScanner(r)
 	nonzero := false
 	first := len(syms)
-	for line := 1; sc.Scan(); line++ {
-		if line > maxKallsymsLines {
-			return nil, fmt.Errorf("more than %d lines", maxKallsymsLines)
-		}
-		s, err := parseKallsymsLine(sc.Text())
+	for line := 1; text != ""; line++ {
+		l, rest, _ := strings.Cut(text, "\n")
+		text = rest
+		s, err := parseKallsymsLine(strings.TrimSuffix(l, "\r"))
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
@@ -92,9 +112,6 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 		ends = append(ends, names.Len())
 		syms = append(syms, s)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
 	if len(ends) == 0 {
 		return nil, errors.New("no symbols")
 	}
@@ -102,6 +119,9 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 		return nil, ErrKernelAddressesHidden
 	}
 	all, start := names.String(), 0
+	if names.Cap()-len(all) > len(all)/8 {
+		all = strings.Clone(all) // the Builder's growth, not kept
+	}
 	for i, end := range ends {
 		syms[first+i].name = all[start:end]
 		start = end
