@@ -82,12 +82,9 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 	// then copied out of its line, which it would keep in memory (an
 	// address, a type and spaces more per symbol: 2.8 MB of 5.6), into
 	// one string.
-	data, err := io.ReadAll(io.LimitReader(r, maxKallsymsBytes+1))
+	data, err := readAll(r, maxKallsymsBytes)
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > maxKallsymsBytes {
-		return nil, fmt.Errorf("more than %d bytes", maxKallsymsBytes)
 	}
 	n := bytes.Count(data, []byte{'\n'}) + 1
 	if n > maxKallsymsLines+1 {
@@ -98,6 +95,7 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 	syms = slices.Grow(syms, n)
 	ends := make([]int, 0, n) // of each line's name in names
 	var names strings.Builder
+	names.Grow(len(text)) // more than the names: copied to size below
 	nonzero := false
 	first := len(syms)
 	for line := 1; text != ""; line++ {
@@ -127,6 +125,33 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 		start = end
 	}
 	return &Kernel{syms: newSymtab(syms, DemangleFull)}, nil
+}
+
+// readAll reads r to its end, up to limit bytes, doubling its buffer as
+// it fills: /proc files have no size to read by, and io.ReadAll grows a
+// large buffer by a quarter at a time, which for kallsyms allocated five
+// times its size.
+func readAll(r io.Reader, limit int) ([]byte, error) {
+	b := make([]byte, 0, 1<<20)
+	for {
+		if len(b) == cap(b) {
+			if len(b) > limit {
+				return nil, fmt.Errorf("more than %d bytes", limit)
+			}
+			b = slices.Grow(b, len(b))
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			if len(b) > limit {
+				return nil, fmt.Errorf("more than %d bytes", limit)
+			}
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // regionEnd reports text symbols that mark where a code region ends, not
