@@ -32,10 +32,11 @@ import (
 // Tables are built once per build ID, in the background, when a sample
 // first needs them (unwind_build.go); samples that need a table still being
 // built are held back until it is ready (unwind_hold.go). Tables are kept
-// under a memory budget (least recently used first out). Which
-// processes need the copy is decided when their mappings become known (the
-// side band's mmap records, /proc): a process mapping any executable file
-// that is not known to keep frame pointers is marked through CopyMarker.
+// under a memory budget (unwind.TableCache: least recently used first
+// out). Which processes need the copy is decided when their mappings
+// become known (the side band's mmap records, /proc): a process mapping
+// any executable file that is not known to keep frame pointers is marked
+// through CopyMarker.
 // Everything else keeps the cheaper BPF walk.
 //
 // The walk kept for a sample with a copy: the userspace unwind, unless
@@ -94,7 +95,9 @@ type unwindInfo struct {
 	kind     unwind.Method
 	size     int64
 	err      error
-	used     uint64 // the unwinder's clock at the last use, for eviction
+	// cached is the table's place in the unwinder's TableCache, nil
+	// when it is not there.
+	cached *unwind.Cached[*unwindInfo]
 	// Counters: frames each method produced with this binary's rules,
 	// and why unwinds stopped in it.
 	frames [unwind.NumMethods]uint64
@@ -125,8 +128,7 @@ type unwinder struct {
 	byID   map[string]*unwindInfo
 	// unknown collects stops at PCs in no known mapping.
 	unknown unwindInfo
-	budget  int64
-	clock   uint64
+	tables  *unwind.TableCache[*unwindInfo]
 
 	// Copy marking: marked holds the processes marked, considered the
 	// mapSet last examined per pid, toMark the marks made before the
@@ -168,7 +170,7 @@ func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
 		byFile:     map[*binaryFile]*unwindInfo{},
 		byID:       map[string]*unwindInfo{},
 		unknown:    unwindInfo{name: "[unknown]", classified: true, built: true},
-		budget:     budget,
+		tables:     unwind.NewTableCache[*unwindInfo](budget),
 		marked:     map[uint32]bool{},
 		considered: map[uint32]*mapSet{},
 		builds:     unwind.NewBuilder[*unwindInfo](unwind.BuildTable),
@@ -278,8 +280,7 @@ func (u *unwinder) withELF(pid uint32, m *mapping, fn func(*elf.File) error) err
 // ensureTable reports whether in's table is there (or known not to be),
 // and asks for it to be built the first time a sample needs it.
 func (u *unwinder) ensureTable(in *unwindInfo, pid uint32, m *mapping) bool {
-	u.clock++
-	in.used = u.clock
+	u.tables.Use(in.cached)
 	switch {
 	case in.built:
 	case in.framePointers:
@@ -288,27 +289,6 @@ func (u *unwinder) ensureTable(in *unwindInfo, pid uint32, m *mapping) bool {
 		u.requestBuild(in, pid, m)
 	}
 	return in.built
-}
-
-// evict drops the least recently used tables until the cache fits its
-// budget again; keep (just built) stays. A dropped table is rebuilt when a
-// sample needs it again.
-func (u *unwinder) evict(keep *unwindInfo) {
-	for u.stats.TableBytes > u.budget {
-		var lru *unwindInfo
-		for _, in := range u.infos() {
-			if in != keep && in.table != nil && (lru == nil || in.used < lru.used) {
-				lru = in
-			}
-		}
-		if lru == nil {
-			return
-		}
-		u.stats.TableBytes -= lru.size
-		u.stats.Tables--
-		u.stats.Evicted++
-		lru.table, lru.size, lru.built = nil, 0, false
-	}
 }
 
 // infos returns every unwindInfo once.
