@@ -3,8 +3,11 @@
 # host at 19 Hz, stack copies and unwinding on (the defaults), with PROCS
 # extra processes running (a few busy loops in different programs, the
 # rest asleep, every one of them mapping libc and tracked by the agent),
-# the GSYM cache warm (a first agent run converts the binaries and is not
-# measured). Every 5 s it reads the agent's VmRSS and VmHWM from
+# the GSYM cache warm: a first agent run converts the binaries and is not
+# measured; it runs until an interval passes without a conversion, which
+# on a loaded host takes minutes (at most WARM_MAX seconds, default 600;
+# its metrics are served on 127.0.0.1:METRICS_PORT, default 19465, read
+# with curl). Every 5 s it reads the agent's VmRSS and VmHWM from
 # /proc/PID/status; at the end it prints the steady RSS (the median and
 # the largest after the first two intervals), the peak (VmHWM), the
 # agent's CPU time (utime+stime from /proc/PID/stat, which other load on
@@ -52,9 +55,24 @@ run_agent() { # SECONDS
 	agent=$!
 }
 
-# Warm the GSYM cache: convert what the host runs, then stop.
-run_agent "$@"
-sleep 40
+# Warm the GSYM cache: convert what the host runs, then stop, once two
+# intervals were named and the last 15 s converted nothing more.
+port=${METRICS_PORT:-19465}
+metric() { # NAME
+	curl -fs "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'
+}
+warm0=$(date +%s)
+run_agent --metrics-addr "127.0.0.1:$port" "$@"
+converted=-1
+while [ $(($(date +%s) - warm0)) -lt "${WARM_MAX:-600}" ]; do
+	sleep 15
+	kill -0 "$agent" 2>/dev/null || { echo "agent exited:"; cat "$tmp/agent.log"; exit 1; }
+	n=$(metric sprof_agent_intervals_total)
+	c=$(metric 'sprof_agent_gsym_binaries_total{result="converted"}')
+	[ "${n:-0}" -ge 2 ] && [ "$c" = "$converted" ] && break
+	converted=$c
+done
+echo "GSYM cache warmed in $(($(date +%s) - warm0)) s: ${c:-?} binaries converted"
 kill -TERM "$agent"
 wait "$agent" || true
 
