@@ -3,7 +3,6 @@ package collector
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sprof/sprof/collector/container"
+	"github.com/sprof/sprof/internal/readall"
 )
 
 // image is one program run by one process: from its exec (or from when
@@ -226,27 +226,15 @@ func (t *table) readProc(p string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if cap(t.buf) > 1<<20 || t.buf == nil {
-		t.buf = make([]byte, 0, 64<<10)
+	if cap(t.buf) > 1<<20 {
+		t.buf = nil
 	}
-	b := t.buf[:0]
-	for {
-		if len(b) == cap(b) {
-			if len(b) >= maxProcFile {
-				return nil, fmt.Errorf("%s: more than %d bytes", p, maxProcFile)
-			}
-			b = slices.Grow(b, len(b))
-		}
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			t.buf = b
-			return b, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	b, err := readall.Append(t.buf[:0], f, maxProcFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
 	}
+	t.buf = b
+	return b, nil
 }
 
 // parseStartTime returns field 22 (starttime) of /proc/PID/stat. The comm

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sprof/sprof/internal/readall"
 	"github.com/sprof/sprof/stacks"
 )
 
@@ -82,7 +83,7 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 	// then copied out of its line, which it would keep in memory (an
 	// address, a type and spaces more per symbol: 2.8 MB of 5.6), into
 	// one string.
-	data, err := readAll(r, maxKallsymsBytes)
+	data, err := readall.Append(make([]byte, 0, 1<<20), r, maxKallsymsBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -125,33 +126,6 @@ func ReadKallsyms(r io.Reader, modules io.Reader) (*Kernel, error) {
 		start = end
 	}
 	return &Kernel{syms: newSymtab(syms, DemangleFull)}, nil
-}
-
-// readAll reads r to its end, up to limit bytes, doubling its buffer as
-// it fills: /proc files have no size to read by, and io.ReadAll grows a
-// large buffer by a quarter at a time, which for kallsyms allocated five
-// times its size.
-func readAll(r io.Reader, limit int) ([]byte, error) {
-	b := make([]byte, 0, 1<<20)
-	for {
-		if len(b) == cap(b) {
-			if len(b) > limit {
-				return nil, fmt.Errorf("more than %d bytes", limit)
-			}
-			b = slices.Grow(b, len(b))
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			if len(b) > limit {
-				return nil, fmt.Errorf("more than %d bytes", limit)
-			}
-			return b, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }
 
 // regionEnd reports text symbols that mark where a code region ends, not
