@@ -303,13 +303,15 @@ func TestCopyPidsFromTheStart(t *testing.T) {
 }
 
 // Records with copies fill a small ring fast: the overflow is counted, and
-// what was kept is whole.
+// what was kept is whole. Without a backlog nothing empties the ring
+// until Read, so it overflows however the test is scheduled (the backlog
+// would spill it, racing the samples).
 func TestStackCopyLost(t *testing.T) {
 	requireFixture(t)
 	cmd, _ := startBinary(t, nofpPath, "chain")
 	pid := cmd.Process.Pid
 	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true, StackCopy: 16384, CopyAll: true,
-		RingBufferSize: 64 << 10})
+		RingBufferSize: 64 << 10, Backlog: -1})
 	lost := waitLost(t, s)
 	end := startStack(t, pid) // now that the fixture has surely exec'd
 	n, err := s.Read(func(x *Sample) {

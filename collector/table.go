@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sprof/sprof/collector/container"
+	"github.com/sprof/sprof/internal/readall"
 )
 
 // image is one program run by one process: from its exec (or from when
@@ -76,6 +77,8 @@ type table struct {
 	nextSet uint32
 	// exitedPids are the pids whose image has exited, for prune.
 	exitedPids []uint32
+	// buf is read's buffer for /proc files, kept between reads.
+	buf []byte
 }
 
 func newTable(procRoot string, pids []uint32, followForks bool, refreshEvery uint64) *table {
@@ -179,7 +182,7 @@ func (t *table) settle(img *image) {
 // of files and those of none.
 func (t *table) read(pid uint32) (uint64, []mapping, []codeRange, error) {
 	dir := filepath.Join(t.procRoot, strconv.FormatUint(uint64(pid), 10))
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	stat, err := t.readProc(filepath.Join(dir, "stat"))
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -187,7 +190,7 @@ func (t *table) read(pid uint32) (uint64, []mapping, []codeRange, error) {
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("%s/stat: %w", dir, err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "maps"))
+	b, err := t.readProc(filepath.Join(dir, "maps"))
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -206,6 +209,32 @@ func (t *table) read(pid uint32) (uint64, []mapping, []codeRange, error) {
 		maps = append(maps, mapping{start: e.start, limit: e.limit, offset: e.offset, bin: t.files.fromMaps(pid, e)})
 	}
 	return start, maps, anon, nil
+}
+
+// maxProcFile bounds a /proc file read: a process with a million
+// mappings has 100 MB of maps.
+const maxProcFile = 256 << 20
+
+// readProc reads the /proc file p into t's buffer, valid until the next
+// call. /proc files have no size to read by, and os.ReadFile grows a
+// buffer from 512 bytes for each: for the agent on a busy host, a fifth
+// of its allocations. A buffer grown past 1 MiB (a huge process's maps)
+// is not kept.
+func (t *table) readProc(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if cap(t.buf) > 1<<20 {
+		t.buf = nil
+	}
+	b, err := readall.Append(t.buf[:0], f, maxProcFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	t.buf = b
+	return b, nil
 }
 
 // parseStartTime returns field 22 (starttime) of /proc/PID/stat. The comm

@@ -503,3 +503,17 @@ func TestFollowForksChildMappings(t *testing.T) {
 		t.Error("an untracked process's mmap made it tracked")
 	}
 }
+
+// BenchmarkReadProcess reads a process's start time and mappings from
+// /proc, as the table does for every process it meets: B/op is what a
+// read allocates.
+func BenchmarkReadProcess(b *testing.B) {
+	t := newTable("/proc", nil, false, 0)
+	pid := uint32(os.Getpid())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, maps, _, err := t.read(pid); err != nil || len(maps) == 0 {
+			b.Fatal(err, len(maps))
+		}
+	}
+}

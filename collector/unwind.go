@@ -32,10 +32,11 @@ import (
 // Tables are built once per build ID, in the background, when a sample
 // first needs them (unwind_build.go); samples that need a table still being
 // built are held back until it is ready (unwind_hold.go). Tables are kept
-// under a memory budget (least recently used first out). Which
-// processes need the copy is decided when their mappings become known (the
-// side band's mmap records, /proc): a process mapping any executable file
-// that is not known to keep frame pointers is marked through CopyMarker.
+// under a memory budget (unwind.TableCache: least recently used first
+// out). Which processes need the copy is decided when their mappings
+// become known (the side band's mmap records, /proc): a process mapping
+// any executable file that is not known to keep frame pointers is marked
+// through CopyMarker.
 // Everything else keeps the cheaper BPF walk.
 //
 // The walk kept for a sample with a copy: the userspace unwind, unless
@@ -94,7 +95,9 @@ type unwindInfo struct {
 	kind     unwind.Method
 	size     int64
 	err      error
-	used     uint64 // the unwinder's clock at the last use, for eviction
+	// cached is the table's place in the unwinder's TableCache, nil
+	// when it is not there.
+	cached *unwind.Cached[*unwindInfo]
 	// Counters: frames each method produced with this binary's rules,
 	// and why unwinds stopped in it.
 	frames [unwind.NumMethods]uint64
@@ -125,8 +128,7 @@ type unwinder struct {
 	byID   map[string]*unwindInfo
 	// unknown collects stops at PCs in no known mapping.
 	unknown unwindInfo
-	budget  int64
-	clock   uint64
+	tables  *unwind.TableCache[*unwindInfo]
 
 	// Copy marking: marked holds the processes marked, considered the
 	// mapSet last examined per pid, toMark the marks made before the
@@ -144,9 +146,6 @@ type unwinder struct {
 
 	// builds builds tables in the background (unwind_build.go).
 	builds *unwind.Builder[*unwindInfo]
-	// forced: unwind without waiting for tables still being built, for
-	// held-back samples being flushed.
-	forced bool
 	// The samples held back (unwind_hold.go): in the order they were
 	// held, heldBytes their size, bounded by maxHeld; with a Sink, none
 	// is held longer than maxHoldAge; finalWait bounds the wait for
@@ -168,7 +167,7 @@ func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
 		byFile:     map[*binaryFile]*unwindInfo{},
 		byID:       map[string]*unwindInfo{},
 		unknown:    unwindInfo{name: "[unknown]", classified: true, built: true},
-		budget:     budget,
+		tables:     unwind.NewTableCache[*unwindInfo](budget),
 		marked:     map[uint32]bool{},
 		considered: map[uint32]*mapSet{},
 		builds:     unwind.NewBuilder[*unwindInfo](unwind.BuildTable),
@@ -278,8 +277,7 @@ func (u *unwinder) withELF(pid uint32, m *mapping, fn func(*elf.File) error) err
 // ensureTable reports whether in's table is there (or known not to be),
 // and asks for it to be built the first time a sample needs it.
 func (u *unwinder) ensureTable(in *unwindInfo, pid uint32, m *mapping) bool {
-	u.clock++
-	in.used = u.clock
+	u.tables.Use(in.cached)
 	switch {
 	case in.built:
 	case in.framePointers:
@@ -288,27 +286,6 @@ func (u *unwinder) ensureTable(in *unwindInfo, pid uint32, m *mapping) bool {
 		u.requestBuild(in, pid, m)
 	}
 	return in.built
-}
-
-// evict drops the least recently used tables until the cache fits its
-// budget again; keep (just built) stays. A dropped table is rebuilt when a
-// sample needs it again.
-func (u *unwinder) evict(keep *unwindInfo) {
-	for u.stats.TableBytes > u.budget {
-		var lru *unwindInfo
-		for _, in := range u.infos() {
-			if in != keep && in.table != nil && (lru == nil || in.used < lru.used) {
-				lru = in
-			}
-		}
-		if lru == nil {
-			return
-		}
-		u.stats.TableBytes -= lru.size
-		u.stats.Tables--
-		u.stats.Evicted++
-		lru.table, lru.size, lru.built = nil, 0, false
-	}
 }
 
 // infos returns every unwindInfo once.
@@ -336,9 +313,10 @@ type resolver struct {
 	nseen int
 	// waiting is the first binary of the unwind whose table is still
 	// being built: the unwind stopped there, and the sample waits.
-	// skipped says the unwind, forced, went on without such a table.
-	waiting *unwindInfo
-	skipped bool
+	// forced unwinds without waiting (a held-back sample being flushed);
+	// skipped says it went on without such a table.
+	waiting         *unwindInfo
+	forced, skipped bool
 }
 
 // resolved is a mapping the resolver found, and what the unwinder needs
@@ -349,8 +327,8 @@ type resolved struct {
 	sm   sframe.Mapping
 }
 
-func (r *resolver) reset(pid uint32, set *mapSet) {
-	r.pid, r.set, r.nseen, r.waiting, r.skipped = pid, set, 0, nil, false
+func (r *resolver) reset(pid uint32, set *mapSet, forced bool) {
+	r.pid, r.set, r.nseen, r.waiting, r.forced, r.skipped = pid, set, 0, nil, forced, false
 	r.u.nsteps = 0
 }
 
@@ -370,7 +348,7 @@ func (r *resolver) Resolve(pc uint64) (sframe.Mapping, bool) {
 	in := u.info(m)
 	u.classify(in, r.pid, m)
 	if !u.ensureTable(in, r.pid, m) {
-		if u.forced {
+		if r.forced {
 			r.skipped = true
 		} else if r.waiting == nil {
 			r.waiting = in
@@ -416,7 +394,7 @@ func (s *step) method() unwind.Method {
 // image returned may be a new one. It returns false, having held p back,
 // if the unwind needs a table still being built.
 func (c *Collector) unwindSample(p *pending, img *image, bpf []uint64) (*image, []uint64, bool) {
-	img, user, wait := c.unwindCopy(p, img, bpf)
+	img, user, wait := c.unwindCopy(p, img, bpf, c.unw.copied(&p.copy), false)
 	if wait != nil {
 		c.hold(p, img, wait)
 		return img, nil, false
@@ -424,18 +402,19 @@ func (c *Collector) unwindSample(p *pending, img *image, bpf []uint64) (*image, 
 	return img, user, true
 }
 
-// unwindCopy is unwindSample without holding back: it returns the binary
-// whose table the unwind waits for instead.
-func (c *Collector) unwindCopy(p *pending, img *image, bpf []uint64) (*image, []uint64, *unwindInfo) {
+// unwindCopy is unwindSample without holding back, over the stack bytes
+// stack: it returns the binary whose table the unwind waits for instead,
+// unless forced, which unwinds with the tables there are.
+func (c *Collector) unwindCopy(p *pending, img *image, bpf []uint64, stack []byte, forced bool) (*image, []uint64, *unwindInfo) {
 	u := c.unw
-	us, stop := u.unwind(p.key.pid, p.key.set, &p.copy)
+	us, stop := u.unwindBytes(p.key.pid, p.key.set, p.copy.regs, stack, forced)
 	if u.res.waiting != nil {
 		return img, nil, u.res.waiting
 	}
 	if stop == unwind.Unmapped && p.key.set == img.maps && c.stable(p.key.pid, img) {
 		if n := c.table.refresh(img, p.time); n.maps != p.key.set {
 			img, p.key.set = n, n.maps
-			if us, stop = u.unwind(p.key.pid, p.key.set, &p.copy); u.res.waiting != nil {
+			if us, stop = u.unwindBytes(p.key.pid, p.key.set, p.copy.regs, stack, forced); u.res.waiting != nil {
 				return img, nil, u.res.waiting
 			}
 		}
@@ -447,11 +426,20 @@ func (c *Collector) unwindCopy(p *pending, img *image, bpf []uint64) (*image, []
 	return img, user, nil
 }
 
-// unwind walks a stack copy over the mappings set.
+// copied returns the stack bytes of c, a copy in the drain's arena.
+func (u *unwinder) copied(c *stackCopy) []byte { return u.stack[c.off : c.off+c.n] }
+
+// unwind walks a stack copy of the drain over the mappings set.
 func (u *unwinder) unwind(pid uint32, set *mapSet, c *stackCopy) ([]uint64, unwind.Stop) {
-	u.res.reset(pid, set)
-	u.snap = sframe.Snapshot{Base: c.regs.SP, Data: u.stack[c.off : c.off+c.n]}
-	n, stop := u.sf.Unwind(c.regs, &u.snap, u.out[:])
+	return u.unwindBytes(pid, set, c.regs, u.copied(c), false)
+}
+
+// unwindBytes walks the stack bytes stack, copied at regs, over the
+// mappings set; forced, it goes on past tables still being built.
+func (u *unwinder) unwindBytes(pid uint32, set *mapSet, regs sframe.Regs, stack []byte, forced bool) ([]uint64, unwind.Stop) {
+	u.res.reset(pid, set, forced)
+	u.snap = sframe.Snapshot{Base: regs.SP, Data: stack}
+	n, stop := u.sf.Unwind(regs, &u.snap, u.out[:])
 	return u.out[:n], unwind.FromSFrame(stop)
 }
 

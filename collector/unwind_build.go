@@ -68,13 +68,16 @@ func (u *unwinder) install() {
 			continue
 		}
 		size := j.Table.MemSize()
-		if size > u.budget {
-			u.noTable(in, fmt.Errorf("%s: a table of %d MiB, more than the unwind cache's %d MiB", in.name, size>>20, u.budget>>20))
+		e, evicted := u.tables.Add(in, size)
+		if e == nil {
+			u.noTable(in, fmt.Errorf("%s: a table of %d MiB, more than the unwind cache's %d MiB", in.name, size>>20, u.tables.Budget()>>20))
 			continue
 		}
-		in.built, in.table, in.kind, in.size = true, j.Table, j.Kind, size
-		u.stats.Tables++
-		u.stats.TableBytes += size
-		u.evict(in)
+		in.built, in.table, in.kind, in.size, in.cached = true, j.Table, j.Kind, size, e
+		// An evicted table is built again when a sample needs it.
+		for _, old := range evicted {
+			old.table, old.size, old.built, old.cached = nil, 0, false, nil
+		}
+		u.stats.Tables, u.stats.TableBytes, u.stats.Evicted = u.tables.Len(), u.tables.Bytes(), u.tables.Evicted()
 	}
 }

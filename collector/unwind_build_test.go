@@ -28,7 +28,7 @@ func TestBuildBounds(t *testing.T) {
 	}
 
 	in.built, in.err, in.cfiBytes = false, nil, 1
-	u.budget = table.MemSize() - 1
+	u.tables = unwind.NewTableCache[*unwindInfo](table.MemSize() - 1)
 	self, err := os.Open(os.Args[0])
 	if err != nil {
 		t.Fatal(err)

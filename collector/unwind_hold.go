@@ -97,7 +97,7 @@ func (c *Collector) hold(p *pending, img *image, wait *unwindInfo) {
 		p: *p, img: img, wait: wait, since: monotonicNow(),
 		user:   slices.Clone(p.user.of(c.arena)),
 		kernel: slices.Clone(p.kernel.of(c.arena)),
-		stack:  slices.Clone(u.stack[p.copy.off : p.copy.off+p.copy.n]),
+		stack:  slices.Clone(u.copied(&p.copy)),
 	}
 	u.held = append(u.held, h)
 	u.heldBytes += h.size()
@@ -152,10 +152,7 @@ func (c *Collector) releaseHeld(force bool, cause flushCause) {
 // and reports whether it did; false means it waits for another table now.
 func (c *Collector) letGo(h *heldSample, force bool, cause flushCause) bool {
 	u := c.unw
-	drain := u.stack
-	u.stack, h.p.copy.off, u.forced = h.stack, 0, force
-	img, user, wait := c.unwindCopy(&h.p, h.img, h.user)
-	u.stack, u.forced = drain, false
+	img, user, wait := c.unwindCopy(&h.p, h.img, h.user, h.stack, force)
 	if wait != nil {
 		h.wait = wait
 		return false

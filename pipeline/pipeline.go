@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/sprof/sprof/bpf"
@@ -153,6 +154,10 @@ func (p *Pipeline) Run(ctx, names context.Context, exited <-chan struct{}) (*sta
 	if err != nil || iv == nil {
 		return nil, stats, err
 	}
+	// A conversion or download under way when names is done would
+	// otherwise hold the recording for as long as it takes.
+	stop := context.AfterFunc(names, p.closeSymbolizer)
+	defer stop()
 	prof := iv.Resolve(names)
 	stats.SymbolizeErrors, stats.Build = iv.Stats.SymbolizeErrors, iv.Stats.Build
 	return prof, stats, nil
@@ -223,12 +228,22 @@ func (p *Pipeline) SymbolizerStats() SymbolizerStats {
 	return st
 }
 
-// Close stops sampling and releases the collector.
+// Close stops sampling, releases the collector and closes the Symbolizer
+// if it is an io.Closer (symbolize.GSYM), which ends its GSYM conversion
+// or debuginfod download under way: an agent's interval being named when
+// it exits ends there.
 func (p *Pipeline) Close() error {
 	var err error
 	if !p.stopped {
 		err = p.sampler.Close()
 		p.stopped = true
 	}
+	p.closeSymbolizer()
 	return errors.Join(err, p.col.Close())
+}
+
+func (p *Pipeline) closeSymbolizer() {
+	if c, ok := p.cfg.Symbolizer.(io.Closer); ok {
+		c.Close()
+	}
 }

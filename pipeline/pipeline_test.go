@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,5 +65,47 @@ func TestRunAndCut(t *testing.T) {
 	}
 	if bs, err := p.SamplerStats(); err != nil || bs.Sent == 0 {
 		t.Errorf("sampler stats %+v, %v", bs, err)
+	}
+}
+
+// closer is a Symbolizer that records being closed.
+type closer struct {
+	symbolize.Symbolizer
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (c *closer) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+// Closing a pipeline closes its Symbolizer, which ends a GSYM conversion
+// or download under way (symbolize.GSYM.Close); so does the end of names
+// while Run names the frames, before the pipeline is closed.
+func TestCloseClosesSymbolizer(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, run := range []bool{false, true} {
+		sym := &closer{Symbolizer: symbolize.NewELF(symbolize.Options{}), closed: make(chan struct{})}
+		p, err := Open(Config{Frequency: 19, Pids: []uint32{uint32(os.Getpid())}, User: true, Symbolizer: sym})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run {
+			ctx, stop := context.WithCancel(context.Background())
+			stop()
+			if _, _, err := p.Run(ctx, ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			<-sym.closed // by Run, in its own goroutine (context.AfterFunc)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-sym.closed:
+		default:
+			t.Errorf("run %v: Close did not close the symbolizer", run)
+		}
 	}
 }

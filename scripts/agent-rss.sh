@@ -3,11 +3,16 @@
 # host at 19 Hz, stack copies and unwinding on (the defaults), with PROCS
 # extra processes running (a few busy loops in different programs, the
 # rest asleep, every one of them mapping libc and tracked by the agent),
-# the GSYM cache warm (a first agent run converts the binaries and is not
-# measured). Every 5 s it reads the agent's VmRSS and VmHWM from
+# the GSYM cache warm: a first agent run converts the binaries and is not
+# measured; it runs until an interval passes without a conversion, which
+# on a loaded host takes minutes (at most WARM_MAX seconds, default 600;
+# its metrics are served on 127.0.0.1:METRICS_PORT, default 19465, read
+# with curl). Every 5 s it reads the agent's VmRSS and VmHWM from
 # /proc/PID/status; at the end it prints the steady RSS (the median and
-# the largest after the first two intervals), the peak (VmHWM) and the
-# agent's CPU time as a share of one core. Needs root.
+# the largest after the first two intervals), the peak (VmHWM), the
+# agent's CPU time (utime+stime from /proc/PID/stat, which other load on
+# the host does not inflate as it does a wall-clock share) and the host's
+# load average over the run, to judge it by. Needs root.
 #   usage: scripts/agent-rss.sh [SECONDS [PROCS [AGENT FLAGS...]]]
 #          (default 600 s, 300 processes; e.g. --symbol-cache 32M)
 set -eu
@@ -50,13 +55,29 @@ run_agent() { # SECONDS
 	agent=$!
 }
 
-# Warm the GSYM cache: convert what the host runs, then stop.
-run_agent "$@"
-sleep 40
+# Warm the GSYM cache: convert what the host runs, then stop, once two
+# intervals were named and the last 15 s converted nothing more.
+port=${METRICS_PORT:-19465}
+metric() { # NAME
+	curl -fs "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'
+}
+warm0=$(date +%s)
+run_agent --metrics-addr "127.0.0.1:$port" "$@"
+converted=-1
+while [ $(($(date +%s) - warm0)) -lt "${WARM_MAX:-600}" ]; do
+	sleep 15
+	kill -0 "$agent" 2>/dev/null || { echo "agent exited:"; cat "$tmp/agent.log"; exit 1; }
+	n=$(metric sprof_agent_intervals_total)
+	c=$(metric 'sprof_agent_gsym_binaries_total{result="converted"}')
+	[ "${n:-0}" -ge 2 ] && [ "$c" = "$converted" ] && break
+	converted=$c
+done
+echo "GSYM cache warmed in $(($(date +%s) - warm0)) s: ${c:-?} binaries converted"
 kill -TERM "$agent"
 wait "$agent" || true
 
 run_agent "$@"
+load0=$(cut -d' ' -f1 /proc/loadavg)
 hz=$(getconf CLK_TCK)
 start=$(date +%s)
 : >"$tmp/rss"
@@ -66,6 +87,19 @@ while [ $(($(date +%s) - start)) -lt "$secs" ]; do
 	awk -v t=$(($(date +%s) - start)) '/^VmRSS:/ {r=$2} /^VmHWM:/ {h=$2} END {print t, r, h}' "/proc/$agent/status" >>"$tmp/rss"
 done
 cpu=$(awk '{print $14 + $15}' "/proc/$agent/stat")
+load1=$(cut -d' ' -f1 /proc/loadavg)
+# Where the RSS is at the end: the Go heap and runtime (anonymous), the
+# agent's own binary, the GSYM files mapped, the BPF maps and rings.
+awk -v exe="$tmp/sprof" '/^[0-9a-f]+-[0-9a-f]+ / {
+	k = "other files"
+	if (NF < 6) k = "anonymous (Go heap, stacks)"
+	else if ($6 == exe) k = "sprof binary"
+	else if ($6 ~ /\.gsym$/) k = "GSYM files"
+	else if ($6 ~ /^anon_inode:bpf/) k = "BPF maps and ring"
+	else if ($6 ~ /^\[/) k = "anonymous (Go heap, stacks)"
+}
+/^Rss:/ { rss[k] += $2 }
+END { for (k in rss) printf "  %-28s %6.1f MB\n", k, rss[k] / 1024 }' "/proc/$agent/smaps" | sort >"$tmp/smaps"
 hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$agent/status")
 kill -TERM "$agent"
 wait "$agent" || true
@@ -75,7 +109,9 @@ awk '$1 > 30 {print $2}' "$tmp/rss" | sort -n >"$tmp/steady"
 n=$(wc -l <"$tmp/steady")
 median=$(sed -n "$(((n + 1) / 2))p" "$tmp/steady")
 max=$(tail -n 1 "$tmp/steady")
-awk -v m="$median" -v x="$max" -v hwm="$hwm" -v cpu="$cpu" -v hz="$hz" -v secs="$secs" -v procs="$procs" -v busy="$busy" 'BEGIN {
-	printf "agent, %d s, 19 Hz host-wide, %d extra processes (%d busy): RSS steady median %.1f MB, max %.1f MB; peak (VmHWM) %.1f MB; CPU %.2f%% of one core\n",
-		secs, procs, busy, m / 1024, x / 1024, hwm / 1024, 100 * cpu / hz / secs
+awk -v m="$median" -v x="$max" -v hwm="$hwm" -v cpu="$cpu" -v hz="$hz" -v secs="$secs" -v procs="$procs" -v busy="$busy" \
+	-v load0="$load0" -v load1="$load1" 'BEGIN {
+	printf "agent, %d s, 19 Hz host-wide, %d extra processes (%d busy): RSS steady median %.1f MB, max %.1f MB; peak (VmHWM) %.1f MB; CPU %.1f s (%.2f%% of one core); host load %s to %s\n",
+		secs, procs, busy, m / 1024, x / 1024, hwm / 1024, cpu / hz, 100 * cpu / hz / secs, load0, load1
 }'
+cat "$tmp/smaps"

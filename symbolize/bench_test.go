@@ -29,8 +29,8 @@ func benchOffsets(b *testing.B, s *ELF, bin Binary) []uint64 {
 				offs = append(offs, a-seg.Vaddr+seg.Off+1)
 			}
 		}
-		if img.gotab != nil {
-			for _, fn := range img.gotab.Funcs {
+		if img.gol != nil {
+			for _, fn := range img.gol.tab.Funcs {
 				if fn.Entry >= seg.Vaddr && fn.Entry-seg.Vaddr < seg.Filesz {
 					offs = append(offs, fn.Entry-seg.Vaddr+seg.Off+1)
 				}

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"container/list"
+	"context"
 	"errors"
 	"io/fs"
 	"sync"
@@ -54,7 +55,8 @@ func newCache[V any](budget int64) *cache[V] {
 // reports the value's approximate size in bytes. Errors about a file's
 // content are cached like values, since the key names that content;
 // errors opening or reading it (*fs.PathError: a process that exited, a
-// file not yet readable) are not, so the next caller tries again.
+// file not yet readable) are not, so the next caller tries again, nor is a
+// load cancelled (context.Canceled).
 func (c *cache[V]) get(key string, load func() (V, int64, error)) (V, error) {
 	c.mu.Lock()
 	if e, ok := c.entries[key]; ok {
@@ -77,7 +79,7 @@ func (c *cache[V]) get(key string, load func() (V, int64, error)) (V, error) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := errors.AsType[*fs.PathError](e.err); ok {
+	if _, ok := errors.AsType[*fs.PathError](e.err); ok || errors.Is(e.err, context.Canceled) {
 		delete(c.entries, key)
 		return e.val, e.err
 	}

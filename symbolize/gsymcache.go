@@ -103,6 +103,11 @@ type GSYM struct {
 	names   map[fileVersion]string // cache names of binaries without build ID
 
 	converted, reused, failed atomic.Uint64
+
+	// ctx ends the debuginfod fetches and conversions under way, and
+	// keeps new ones from starting, once Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // DefaultCacheDir is where converted files are kept: /var/cache/sprof for
@@ -157,7 +162,10 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 	elfOpts.DebugDirs = dirs
 	elfOpts.CacheBytes = max(budget/2, 1)
 	fallback := NewELF(elfOpts)
+	ctx, cancel := context.WithCancel(context.Background())
 	return &GSYM{
+		ctx:      ctx,
+		cancel:   cancel,
 		dir:      dir,
 		opts:     opts,
 		local:    local,
@@ -171,6 +179,16 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 }
 
 var _ Symbolizer = (*GSYM)(nil)
+
+// Close stops the debuginfod fetch and the conversion under way and
+// keeps new ones from starting: the binaries they were for stay unnamed
+// (their lookups fail), while GSYM files converted already still answer.
+// A Pipeline closes its Symbolizer when it stops; a second Ctrl-C at the
+// end of a recording does too, so that it ends at once.
+func (s *GSYM) Close() error {
+	s.cancel()
+	return nil
+}
 
 // Stats reports the conversions and cache reuses so far.
 func (s *GSYM) Stats() GSYMStats {
@@ -270,6 +288,9 @@ func (s *GSYM) SymbolizeBatch(b Binary, offs []uint64, fn func(i int, frames []s
 // ends in _start, which has no line).
 func (s *GSYM) frames(dst []stacks.Frame, t *gsymTable, b Binary, off uint64, res *gsym.LookupResult, err error) ([]stacks.Frame, error) {
 	if errors.Is(err, gsym.ErrNotFound) || err == nil && t.goProgram && (len(res.Locations) == 0 || res.Locations[0].Line == 0) {
+		if f, ok := s.goFrame(t, b, off); ok {
+			return append(dst, f), nil
+		}
 		n := len(dst)
 		if dst, ferr := s.fallback.Symbolize(dst, b, off); ferr != nil || len(dst) > n || err != nil {
 			return dst, ferr
@@ -296,6 +317,12 @@ type gsymTable struct {
 	style     Demangling
 	goProgram bool
 	noneUntil time.Time
+	// goLines names a Go program without DWARF from its pclntab, loaded
+	// when first needed (see goLines); goTried says it was tried.
+	goMu      sync.Mutex
+	goTried   bool
+	goLines   *goLines
+	goLinesSz atomic.Int64
 	epoch     atomic.Uint64 // the GSYM's epoch when t was last touched in its LRU
 
 	// Frames' strings, by where the reader's strings lie in the mapping:
@@ -326,7 +353,56 @@ func (t *gsymTable) cost() int64 {
 	}
 	perRecord := 4 * t.fileSize / max(n, 1)
 	return size + t.fileSize + 16*slots + n + 40*int64(t.r.NumFiles()) +
-		t.shownCount.Load()*(shownCost+perRecord)
+		t.shownCount.Load()*(shownCost+perRecord) + t.goLinesSz.Load()
+}
+
+// goFrame names the function at off of a Go program without DWARF from
+// its pclntab (see goLines), false if it cannot: the program has DWARF,
+// or no function of the pclntab is there.
+func (s *GSYM) goFrame(t *gsymTable, b Binary, off uint64) (stacks.Frame, bool) {
+	if !t.goProgram {
+		return stacks.Frame{}, false
+	}
+	g := s.goLinesOf(t, b)
+	if g == nil {
+		return stacks.Frame{}, false
+	}
+	addr, ok := t.loads.Vaddr(off)
+	if !ok {
+		return stacks.Frame{}, false
+	}
+	f, ok, err := g.frame(b.Path, addr)
+	return f, ok && err == nil
+}
+
+// goLinesOf returns t's goLines, loading them the first time; nil for a
+// program with DWARF, here or in a debug file the ELF symbolizer would
+// find, whose inlined frames only the ELF symbolizer gives. A file that
+// could not be opened (its process exited) is tried again next time.
+func (s *GSYM) goLinesOf(t *gsymTable, b Binary) *goLines {
+	t.goMu.Lock()
+	defer t.goMu.Unlock()
+	if t.goTried {
+		return t.goLines
+	}
+	locate := s.fallback.debugLocator(b, b.BuildID)
+	g, err := loadGoLines(b.Path, func(r io.ReaderAt, f *elf.File, size int64) bool {
+		for _, sec := range f.Sections {
+			if strings.HasPrefix(sec.Name, ".debug_") || strings.HasPrefix(sec.Name, ".zdebug_") {
+				return true
+			}
+		}
+		id, _ := buildid.Read(r)
+		return locate(id, readDebuglink(f, size)) != ""
+	})
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return nil
+	}
+	t.goTried, t.goLines = true, g
+	if g != nil {
+		t.goLinesSz.Store(g.size)
+	}
+	return g
 }
 
 // shownCost estimates the bytes of one entry of gsymTable.shown: the
@@ -531,7 +607,7 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 		return t.mapped(r, final), nil
 	}
 	if s.fetcher != nil && elfInfo.needsDebugFile(b, s.local) {
-		if _, err := s.fetcher.Fetch(context.Background(), elfInfo.id); err != nil {
+		if _, err := s.fetcher.Fetch(s.ctx, elfInfo.id); err != nil {
 			// Converted without the debug file, kept apart.
 			final, none = filepath.Join(s.dir, key+".partial.gsym"), ""
 			if r, ok := s.open(final); ok {
@@ -539,7 +615,13 @@ func (s *GSYM) load(b Binary, key string) (*gsymTable, error) {
 			}
 		}
 	}
-	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.dirs})
+	if err := s.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: not converted: %w", b.Path, err)
+	}
+	c, st, err := convert.ELF(b.Path, convert.Options{DebugDirs: s.dirs, Context: s.ctx})
+	if errors.Is(err, context.Canceled) {
+		return nil, err // not a fact about b: no ".none"
+	}
 	if err == nil {
 		err = writeCacheFile(final, c, gsym.EncodeOptions{ByteOrder: st.ByteOrder})
 	}

@@ -2,6 +2,8 @@ package symbolize
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -548,4 +550,25 @@ func waitStopped(t *testing.T, pid int) {
 		}
 	}
 	t.Fatalf("pid %d did not stop", pid)
+}
+
+// A closed GSYM converts nothing more: the lookup fails with the
+// cancellation, which neither the cache nor a ".none" file remembers.
+func TestGSYMClosed(t *testing.T) {
+	dir := t.TempDir()
+	g, err := NewGSYM(GSYMOptions{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	b := Binary{Path: fixture("cpp-O2")}
+	if _, err := g.Symbolize(nil, b, 0x1000); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want %v", err, context.Canceled)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "gsym", "*")); len(left) != 0 {
+		t.Errorf("the cache directory holds %q, want nothing", left)
+	}
+	if st := g.CacheStats(); st.Tables != 0 {
+		t.Errorf("the cache holds %d tables, want none", st.Tables)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,4 +181,24 @@ func BenchmarkKernel(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/lookup")
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/lookup")
+}
+
+// BenchmarkLoadKernel reads /proc/kallsyms; retained-MB is the heap the
+// Kernel keeps, which a long-lived agent holds all its life.
+func BenchmarkLoadKernel(b *testing.B) {
+	var k *Kernel
+	var err error
+	var before, after runtime.MemStats
+	for b.Loop() {
+		k = nil
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if k, err = LoadKernel(); err != nil {
+			b.Skip(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "retained-MB")
+	b.ReportMetric(float64(len(k.syms.start)), "symbols")
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/sprof/sprof/internal/elfx"
@@ -36,14 +35,10 @@ type image struct {
 	syms  *symtab
 	lines *lineTable   // nil without DWARF line rows
 	inl   *inlineTable // nil without DWARF inlined calls
-	gotab *gosym.Table // nil unless a Go program
+	gol   *goLines     // nil unless a Go program
 	// fdes are the function ranges of .eh_frame, for addresses no symbol
 	// covers.
-	fdes functionRanges
-	// goMu serializes gotab lookups: debug/gosym does not promise that a
-	// Table is safe for concurrent use, and its LineTable caches strings
-	// in maps without a lock.
-	goMu  sync.Mutex
+	fdes  functionRanges
 	bytes int64
 }
 
@@ -55,18 +50,8 @@ type image struct {
 // symbol covers is named after its function's start, when .eh_frame
 // knows it (see unnamedFunction).
 func (img *image) frames(dst []stacks.Frame, addr uint64, b Binary) ([]stacks.Frame, error) {
-	if img.gotab != nil {
-		var f stacks.Frame
-		var ok bool
-		err := contain(b.Path, func() error {
-			img.goMu.Lock()
-			defer img.goMu.Unlock()
-			file, line, fn := img.gotab.PCToLine(addr)
-			if fn != nil {
-				f, ok = stacks.Frame{Function: fn.Name, File: file, Line: line}, true
-			}
-			return nil
-		})
+	if img.gol != nil {
+		f, ok, err := img.gol.frame(b.Path, addr)
 		if err != nil {
 			return dst, err
 		}
@@ -142,8 +127,12 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if img.gotab, err = loadGo(ef, size, syms); err != nil {
+		tab, err := loadGo(ef, size, syms)
+		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+		if tab != nil {
+			img.gol = &goLines{tab: tab, size: goTableSize(tab)}
 		}
 		link = readDebuglink(ef, size)
 		img.fdes = loadFunctionRanges(ef, size)
@@ -174,14 +163,14 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 					return err
 				}
 				syms, dbg = more, d
-				img.lines, img.inl = loadDWARF(d, st.Size(), dm, img.gotab == nil)
+				img.lines, img.inl = loadDWARF(d, st.Size(), dm, img.gol == nil)
 				return nil
 			})
 		}
 	}
 	if img.lines == nil && img.inl == nil {
 		contain(name, func() error {
-			img.lines, img.inl = loadDWARF(ef, size, dm, img.gotab == nil)
+			img.lines, img.inl = loadDWARF(ef, size, dm, img.gol == nil)
 			return nil
 		})
 	}
@@ -197,8 +186,8 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 	if img.inl != nil {
 		img.bytes += img.inl.size()
 	}
-	if img.gotab != nil {
-		img.bytes += goTableSize(img.gotab)
+	if img.gol != nil {
+		img.bytes += img.gol.size
 	}
 	return img, nil
 }

@@ -1,6 +1,9 @@
 package symbolize
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // names holds a table's function names as the binary spells them and,
 // filled on first use, as they are shown: demangling every name of a large
@@ -11,8 +14,13 @@ type names struct {
 	style  Demangling
 }
 
-// finish sizes the demangled-name slots once raw is complete.
-func (n *names) finish() { n.pretty = make([]atomic.Pointer[string], len(n.raw)) }
+// finish sizes the demangled-name slots once raw is complete, if any
+// name is mangled (C and the kernel's names are not).
+func (n *names) finish() {
+	if n.style != DemangleNone && slices.ContainsFunc(n.raw, mangled) {
+		n.pretty = make([]atomic.Pointer[string], len(n.raw))
+	}
+}
 
 // show returns the shown name of name i and the binary's spelling when it
 // differs, "" otherwise.
@@ -34,7 +42,7 @@ func (n *names) show(i int) (function, system string) {
 }
 
 func (n *names) size() int64 {
-	b := int64(len(n.raw)) * (16 + 8)
+	b := int64(len(n.raw))*16 + int64(len(n.pretty))*8
 	for _, s := range n.raw {
 		b += int64(len(s))
 	}

@@ -45,8 +45,11 @@ type symtab struct {
 	end    []uint64
 	parent []int32 // index of the enclosing sized symbol, -1 for none
 	names  names
-	module []string // nil unless some symbol has a module
-	bytes  int64
+	// moduleOf indexes modules, the kallsyms modules' names, once each
+	// (modules[0] is ""); it is nil unless some symbol has a module.
+	moduleOf []uint32
+	modules  []string
+	bytes    int64
 }
 
 // better reports whether a should name an address rather than b.
@@ -110,7 +113,8 @@ func newSymtab(syms []symbol, d Demangling) *symtab {
 		parent: make([]int32, 0, len(syms)),
 		names:  names{raw: make([]string, 0, len(syms)), style: d},
 	}
-	var open []int32 // sized symbols that may still enclose the next one
+	var open []int32             // sized symbols that may still enclose the next one
+	var module map[string]uint32 // index of each name in t.modules
 	for i := range syms {
 		s := &syms[i]
 		for len(open) > 0 && t.end[open[len(open)-1]] <= s.addr {
@@ -150,22 +154,28 @@ func newSymtab(syms []symbol, d Demangling) *symtab {
 		t.end = append(t.end, end)
 		t.parent = append(t.parent, parent)
 		t.names.raw = append(t.names.raw, name)
-		if s.module != "" && t.module == nil {
-			t.module = make([]string, idx, cap(t.start))
+		if s.module != "" && t.moduleOf == nil {
+			t.moduleOf = make([]uint32, idx, cap(t.start))
+			t.modules = []string{""}
+			module = map[string]uint32{"": 0}
 		}
-		if t.module != nil {
-			t.module = append(t.module, s.module)
+		if t.moduleOf != nil {
+			m, ok := module[s.module]
+			if !ok {
+				m = uint32(len(t.modules))
+				t.modules = append(t.modules, strings.Clone(s.module))
+				module[t.modules[m]] = m
+				t.bytes += int64(len(s.module)) + 16
+			}
+			t.moduleOf = append(t.moduleOf, m)
 		}
 		if s.size > 0 && !s.boundary {
 			open = append(open, idx)
 		}
-		t.bytes += int64(len(s.module))
 	}
 	t.names.finish()
 	t.bytes += int64(len(t.start))*(8+8+4) + t.names.size()
-	if t.module != nil {
-		t.bytes += int64(len(t.module)) * 16
-	}
+	t.bytes += int64(len(t.moduleOf)) * 4
 	return t
 }
 
@@ -185,8 +195,8 @@ func (t *symtab) lookup(addr uint64) int {
 func (t *symtab) frame(i int) stacks.Frame {
 	var f stacks.Frame
 	f.Function, f.SystemName = t.names.show(i)
-	if t.module != nil && t.module[i] != "" {
-		f.File = "[" + t.module[i] + "]"
+	if t.moduleOf != nil && t.moduleOf[i] != 0 {
+		f.File = "[" + t.modules[t.moduleOf[i]] + "]"
 	}
 	return f
 }

@@ -63,6 +63,8 @@ type Builder[K any] struct {
 	closed  bool
 	// finished is signalled, without blocking, when a job is done.
 	finished chan struct{}
+	// workers is the worker goroutine, for Close to wait for.
+	workers sync.WaitGroup
 }
 
 // NewBuilder returns a Builder building tables with build.
@@ -81,7 +83,7 @@ func (b *Builder[K]) Submit(j *Job[K]) {
 	b.queue = append(b.queue, j)
 	if !b.running {
 		b.running = true
-		go b.work()
+		b.workers.Go(b.work)
 	}
 }
 
@@ -151,13 +153,16 @@ func (b *Builder[K]) Wait(d time.Duration) bool {
 	}
 }
 
-// Close drops the queued jobs; a build under way ends on its own.
+// Close drops the queued jobs and waits for the build under way, if any,
+// to end: nothing of the Builder's outlives it (its file descriptors, its
+// goroutine, a table half built).
 func (b *Builder[K]) Close() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.closed = true
 	for _, j := range b.queue {
 		j.File.Close()
 	}
 	b.queue = nil
+	b.mu.Unlock()
+	b.workers.Wait()
 }

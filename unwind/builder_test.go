@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sprof/sprof/sframe"
@@ -78,4 +79,50 @@ func TestBuildClosed(t *testing.T) {
 	if b.Wait(time.Millisecond) {
 		t.Error("a closed builder finished a job")
 	}
+}
+
+// TestBuildCloseWaits: Close drops the queued jobs and returns only once
+// the build under way has ended.
+func TestBuildCloseWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var built []string
+		b := NewBuilder[string](func(_ io.ReaderAt, name string, _ bool) (*sframe.Table, Method, error, error) {
+			built = append(built, name)
+			<-gate
+			return nil, 0, nil, io.EOF
+		})
+		queued := make([]*os.File, 2)
+		for i, name := range []string{"first", "queued"} {
+			f, err := os.Open(os.Args[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			queued[i] = f
+			b.Submit(&Job[string]{Key: name, File: f, Name: name, Cost: int64(i)})
+		}
+		synctest.Wait() // the worker is in the first build
+		closed := make(chan struct{})
+		go func() {
+			b.Close()
+			close(closed)
+		}()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a build was under way")
+		default:
+		}
+		if _, err := queued[1].Stat(); err == nil {
+			t.Error("the queued job's file is still open")
+		}
+		close(gate)
+		<-closed
+		if !slices.Equal(built, []string{"first"}) {
+			t.Errorf("built %q, want only the first", built)
+		}
+		if _, err := queued[0].Stat(); err == nil {
+			t.Error("the built job's file is still open")
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"context"
 	"debug/elf"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ func BenchmarkDWARF(b *testing.B) {
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
-		if n, err = convertDWARF(gsym.NewCreator(), d, 0, nil); err != nil {
+		if n, err = convertDWARF(context.Background(), gsym.NewCreator(), d, 0, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

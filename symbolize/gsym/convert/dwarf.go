@@ -2,6 +2,7 @@ package convert
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -81,7 +82,7 @@ type unitConverter struct {
 // convertDWARF adds a FunctionInfo for every function range in d, working
 // on units in parallel and adding their results in unit order, so the
 // output does not depend on scheduling.
-func convertDWARF(c *gsym.Creator, d *dwarfData, workers int, progress func(done, total int)) (int, error) {
+func convertDWARF(ctx context.Context, c *gsym.Creator, d *dwarfData, workers int, progress func(done, total int)) (int, error) {
 	var units []*unitHeader
 	for i := range d.units {
 		if t := d.units[i].tag; t == tagCompileUnit || t == tagPartialUnit {
@@ -124,17 +125,37 @@ func convertDWARF(c *gsym.Creator, d *dwarfData, workers int, progress func(done
 			}
 		}()
 	}
+	// Once ctx is done no unit starts: the workers end with the units
+	// they have (results are buffered, so none waits to hand them over).
 	go func() {
+		defer close(jobs)
 		for i := range units {
-			tokens <- struct{}{}
+			if ctx.Err() != nil {
+				return
+			}
+			select {
+			case tokens <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			jobs <- i
 		}
-		close(jobs)
 	}()
 	n := 0
 	var firstErr error
 	for i := range units {
-		for _, res := range <-results[i] {
+		if err := ctx.Err(); err != nil {
+			wg.Wait()
+			return n, err
+		}
+		var rs []unitResult
+		select {
+		case rs = <-results[i]:
+		case <-ctx.Done():
+			wg.Wait()
+			return n, ctx.Err()
+		}
+		for _, res := range rs {
 			if res.err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("compilation unit at %#x: %w", units[i].off, res.err)
 			}

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
@@ -31,6 +32,9 @@ type Options struct {
 	Workers int
 	// Progress, when set, is called after each compilation unit.
 	Progress func(done, total int)
+	// Context, when set, ends the conversion when it is done: no unit is
+	// started after, and ELF returns its error.
+	Context context.Context
 	// MaxSectionSize caps the size of a debug section read into memory
 	// (after decompression); 0 means 4 GiB.
 	MaxSectionSize uint64
@@ -144,7 +148,11 @@ func dwarfFunctions(c *gsym.Creator, f *elf.File, mapped []byte, opts Options) (
 	if err != nil {
 		return 0, err
 	}
-	return convertDWARF(c, d, opts.Workers, opts.Progress)
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return convertDWARF(ctx, c, d, opts.Workers, opts.Progress)
 }
 
 // mapFile maps the file at path read-only; nil for an empty file.

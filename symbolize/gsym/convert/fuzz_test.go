@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"os"
@@ -118,7 +119,7 @@ func FuzzDWARF(f *testing.F) {
 			return
 		}
 		c := gsym.NewCreator()
-		if _, err := convertDWARF(c, d, 1, nil); err != nil {
+		if _, err := convertDWARF(context.Background(), c, d, 1, nil); err != nil {
 			return
 		}
 		if _, err := c.Finalize(); err == nil && c.NumFunctions() > 0 {
