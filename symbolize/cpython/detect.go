@@ -1,0 +1,213 @@
+package cpython
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/sprof/sprof/internal/elfx"
+)
+
+// Mapping is one executable mapping of a process: [Start, Limit) holds
+// the file Path, as the process names it, from file offset Offset on.
+type Mapping struct {
+	Start, Limit, Offset uint64
+	Path                 string
+}
+
+// Range is a runtime address range [Start, Limit).
+type Range struct{ Start, Limit uint64 }
+
+// Process is what sprof knows of one Python process's interpreter.
+type Process struct {
+	Version Version
+	Layout  Layout
+	// File is the interpreter's file, libpython3.X.so or python3.X.
+	File string
+	// Runtime is the address of _PyRuntime, CodeType of PyCode_Type.
+	Runtime, CodeType uint64
+	// Eval holds the code of _PyEval_EvalFrameDefault (and of its cold
+	// part, where the symbol table names one).
+	Eval []Range
+}
+
+// InEval reports whether the native frame at addr runs
+// _PyEval_EvalFrameDefault; isCall says addr is a return address, which
+// may lie just past the function.
+func (p *Process) InEval(addr uint64, isCall bool) bool {
+	if isCall {
+		addr--
+	}
+	for _, r := range p.Eval {
+		if r.Start <= addr && addr < r.Limit {
+			return true
+		}
+	}
+	return false
+}
+
+// interpreterName matches the files an interpreter is mapped from: the
+// shared library, or an executable linked statically with it (Debian's
+// python3.11). A "d" build is a debug build; "t" (free-threaded, 3.13+)
+// keeps its frames differently and is not matched.
+var interpreterName = regexp.MustCompile(`^(?:libpython3\.(\d+)d?\.so(?:\.[0-9.]+)?|python3\.(\d+)d?)$`)
+
+// Interpreter reports whether path names a CPython interpreter file, and
+// its version.
+func Interpreter(path string) (Version, bool) {
+	m := interpreterName.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return Version{}, false
+	}
+	minor, err := strconv.Atoi(m[1] + m[2])
+	if err != nil || minor > 99 {
+		return Version{}, false
+	}
+	return Version{3, minor}, true
+}
+
+// ErrNotPython is returned by Detect for a process that maps no CPython
+// interpreter.
+var ErrNotPython = errors.New("no CPython interpreter mapped")
+
+// Detect finds the interpreter of process pid, given its executable
+// mappings, and what sprof needs to read its frames. procRoot is where
+// /proc is mounted. The interpreter file is opened through
+// /proc/PID/map_files (the very file mapped, in any mount namespace), or
+// through /proc/PID/root where that is not allowed. Errors wrap
+// ErrNotPython or ErrUnsupported where they apply.
+func Detect(procRoot string, pid uint32, maps []Mapping) (*Process, error) {
+	var tried error = ErrNotPython
+	// A python3.X executable that links libpython has no _PyRuntime of
+	// its own: each candidate is tried, libraries first.
+	for pass := 0; pass < 2; pass++ {
+		for _, m := range maps {
+			v, ok := Interpreter(m.Path)
+			if !ok || (filepath.Base(m.Path)[0] == 'l') != (pass == 0) {
+				continue
+			}
+			p, err := detectIn(procRoot, pid, m, v)
+			if err == nil {
+				return p, nil
+			}
+			tried = err
+		}
+	}
+	return nil, tried
+}
+
+// symbols an interpreter must have.
+const (
+	symRuntime  = "_PyRuntime"
+	symEval     = "_PyEval_EvalFrameDefault"
+	symEvalCold = "_PyEval_EvalFrameDefault.cold"
+	symCodeType = "PyCode_Type"
+)
+
+func detectIn(procRoot string, pid uint32, m Mapping, v Version) (*Process, error) {
+	f, err := openMapped(procRoot, pid, m)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p := &Process{Version: v, File: m.Path}
+	var order binary.ByteOrder
+	err = elfx.Read(f, m.Path, func(ef *elf.File) error {
+		order = ef.ByteOrder
+		bias := elfx.LoadSegments(ef).Bias(m.Start, m.Offset)
+		found := map[string]elf.Symbol{}
+		for _, list := range []func() ([]elf.Symbol, error){ef.DynamicSymbols, ef.Symbols} {
+			syms, _ := list()
+			for _, s := range syms {
+				switch s.Name {
+				case symRuntime, symEval, symEvalCold, symCodeType:
+					if _, dup := found[s.Name]; !dup {
+						found[s.Name] = s
+					}
+				}
+			}
+		}
+		for _, name := range []string{symRuntime, symEval, symCodeType} {
+			if _, ok := found[name]; !ok {
+				return fmt.Errorf("%w: %s has no symbol %s", ErrNotPython, m.Path, name)
+			}
+		}
+		p.Runtime = found[symRuntime].Value + bias
+		p.CodeType = found[symCodeType].Value + bias
+		for _, name := range []string{symEval, symEvalCold} {
+			if s, ok := found[name]; ok && s.Size > 0 {
+				p.Eval = append(p.Eval, Range{s.Value + bias, s.Value + bias + s.Size})
+			}
+		}
+		if len(p.Eval) == 0 {
+			return fmt.Errorf("%w: %s: %s has size 0", ErrNotPython, m.Path, symEval)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if v.Minor >= 13 {
+		mem, err := os.Open(filepath.Join(procRoot, strconv.Itoa(int(pid)), "mem"))
+		if err != nil {
+			return nil, err
+		}
+		defer mem.Close()
+		raw := make([]byte, DebugOffsetsSize)
+		if _, err := mem.ReadAt(raw, int64(p.Runtime)); err != nil {
+			return nil, fmt.Errorf("python %v: reading _Py_DebugOffsets at %#x: %w", v, p.Runtime, err)
+		}
+		p.Layout, err = parseDebugOffsets(raw, v, order)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Path, err)
+		}
+		return p, nil
+	}
+	if p.Layout, err = tableLayout(v); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// openMapped opens the file of mapping m of process pid.
+func openMapped(procRoot string, pid uint32, m Mapping) (*os.File, error) {
+	dir := filepath.Join(procRoot, strconv.Itoa(int(pid)))
+	f, err := os.Open(filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", m.Start, m.Limit)))
+	if err == nil {
+		return f, nil
+	}
+	return os.Open(filepath.Join(dir, "root", m.Path))
+}
+
+// ReadMaps reads the executable file mappings of process pid from
+// /proc/PID/maps, for Detect.
+func ReadMaps(procRoot string, pid uint32) ([]Mapping, error) {
+	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(int(pid)), "maps"))
+	if err != nil {
+		return nil, err
+	}
+	var maps []Mapping
+	for _, line := range strings.Split(string(data), "\n") {
+		// start-limit perms offset dev inode path
+		f := strings.Fields(line)
+		if len(f) < 6 || len(f[1]) < 3 || f[1][2] != 'x' || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		start, limit, ok := strings.Cut(f[0], "-")
+		m := Mapping{Path: strings.Join(f[5:], " ")}
+		var e1, e2, e3 error
+		m.Start, e1 = strconv.ParseUint(start, 16, 64)
+		m.Limit, e2 = strconv.ParseUint(limit, 16, 64)
+		m.Offset, e3 = strconv.ParseUint(f[2], 16, 64)
+		if ok && e1 == nil && e2 == nil && e3 == nil {
+			maps = append(maps, m)
+		}
+	}
+	return maps, nil
+}
