@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The Python part of a sample: CPython's own call stack, read at sample
+ * time. CPython keeps it on the heap as a chain of _PyInterpreterFrame
+ * (3.11 and later), from the current frame of the sampled thread's
+ * PyThreadState to the first frame the thread ran; a native walk sees only
+ * the _PyEval_EvalFrameDefault calls that run them. User space names the
+ * frames (package symbolize/cpython) and splices them into the native
+ * stack at those calls.
+ *
+ * Included by sprof.bpf.c, whose finish() calls python_frames() before the
+ * stack copy, on every path (sample, sample_compat, walk_compat): it needs
+ * no helper newer than Linux 5.10 and only bounded loops.
+ *
+ * Record: with SAMPLE_PYTHON, the user frames are followed by one word,
+ * the Python frame count in bits 0-15 and PY_* flags above, and then two
+ * words per frame, leaf first: the code object's address, with
+ * PY_FRAME_ENTRY in bit 0 on the first frame its _PyEval_EvalFrameDefault
+ * call ran, and the address of the frame's instruction. Then the stack
+ * copy, if any.
+ *
+ * The process may be hostile: every read is a checked user read, the
+ * chain is followed at most PY_MAX_FRAMES frames (a cycle ends there), the
+ * thread list at most PY_MAX_THREADS threads, and a read that fails ends
+ * the Python part marked PY_TRUNCATED.
+ */
+
+enum python_limits {
+	PY_MAX_FRAMES = 128,
+	PY_MAX_THREADS = 64,
+	/* Bytes of each frame read at once; every frame field sprof uses
+	 * lies in the first 80 bytes in 3.11 to 3.13. Offsets are masked with
+	 * PY_FIELD_MASK, and the buffer is large enough for any masked one. */
+	PY_FRAME_READ = 80,
+	PY_FIELD_MASK = 0x7f,
+	PY_FRAME_BUF = 256,
+};
+
+enum python_flag {
+	/* The chain did not end at its first frame: a read failed, or the
+	 * walk stopped at PY_MAX_FRAMES. */
+	PY_TRUNCATED = 1 << 16,
+	/* The sampled thread has no PyThreadState (not a Python thread, or
+	 * one beyond PY_MAX_THREADS). */
+	PY_NO_THREAD = 1 << 17,
+	/* The record had no room left for the frames. */
+	PY_NO_ROOM = 1 << 18,
+};
+
+#define PY_FRAME_ENTRY 1ULL
+#define PY_NO_FIELD 0xffff
+
+/* Where one process's interpreter keeps what the walk reads: byte offsets
+ * into its structures (cpython.Layout), set by user space. */
+struct py_proc {
+	__u64 interp_head; /* address of _PyRuntime.interpreters.head */
+	__u16 interp_threads_head;
+	__u16 thread_next;
+	__u16 thread_native_id;
+	__u16 thread_frame;
+	__u16 cframe_frame; /* PY_NO_FIELD: thread_frame is the frame */
+	__u16 frame_previous;
+	__u16 frame_code;
+	__u16 frame_instr;
+	__u16 frame_owner;
+	__u16 frame_is_entry; /* 3.11; PY_NO_FIELD later */
+	__u8 owned_by_cstack; /* 3.12+: the owner of a C-stack shim frame */
+	__u8 pad[3];
+};
+
+volatile const bool python_enabled;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct py_proc);
+} python_procs SEC(".maps");
+
+/* A thread's PyThreadState, found by walking the interpreter's thread
+ * list for the one whose native_thread_id is the thread's, and checked on
+ * every use. A thread with none is remembered with the list's head it was
+ * looked for under: new thread states go at the head, so the list must
+ * change before the thread can have one. */
+struct py_thread {
+	__u64 tstate;
+	__u64 head;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct py_thread);
+} py_threads SEC(".maps");
+
+/* The walk's state, in map memory for the verifier's sake, as the
+ * frame-pointer walk's (struct fp_walk): each step then starts from the
+ * same unknown values and the bounded loop is checked in one pass per
+ * iteration, not once per path through the earlier ones. */
+struct py_walk {
+	__u64 frame; /* next frame to read */
+	__u64 flags; /* PY_* */
+	__u32 at;    /* next free slot in rec.frames */
+	__u32 n;     /* frames written */
+	__u8 b[PY_FRAME_BUF]; /* the frame read */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_walk);
+} py_walks SEC(".maps");
+
+static __always_inline __u64 py_word(struct py_walk *w, __u16 off)
+{
+	return *(__u64 *)&w->b[off & PY_FIELD_MASK];
+}
+
+/* The sampled thread's PyThreadState, 0 when it has none. */
+static __always_inline __u64 py_thread_state(struct py_proc *p, __u64 id)
+{
+	struct py_thread *known = bpf_map_lookup_elem(&py_threads, &id), found = {};
+	__u64 interp = 0, ts = 0, tid = 0, want = (__u32)id;
+
+	if (known && known->tstate &&
+	    !bpf_probe_read_user(&tid, sizeof(tid), (void *)(known->tstate + p->thread_native_id)) && tid == want)
+		return known->tstate;
+	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)p->interp_head) || !interp ||
+	    bpf_probe_read_user(&found.head, sizeof(found.head), (void *)(interp + p->interp_threads_head)))
+		return 0;
+	if (known && !known->tstate && known->head == found.head)
+		return 0;
+	ts = found.head;
+	for (int i = 0; i < PY_MAX_THREADS && ts; i++) {
+		if (bpf_probe_read_user(&tid, sizeof(tid), (void *)(ts + p->thread_native_id)))
+			break;
+		if (tid == want) {
+			found.tstate = ts;
+			break;
+		}
+		if (bpf_probe_read_user(&ts, sizeof(ts), (void *)(ts + p->thread_next)))
+			break;
+	}
+	bpf_map_update_elem(&py_threads, &id, &found, BPF_ANY);
+	return found.tstate;
+}
+
+/* The thread's current frame, 0 when it runs none. */
+static __always_inline __u64 py_current_frame(struct py_proc *p, __u64 ts)
+{
+	__u64 at = 0;
+
+	if (bpf_probe_read_user(&at, sizeof(at), (void *)(ts + p->thread_frame)))
+		return 0;
+	if (p->cframe_frame != PY_NO_FIELD && at &&
+	    bpf_probe_read_user(&at, sizeof(at), (void *)(at + p->cframe_frame)))
+		return 0;
+	return at;
+}
+
+/* One frame of the chain: true when the walk ends. */
+static __always_inline bool py_step(struct scratch_value *s, struct py_proc *p, struct py_walk *w)
+{
+	__u64 frame = w->frame, code;
+	__u32 at = w->at, last;
+
+	if (!frame)
+		return true;
+	if (bpf_probe_read_user(w->b, PY_FRAME_READ, (void *)frame)) {
+		w->flags |= PY_TRUNCATED;
+		return true;
+	}
+	w->frame = py_word(w, p->frame_previous);
+	if (p->frame_is_entry == PY_NO_FIELD && w->b[p->frame_owner & PY_FIELD_MASK] == p->owned_by_cstack) {
+		/* 3.12+: the shim frame of a _PyEval_EvalFrameDefault call;
+		 * the frame before it was the call's first. */
+		last = at - 2;
+		if (w->n && last < MAX_FRAMES)
+			s->rec.frames[last] |= PY_FRAME_ENTRY;
+		return false;
+	}
+	if (at >= MAX_FRAMES - 1) {
+		w->flags |= PY_NO_ROOM | PY_TRUNCATED;
+		return true;
+	}
+	code = py_word(w, p->frame_code) & ~PY_FRAME_ENTRY;
+	if (p->frame_is_entry != PY_NO_FIELD && w->b[p->frame_is_entry & PY_FIELD_MASK])
+		code |= PY_FRAME_ENTRY;
+	s->rec.frames[at] = code;
+	s->rec.frames[at + 1] = py_word(w, p->frame_instr);
+	w->at = at + 2;
+	w->n++;
+	return false;
+}
+
+static __always_inline void python_frames(struct scratch_value *s)
+{
+	struct sample_header *h = &s->rec.hdr;
+	__u32 tgid = h->pid, zero = 0, head = s->walk.at;
+	struct py_proc *p;
+	struct py_walk *w;
+	__u64 ts;
+	int i;
+
+	if (!python_enabled || !capture_user || !h->pc)
+		return;
+	p = bpf_map_lookup_elem(&python_procs, &tgid);
+	w = bpf_map_lookup_elem(&py_walks, &zero);
+	if (!p || !w || head >= MAX_FRAMES)
+		return;
+	w->at = head + 1;
+	w->n = 0;
+	w->flags = 0;
+	ts = py_thread_state(p, bpf_get_current_pid_tgid());
+	if (!ts) {
+		w->flags = PY_NO_THREAD;
+		w->frame = 0;
+	} else {
+		w->frame = py_current_frame(p, ts);
+	}
+#pragma clang loop unroll(disable)
+	for (i = 0; i < PY_MAX_FRAMES; i++)
+		if (py_step(s, p, w))
+			break;
+	if (i == PY_MAX_FRAMES && w->frame)
+		w->flags |= PY_TRUNCATED;
+	s->rec.frames[head] = w->n | w->flags;
+	s->walk.at = w->at;
+	s->walk.flags |= SAMPLE_PYTHON;
+}
