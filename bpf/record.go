@@ -8,18 +8,25 @@ import (
 
 // The record format written by sprof.bpf.c: a sprofSampleHeader, then
 // KernelFrames kernel addresses, then UserFrames user addresses, each a u64
-// in native byte order, then, with flagStackCopy, StackBytes bytes of the
-// user stack from SP upward. The constants mirror the C enums of the same
+// in native byte order, then, with flagPython, a word giving the Python
+// frame count and flags and two words per Python frame (python.bpf.h),
+// then, with flagStackCopy, StackBytes bytes of the user stack from SP
+// upward. The constants mirror the C enums of the same
 // meaning (BTF does not carry unused enums, so bpf2go cannot generate them);
 // the live tests fail if the two drift.
 const (
-	recordVersion = 2 // RECORD_VERSION
+	recordVersion = 3 // RECORD_VERSION
 
 	flagUserTruncated      = 1 << 0 // SAMPLE_USER_TRUNCATED
 	flagLeafReturn         = 1 << 1 // SAMPLE_LEAF_RETURN
 	flagStackCopy          = 1 << 2 // SAMPLE_STACK_COPY
 	flagStackCopyTruncated = 1 << 3 // SAMPLE_STACK_COPY_TRUNCATED
 	flagStackCopyFault     = 1 << 4 // SAMPLE_STACK_COPY_FAULT
+	flagPython             = 1 << 5 // SAMPLE_PYTHON
+
+	pythonCountMask = 0xffff  // the Python frame count in the Python part's first word
+	pythonTruncated = 1 << 16 // PY_TRUNCATED
+	maxPythonFrames = 128     // PY_MAX_FRAMES
 )
 
 const (
@@ -62,6 +69,15 @@ type Sample struct {
 	// StackCopyTruncated says the stack goes on above the copy: it is
 	// deeper than Config.StackCopy, or StackCopyFault.
 	StackCopyTruncated bool
+	// Python holds the frames of a CPython process's sampled thread, two
+	// words each, leaf first: the code object's address, with
+	// cpython.EntryFlag in bit 0 on the first frame its
+	// _PyEval_EvalFrameDefault call ran, and the address of its
+	// instruction. Nil for other processes and threads that run no Python.
+	Python []uint64
+	// PythonTruncated says the Python chain was not followed to its end
+	// (a read failed, or it is deeper than 128 frames).
+	PythonTruncated bool
 	// StackCopyFault says reading the stack faulted (a page swapped out,
 	// or a stack whose end the kernel could not look up): the copy is the
 	// longest prefix that could be read, perhaps empty.
@@ -120,9 +136,23 @@ func (s *Sample) decode(raw []byte) error {
 	b := recordBody{headerSize: headerSize, kernel: int(h.KernelFrames), user: int(h.UserFrames),
 		stackBytes: int(h.StackBytes), flags: h.Flags,
 		framesOff: int(unsafe.Offsetof(h.UserFrames)), stackBytesOff: int(unsafe.Offsetof(h.StackBytes))}
+	var python uint64
+	if h.Flags&flagPython != 0 {
+		at := headerSize + 8*(b.kernel+b.user)
+		if b.kernel+b.user >= maxFrames || len(raw) < at+8 {
+			return &RecordError{Off: at, Field: "python frames", Msg: fmt.Sprintf("record has %d bytes, no room for the Python part after %d frames", len(raw), b.kernel+b.user)}
+		}
+		python = binary.NativeEndian.Uint64(raw[at:])
+		n := int(python & pythonCountMask)
+		if n > maxPythonFrames || b.kernel+b.user+1+2*n > maxFrames {
+			return &RecordError{Off: at, Field: "python frames", Msg: fmt.Sprintf("%d frames (at most %d, and %d words in all)", n, maxPythonFrames, maxFrames)}
+		}
+		b.python = 1 + 2*n
+	}
 	if err := s.decodeBody(raw, b); err != nil {
 		return err
 	}
+	s.PythonTruncated = python&pythonTruncated != 0
 	s.Time, s.OffCPU = h.Time, 0
 	s.Pid, s.Tid, s.CPU = h.Pid, h.Tid, h.Cpu
 	for i, c := range h.Comm {
@@ -135,9 +165,11 @@ func (s *Sample) decode(raw []byte) error {
 // recordBody is what both record kinds say about the frames and stack copy
 // after their headers, with the header offsets of the fields for errors.
 type recordBody struct {
-	headerSize, kernel, user, stackBytes int
-	flags                                uint16
-	framesOff, stackBytesOff             int
+	// python is the number of words of the Python part after the user
+	// frames, 0 without one.
+	headerSize, kernel, user, python, stackBytes int
+	flags                                        uint16
+	framesOff, stackBytesOff                     int
 }
 
 // decodeBody checks the frames and stack copy after a header against
@@ -148,9 +180,9 @@ func (s *Sample) decodeBody(raw []byte, b recordBody) error {
 		return &RecordError{Off: b.framesOff, Field: "frame counts",
 			Msg: fmt.Sprintf("%d kernel + %d user frames exceed %d", nk, nu, maxFrames)}
 	}
-	framesEnd := b.headerSize + 8*(nk+nu)
+	framesEnd := b.headerSize + 8*(nk+nu+b.python)
 	if len(raw) < framesEnd {
-		return &RecordError{Off: len(raw), Field: "frames", Msg: fmt.Sprintf("record has %d bytes, %d frames need %d", len(raw), nk+nu, framesEnd)}
+		return &RecordError{Off: len(raw), Field: "frames", Msg: fmt.Sprintf("record has %d bytes, %d frames and %d Python words need %d", len(raw), nk+nu, b.python, framesEnd)}
 	}
 	copied := b.flags&flagStackCopy != 0
 	if nb := b.stackBytes; nb > MaxStackCopy || (!copied && nb != 0) {
@@ -160,9 +192,13 @@ func (s *Sample) decodeBody(raw []byte, b recordBody) error {
 	if need := framesEnd + b.stackBytes; len(raw) < need {
 		return &RecordError{Off: len(raw), Field: "stack copy", Msg: fmt.Sprintf("record has %d bytes, %d-byte stack copy needs %d", len(raw), b.stackBytes, need)}
 	}
-	frames := frameView(raw[b.headerSize:], nk+nu, &s.frames)
+	frames := frameView(raw[b.headerSize:], nk+nu+b.python, &s.frames)
 	s.Kernel = frames[:nk:nk]
-	s.User = frames[nk:]
+	s.User = frames[nk : nk+nu : nk+nu]
+	s.Python = nil
+	if b.python > 0 {
+		s.Python = frames[nk+nu+1:]
+	}
 	s.UserTruncated = b.flags&flagUserTruncated != 0
 	s.LeafReturn = b.flags&flagLeafReturn != 0
 	s.StackCopy = nil
@@ -171,5 +207,6 @@ func (s *Sample) decodeBody(raw []byte, b recordBody) error {
 	}
 	s.StackCopyTruncated = b.flags&flagStackCopyTruncated != 0
 	s.StackCopyFault = b.flags&flagStackCopyFault != 0
+	s.PythonTruncated = false
 	return nil
 }

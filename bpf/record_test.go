@@ -135,3 +135,47 @@ func TestDecodeMisaligned(t *testing.T) {
 		t.Fatalf("kernel %v user %v", s.Kernel, s.User)
 	}
 }
+
+// makePythonRecord is makeCopyRecord with a Python part of the given
+// count word and words.
+func makePythonRecord(kernel, user int, count uint64, words []uint64, stack []byte) []byte {
+	raw := makeCopyRecord(kernel, user, stack)
+	binary.NativeEndian.PutUint16(raw[2:], binary.NativeEndian.Uint16(raw[2:])|flagPython)
+	at := headerSize + 8*(kernel+user)
+	part := binary.NativeEndian.AppendUint64(nil, count)
+	for _, w := range words {
+		part = binary.NativeEndian.AppendUint64(part, w)
+	}
+	return append(raw[:at:at], append(part, raw[at:]...)...)
+}
+
+func TestDecodePython(t *testing.T) {
+	var s Sample
+	words := []uint64{0x1001, 0x1010, 0x2000, 0x2020}
+	stack := []byte("stack bytes")
+	if err := s.decode(makePythonRecord(1, 2, 2|pythonTruncated, words, stack)); err != nil {
+		t.Fatal(err)
+	}
+	if !equal(s.Python, words) || !s.PythonTruncated || !equal(s.User, []uint64{2, 3}) || string(s.StackCopy) != string(stack) {
+		t.Fatalf("python %x truncated %v user %v copy %q", s.Python, s.PythonTruncated, s.User, s.StackCopy)
+	}
+	// Appending to User must not overwrite the Python part.
+	_ = append(s.User, 99)
+	if s.Python[0] != 0x1001 {
+		t.Fatal("User's capacity reaches into Python")
+	}
+	if err := s.decode(makeRecord(1, 1)); err != nil || s.Python != nil || s.PythonTruncated {
+		t.Fatalf("after a record without Python: %x %v (%v)", s.Python, s.PythonTruncated, err)
+	}
+	for _, raw := range [][]byte{
+		makePythonRecord(1, 1, 3, words, nil),                  // 3 frames, 2 there
+		makePythonRecord(1, 1, maxPythonFrames+1, words, nil),  // beyond PY_MAX_FRAMES
+		makePythonRecord(1, 1, 0, nil, nil)[:headerSize+8*2+4], // count word cut
+		makePythonRecord(maxFrames-1, 1, 0, nil, nil),          // no room for the count
+	} {
+		var e *RecordError
+		if err := s.decode(raw); !errors.As(err, &e) {
+			t.Errorf("decode of a bad Python part: %v, want a RecordError", err)
+		}
+	}
+}

@@ -31,6 +31,9 @@ enum sample_flag {
 	 * guess): the copy is the longest shorter prefix that could be read,
 	 * possibly empty. See copy_stack. */
 	SAMPLE_STACK_COPY_FAULT = 1 << 4,
+	/* The user frames are followed by the Python frames of a CPython
+	 * process (python.bpf.h). */
+	SAMPLE_PYTHON = 1 << 5,
 };
 
 /* Ancestor levels searched by the cgroup filter. */

@@ -18,16 +18,17 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /*
- * Record layout. Version 2 is the header below followed by kernel_frames
+ * Record layout. Version 3 is the header below followed by kernel_frames
  * kernel addresses and then user_frames user addresses, all u64, native byte
- * order, and then, when SAMPLE_STACK_COPY is set, stack_bytes bytes of the
- * user stack from sp upward. Version 1 had no stack copy and a zero pad word
- * where stack_bytes is. A later version may append more after these
- * (announced by a flag and a version bump); readers reject versions they do
- * not know.
+ * order, then, when SAMPLE_PYTHON is set, the Python frames (python.bpf.h),
+ * and then, when SAMPLE_STACK_COPY is set, stack_bytes bytes of the user
+ * stack from sp upward. Version 2 had no Python frames; version 1 had no
+ * stack copy and a zero pad word where stack_bytes is. A later version may
+ * append more after these (announced by a flag and a version bump); readers
+ * reject versions they do not know.
  */
 enum record_version {
-	RECORD_VERSION = 2,
+	RECORD_VERSION = 3,
 };
 
 enum record_limits {
@@ -857,13 +858,17 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 	return true;
 }
 
-/* Ends a run: the stack copy, when wanted, and the record into the ring. */
+#include "python.bpf.h"
+
+/* Ends a run: the Python frames of a CPython process, the stack copy, when
+ * wanted, and the record into the ring. */
 static __always_inline int finish(struct scratch_value *s)
 {
 	struct sample_header *h = &s->rec.hdr;
 	__u32 zero = 0;
 	__u64 size, *count;
 
+	python_frames(s);
 	if (s->walk.n && wants_copy(h->pid)) /* the walk ran */
 		copy_stack(s);
 	h->user_frames = s->walk.n;

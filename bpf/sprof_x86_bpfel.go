@@ -13,6 +13,38 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sprofPyProc struct {
+	_                 structs.HostLayout
+	InterpHead        uint64
+	InterpThreadsHead uint16
+	ThreadNext        uint16
+	ThreadNativeId    uint16
+	ThreadFrame       uint16
+	CframeFrame       uint16
+	FramePrevious     uint16
+	FrameCode         uint16
+	FrameInstr        uint16
+	FrameOwner        uint16
+	FrameIsEntry      uint16
+	OwnedByCstack     uint8
+	Pad               [3]uint8
+}
+
+type sprofPyThread struct {
+	_      structs.HostLayout
+	Tstate uint64
+	Head   uint64
+}
+
+type sprofPyWalk struct {
+	_     structs.HostLayout
+	Frame uint64
+	Flags uint64
+	At    uint32
+	N     uint32
+	B     [256]uint8
+}
+
 type sprofSampleBuf struct {
 	_      structs.HostLayout
 	Hdr    sprofSampleHeader
@@ -73,6 +105,9 @@ const (
 	sprofMapCopyPids           = "copy_pids"
 	sprofMapLost               = "lost"
 	sprofMapPids               = "pids"
+	sprofMapPyThreads          = "py_threads"
+	sprofMapPyWalks            = "py_walks"
+	sprofMapPythonProcs        = "python_procs"
 	sprofMapSamples            = "samples"
 	sprofMapScratch            = "scratch"
 	sprofMapSent               = "sent"
@@ -92,6 +127,7 @@ const (
 	sprofVarHaveAncestorCgroup = "have_ancestor_cgroup"
 	sprofVarHaveTaskPtRegs     = "have_task_pt_regs"
 	sprofVarIncludeIdle        = "include_idle"
+	sprofVarPythonEnabled      = "python_enabled"
 	sprofVarSelfTgid           = "self_tgid"
 	sprofVarStackCopySize      = "stack_copy_size"
 	sprofVarWokenAt            = "woken_at"
@@ -150,14 +186,17 @@ type sprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sprofMapSpecs struct {
-	CopyPids  *ebpf.MapSpec `ebpf:"copy_pids"`
-	Lost      *ebpf.MapSpec `ebpf:"lost"`
-	Pids      *ebpf.MapSpec `ebpf:"pids"`
-	Samples   *ebpf.MapSpec `ebpf:"samples"`
-	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
-	Sent      *ebpf.MapSpec `ebpf:"sent"`
-	StackVmas *ebpf.MapSpec `ebpf:"stack_vmas"`
-	WalkTail  *ebpf.MapSpec `ebpf:"walk_tail"`
+	CopyPids    *ebpf.MapSpec `ebpf:"copy_pids"`
+	Lost        *ebpf.MapSpec `ebpf:"lost"`
+	Pids        *ebpf.MapSpec `ebpf:"pids"`
+	PyThreads   *ebpf.MapSpec `ebpf:"py_threads"`
+	PyWalks     *ebpf.MapSpec `ebpf:"py_walks"`
+	PythonProcs *ebpf.MapSpec `ebpf:"python_procs"`
+	Samples     *ebpf.MapSpec `ebpf:"samples"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	Sent        *ebpf.MapSpec `ebpf:"sent"`
+	StackVmas   *ebpf.MapSpec `ebpf:"stack_vmas"`
+	WalkTail    *ebpf.MapSpec `ebpf:"walk_tail"`
 }
 
 // sprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -173,6 +212,7 @@ type sprofVariableSpecs struct {
 	HaveAncestorCgroup *ebpf.VariableSpec `ebpf:"have_ancestor_cgroup"`
 	HaveTaskPtRegs     *ebpf.VariableSpec `ebpf:"have_task_pt_regs"`
 	IncludeIdle        *ebpf.VariableSpec `ebpf:"include_idle"`
+	PythonEnabled      *ebpf.VariableSpec `ebpf:"python_enabled"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.VariableSpec `ebpf:"stack_copy_size"`
 	WokenAt            *ebpf.VariableSpec `ebpf:"woken_at"`
@@ -198,14 +238,17 @@ func (o *sprofObjects) Close() error {
 //
 // It can be passed to loadSprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sprofMaps struct {
-	CopyPids  *ebpf.Map `ebpf:"copy_pids"`
-	Lost      *ebpf.Map `ebpf:"lost"`
-	Pids      *ebpf.Map `ebpf:"pids"`
-	Samples   *ebpf.Map `ebpf:"samples"`
-	Scratch   *ebpf.Map `ebpf:"scratch"`
-	Sent      *ebpf.Map `ebpf:"sent"`
-	StackVmas *ebpf.Map `ebpf:"stack_vmas"`
-	WalkTail  *ebpf.Map `ebpf:"walk_tail"`
+	CopyPids    *ebpf.Map `ebpf:"copy_pids"`
+	Lost        *ebpf.Map `ebpf:"lost"`
+	Pids        *ebpf.Map `ebpf:"pids"`
+	PyThreads   *ebpf.Map `ebpf:"py_threads"`
+	PyWalks     *ebpf.Map `ebpf:"py_walks"`
+	PythonProcs *ebpf.Map `ebpf:"python_procs"`
+	Samples     *ebpf.Map `ebpf:"samples"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
+	Sent        *ebpf.Map `ebpf:"sent"`
+	StackVmas   *ebpf.Map `ebpf:"stack_vmas"`
+	WalkTail    *ebpf.Map `ebpf:"walk_tail"`
 }
 
 func (m *sprofMaps) Close() error {
@@ -213,6 +256,9 @@ func (m *sprofMaps) Close() error {
 		m.CopyPids,
 		m.Lost,
 		m.Pids,
+		m.PyThreads,
+		m.PyWalks,
+		m.PythonProcs,
 		m.Samples,
 		m.Scratch,
 		m.Sent,
@@ -234,6 +280,7 @@ type sprofVariables struct {
 	HaveAncestorCgroup *ebpf.Variable `ebpf:"have_ancestor_cgroup"`
 	HaveTaskPtRegs     *ebpf.Variable `ebpf:"have_task_pt_regs"`
 	IncludeIdle        *ebpf.Variable `ebpf:"include_idle"`
+	PythonEnabled      *ebpf.Variable `ebpf:"python_enabled"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.Variable `ebpf:"stack_copy_size"`
 	WokenAt            *ebpf.Variable `ebpf:"woken_at"`
