@@ -101,6 +101,7 @@ func collect(t testing.TB, s *Sampler, d time.Duration, keep func(*Sample) bool)
 		if _, err := s.Read(func(x *Sample) {
 			if keep(x) {
 				c := sampleCopy{Sample: *x, user: append([]uint64(nil), x.User...), kernel: append([]uint64(nil), x.Kernel...)}
+				c.Python = append([]uint64(nil), x.Python...)
 				if x.StackCopy != nil {
 					c.stack = append([]byte{}, x.StackCopy...)
 				}

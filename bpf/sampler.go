@@ -74,6 +74,9 @@ type Config struct {
 	// the host, a few percent of a context-switch storm's throughput with
 	// OffCPU: leave them off unless they are shown.
 	RunTimeStats bool
+	// Python has the samples of the processes given to SetPython carry
+	// the Python frames of their threads (Sample.Python).
+	Python bool
 	// features, when set, replaces what ProbeFeatures finds: tests use it
 	// to run the paths of older kernels on this one.
 	features *Features
@@ -144,6 +147,7 @@ type Sampler struct {
 	statsErr   error // why run-time statistics are off, if they are
 	filterPids bool
 	stackCopy  bool // samples may carry stack copies (Config.StackCopy > 0)
+	python     bool // Config.Python
 	offCPU     *offCPU
 
 	// mu is held while the ring is read, by Read or by the waiter's spill.
@@ -193,7 +197,7 @@ func Open(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 
-	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0, ringSize: ringSize,
+	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0, python: cfg.Python, ringSize: ringSize,
 		ready: make(chan struct{}, 1)}
 	s.backlog.max = backlogSize(cfg, len(online))
 	s.features = cfg.features
@@ -292,6 +296,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		"capture_kernel":  cfg.Kernel,
 		"stack_copy_size": uint32(cfg.StackCopy),
 		"copy_all":        cfg.CopyAll,
+		"python_enabled":  cfg.Python,
 
 		"have_task_pt_regs":    s.features.Has(FeatureTaskPtRegs) && s.features.Has(FeatureCurrentTaskBTF),
 		"have_ancestor_cgroup": s.features.Has(FeatureAncestorCgroupID),

@@ -1,0 +1,121 @@
+package bpf
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/symbolize/cpython"
+)
+
+// debianPython is the interpreter of Debian bookworm's python3.11 package.
+const debianPython = "/usr/bin/python3.11"
+
+// startPython runs the Python chain fixture under interpreter and returns
+// it once it printed that it runs.
+func startPython(t testing.TB, interpreter string) *exec.Cmd {
+	t.Helper()
+	testenv.RequireTool(t, interpreter)
+	cmd := exec.Command(interpreter, "../testdata/python/chain.py")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", interpreter, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("%s chain.py said %q, %v", interpreter, line, err)
+	}
+	return cmd
+}
+
+// pythons are the interpreters the live tests run: Debian's python3.11,
+// which CI installs, and pyenv's 3.12 and 3.13 builds where pyenv is
+// installed (the builders' machines have them).
+func pythons(t *testing.T) []string {
+	testenv.RequireTool(t, debianPython)
+	found := []string{debianPython}
+	for _, v := range []string{"3.12", "3.13"} {
+		if m, _ := filepath.Glob("/root/.pyenv/versions/" + v + ".*/bin/python" + v); len(m) > 0 {
+			found = append(found, m[0])
+		}
+	}
+	return found
+}
+
+// TestPythonFrames checks the Python frames the sampler records against
+// what the interpreter's own objects say: ≥ 95% of the samples of the
+// fixture's thread name its chain from <module>, and the entry flags mark
+// the frames a C call started (<module>, and the json callback).
+func TestPythonFrames(t *testing.T) {
+	requireFixture(t)
+	for _, python := range pythons(t) {
+		t.Run(filepath.Base(python), func(t *testing.T) { testPythonFrames(t, python) })
+	}
+}
+
+func testPythonFrames(t *testing.T, python string) {
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd := startPython(t, python)
+		pid := uint32(cmd.Process.Pid)
+		maps, err := cpython.ReadMaps("/proc", pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := cpython.Detect("/proc", pid, maps)
+		if err != nil {
+			t.Fatalf("Detect: %v", err)
+		}
+		s := openSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
+		if err := s.SetPython(pid, p); err != nil {
+			t.Fatal(err)
+		}
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mem.Close()
+		r := cpython.NewReader(mem, p)
+		got := collectN(t, s, 200, ofPid(int(pid)))
+		if len(got) < 100 {
+			t.Fatalf("%d samples of the fixture", len(got))
+		}
+		good := 0
+		for _, x := range got {
+			var chain []string
+			for i := len(x.Python) - 2; i >= 0; i -= 2 {
+				f := cpython.Sampled{Code: x.Python[i], Instr: x.Python[i+1]}
+				fr, ok := r.Frame(f.CodeAddr(), f.Instr)
+				name := fr.Function
+				if !ok {
+					name = "?"
+				}
+				if f.Entry() {
+					name += "*"
+				}
+				chain = append(chain, name)
+			}
+			switch {
+			case x.PythonTruncated:
+			case slices.Equal(chain, []string{"<module>*", "outer", "middle", "leaf"}),
+				len(chain) >= 4 && slices.Equal(chain[:4], []string{"<module>*", "outer", "middle", "encode"}):
+				good++
+			default:
+				t.Logf("chain %v %x", chain, x.Python)
+			}
+		}
+		if good < len(got)*95/100 {
+			t.Errorf("%d of %d samples have the fixture's chain", good, len(got))
+		}
+	})
+}
