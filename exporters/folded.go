@@ -14,8 +14,9 @@ import (
 // WriteFolded writes p as folded stacks: one line per distinct stack,
 // frames from root to leaf joined by `;`, a space and the sample count, or
 // with opt.OffCPU the microseconds off the CPU.
-// Kernel frames end in `_[k]`, inlined frames in `_[i]` and JIT-compiled
-// ones in `_[j]`, the suffixes flamegraph.pl colours by. Lines are sorted so equal profiles give equal
+// Kernel frames end in `_[k]`, inlined frames in `_[i]`, JIT-compiled
+// ones in `_[j]`, the suffixes flamegraph.pl colours by, and Python
+// functions in `_[py]`. Lines are sorted so equal profiles give equal
 // files; samples with a count below one are left out.
 func WriteFolded(w io.Writer, p *stacks.Profile, opt Options) error {
 	counts := map[string]int64{}
@@ -74,6 +75,8 @@ func appendFoldedName(dst []byte, f frame) []byte {
 		dst = append(dst, "_[i]"...)
 	case flamegraph.JIT:
 		dst = append(dst, "_[j]"...)
+	case flamegraph.Python:
+		dst = append(dst, "_[py]"...)
 	}
 	return dst
 }

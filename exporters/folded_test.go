@@ -58,6 +58,7 @@ func TestFoldedEdgeCases(t *testing.T) {
 	kern := &stacks.Mapping{Kind: stacks.Kernel, File: stacks.KernelFile}
 	lib := &stacks.Mapping{Kind: stacks.User, Start: 0x1000, Limit: 0x2000, Offset: 0x3000, File: "/lib/libx.so"}
 	jit := &stacks.Mapping{Kind: stacks.JIT, File: stacks.JITFile(7)}
+	py := &stacks.Mapping{Kind: stacks.Python, File: stacks.PythonFile(7)}
 	sym := func(m *stacks.Mapping, addr uint64, names ...string) *stacks.Location {
 		l := &stacks.Location{Mapping: m, Address: addr}
 		for _, n := range names {
@@ -83,6 +84,9 @@ func TestFoldedEdgeCases(t *testing.T) {
 			"libx.so+0x3010 1\n"},
 		{"JIT code", []*stacks.Sample{{Stack: []*stacks.Location{sym(jit, 0x7f0000001000, "JS:*hot /app.js:3"), sym(lib, 0x1010, "main")}, Count: 1}},
 			"main;JS:*hot /app.js:3_[j] 1\n"},
+		{"Python code", []*stacks.Sample{{Stack: []*stacks.Location{sym(py, 1<<63|0x7f0000001000, "leaf"), sym(py, 1<<63|0x7f0000002000, "outer"),
+			sym(lib, 0x1010, "_PyEval_EvalFrameDefault")}, Count: 1}},
+			"_PyEval_EvalFrameDefault;outer_[py];leaf_[py] 1\n"},
 		{"no frames", []*stacks.Sample{{Count: 4}}, "[unknown] 4\n"},
 		{"truncated", []*stacks.Sample{{Stack: []*stacks.Location{sym(lib, 0x1010, "f")}, Count: 1, Truncated: true}},
 			"[truncated];f 1\n"},

@@ -51,6 +51,7 @@ func rootFirst(dst []frame, s *stacks.Sample, opt *Options) []frame {
 		loc := s.Stack[i]
 		kernel := loc.Mapping != nil && loc.Mapping.Kind == stacks.Kernel
 		jit := loc.Mapping != nil && loc.Mapping.Kind == stacks.JIT
+		python := loc.Mapping != nil && loc.Mapping.Kind == stacks.Python
 		if !loc.Symbolized() {
 			kind := flamegraph.Unsymbolized
 			if kernel {
@@ -66,6 +67,8 @@ func rootFirst(dst []frame, s *stacks.Sample, opt *Options) []frame {
 				kind = flamegraph.Kernel
 			case jit:
 				kind = flamegraph.JIT
+			case python:
+				kind = flamegraph.Python
 			case j < len(loc.Frames)-1:
 				kind = flamegraph.Inlined
 			}

@@ -22,6 +22,10 @@ const (
 	// Java, Python with -X perf), named from the perf map or jitdump the
 	// runtime wrote (package symbolize/jit).
 	JIT
+	// Python is the Python code one CPython process runs: each Location
+	// is one instruction of a code object, named from the interpreter's
+	// memory (package symbolize/cpython).
+	Python
 )
 
 func (k MappingKind) String() string {
@@ -34,6 +38,8 @@ func (k MappingKind) String() string {
 		return "unknown"
 	case JIT:
 		return "jit"
+	case Python:
+		return "python"
 	}
 	return fmt.Sprintf("MappingKind(%d)", uint8(k))
 }
@@ -48,6 +54,10 @@ const UnknownFile = "[unknown]"
 // JITFile is the file name of the mapping of process pid's generated
 // code: one per process, since processes reuse each other's addresses.
 func JITFile(pid uint32) string { return fmt.Sprintf("[jit pid %d]", pid) }
+
+// PythonFile is the file name of the mapping of process pid's Python
+// code: one per process, as code objects live at addresses of its own.
+func PythonFile(pid uint32) string { return fmt.Sprintf("[python pid %d]", pid) }
 
 // Mapping is one executable region: a file mapped into processes, the kernel,
 // or the catch-all for unknown addresses. Several processes running the same
@@ -118,6 +128,9 @@ func (l *Location) Placeholder() string {
 	}
 	if m.Kind == JIT {
 		return fmt.Sprintf("[jit] 0x%x", l.Address)
+	}
+	if m.Kind == Python {
+		return fmt.Sprintf("[python] 0x%x", l.Address)
 	}
 	return fmt.Sprintf("%s+0x%x", m.Name(), l.Address-m.Start+m.Offset)
 }

@@ -302,6 +302,8 @@ func Colour(f Frame) string {
 		g, b = r, r
 	case JIT: // green, as perf's flame graphs show Java
 		r, g, b = 50+60*v1, 190+55*v2, 50+60*v1
+	case Python: // blue-green, Python's own blue leaning to teal
+		r, g, b = 40+40*v1, 150+50*v2, 170+40*v1
 	case Synthetic: // lavender
 		r, g, b = 190+20*v1, 180+20*v1, 230+20*v2
 	default: // red to orange, the classic hot palette without yellow

@@ -20,10 +20,13 @@ const (
 	// JIT is a function a runtime compiled at run time (JavaScript, Java),
 	// named from its perf map or jitdump.
 	JIT
+	// Python is a Python function run by CPython, named from the
+	// interpreter's code objects.
+	Python
 )
 
 var kindNames = [...]string{User: "user", Kernel: "kernel", Inlined: "inlined",
-	Unsymbolized: "unsymbolized", Synthetic: "synthetic", JIT: "jit"}
+	Unsymbolized: "unsymbolized", Synthetic: "synthetic", JIT: "jit", Python: "python"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

@@ -46,7 +46,7 @@ type Table struct {
 	p               *stacks.Profile
 	kernelSym       KernelSymbolizer
 	kernel, unknown *stacks.Mapping
-	jit             map[uint32]*stacks.Mapping
+	perPid          map[perProcessKey]*stacks.Mapping
 	locs            map[key]*stacks.Location
 	ids             map[*stacks.Location]uint64
 	frames          []stacks.Frame
@@ -107,7 +107,28 @@ func (t *Table) Unknown(addr uint64) *stacks.Location {
 // address. The process's JIT mapping grows to the addresses seen, as the
 // kernel's does.
 func (t *Table) JIT(pid uint32, addr uint64, isCall bool, name Symbolizer) *stacks.Location {
-	m := t.jit[pid]
+	return t.perProcess(stacks.JIT, pid, addr, isCall, name)
+}
+
+// Python returns the Location of a Python frame of process pid, at addr
+// in its spliced stack (cpython.FrameTag set), named by name, or nil when
+// name finds nothing. Each instruction is its own Location, in the
+// process's Python mapping.
+func (t *Table) Python(pid uint32, addr uint64, name Symbolizer) *stacks.Location {
+	return t.perProcess(stacks.Python, pid, addr, false, name)
+}
+
+// perProcessKey names a mapping of one process's own code.
+type perProcessKey struct {
+	kind stacks.MappingKind
+	pid  uint32
+}
+
+// perProcess is JIT and Python: a Location in the mapping of kind that
+// belongs to process pid alone.
+func (t *Table) perProcess(kind stacks.MappingKind, pid uint32, addr uint64, isCall bool, name Symbolizer) *stacks.Location {
+	pk := perProcessKey{kind, pid}
+	m := t.perPid[pk]
 	if m != nil {
 		if l := t.locs[key{m, addr, isCall}]; l != nil {
 			return l
@@ -118,11 +139,15 @@ func (t *Table) JIT(pid uint32, addr uint64, isCall bool, name Symbolizer) *stac
 		return nil
 	}
 	if m == nil {
-		if t.jit == nil {
-			t.jit = map[uint32]*stacks.Mapping{}
+		if t.perPid == nil {
+			t.perPid = map[perProcessKey]*stacks.Mapping{}
 		}
-		m = t.AddMapping(&stacks.Mapping{Kind: stacks.JIT, File: stacks.JITFile(pid), Start: addr, Limit: addr + 1})
-		t.jit[pid] = m
+		file := stacks.JITFile(pid)
+		if kind == stacks.Python {
+			file = stacks.PythonFile(pid)
+		}
+		m = t.AddMapping(&stacks.Mapping{Kind: kind, File: file, Start: addr, Limit: addr + 1})
+		t.perPid[pk] = m
 	}
 	m.Start, m.Limit = min(m.Start, addr), max(m.Limit, addr+1)
 	l := t.location(key{m, addr, isCall}, nil)
