@@ -21,6 +21,11 @@ type Sample struct {
 	User          []uint64
 	Kernel        []uint64
 	UserTruncated bool
+	// Python holds the Python frames of a CPython process's thread as the
+	// sampler records them (bpf.Sample.Python); PythonTruncated says the
+	// chain was cut short.
+	Python          []uint64
+	PythonTruncated bool
 	// StackCopy is the user stack from address SP upward, for processes
 	// marked through CopyMarker (empty otherwise); StackCopyTruncated says
 	// the sampler clipped it below the stack's end.

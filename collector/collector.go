@@ -18,6 +18,7 @@ import (
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/symbolize/cpython"
 )
 
 // DefaultInterval is how often Run drains the sampler and the side band:
@@ -90,6 +91,10 @@ type Options struct {
 	StackCopy        bool
 	UnwindCacheBytes int64
 	DebugUnwind      bool
+	// Python finds the CPython processes among those sampled, has the
+	// Source's PythonMarker record their Python frames, and splices those
+	// into their stacks (see python.go).
+	Python bool
 }
 
 // Stats describe a recording.
@@ -119,6 +124,9 @@ type Stats struct {
 	// (Run goes on); Err is the first of them.
 	Errors int
 	Err    error
+	// Python says how the Python frames of CPython processes fared
+	// (Options.Python).
+	Python PythonStats
 }
 
 // Collector turns raw samples into a profile. It is not safe for
@@ -129,6 +137,7 @@ type Collector struct {
 	tracker  *perfring.Tracker
 	agg      *aggregator
 	unw      *unwinder // nil without Options.StackCopy
+	py       *pythons  // nil without Options.Python
 	jit      *jitProcesses
 	self     uint32
 	interval time.Duration
@@ -162,6 +171,10 @@ type pending struct {
 	user, kernel span
 	copy         stackCopy
 	offCPU       uint64 // Sample.OffCPU
+	// python holds Sample.Python's words, pyTruncated its
+	// PythonTruncated.
+	python      span
+	pyTruncated bool
 }
 
 // eventKind is what a side-band record changes in the process table.
@@ -234,6 +247,12 @@ func New(opts Options) (*Collector, error) {
 			c.watchJITDump(pid, m.bin)
 		}
 	}
+	if opts.Python {
+		c.py = newPythons(opts.ProcRoot)
+		for pid, img := range c.table.byPid {
+			c.py.consider(pid, img)
+		}
+	}
 	if opts.StackCopy {
 		c.unw = newUnwinder(c.table.files, opts.UnwindCacheBytes, opts.DebugUnwind)
 		for pid, img := range c.table.byPid {
@@ -250,6 +269,9 @@ func (c *Collector) Close() error {
 	}
 	c.table.files.close()
 	c.jit.close()
+	if c.py != nil {
+		c.py.close()
+	}
 	if c.tracker != nil {
 		err := c.tracker.Close()
 		c.tracker = nil
@@ -281,6 +303,9 @@ func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan s
 	c.start = time.Now()
 	if c.unw != nil { // mark processes for stack copies now, not at the first drain
 		c.unw.attach(src)
+	}
+	if c.py != nil {
+		c.py.attach(src)
 	}
 	tick := time.NewTicker(c.interval)
 	defer tick.Stop()
@@ -344,6 +369,9 @@ func (c *Collector) drain(src Source, final bool) error {
 		c.stats.Busy += threadCPU() - began
 	}()
 	c.pend, c.arena = c.pend[:0], c.arena[:0]
+	if c.py != nil {
+		c.py.attach(src)
+	}
 	if c.unw != nil {
 		c.unw.attach(src)
 		c.unw.stack = c.unw.stack[:0]
@@ -410,6 +438,8 @@ func (c *Collector) copySample(s *Sample) {
 	p := pending{time: s.Time, cpu: s.CPU, key: stackKey{pid: s.Pid, tid: s.Tid, comm: s.Comm, truncated: s.UserTruncated}, offCPU: s.OffCPU}
 	c.arena, p.user = appendSpan(c.arena, s.User)
 	c.arena, p.kernel = appendSpan(c.arena, s.Kernel)
+	c.arena, p.python = appendSpan(c.arena, s.Python)
+	p.pyTruncated = s.PythonTruncated
 	if c.unw != nil {
 		p.copy = c.unw.keep(s)
 	}
@@ -466,6 +496,9 @@ func (c *Collector) apply(e *event) {
 	switch e.kind {
 	case eventExec:
 		c.table.exec(e.pid)
+		if c.py != nil {
+			c.py.forget(e.pid)
+		}
 	case eventMmap:
 		switch {
 		case !c.table.tracked(e.pid):
@@ -491,6 +524,9 @@ func (c *Collector) apply(e *event) {
 		if c.unw != nil && e.pid == e.tid {
 			c.unw.exited(e.pid)
 		}
+		if c.py != nil && e.pid == e.tid {
+			c.py.forget(e.pid)
+		}
 	}
 }
 
@@ -507,6 +543,9 @@ func (c *Collector) add(p *pending) {
 		p.key.set = img.setFor(user, kernel)
 		c.table.settle(img)
 	}
+	if c.py != nil && img != nil && img.exited == 0 {
+		c.py.consider(p.key.pid, img)
+	}
 	if c.unw != nil && img != nil {
 		if img.exited == 0 {
 			c.unw.considerSet(p.key.pid, img.maps)
@@ -520,7 +559,7 @@ func (c *Collector) add(p *pending) {
 			c.unw.countBPF(p.key.set, user)
 		}
 	}
-	c.aggregate(p, img, user, kernel)
+	c.aggregate(p, img, c.splicePython(p, user, p.python.of(c.arena)), kernel)
 }
 
 // aggregate counts a sample's stacks, as add or the release of a held-back
@@ -564,7 +603,7 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 		for _, addr := range user {
 			if m := p.key.set.find(addr); m != nil {
 				c.table.files.pin(p.key.pid, m)
-			} else {
+			} else if !cpython.IsFrame(addr) {
 				c.jit.watch(p.key.pid, img)
 			}
 		}
@@ -577,7 +616,7 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 // s: when one does not, s may be missing a mapping made since it was read.
 func covers(s *mapSet, addrs []uint64) bool {
 	for _, a := range addrs {
-		if !s.executable(a) {
+		if !s.executable(a) && !cpython.IsFrame(a) {
 			return false
 		}
 	}
@@ -591,14 +630,20 @@ func covers(s *mapSet, addrs []uint64) bool {
 // marked truncated, as the userspace unwinder's Unmapped stop does. A
 // return address is looked up at the call before it. When s maps nothing,
 // or not even the sampled PC, s is not known well enough to judge, and the
-// stack is kept whole.
+// stack is kept whole. Python frames spliced in (python.go) are no code
+// addresses and are passed over.
 func codeEnd(s *mapSet, user []uint64) int {
-	if len(user) == 0 || !s.executable(user[0]) {
-		return len(user)
-	}
-	for i, ret := range user[1:] {
-		if ret == 0 || !s.executable(ret-1) {
-			return i + 1
+	pc := true // the next native address is the sampled PC
+	for i, addr := range user {
+		switch {
+		case cpython.IsFrame(addr):
+		case pc:
+			if !s.executable(addr) {
+				return len(user)
+			}
+			pc = false
+		case addr == 0 || !s.executable(addr-1):
+			return i
 		}
 	}
 	return len(user)
@@ -609,6 +654,9 @@ func (c *Collector) Stats() Stats {
 	s := c.stats
 	s.Stacks = len(c.agg.entries)
 	s.Processes = len(c.sampled)
+	if c.py != nil {
+		s.Python = c.py.stats
+	}
 	s.Duration = c.end.Sub(c.start)
 	if s.Samples > 0 {
 		s.NsPerSample = float64(s.Busy.Nanoseconds()) / float64(s.Samples)

@@ -73,6 +73,9 @@ func (c *Collector) nextInterval() {
 	}
 	c.forgetUnmappedFiles()
 	c.jit.forget(c.table)
+	if c.py != nil {
+		c.py.nextInterval()
+	}
 }
 
 // forgetUnmappedFiles closes and forgets the files that no process in the

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/cpython"
 	"github.com/sprof/sprof/symbolize/jit"
 )
 
@@ -133,7 +134,7 @@ func (j *jitProcesses) name(pid uint32) func(dst []stacks.Frame, at uint64) []st
 // wait for a later update (see retell).
 func (p *jitProcess) tell(sink JITSink, pid uint32, t uint64, wall func(uint64) time.Time, set *mapSet, user []uint64) error {
 	for i, addr := range user {
-		if set.find(addr) != nil {
+		if set.find(addr) != nil || cpython.IsFrame(addr) {
 			continue
 		}
 		if i > 0 {

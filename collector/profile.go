@@ -12,6 +12,7 @@ import (
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/symbolize/cpython"
 )
 
 // mappingKey makes processes that map the same file at the same place
@@ -174,6 +175,14 @@ func (b *builder) sampleKey(key []byte, s *stacks.Sample) []byte {
 
 func (b *builder) userLocation(pid uint32, set *mapSet, addr uint64, isCall bool) *stacks.Location {
 	m := set.find(addr)
+	if m == nil && cpython.IsFrame(addr) {
+		if b.c.py != nil {
+			if l := b.locs.Python(pid, addr, b.c.py.name(pid, addr)); l != nil {
+				return l
+			}
+		}
+		return b.locs.Unknown(addr)
+	}
 	if m == nil {
 		if l := b.locs.JIT(pid, addr, isCall, b.c.jit.name(pid)); l != nil {
 			return l

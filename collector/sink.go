@@ -141,6 +141,15 @@ func (s *sinkState) sample(p *pending, user, kernel []uint64) error {
 	return s.sink.Sample(t, p.key.pid, p.key.tid, p.cpu, comm, user, kernel, p.key.truncated)
 }
 
+// pythonSink returns the sink as a PythonSink, when it is one.
+func (s *sinkState) pythonSink() (PythonSink, bool) {
+	if s == nil {
+		return nil, false
+	}
+	ps, ok := s.sink.(PythonSink)
+	return ps, ok
+}
+
 // jitProcess returns the JIT files of pid when the sink stores JIT
 // symbols and pid runs generated code.
 func (s *sinkState) jitProcess(pid uint32) *jitProcess {

@@ -80,12 +80,13 @@ type heldSample struct {
 	p            pending
 	img          *image
 	user, kernel []uint64
-	stack        []byte // the stack copy
+	python       []uint64 // pending.python's words
+	stack        []byte   // the stack copy
 	wait         *unwindInfo
 	since        uint64 // CLOCK_MONOTONIC when it was first held
 }
 
-func (h *heldSample) size() int { return len(h.stack) + 8*(len(h.user)+len(h.kernel)) }
+func (h *heldSample) size() int { return len(h.stack) + 8*(len(h.user)+len(h.kernel)+len(h.python)) }
 
 // hold holds back p, a sample of img whose unwind waits for the table of
 // wait, flushing the oldest held samples if they outgrow their bound.
@@ -97,6 +98,7 @@ func (c *Collector) hold(p *pending, img *image, wait *unwindInfo) {
 		p: *p, img: img, wait: wait, since: monotonicNow(),
 		user:   slices.Clone(p.user.of(c.arena)),
 		kernel: slices.Clone(p.kernel.of(c.arena)),
+		python: slices.Clone(p.python.of(c.arena)),
 		stack:  slices.Clone(u.copied(&p.copy)),
 	}
 	u.held = append(u.held, h)
@@ -169,7 +171,7 @@ func (c *Collector) letGo(h *heldSample, force bool, cause flushCause) bool {
 	} else {
 		u.stats.Released++
 	}
-	c.aggregate(&h.p, img, user, h.kernel)
+	c.aggregate(&h.p, img, c.splicePython(&h.p, user, h.python), h.kernel)
 	return true
 }
 

@@ -57,6 +57,9 @@ type Config struct {
 	// UnwindCache bounds the memory of the unwind tables kept; 0 means
 	// collector.DefaultUnwindCacheBytes.
 	UnwindCache int64
+	// Python reads the Python frames of CPython 3.11 to 3.13 processes and
+	// splices them into their stacks (package symbolize/cpython).
+	Python bool
 	// DebugUnwind counts the unwinder's frames per binary and method,
 	// for UnwindStats.
 	DebugUnwind bool
@@ -106,6 +109,7 @@ func Open(cfg Config) (*Pipeline, error) {
 		StackCopy:        cfg.StackCopy > 0,
 		UnwindCacheBytes: cfg.UnwindCache,
 		DebugUnwind:      cfg.DebugUnwind,
+		Python:           cfg.Python && cfg.User,
 		Sink:             cfg.Sink,
 	}
 	if k, err := symbolize.LoadKernel(); err != nil {
@@ -132,6 +136,7 @@ func Open(cfg Config) (*Pipeline, error) {
 		StackCopy:      cfg.StackCopy,
 		CopyAll:        cfg.StackCopy > 0 && cfg.Command,
 		CopyPids:       col.CopyPids(),
+		Python:         cfg.Python && cfg.User,
 	})
 	if err != nil {
 		col.Close()

@@ -13,6 +13,7 @@ package bpfsource
 import (
 	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/symbolize/cpython"
 )
 
 // Source is a collector.Source reading from a *bpf.Sampler.
@@ -35,6 +36,7 @@ func (src *Source) deliver(s *bpf.Sample) {
 		Time: s.Time, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Comm: s.Comm,
 		PC: s.PC, SP: s.SP, FP: s.FP, LR: s.LR,
 		User: s.User, Kernel: s.Kernel, UserTruncated: s.UserTruncated,
+		Python: s.Python, PythonTruncated: s.PythonTruncated,
 		StackCopy: s.StackCopy, StackCopyTruncated: s.StackCopyTruncated,
 		OffCPU: s.OffCPU,
 	}
@@ -53,6 +55,12 @@ func (src *Source) Ready() <-chan struct{} { return src.sampler.Ready() }
 
 // SetCopy marks pid for stack copies (collector.CopyMarker).
 func (src *Source) SetCopy(pid uint32, on bool) error { return src.sampler.SetCopy(pid, on) }
+
+// SetPython has the sampler record the Python frames of pid
+// (collector.PythonMarker).
+func (src *Source) SetPython(pid uint32, p *cpython.Process) error {
+	return src.sampler.SetPython(pid, p)
+}
 
 // Stop stops the sampler's events before the last drain (collector.Stopper).
 func (src *Source) Stop() error { return src.sampler.Stop() }
