@@ -14,6 +14,7 @@ import (
 	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
 	"github.com/sprof/sprof/symbolize/buildid"
+	"github.com/sprof/sprof/symbolize/cpython"
 	"github.com/sprof/sprof/symbolize/jit"
 )
 
@@ -87,7 +88,8 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 	res := &Result{Header: rd.Header()}
 	// Frequency 0: a recording of off-CPU records alone.
 	c := &converter{opts: opts, res: res, procs: recording.NewProcessTable(), counts: map[sampleKey]int64{},
-		offCPU: map[sampleKey]int64{}, jit: map[uint32]*jit.Table{}}
+		offCPU: map[sampleKey]int64{}, jit: map[uint32]*jit.Table{},
+		python: map[uint32]map[uint64]stacks.Frame{}}
 	var end *recording.End
 	for {
 		ch, err := rd.Next()
@@ -122,6 +124,12 @@ func Read(r io.Reader, opts Options) (*stacks.Profile, *Result, error) {
 				return nil, res, fmt.Errorf("recording: jit chunk at offset %d: %w", ch.Offset, err)
 			}
 			c.addJIT(syms)
+		case recording.ChunkPython:
+			frames, err := ch.Python()
+			if err != nil {
+				return nil, res, fmt.Errorf("recording: python chunk at offset %d: %w", ch.Offset, err)
+			}
+			c.addPython(frames)
 		case recording.ChunkEnd:
 			e, err := ch.End()
 			if err != nil {
@@ -147,9 +155,11 @@ type converter struct {
 	hasOffCPU bool
 	// jit holds each process's JIT symbols, in file order (the later
 	// wins where they overlap).
-	jit  map[uint32]*jit.Table
-	lost uint64
-	last time.Duration // the last sample's time
+	jit map[uint32]*jit.Table
+	// python holds each process's Python frame names, by address.
+	python map[uint32]map[uint64]stacks.Frame
+	lost   uint64
+	last   time.Duration // the last sample's time
 	// damaged says the reader skipped damage: a sample of a process
 	// without a record lost it there.
 	damaged bool
@@ -219,6 +229,19 @@ func (c *converter) addJIT(syms []recording.JITSymbol) {
 	}
 }
 
+// addPython adds the Python frame names of a chunk; a later name of an
+// address wins, as the process reused the code object's memory.
+func (c *converter) addPython(frames []recording.PythonFrame) {
+	for _, f := range frames {
+		names := c.python[f.PID]
+		if names == nil {
+			names = map[uint64]stacks.Frame{}
+			c.python[f.PID] = names
+		}
+		names[f.Addr] = stacks.Frame{Function: f.Function, File: f.File, Line: f.Line}
+	}
+}
+
 // keep applies the pid and name filters to a group.
 func (c *converter) keep(g *recording.Group) bool {
 	if len(c.opts.Pids) > 0 && !slices.Contains(c.opts.Pids, g.PID) {
@@ -248,6 +271,7 @@ func (c *converter) profile(end *recording.End) *stacks.Profile {
 		mappings: map[imageKey]*stacks.Mapping{},
 		binaries: map[binaryKey]*binary{},
 		jit:      c.jit,
+		python:   c.python,
 	}
 	if h.Frequency > 0 {
 		b.p.Period = time.Second / time.Duration(h.Frequency)
@@ -287,6 +311,7 @@ type builder struct {
 	mappings map[imageKey]*stacks.Mapping
 	binaries map[binaryKey]*binary
 	jit      map[uint32]*jit.Table
+	python   map[uint32]map[uint64]stacks.Frame
 }
 
 // imageKey identifies a mapping: the same file at the same place in
@@ -308,6 +333,12 @@ func (b *builder) userLocation(pid uint32, m *cbf.ImageMap, addr uint64, isCall 
 	i := -1
 	if m != nil {
 		i = m.Lookup(addr)
+	}
+	if i < 0 && cpython.IsFrame(addr) {
+		if f, ok := b.python[pid][addr]; ok {
+			return b.locs.Python(pid, addr, func(dst []stacks.Frame, _ uint64) []stacks.Frame { return append(dst, f) })
+		}
+		return b.locs.Unknown(addr)
 	}
 	if i < 0 {
 		if t := b.jit[pid]; t != nil {

@@ -52,9 +52,13 @@ const (
 	// the group's weight the nanoseconds it waited. Readers from before
 	// off-CPU recording skip it.
 	ChunkOffCPU ChunkType = 8
+	// ChunkPython holds the names of the Python frames of CPython
+	// processes, read from the interpreter's memory while it ran. Readers
+	// from before Python frames skip it.
+	ChunkPython ChunkType = 9
 
 	// maxChunkType is the highest type this package knows.
-	maxChunkType = ChunkOffCPU
+	maxChunkType = ChunkPython
 )
 
 func (t ChunkType) String() string {
@@ -75,6 +79,8 @@ func (t ChunkType) String() string {
 		return "jit"
 	case ChunkOffCPU:
 		return "off-cpu"
+	case ChunkPython:
+		return "python"
 	}
 	return fmt.Sprintf("chunk type %d", uint8(t))
 }

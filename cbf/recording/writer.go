@@ -63,6 +63,9 @@ type Writer struct {
 	jits       []byte     // JIT symbols pending, without their count
 	njits      int
 	jitBase    recordBase
+	pys        []byte // Python frames pending, without their count
+	npys       int
+	pyBase     recordBase
 	maps       mapDict
 	cdict      containerDict
 	stacks     *stackDict
@@ -248,6 +251,12 @@ func (w *Writer) Flush() error {
 		w.scratch = append(w.scratch, w.jits...)
 		w.out = appendChunk(w.out, ChunkJIT, w.scratch)
 		w.jits, w.njits, w.jitBase = w.jits[:0], 0, recordBase{}
+	}
+	if w.npys > 0 {
+		w.scratch = binary.AppendUvarint(w.scratch[:0], uint64(w.npys))
+		w.scratch = append(w.scratch, w.pys...)
+		w.out = appendChunk(w.out, ChunkPython, w.scratch)
+		w.pys, w.npys, w.pyBase = w.pys[:0], 0, recordBase{}
 	}
 	if p, ok := w.stacks.appendPayload(w.scratch[:0]); ok {
 		w.scratch = p

@@ -15,6 +15,7 @@ import (
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/internal/outfile"
 	"github.com/sprof/sprof/symbolize/buildid"
+	"github.com/sprof/sprof/symbolize/cpython"
 	"github.com/sprof/sprof/symbolize/jit"
 )
 
@@ -140,6 +141,12 @@ func (r *recordingFile) JIT(t time.Time, pid uint32, s *jit.Symbol) error {
 		sym.Lines = append(sym.Lines, recording.JITLine{Offset: l.Offset, File: l.File, Line: l.Line})
 	}
 	return r.check(r.w.JIT(t, pid, sym))
+}
+
+// Python stores the name of a Python frame that samples use
+// (collector.PythonSink).
+func (r *recordingFile) Python(t time.Time, pid uint32, addr uint64, f cpython.Frame) error {
+	return r.check(r.w.Python(t, pid, recording.PythonFrame{Addr: addr, Function: f.Function, File: f.File, Line: f.Line}))
 }
 
 func (r *recordingFile) OffCPU(t time.Time, pid, tid, cpu uint32, comm string, user, kernel []uint64, userTruncated bool, ns uint64) error {
