@@ -87,6 +87,12 @@ func TestFoldedEdgeCases(t *testing.T) {
 		{"Python code", []*stacks.Sample{{Stack: []*stacks.Location{sym(py, 1<<63|0x7f0000001000, "leaf"), sym(py, 1<<63|0x7f0000002000, "outer"),
 			sym(lib, 0x1010, "_PyEval_EvalFrameDefault")}, Count: 1}},
 			"_PyEval_EvalFrameDefault;outer_[py];leaf_[py] 1\n"},
+		// Functions inlined into the evaluator at its address run for
+		// the innermost Python frame: they go leafward of the run.
+		{"Python code over inlined evaluator code", []*stacks.Sample{{Stack: []*stacks.Location{sym(lib, 0x1100, "x_add"),
+			sym(py, 1<<63|0x7f0000001000, "leaf"), sym(py, 1<<63|0x7f0000002000, "outer"),
+			sym(lib, 0x1010, "_PyLong_Add", "_PyEval_EvalFrameDefault"), sym(lib, 0x1020, "main")}, Count: 1}},
+			"main;_PyEval_EvalFrameDefault;outer_[py];leaf_[py];_PyLong_Add_[i];x_add 1\n"},
 		{"no frames", []*stacks.Sample{{Count: 4}}, "[unknown] 4\n"},
 		{"truncated", []*stacks.Sample{{Stack: []*stacks.Location{sym(lib, 0x1010, "f")}, Count: 1, Truncated: true}},
 			"[truncated];f 1\n"},

@@ -47,8 +47,10 @@ func rootFirst(dst []frame, s *stacks.Sample, opt *Options) []frame {
 	} else if len(s.Stack) == 0 {
 		dst = append(dst, frame{name: opt.emptyStack(), kind: flamegraph.Synthetic})
 	}
-	for i := len(s.Stack) - 1; i >= 0; i-- {
-		loc := s.Stack[i]
+	parts := stackParts(nil, s.Stack)
+	for i := len(parts) - 1; i >= 0; i-- {
+		part := parts[i]
+		loc := part.loc
 		kernel := loc.Mapping != nil && loc.Mapping.Kind == stacks.Kernel
 		jit := loc.Mapping != nil && loc.Mapping.Kind == stacks.JIT
 		python := loc.Mapping != nil && loc.Mapping.Kind == stacks.Python
@@ -60,7 +62,7 @@ func rootFirst(dst []frame, s *stacks.Sample, opt *Options) []frame {
 			dst = append(dst, frame{name: loc.Placeholder(), kind: kind, loc: loc})
 			continue
 		}
-		for j := len(loc.Frames) - 1; j >= 0; j-- {
+		for j := part.hi - 1; j >= part.lo; j-- {
 			kind := flamegraph.User
 			switch {
 			case kernel:

@@ -88,8 +88,9 @@ type mappingKey struct {
 }
 
 type locationKey struct {
-	m    *pprofMapping
-	addr uint64
+	m      *pprofMapping
+	addr   uint64
+	lo, hi int // the inline levels, a locPart's
 }
 
 type functionKey struct{ name, systemName, file string }
@@ -117,7 +118,8 @@ type pprofBuilder struct {
 	// mappings and locations per pointer: inputs share Mappings and
 	// Locations, and a pointer hashes far faster than a file name.
 	byMapping  map[*stacks.Mapping]*pprofMapping
-	byLocation map[*stacks.Location]*profile.Location
+	byLocation map[locPart]*profile.Location
+	parts      []locPart // scratch for stackParts
 	order      []*pprofMapping
 	locations  map[locationKey]*profile.Location
 	functions  map[functionKey]*profile.Function
@@ -176,7 +178,7 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 		maxDepth:   max(opt.MaxDepth, 0),
 		mappings:   map[mappingKey]*pprofMapping{},
 		byMapping:  map[*stacks.Mapping]*pprofMapping{},
-		byLocation: map[*stacks.Location]*profile.Location{},
+		byLocation: map[locPart]*profile.Location{},
 		locations:  map[locationKey]*profile.Location{},
 		functions:  map[functionKey]*profile.Function{},
 		stackIDs:   map[string]int{},
@@ -194,8 +196,9 @@ func newPprofBuilder(p *stacks.Profile, opt Options) *pprofBuilder {
 func (b *pprofBuilder) addSample(s *stacks.Sample) {
 	b.pidSamples[s.Pid] += b.weight(s)
 	locs := b.locs[:0]
-	for _, loc := range s.Stack {
-		locs = append(locs, b.location(loc))
+	b.parts = stackParts(b.parts[:0], s.Stack)
+	for _, part := range b.parts {
+		locs = append(locs, b.location(part))
 	}
 	if s.Truncated {
 		locs = append(locs, b.syntheticLocation(TruncatedFrame))
@@ -373,18 +376,21 @@ func (b *pprofBuilder) mappingByValue(m *stacks.Mapping) *pprofMapping {
 	return pm
 }
 
-func (b *pprofBuilder) location(loc *stacks.Location) *profile.Location {
-	if l, ok := b.byLocation[loc]; ok {
+func (b *pprofBuilder) location(part locPart) *profile.Location {
+	if l, ok := b.byLocation[part]; ok {
 		return l
 	}
-	l := b.locationByValue(loc)
-	b.byLocation[loc] = l
+	l := b.locationByValue(part)
+	b.byLocation[part] = l
 	return l
 }
 
-func (b *pprofBuilder) locationByValue(loc *stacks.Location) *profile.Location {
+// locationByValue is the pprof Location of part; a part that is not its
+// whole Location is a Location of its own at the same address.
+func (b *pprofBuilder) locationByValue(part locPart) *profile.Location {
+	loc := part.loc
 	pm := b.mapping(loc.Mapping)
-	k := locationKey{pm, loc.Address}
+	k := locationKey{pm, loc.Address, part.lo, part.hi}
 	if l, ok := b.locations[k]; ok {
 		return l
 	}
@@ -399,10 +405,10 @@ func (b *pprofBuilder) locationByValue(loc *stacks.Location) *profile.Location {
 	}
 	pm.symbolized = true
 	pm.m.HasInlineFrames = pm.m.HasInlineFrames || len(loc.Frames) > 1
-	l.Line = make([]profile.Line, len(loc.Frames))
-	for i := range loc.Frames {
+	l.Line = make([]profile.Line, 0, part.hi-part.lo)
+	for i := part.lo; i < part.hi; i++ {
 		f := &loc.Frames[i]
-		l.Line[i] = profile.Line{Function: b.function(functionName(loc, i), f.SystemName, f.File), Line: int64(f.Line)}
+		l.Line = append(l.Line, profile.Line{Function: b.function(functionName(loc, i), f.SystemName, f.File), Line: int64(f.Line)})
 		pm.m.HasFilenames = pm.m.HasFilenames || f.File != ""
 		pm.m.HasLineNumbers = pm.m.HasLineNumbers || f.Line > 0
 	}
