@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize/cpython"
@@ -20,8 +21,15 @@ const debianPython = "/usr/bin/python3.11"
 // it once it printed that it runs.
 func startPython(t testing.TB, interpreter string) *exec.Cmd {
 	t.Helper()
+	return startPythonScript(t, interpreter, "../testdata/python/chain.py")
+}
+
+// startPythonScript runs a Python fixture and returns it once it printed
+// that it runs.
+func startPythonScript(t testing.TB, interpreter string, args ...string) *exec.Cmd {
+	t.Helper()
 	testenv.RequireTool(t, interpreter)
-	cmd := exec.Command(interpreter, "../testdata/python/chain.py")
+	cmd := exec.Command(interpreter, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -118,4 +126,68 @@ func testPythonFrames(t *testing.T, python string) {
 			t.Errorf("%d of %d samples have the fixture's chain", good, len(got))
 		}
 	})
+}
+
+// BenchmarkPythonWalk measures what the Python walk adds to a sample of a
+// Python stack 30 frames deep (testdata/python/deep.py under Debian's
+// python3.11), from the kernel's BPF run-time statistics: two samplers
+// follow the same two processes, one recording their Python frames and
+// one not, and python-ns/sample is the difference of their run times per
+// sample sent. Each iteration is one 10 ms drain.
+func BenchmarkPythonWalk(b *testing.B) {
+	requireFixture(b)
+	testenv.RequireTool(b, debianPython)
+	for _, path := range kernelPaths {
+		b.Run(path.name, func(b *testing.B) {
+			var pids []uint32
+			var procs []*cpython.Process
+			for range 2 {
+				cmd := startPythonScript(b, debianPython, "../testdata/python/deep.py", "30")
+				pid := uint32(cmd.Process.Pid)
+				maps, err := cpython.ReadMaps("/proc", pid)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := cpython.Detect("/proc", pid, maps)
+				if err != nil {
+					b.Fatal(err)
+				}
+				pids, procs = append(pids, pid), append(procs, p)
+			}
+			cfg := Config{Frequency: 999, User: true, Pids: pids, RunTimeStats: true, features: pathFeatures(path.without)}
+			plain := openSampler(b, cfg)
+			cfg.Python = true
+			py := openSampler(b, cfg)
+			for i, pid := range pids {
+				if err := py.SetPython(pid, procs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var frames, samples int
+			count := func(x *Sample) { samples++; frames += len(x.Python) / 2 }
+			for b.Loop() {
+				time.Sleep(10 * time.Millisecond)
+				if _, err := py.Read(count); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := plain.Read(func(*Sample) {}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			on, err := py.Stats()
+			if err != nil {
+				b.Fatal(err)
+			}
+			off, err := plain.Stats()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if on.Sent == 0 || off.Sent == 0 || samples == 0 {
+				b.Fatalf("no samples: %+v %+v", on, off)
+			}
+			b.ReportMetric(float64(on.RunTimeNs)/float64(on.Sent)-float64(off.RunTimeNs)/float64(off.Sent), "python-ns/sample")
+			b.ReportMetric(float64(on.RunTimeNs)/float64(on.Sent), "bpf-ns/sample")
+			b.ReportMetric(float64(frames)/float64(samples), "python-frames/sample")
+		})
+	}
 }
