@@ -96,7 +96,9 @@ func Detect(procRoot string, pid uint32, maps []Mapping) (*Process, error) {
 			if err == nil {
 				return p, nil
 			}
-			tried = err
+			if errors.Is(tried, ErrNotPython) { // a file that is no interpreter says least
+				tried = err
+			}
 		}
 	}
 	return nil, tried

@@ -1,0 +1,87 @@
+package cpython
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// startInterpreter runs python until the test ends and returns its pid
+// once it runs.
+func startInterpreter(t *testing.T, python string) uint32 {
+	t.Helper()
+	cmd := exec.Command(python, "-c", "import sys; print('ready', flush=True); sys.stdin.read()")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		cmd.Wait()
+	})
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("%s: %q, %v", python, line, err)
+	}
+	return uint32(cmd.Process.Pid)
+}
+
+// TestDetectDebian finds Debian's python3.11, an executable linked
+// statically with the interpreter, and reads its frames' layout from the
+// table; no root needed (the file is opened through /proc/PID/root when
+// map_files is not allowed).
+func TestDetectDebian(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("no %s (apt-get install python3.11)", python)
+	}
+	pid := startInterpreter(t, python)
+	maps, err := ReadMaps("/proc", pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Detect("/proc", pid, maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version != (Version{3, 11}) || p.File != python || p.Layout != tableLayouts[p.Version] || p.Runtime == 0 || p.CodeType == 0 {
+		t.Errorf("detected %+v", p)
+	}
+	if len(p.Eval) == 0 || p.Eval[0].Limit-p.Eval[0].Start < 1000 {
+		t.Errorf("_PyEval_EvalFrameDefault at %+v", p.Eval)
+	}
+}
+
+// TestDetectRejects: a process without Python is not one; pyenv's 3.10,
+// where installed, is one sprof cannot read.
+func TestDetectRejects(t *testing.T) {
+	self := uint32(os.Getpid())
+	maps, err := ReadMaps("/proc", self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Detect("/proc", self, maps); !errors.Is(err, ErrNotPython) {
+		t.Errorf("the test binary: %v, want ErrNotPython", err)
+	}
+	old, _ := filepath.Glob("/root/.pyenv/versions/3.10.*/bin/python3.10")
+	if len(old) == 0 {
+		t.Log("no pyenv build of Python 3.10: its rejection not tested")
+		return
+	}
+	pid := startInterpreter(t, old[0])
+	if maps, err = ReadMaps("/proc", pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Detect("/proc", pid, maps); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Python 3.10: %v, want ErrUnsupported", err)
+	}
+}
