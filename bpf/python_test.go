@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,58 +75,120 @@ func TestPythonFrames(t *testing.T) {
 
 func testPythonFrames(t *testing.T, python string) {
 	onEveryPath(t, func(t *testing.T, features *Features) {
-		cmd := startPython(t, python)
-		pid := uint32(cmd.Process.Pid)
-		maps, err := cpython.ReadMaps("/proc", pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := cpython.Detect("/proc", pid, maps)
-		if err != nil {
-			t.Fatalf("Detect: %v", err)
-		}
-		s := openSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
-		if err := s.SetPython(pid, p); err != nil {
-			t.Fatal(err)
-		}
-		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer mem.Close()
-		r := cpython.NewReader(mem, p)
-		got := collectN(t, s, 200, ofPid(int(pid)))
-		if len(got) < 100 {
-			t.Fatalf("%d samples of the fixture", len(got))
-		}
+		got := sampleChains(t, python, features, "../testdata/python/chain.py")
 		good := 0
 		for _, x := range got {
-			var chain []string
-			for i := len(x.Python) - 2; i >= 0; i -= 2 {
-				f := cpython.Sampled{Code: x.Python[i], Instr: x.Python[i+1]}
-				fr, ok := r.Frame(f.CodeAddr(), f.Instr)
-				name := fr.Function
-				if !ok {
-					name = "?"
-				}
-				if f.Entry() {
-					name += "*"
-				}
-				chain = append(chain, name)
-			}
 			switch {
-			case x.PythonTruncated:
-			case slices.Equal(chain, []string{"<module>*", "outer", "middle", "leaf"}),
-				len(chain) >= 4 && slices.Equal(chain[:4], []string{"<module>*", "outer", "middle", "encode"}):
+			case x.truncated:
+			case slices.Equal(x.chain, []string{"<module>*", "outer", "middle", "leaf"}),
+				len(x.chain) >= 4 && slices.Equal(x.chain[:4], []string{"<module>*", "outer", "middle", "encode"}):
 				good++
 			default:
-				t.Logf("chain %v %x", chain, x.Python)
+				t.Logf("chain %v", x.chain)
 			}
 		}
 		if good < len(got)*95/100 {
 			t.Errorf("%d of %d samples have the fixture's chain", good, len(got))
 		}
 	})
+}
+
+// pySample is a sample's Python chain, root first, each frame's function
+// named from the interpreter's code objects ("?" when unreadable) and
+// marked "*" when it is an entry frame.
+type pySample struct {
+	tid       uint32
+	chain     []string
+	truncated bool
+}
+
+// sampleChains runs a Python fixture (args) under python, samples it at
+// 499 Hz with its Python frames until 200 samples or 10 s, and names
+// the frames.
+func sampleChains(t *testing.T, python string, features *Features, args ...string) []pySample {
+	t.Helper()
+	cmd := startPythonScript(t, python, args...)
+	pid := uint32(cmd.Process.Pid)
+	maps, err := cpython.ReadMaps("/proc", pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cpython.Detect("/proc", pid, maps)
+	if err != nil {
+		t.Fatalf("Detect: %v", err)
+	}
+	s := openSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
+	if err := s.SetPython(pid, p); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	r := cpython.NewReader(mem, p)
+	got := collectN(t, s, 200, ofPid(int(pid)))
+	if len(got) < 100 {
+		t.Fatalf("%d samples of the fixture", len(got))
+	}
+	out := make([]pySample, 0, len(got))
+	for _, x := range got {
+		ps := pySample{tid: x.Tid, truncated: x.PythonTruncated}
+		for i := len(x.Python) - 2; i >= 0; i -= 2 {
+			f := cpython.Sampled{Code: x.Python[i], Instr: x.Python[i+1]}
+			fr, ok := r.Frame(f.CodeAddr(), f.Instr)
+			name := fr.Function
+			if !ok {
+				name = "?"
+			}
+			if f.Entry() {
+				name += "*"
+			}
+			ps.chain = append(ps.chain, name)
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+// TestPythonShapes: the Python chain of threads, of C code that released
+// the GIL, of a generator and of coroutines (testdata/python/shapes.py)
+// ends in the functions running in ≥ 95% of the samples, on every thread
+// that runs them. The C-extension callback is TestPythonFrames' json
+// branch.
+func TestPythonShapes(t *testing.T) {
+	requireFixture(t)
+	testenv.RequireTool(t, debianPython)
+	for _, tc := range []struct {
+		mode    string
+		ends    []string // the chain's last frames, entry marks dropped
+		threads int      // threads that must show them
+	}{
+		{"threads", []string{"worker", "spin"}, 2},
+		{"gil", []string{"hasher", "hash_loop"}, 2},
+		{"generator", []string{"consume", "gen"}, 1},
+		{"async", []string{"amain", "amiddle", "aleaf"}, 1},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			got := sampleChains(t, debianPython, nil, "../testdata/python/shapes.py", tc.mode)
+			good, tids := 0, map[uint32]bool{}
+			for _, x := range got {
+				var chain []string
+				for _, name := range x.chain {
+					chain = append(chain, strings.TrimSuffix(name, "*"))
+				}
+				if !x.truncated && len(chain) >= len(tc.ends) && slices.Equal(chain[len(chain)-len(tc.ends):], tc.ends) {
+					good++
+					tids[x.tid] = true
+				} else if len(got)-good < 10 {
+					t.Logf("chain %v", x.chain)
+				}
+			}
+			if good < len(got)*95/100 || len(tids) < tc.threads {
+				t.Errorf("%d of %d samples, on %d threads, end in %v; want >= 95%% on %d", good, len(got), len(tids), tc.ends, tc.threads)
+			}
+		})
+	}
 }
 
 // BenchmarkPythonWalk measures what the Python walk adds to a sample of a
