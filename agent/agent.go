@@ -241,8 +241,7 @@ func (a *Agent) loadCredentials() error {
 	if err != nil {
 		return err
 	}
-	a.pusher.setCredentials(c)
-	return nil
+	return a.pusher.setCredentials(c)
 }
 
 // Reload asks Run to re-read the credentials and re-create the output

@@ -487,11 +487,8 @@ func TestHangingServer(t *testing.T) {
 }
 
 func TestDefaultPushTimeout(t *testing.T) {
-	p, err := newPusher(pyroscope.Config{URL: "http://p"}, &atomic.Uint64{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := p.template.HTTPClient.Timeout; got != defaultPushTimeout {
+	cfg := pushConfig(pyroscope.Config{URL: "http://p"}, &atomic.Uint64{})
+	if got := cfg.HTTPClient.Timeout; got != defaultPushTimeout {
 		t.Errorf("requests time out after %v, want %v", got, defaultPushTimeout)
 	}
 }

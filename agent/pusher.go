@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,16 +17,25 @@ import (
 // defaultPushTimeout bounds one request, as Grafana Alloy's remote_timeout.
 const defaultPushTimeout = 10 * time.Second
 
-// pusher sends series to Pyroscope.
+// pusher sends series to Pyroscope, with one client for the agent's
+// life: it paces all requests to the server's rate limit together.
 type pusher struct {
-	template pyroscope.Config
-	mu       sync.Mutex
-	creds    Credentials
+	client *pyroscope.Client
 }
 
 // newPusher checks cfg once, so a bad URL or label fails at start-up
 // rather than on every push.
 func newPusher(cfg pyroscope.Config, sent *atomic.Uint64) (*pusher, error) {
+	c, err := pyroscope.New(pushConfig(cfg, sent))
+	if err != nil {
+		return nil, err
+	}
+	return &pusher{client: c}, nil
+}
+
+// pushConfig is cfg with an HTTP client that times requests out and
+// counts the bytes it sends in sent.
+func pushConfig(cfg pyroscope.Config, sent *atomic.Uint64) pyroscope.Config {
 	// A request that never ends would stall every push after it.
 	hc := http.Client{Timeout: cmp.Or(cfg.Timeout, defaultPushTimeout)}
 	if cfg.HTTPClient != nil {
@@ -39,39 +47,15 @@ func newPusher(cfg pyroscope.Config, sent *atomic.Uint64) (*pusher, error) {
 	}
 	hc.Transport = &countingTransport{base: base, sent: sent}
 	cfg.HTTPClient = &hc
-	p := &pusher{template: cfg}
-	if _, err := p.client(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return cfg
 }
 
-func (p *pusher) setCredentials(c Credentials) {
-	p.mu.Lock()
-	p.creds = c
-	p.mu.Unlock()
-}
-
-// client returns a client with the current credentials. A client is
-// cheap and shares the HTTP transport, hence the connections.
-func (p *pusher) client() (*pyroscope.Client, error) {
-	cfg := p.template
-	p.mu.Lock()
-	cfg.BasicAuthUser, cfg.BasicAuthPassword, cfg.BearerToken = p.creds.User, p.creds.Password, p.creds.Token
-	p.mu.Unlock()
-	return pyroscope.New(cfg)
+func (p *pusher) setCredentials(c Credentials) error {
+	return p.client.SetCredentials(c.User, c.Password, c.Token)
 }
 
 func (p *pusher) send(ctx context.Context, series []pyroscope.Series) []error {
-	c, err := p.client()
-	if err != nil {
-		errs := make([]error, len(series))
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
-	return c.Send(ctx, series)
+	return p.client.Send(ctx, series)
 }
 
 // countingTransport counts the request bytes it sends.

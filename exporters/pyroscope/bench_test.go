@@ -42,7 +42,7 @@ func BenchmarkEncode(b *testing.B) {
 	var parts, size int
 	b.ReportAllocs()
 	for b.Loop() {
-		out, err := c.encode(nil, 0, p)
+		out, err := c.encodeSeries(nil, 0, Series{Service: "bench", Profile: p})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,10 +8,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -19,6 +21,7 @@ import (
 	pushv1 "github.com/grafana/pyroscope/api/gen/proto/go/push/v1"
 	"github.com/grafana/pyroscope/api/gen/proto/go/push/v1/pushv1connect"
 	typesv1 "github.com/grafana/pyroscope/api/gen/proto/go/types/v1"
+	"golang.org/x/time/rate"
 
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/stacks"
@@ -39,15 +42,31 @@ const (
 	maxRequestRawBytes = 128 << 20
 )
 
-// Client pushes profiles to one Pyroscope server.
+// paceShare is the share of the server's ingestion rate limit the client
+// uses: the server counts a profile's size as it re-encodes it, which may
+// differ a little from the bytes sent.
+const paceShare = 7.0 / 8
+
+// Client pushes profiles to one Pyroscope server. It is safe for
+// concurrent use; keep one per server, as it paces all its requests
+// together.
 type Client struct {
 	cfg    Config
 	limits Limits
 	http   *http.Client
 	push   pushv1connect.PusherServiceClient
+	auth   atomic.Pointer[credentials]
+	// pace holds requests back to the server's ingestion rate limit; nil
+	// without one. budget bounds the cost (uncompressed profiles and
+	// labels) of one request.
+	pace   *rate.Limiter
+	budget int
 	// now is the clock the age limit is checked against.
 	now func() time.Time
 }
+
+// credentials authenticate the requests.
+type credentials struct{ user, password, token string }
 
 // New checks cfg and returns a client for it.
 func New(cfg Config) (*Client, error) {
@@ -73,14 +92,26 @@ func New(cfg Config) (*Client, error) {
 		c := *cfg.HTTPClient
 		hc = &c
 	}
-	hc.Transport = &authTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), cfg: &cfg}
-	return &Client{
-		cfg:    cfg,
-		limits: cfg.Limits,
-		http:   hc,
-		push:   pushv1connect.NewPusherServiceClient(hc, cfg.URL),
-		now:    time.Now,
-	}, nil
+	c := &Client{cfg: cfg, limits: cfg.Limits, http: hc, now: time.Now, budget: math.MaxInt}
+	c.auth.Store(&credentials{cfg.BasicAuthUser, cfg.BasicAuthPassword, cfg.BearerToken})
+	hc.Transport = &authTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), c: c}
+	c.push = pushv1connect.NewPusherServiceClient(hc, cfg.URL)
+	if l := cfg.Limits; l.IngestionRate > 0 {
+		c.budget = int(float64(l.IngestionBurst) * paceShare)
+		c.pace = rate.NewLimiter(rate.Limit(l.IngestionRate*paceShare), c.budget)
+	}
+	return c, nil
+}
+
+// SetCredentials replaces the credentials the requests carry from now
+// on (basic auth, or a bearer token), for a secret rotated while the
+// client runs.
+func (c *Client) SetCredentials(user, password, token string) error {
+	if token != "" && (user != "" || password != "") {
+		return errors.New("pyroscope: basic auth and a bearer token are exclusive")
+	}
+	c.auth.Store(&credentials{user, password, token})
+	return nil
 }
 
 // Push sends p, split into its series (Split, with the services that
@@ -129,7 +160,12 @@ func (c *Client) Send(ctx context.Context, series []Series) []error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			failed[i] = c.retry(ctx, r.send)
+			failed[i] = c.retry(ctx, func(ctx context.Context) error {
+				if err := c.wait(ctx, r.cost); err != nil {
+					return err
+				}
+				return r.send(ctx)
+			})
 		})
 	}
 	wg.Wait()
@@ -146,18 +182,35 @@ func (c *Client) Send(ctx context.Context, series []Series) []error {
 	return errs
 }
 
-// part is one encoded profile of a series: gzip-compressed pprof, and
-// its uncompressed size.
+// wait holds a request of the given cost back until the server's
+// ingestion rate limit lets it through.
+func (c *Client) wait(ctx context.Context, cost int) error {
+	if c.pace == nil {
+		return nil
+	}
+	if err := c.pace.WaitN(ctx, cost); err != nil {
+		// Only a deadline too close for the wait, or a cancellation:
+		// worth trying again later.
+		return fmt.Errorf("pacing %d bytes to the server's ingestion rate limit: %w", cost, errors.Join(err, context.DeadlineExceeded))
+	}
+	return nil
+}
+
+// part is one encoded profile of a series: gzip-compressed pprof, its
+// uncompressed size, and its cost against the ingestion rate limit (the
+// size and the series' labels, as the server counts it).
 type part struct {
 	series int
 	gz     []byte
 	size   int
+	cost   int
 }
 
-// request is one HTTP request under way: what it carries and how to
-// send it.
+// request is one HTTP request under way: what it carries, its cost
+// against the ingestion rate limit, and how to send it.
 type request struct {
 	series []int // indexes into Send's series, ascending
+	cost   int
 	send   func(context.Context) error
 }
 
@@ -169,7 +222,27 @@ func (c *Client) encodeSeries(out []part, i int, s Series) ([]part, error) {
 			return out, fmt.Errorf("%w: started %s ago, the limit is %s", ErrTooOld, age.Round(time.Second), c.limits.MaxAge)
 		}
 	}
-	return c.encode(out, i, s.Profile)
+	labels := labelsSize(c.labels(s))
+	maxBytes := c.limits.MaxBytes
+	if c.budget-labels < maxBytes {
+		maxBytes = c.budget - labels
+	}
+	n := len(out)
+	out, err := c.encode(out, i, s.Profile, maxBytes)
+	for k := n; k < len(out); k++ {
+		out[k].cost = out[k].size + labels
+	}
+	return out, err
+}
+
+// labelsSize is what the labels add to a profile's cost: their names and
+// values, as the server counts them.
+func labelsSize(ls []*typesv1.LabelPair) int {
+	n := 0
+	for _, l := range ls {
+		n += len(l.Name) + len(l.Value)
+	}
+	return n
 }
 
 // labels returns the series labels of s, sorted by name.
@@ -189,9 +262,9 @@ func (c *Client) labels(s Series) []*typesv1.LabelPair {
 }
 
 // encode appends p, series i, to out as gzip-compressed pprof profiles
-// that each stay within the sample and size limits. Per-sample labels are
-// left out: Pyroscope would make a series of every distinct pid/tid.
-func (c *Client) encode(out []part, i int, p *stacks.Profile) ([]part, error) {
+// that each stay within the sample limit and maxBytes. Per-sample labels
+// are left out: Pyroscope would make a series of every distinct pid/tid.
+func (c *Client) encode(out []part, i int, p *stacks.Profile, maxBytes int) ([]part, error) {
 	pp, err := exporters.BuildPprof(p, exporters.Options{
 		Labels: []exporters.Label{}, MaxDepth: c.limits.MaxDepth, ProcessRoot: c.cfg.ProcessRoot})
 	if err != nil {
@@ -200,24 +273,24 @@ func (c *Client) encode(out []part, i int, p *stacks.Profile) ([]part, error) {
 	if len(pp.Sample) == 0 {
 		return out, nil // nothing worth a request
 	}
-	return c.encodeWithin(pp, i, out)
+	return c.encodeWithin(pp, i, out, maxBytes)
 }
 
 // encodeWithin appends pp to out, split into contiguous runs of samples
 // as often as the limits need; each part is compacted so its tables hold
 // only what its samples use, with dense IDs.
-func (c *Client) encodeWithin(pp *profile.Profile, i int, out []part) ([]part, error) {
+func (c *Client) encodeWithin(pp *profile.Profile, i int, out []part, maxBytes int) ([]part, error) {
 	var raw bytes.Buffer
 	if err := pp.WriteUncompressed(&raw); err != nil {
 		return out, fmt.Errorf("encode pprof: %w", err)
 	}
-	if len(pp.Sample) <= c.limits.MaxSamples && raw.Len() <= c.limits.MaxBytes {
+	if len(pp.Sample) <= c.limits.MaxSamples && raw.Len() <= maxBytes {
 		return append(out, part{series: i, gz: gzipBytes(raw.Bytes()), size: raw.Len()}), nil
 	}
 	if len(pp.Sample) < 2 {
-		return out, fmt.Errorf("one sample makes a %d-byte profile, over the limit of %d", raw.Len(), c.limits.MaxBytes)
+		return out, fmt.Errorf("one sample makes a %d-byte profile, over the limit of %d", raw.Len(), maxBytes)
 	}
-	parts := max(2, ceilDiv(len(pp.Sample), c.limits.MaxSamples), ceilDiv(raw.Len(), c.limits.MaxBytes))
+	parts := max(2, ceilDiv(len(pp.Sample), c.limits.MaxSamples), ceilDiv(raw.Len(), maxBytes))
 	for k := range parts {
 		lo, hi := k*len(pp.Sample)/parts, (k+1)*len(pp.Sample)/parts
 		sub := withSamples(pp, pp.Sample[lo:hi]).Compact()
@@ -225,7 +298,7 @@ func (c *Client) encodeWithin(pp *profile.Profile, i int, out []part) ([]part, e
 			return out, fmt.Errorf("split profile: %w", err)
 		}
 		var err error
-		if out, err = c.encodeWithin(sub, i, out); err != nil {
+		if out, err = c.encodeWithin(sub, i, out, maxBytes); err != nil {
 			return out, err
 		}
 	}
@@ -254,34 +327,37 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // pushRequests packs parts into Push requests of at most
 // maxRequestBytes of compressed and maxRequestRawBytes of uncompressed
-// profiles each, keeping a series' parts in one request where they fit.
+// profiles each, and at most the budget of cost, keeping a series' parts
+// in one request where they fit.
 func (c *Client) pushRequests(series []Series, parts []part) []request {
 	var reqs []request
 	req, ids := &pushv1.PushRequest{}, []int(nil)
-	size, raw := 0, 0
+	size, raw, cost := 0, 0, 0
 	flush := func() {
 		if len(req.Series) > 0 {
 			r := req
-			reqs = append(reqs, request{series: ids, send: func(ctx context.Context) error {
+			reqs = append(reqs, request{series: ids, cost: cost, send: func(ctx context.Context) error {
 				_, err := c.push.Push(ctx, connect.NewRequest(r))
 				return err
 			}})
 		}
-		req, ids, size, raw = &pushv1.PushRequest{}, nil, 0, 0
+		req, ids, size, raw, cost = &pushv1.PushRequest{}, nil, 0, 0, 0
 	}
-	fits := func(n, r int) bool { return size+n <= maxRequestBytes && raw+r <= maxRequestRawBytes }
+	fits := func(n, r, k int) bool {
+		return size+n <= maxRequestBytes && raw+r <= maxRequestRawBytes && cost+k <= c.budget
+	}
 	for i := 0; i < len(parts); {
 		s := parts[i].series
-		j, n, r := i, 0, 0 // the parts of series s are parts[i:j]
+		j, n, r, k := i, 0, 0, 0 // the parts of series s are parts[i:j]
 		for ; j < len(parts) && parts[j].series == s; j++ {
-			n, r = n+len(parts[j].gz), r+parts[j].size
+			n, r, k = n+len(parts[j].gz), r+parts[j].size, k+parts[j].cost
 		}
-		if !fits(n, r) {
+		if !fits(n, r, k) {
 			flush()
 		}
 		rs := &pushv1.RawProfileSeries{Labels: c.labels(series[s])}
 		for _, p := range parts[i:j] {
-			if size > 0 && !fits(len(p.gz), p.size) { // s alone is larger than a request
+			if size > 0 && !fits(len(p.gz), p.size, p.cost) { // s alone is larger than a request
 				if len(rs.Samples) > 0 {
 					req.Series = append(req.Series, rs)
 					rs = &pushv1.RawProfileSeries{Labels: rs.Labels}
@@ -292,7 +368,7 @@ func (c *Client) pushRequests(series []Series, parts []part) []request {
 				ids = append(ids, s)
 			}
 			rs.Samples = append(rs.Samples, &pushv1.RawSample{RawProfile: p.gz, ID: newUUID()})
-			size, raw = size+len(p.gz), raw+p.size
+			size, raw, cost = size+len(p.gz), raw+p.size, cost+p.cost
 		}
 		req.Series = append(req.Series, rs)
 		i = j
@@ -359,25 +435,27 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// authTransport adds credentials and the tenant to every request.
+// authTransport adds the client's current credentials and the tenant to
+// every request.
 type authTransport struct {
 	base http.RoundTripper
-	cfg  *Config
+	c    *Client
 }
 
 func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.cfg.BasicAuthUser == "" && t.cfg.BasicAuthPassword == "" && t.cfg.BearerToken == "" && t.cfg.TenantID == "" {
+	cr, tenant := t.c.auth.Load(), t.c.cfg.TenantID
+	if *cr == (credentials{}) && tenant == "" {
 		return t.base.RoundTrip(r)
 	}
 	r = r.Clone(r.Context())
 	switch {
-	case t.cfg.BearerToken != "":
-		r.Header.Set("Authorization", "Bearer "+t.cfg.BearerToken)
-	case t.cfg.BasicAuthUser != "" || t.cfg.BasicAuthPassword != "":
-		r.SetBasicAuth(t.cfg.BasicAuthUser, t.cfg.BasicAuthPassword)
+	case cr.token != "":
+		r.Header.Set("Authorization", "Bearer "+cr.token)
+	case cr.user != "" || cr.password != "":
+		r.SetBasicAuth(cr.user, cr.password)
 	}
-	if t.cfg.TenantID != "" {
-		r.Header.Set("X-Scope-OrgID", t.cfg.TenantID)
+	if tenant != "" {
+		r.Header.Set("X-Scope-OrgID", tenant)
 	}
 	return t.base.RoundTrip(r)
 }

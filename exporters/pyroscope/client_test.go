@@ -157,11 +157,12 @@ func TestPushSplitsAtLimits(t *testing.T) {
 		limits Limits
 		p      *stacks.Profile
 	}{
-		{"samples", Limits{}, pyroscopetest.WideProfile(20_000, 2)},
-		{"bytes", Limits{MaxBytes: 128 << 10}, pyroscopetest.WideProfile(1_500, 20)},
+		{"samples", Limits{IngestionRate: -1}, pyroscopetest.WideProfile(20_000, 2)},
+		{"bytes", Limits{MaxBytes: 128 << 10, IngestionRate: -1}, pyroscopetest.WideProfile(1_500, 20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := pyroscopetest.NewServer()
+			fake.IngestionRate = 0 // one request per series, whatever its size
 			c, err := New(Config{URL: fake.Start(t), Limits: tc.limits})
 			if err != nil {
 				t.Fatal(err)

@@ -94,12 +94,25 @@ type Limits struct {
 	MaxNameLength, MaxValueLength int
 	// MaxAge is how old a profile may be and still be accepted.
 	MaxAge time.Duration
+	// IngestionRate (bytes per second) and IngestionBurst (bytes) are the
+	// tenant's ingestion rate limit (-distributor.ingestion-rate-limit-mb,
+	// -distributor.ingestion-burst-size-mb), which the server applies to
+	// every profile, counting its uncompressed size and its labels'. The
+	// client paces its requests to stay within them and keeps every
+	// request within IngestionBurst: a profile past the limit is refused
+	// (ResourceExhausted, HTTP 429), and since the server keeps the other
+	// profiles of a Push request it answers with that error, sending the
+	// request again would store those twice. A negative IngestionRate
+	// turns pacing off, for a server whose limits are raised out of reach.
+	IngestionRate  float64
+	IngestionBurst int
 }
 
 // DefaultLimits are Pyroscope's defaults (pkg/validation/limits.go).
 func DefaultLimits() Limits {
 	return Limits{MaxSamples: 16_000, MaxBytes: 4 << 20, MaxDepth: 1_000,
-		MaxLabelNames: 30, MaxNameLength: 1_024, MaxValueLength: 2_048, MaxAge: time.Hour}
+		MaxLabelNames: 30, MaxNameLength: 1_024, MaxValueLength: 2_048, MaxAge: time.Hour,
+		IngestionRate: 4 << 20, IngestionBurst: 2 << 20}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -107,7 +120,7 @@ func (l Limits) withDefaults() Limits {
 	for _, f := range []struct{ v, def *int }{
 		{&l.MaxSamples, &d.MaxSamples}, {&l.MaxBytes, &d.MaxBytes}, {&l.MaxDepth, &d.MaxDepth},
 		{&l.MaxLabelNames, &d.MaxLabelNames}, {&l.MaxNameLength, &d.MaxNameLength},
-		{&l.MaxValueLength, &d.MaxValueLength},
+		{&l.MaxValueLength, &d.MaxValueLength}, {&l.IngestionBurst, &d.IngestionBurst},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -115,6 +128,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxAge <= 0 {
 		l.MaxAge = d.MaxAge
+	}
+	if l.IngestionRate == 0 {
+		l.IngestionRate = d.IngestionRate
 	}
 	return l
 }

@@ -32,7 +32,7 @@ func (c *Client) ingestRequests(series []Series, parts []part) []request {
 	reqs := make([]request, 0, len(parts))
 	for _, pt := range parts {
 		endpoint := c.cfg.URL + "/ingest?" + c.ingestQuery(series[pt.series]).Encode()
-		reqs = append(reqs, request{series: []int{pt.series}, send: func(ctx context.Context) error {
+		reqs = append(reqs, request{series: []int{pt.series}, cost: pt.cost, send: func(ctx context.Context) error {
 			return c.post(ctx, endpoint, "application/octet-stream", pt.gz)
 		}})
 	}

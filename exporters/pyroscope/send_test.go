@@ -1,31 +1,15 @@
 package pyroscope
 
 import (
+	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
-	"github.com/sprof/sprof/stacks"
 )
-
-// servicesProfile has one process of its own service for each of n
-// services, each with a few stacks.
-func servicesProfile(n int) *stacks.Profile {
-	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x800000, File: "/usr/bin/svc"}
-	p := &stacks.Profile{Start: time.Now(), Duration: 15 * time.Second, Period: time.Second / 19, Mappings: []*stacks.Mapping{exe}}
-	for i := range n {
-		for j := range 3 {
-			loc := &stacks.Location{Mapping: exe, Address: 0x400000 + uint64(i*3+j), Frames: []stacks.Frame{{Function: fmt.Sprintf("handler%d", j)}}}
-			p.Samples = append(p.Samples, &stacks.Sample{Stack: []*stacks.Location{loc}, Count: int64(j + 1),
-				Pid: uint32(100 + i), Tid: uint32(100 + i), Comm: fmt.Sprintf("svc%03d", i)})
-		}
-	}
-	return p
-}
 
 // TestSendManyServicesInOneFlush is the 200-service host: against the
 // server's latency (every request waits for the next segment flush) the
@@ -38,7 +22,7 @@ func TestSendManyServicesInOneFlush(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if err := c.Push(context.Background(), servicesProfile(200)); err != nil {
+		if err := c.Push(context.Background(), pyroscopetest.ServicesProfile(200, 3, 1)); err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(start); d > fake.FlushEvery {
@@ -66,7 +50,7 @@ func TestSendBoundsConcurrency(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if err := c.Push(context.Background(), servicesProfile(20)); err != nil {
+		if err := c.Push(context.Background(), pyroscopetest.ServicesProfile(20, 3, 1)); err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(start); d != 5*fake.FlushEvery {
@@ -88,10 +72,55 @@ func TestSendReportsPerSeries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := servicesProfile(3)
+		p := pyroscopetest.ServicesProfile(3, 3, 1)
 		errs := c.Send(context.Background(), Split(p, Services("", p.Samples, "")))
 		if len(errs) != 3 || errs[0] == nil || Retryable(errs[0]) || errs[1] != nil || errs[2] != nil {
 			t.Errorf("errors %v, want only the first series refused", errs)
+		}
+	})
+}
+
+// TestSendPacesToRateLimit: 200 services of 30 stacks of 20 frames, about
+// 7 MB of pprof, are more than the server's rate limit lets through at
+// once (a 2 MiB burst, 4 MiB/s). Sent in one go, the server would refuse
+// some profiles of a request and keep the others, and sending the
+// request again would store those twice; paced, every profile is stored
+// once, none is refused, and the interval still takes a fraction of a
+// 15 s interval.
+func TestSendPacesToRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := pyroscopetest.NewServer()
+		c, err := New(Config{URL: "http://pyroscope:4040", HTTPClient: fake.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pyroscopetest.ServicesProfile(200, 30, 20)
+		start := time.Now()
+		errs := c.Send(context.Background(), Split(p, Services("", p.Samples, "")))
+		took := time.Since(start)
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		services := map[string]int64{}
+		var cost int
+		for _, fp := range fake.Profiles() {
+			services[fp.Labels["service_name"]] += totalCount(check(t, fp.Profile))
+			var buf bytes.Buffer
+			fp.Profile.WriteUncompressed(&buf)
+			cost += buf.Len()
+		}
+		if fake.RateLimited() != 0 || len(services) != 200 || services["svc000"] != 465 || services["svc199"] != 465 {
+			t.Errorf("%d profiles refused; %d services stored (svc000: %d, svc199: %d samples), want 200 of 465 each",
+				fake.RateLimited(), len(services), services["svc000"], services["svc199"])
+		}
+		// What is over the burst waits for tokens at the paced rate.
+		limits := DefaultLimits()
+		least := time.Duration(float64(cost-limits.IngestionBurst) / limits.IngestionRate * float64(time.Second))
+		t.Logf("%d bytes of pprof in %d requests took %v", cost, fake.Requests(), took)
+		if took < least || took > 5*time.Second {
+			t.Errorf("took %v, want between %v (the rate limit) and 5s", took, least)
 		}
 	})
 }

@@ -14,7 +14,18 @@
 // -validation.max-profile-size-bytes (4 MiB) once uncompressed and
 // -validation.max-profile-stacktrace-samples (16,000) samples, and the
 // uncompressed profiles of one request add up to at most the body limit.
-// A broken or oversized profile fails the request with InvalidArgument.
+// A broken or oversized profile is refused with InvalidArgument; the
+// request's other profiles are stored all the same.
+//
+// Rate limit (both APIs): every profile costs its uncompressed size plus
+// its labels' names and values against the tenant's token bucket,
+// -distributor.ingestion-rate-limit-mb (4 MiB/s) refilling
+// -distributor.ingestion-burst-size-mb (2 MiB); a profile that finds too
+// few tokens is refused with ResourceExhausted (/ingest: 429) while the
+// other profiles of its request are stored, and a Push request with any
+// profile refused is answered with the error, ResourceExhausted before
+// InvalidArgument. (The server counts the size of the profile as it
+// re-encodes it, which is within a few bytes of what was sent.)
 //
 // /ingest: the query's name is `app{k=v,…}` (parsed by labelset.Parse
 // from Pyroscope's api module: 400 when it does not parse); with
@@ -27,16 +38,20 @@
 // 422. Other formats (trie, tree, lines, jfr, speedscope, bare "groups")
 // are not modelled and are answered 422 here.
 //
-// Latency: the server writes profiles into segments flushed every 500 ms
-// (-segment-writer.segment-duration) and answers a request only once the
-// segment holding it is flushed, so every request waits for the next
-// flush: requests under way together share one flush, requests one after
-// another pay one each. The Server waits until the next multiple of
-// FlushEvery since the Unix epoch, which under testing/synctest is exact.
+// Latency: the server checks a request and its rate limit on arrival,
+// writes the profiles into segments flushed every 500 ms
+// (-segment-writer.segment-duration) and answers only once the segment
+// holding them is flushed, so every request that stores something waits
+// for the next flush: requests under way together share one flush,
+// requests one after another pay one each; a refusal is answered at once.
+// What a request stored stays stored if its client gives up waiting. The
+// Server waits until the next multiple of FlushEvery since the Unix
+// epoch, which under testing/synctest is exact.
 package pyroscopetest
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -58,6 +73,7 @@ import (
 	pushv1 "github.com/grafana/pyroscope/api/gen/proto/go/push/v1"
 	"github.com/grafana/pyroscope/api/gen/proto/go/push/v1/pushv1connect"
 	"github.com/grafana/pyroscope/api/model/labelset"
+	"golang.org/x/time/rate"
 
 	"github.com/sprof/sprof/stacks"
 )
@@ -67,6 +83,9 @@ const (
 	BodyLimit      = 256 << 20
 	MaxProfileSize = 4 << 20
 	MaxSamples     = 16_000
+	// IngestionRate is in bytes per second, IngestionBurst in bytes.
+	IngestionRate  = 4 << 20
+	IngestionBurst = 2 << 20
 )
 
 // DefaultFlushEvery is the server's segment duration.
@@ -77,8 +96,15 @@ type Server struct {
 	// FlushEvery is the segment duration every request waits for; zero
 	// answers at once.
 	FlushEvery time.Duration
+	// IngestionRate (bytes per second) and IngestionBurst (bytes) are the
+	// tenant's rate limit; a zero IngestionRate turns it off. Set them
+	// before the first request.
+	IngestionRate  float64
+	IngestionBurst int
 
 	mu       sync.Mutex
+	bucket   *rate.Limiter
+	limited  int
 	received []Profile
 	requests int
 	inFlight int
@@ -105,8 +131,11 @@ type HTTPStatus int
 
 func (s HTTPStatus) Error() string { return http.StatusText(int(s)) }
 
-// NewServer returns a server with the real server's segment duration.
-func NewServer() *Server { return &Server{FlushEvery: DefaultFlushEvery} }
+// NewServer returns a server with the real server's segment duration and
+// default rate limit.
+func NewServer() *Server {
+	return &Server{FlushEvery: DefaultFlushEvery, IngestionRate: IngestionRate, IngestionBurst: IngestionBurst}
+}
 
 // Handler serves both APIs.
 func (s *Server) Handler() http.Handler {
@@ -168,6 +197,35 @@ func (s *Server) MaxInFlight() int {
 	return s.maxIn
 }
 
+// RateLimited counts the profiles refused for the rate limit.
+func (s *Server) RateLimited() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limited
+}
+
+// allow takes a profile's cost (size and labels) from the tenant's
+// bucket; false when there are too few tokens.
+func (s *Server) allow(size int, labels map[string]string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.IngestionRate <= 0 {
+		return true
+	}
+	if s.bucket == nil {
+		s.bucket = rate.NewLimiter(rate.Limit(s.IngestionRate), s.IngestionBurst)
+	}
+	cost := size
+	for k, v := range labels {
+		cost += len(k) + len(v)
+	}
+	if s.bucket.AllowN(time.Now(), cost) {
+		return true
+	}
+	s.limited++
+	return false
+}
+
 // PushIDs lists the ID of every raw profile of every Push request, failed
 // ones too, in arrival order.
 func (s *Server) PushIDs() []string {
@@ -200,41 +258,39 @@ func (t inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
 	return rec.Result(), nil
 }
 
-// track counts requests under way and makes each wait for the flush.
+// track counts requests under way.
 func (s *Server) track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests++
 		s.inFlight++
 		s.maxIn = max(s.maxIn, s.inFlight)
-		flush := s.FlushEvery
 		s.mu.Unlock()
 		defer func() {
 			s.mu.Lock()
 			s.inFlight--
 			s.mu.Unlock()
 		}()
-		if !waitFlush(r.Context(), flush) {
-			http.Error(w, "client closed request", 499)
-			return
-		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// waitFlush waits for the next segment flush; false if ctx ends first.
-func waitFlush(ctx context.Context, every time.Duration) bool {
+// waitFlush waits for the next segment flush; an error if ctx ends first.
+func (s *Server) waitFlush(ctx context.Context) error {
+	s.mu.Lock()
+	every := s.FlushEvery
+	s.mu.Unlock()
 	if every <= 0 {
-		return true
+		return nil
 	}
 	now := time.Now()
 	t := time.NewTimer(now.Truncate(every).Add(every).Sub(now))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
+		return ctx.Err()
 	case <-t.C:
-		return true
+		return nil
 	}
 }
 
@@ -256,7 +312,7 @@ func (s *Server) accept(ps ...Profile) {
 }
 
 // Push implements the Push API.
-func (s *Server) Push(_ context.Context, req *connect.Request[pushv1.PushRequest]) (*connect.Response[pushv1.PushResponse], error) {
+func (s *Server) Push(ctx context.Context, req *connect.Request[pushv1.PushRequest]) (*connect.Response[pushv1.PushResponse], error) {
 	s.mu.Lock()
 	for _, rs := range req.Msg.Series {
 		for _, raw := range rs.Samples {
@@ -267,7 +323,12 @@ func (s *Server) Push(_ context.Context, req *connect.Request[pushv1.PushRequest
 	if err := s.nextFailure(); err != nil {
 		return nil, err
 	}
-	var accepted []Profile
+	type parsed struct {
+		Profile
+		size int
+	}
+	var valid []parsed
+	var invalid, limited error
 	total := 0
 	for _, rs := range req.Msg.Series {
 		labels := map[string]string{}
@@ -277,19 +338,40 @@ func (s *Server) Push(_ context.Context, req *connect.Request[pushv1.PushRequest
 		for _, raw := range rs.Samples {
 			p, size, err := ParsePprof(raw.RawProfile)
 			if err != nil {
-				return nil, connect.NewError(connect.CodeInvalidArgument, err)
+				invalid = cmp.Or(invalid, error(connect.NewError(connect.CodeInvalidArgument, err)))
+				continue
 			}
 			if total += size; total > BodyLimit {
 				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("uncompressed batched profile payload size exceeds limit"))
 			}
-			accepted = append(accepted, Profile{API: "push", Labels: labels, Header: req.Header().Clone(), Profile: p})
+			valid = append(valid, parsed{Profile{API: "push", Labels: labels, Header: req.Header().Clone(), Profile: p}, size})
 		}
 	}
-	if len(accepted) == 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("no profiles received"))
+	if len(valid) == 0 {
+		return nil, cmp.Or(invalid, error(connect.NewError(connect.CodeInvalidArgument, errors.New("no profiles received"))))
 	}
-	s.accept(accepted...)
+	stored := 0
+	for _, v := range valid {
+		if !s.allow(v.size, v.Labels) {
+			limited = cmp.Or(limited, rateLimited(v.size))
+			continue
+		}
+		s.accept(v.Profile)
+		stored++
+	}
+	if stored > 0 {
+		if err := s.waitFlush(ctx); err != nil {
+			return nil, connect.NewError(connect.CodeCanceled, err)
+		}
+	}
+	if err := cmp.Or(limited, invalid); err != nil {
+		return nil, err
+	}
 	return connect.NewResponse(&pushv1.PushResponse{}), nil
+}
+
+func rateLimited(size int) error {
+	return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("push rate limit exceeded while adding %d bytes", size))
 }
 
 // ParsePprof checks a raw profile as the server's distributor does and
@@ -356,7 +438,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("pyroscopetest: format %q with Content-Type %q is not modelled", format, contentType), http.StatusUnprocessableEntity)
 		return
 	}
-	p, _, err := ParsePprof(raw)
+	p, size, err := ParsePprof(raw)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 		return
@@ -367,11 +449,18 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 			labels[k] = v
 		}
 	}
+	if !s.allow(size, labels) {
+		http.Error(w, rateLimited(size).Error(), http.StatusTooManyRequests)
+		return
+	}
 	query := map[string]string{}
 	for k := range q {
 		query[k] = q.Get(k)
 	}
 	s.accept(Profile{API: "ingest", Labels: labels, Query: query, Header: r.Header.Clone(), Profile: p})
+	if err := s.waitFlush(r.Context()); err != nil {
+		http.Error(w, "client closed request", 499)
+	}
 }
 
 // profileFromForm reads pyroscope-go's multipart form as the server does:
@@ -430,6 +519,29 @@ func WideProfile(n, depth int) *stacks.Profile {
 				Frames: []stacks.Frame{{Function: fmt.Sprintf("function_%d_%d", i, d), File: "/src/wide.c", Line: d + 1}}})
 		}
 		p.Samples = append(p.Samples, &stacks.Sample{Stack: st, Count: 1, Pid: 1, Comm: "wide"})
+	}
+	return p
+}
+
+// ServicesProfile has services processes, each its own service (named
+// svc000, svc001, …) with perService distinct stacks of depth frames,
+// of 1, 2, … samples: perService×(perService+1)/2 samples a service.
+// 200 services of 30 stacks of 20 frames are a busy host's interval of
+// about 7 MB of pprof, over the server's rate limit burst.
+func ServicesProfile(services, perService, depth int) *stacks.Profile {
+	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x40000000, File: "/usr/bin/svc"}
+	p := &stacks.Profile{Start: time.Now(), Duration: 15 * time.Second, Period: time.Second / 19, Mappings: []*stacks.Mapping{exe}}
+	for svc := range services {
+		for st := range perService {
+			var stack []*stacks.Location
+			for d := range depth {
+				off := uint64((svc*perService+st)*depth + d)
+				stack = append(stack, &stacks.Location{Mapping: exe, Address: 0x400000 + off,
+					Frames: []stacks.Frame{{Function: fmt.Sprintf("svc%d_fn%d_%d", svc, st, d), File: "svc.c", Line: d + 1}}})
+			}
+			p.Samples = append(p.Samples, &stacks.Sample{Stack: stack, Count: int64(st + 1),
+				Pid: uint32(1000 + svc), Tid: uint32(1000 + svc), Comm: fmt.Sprintf("svc%03d", svc)})
+		}
 	}
 	return p
 }

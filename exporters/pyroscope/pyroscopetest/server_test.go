@@ -264,3 +264,55 @@ func TestFakeAnswersAtFlush(t *testing.T) {
 		}
 	})
 }
+
+// widePprof is a gzip-compressed pprof of about n×550 bytes uncompressed.
+func widePprof(t *testing.T, n int) []byte {
+	t.Helper()
+	pp, err := exporters.BuildPprof(WideProfile(n, 10), exporters.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	pp.Write(&buf)
+	return buf.Bytes()
+}
+
+// TestFakePushKeepsValidProfiles: a broken profile fails the request,
+// but the request's valid profiles are stored.
+func TestFakePushKeepsValidProfiles(t *testing.T) {
+	f := NewServer()
+	f.FlushEvery = 0
+	_, err := pushClient(f).Push(context.Background(), connect.NewRequest(pushRequest([]byte("not a profile"), rawPprof(t, true))))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || len(f.Profiles()) != 1 {
+		t.Errorf("%v, %d profiles stored; want InvalidArgument and the valid one stored", err, len(f.Profiles()))
+	}
+}
+
+// TestFakePushRateLimit: three profiles of about 800 KB in one request
+// find a 2 MiB bucket; two are stored, the third is refused, and the
+// request is answered ResourceExhausted. A second later (4 MiB/s) the
+// bucket is full again.
+func TestFakePushRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := NewServer()
+		f.FlushEvery = 0
+		raw := widePprof(t, 1500)
+		_, err := pushClient(f).Push(context.Background(), connect.NewRequest(pushRequest(raw, raw, raw)))
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || len(f.Profiles()) != 2 || f.RateLimited() != 1 {
+			t.Errorf("%v, %d stored, %d refused; want ResourceExhausted, 2 stored, 1 refused", err, len(f.Profiles()), f.RateLimited())
+		}
+		time.Sleep(time.Second)
+		if _, err := pushClient(f).Push(context.Background(), connect.NewRequest(pushRequest(raw, raw))); err != nil {
+			t.Errorf("after a second: %v", err)
+		}
+	})
+}
+
+// TestFakeIngestRateLimit: /ingest answers 429 to a profile past the
+// bucket, here one larger than the burst.
+func TestFakeIngestRateLimit(t *testing.T) {
+	f := NewServer()
+	if code := postIngest(t, f, ingestQuery("pprof"), "application/octet-stream", widePprof(t, 4500)); code != http.StatusTooManyRequests {
+		t.Errorf("status %d, want 429", code)
+	}
+}
