@@ -228,7 +228,7 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 		if a.pusher != nil {
 			gauges = nil
 		}
-		a.deliveries = append(a.deliveries, a.newDelivery("otlp", &otlpSender{client: c, host: cfg.Host, log: a.log}, gauges))
+		a.deliveries = append(a.deliveries, a.newDelivery("otlp", &otlpSender{client: c, host: cfg.Host, log: a.log, pace: pyroscope.NewPacer(pyroscope.Limits{})}, gauges))
 	}
 	return a, nil
 }

@@ -1,12 +1,12 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 
 	profilespb "go.opentelemetry.io/proto/otlp/profiles/v1development"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/exporters/otlp"
@@ -20,31 +20,96 @@ import (
 // default.
 const maxOTLPRequest = 16 << 20
 
-// otlpSender sends intervals to an OpenTelemetry profiles endpoint: all
-// series of an interval in one export, one resource per series.
+// otlpSender sends intervals to an OpenTelemetry profiles endpoint: the
+// series of an interval in as few exports as the receiver's limits allow,
+// one resource per series, one export after another.
+//
+// Pyroscope, the receiver most OTLP profiles go to (directly or through
+// a Collector), charges each profile against the tenant's ingestion rate
+// limit as it does a Push, refuses what finds too few tokens and keeps
+// the rest of the export; so the exports are paced as Pyroscope's client
+// paces its requests (pyroscope.Pacer, the server's default limits),
+// which costs nothing against a receiver without such a limit.
 type otlpSender struct {
 	client *otlp.Client
 	host   string
 	log    *slog.Logger
+	pace   *pyroscope.Pacer
 }
 
 func (o *otlpSender) retryable(err error) bool { return otlp.Retryable(err) }
 
 func (o *otlpSender) send(ctx context.Context, series []pyroscope.Series) []error {
 	errs := make([]error, len(series))
-	o.sendPart(ctx, series, errs)
+	limit := min(o.pace.Budget(), maxOTLPRequest)
+	var parts []otlpPart
+	for i, s := range series {
+		parts = o.fit(parts, i, s, limit, errs)
+	}
+	for lo := 0; lo < len(parts); {
+		hi, cost := lo+1, parts[lo].cost
+		for hi < len(parts) && cost+parts[hi].cost <= limit {
+			cost += parts[hi].cost
+			hi++
+		}
+		o.export(ctx, parts[lo:hi], cost, errs)
+		lo = hi
+	}
 	return errs
 }
 
-// sendPart exports series in one request, or in halves while the request
-// would be larger than maxOTLPRequest, and records the outcome in errs.
-func (o *otlpSender) sendPart(ctx context.Context, series []pyroscope.Series, errs []error) {
+// otlpPart is a series, or part of one too large to go alone, and its
+// cost.
+type otlpPart struct {
+	series int // index into send's series
+	s      pyroscope.Series
+	cost   int
+}
+
+// fit appends series i, s, to parts, split into halves of its samples
+// while a part costs more than limit; a series that cannot be built gets
+// its error in errs.
+//
+// A part's cost is what Pyroscope charges for it: the pprof it makes of
+// the resource's profile, with the samples' pid and tid as labels (the
+// series labels add a few hundred bytes, within the pacing's margin).
+// The export itself is no measure: its one dictionary for all resources
+// makes it smaller than the pprofs, or larger, with longer indexes.
+func (o *otlpSender) fit(parts []otlpPart, i int, s pyroscope.Series, limit int, errs []error) []otlpPart {
+	pp, err := exporters.BuildPprof(s.Profile, exporters.Options{Labels: []exporters.Label{exporters.LabelPid, exporters.LabelTid}})
+	var raw bytes.Buffer
+	if err == nil {
+		err = pp.WriteUncompressed(&raw)
+	}
+	if err != nil {
+		errs[i] = err
+		return parts
+	}
+	cost := raw.Len()
+	if samples := s.Profile.Samples; cost > limit && len(samples) > 1 {
+		for _, half := range [][]*stacks.Sample{samples[:len(samples)/2], samples[len(samples)/2:]} {
+			p := *s.Profile
+			p.Samples = half
+			h := s
+			h.Profile = &p
+			parts = o.fit(parts, i, h, limit, errs)
+		}
+		return parts
+	}
+	return append(parts, otlpPart{series: i, s: s, cost: cost})
+}
+
+// export sends parts in one request, once the pacing lets cost through,
+// and records the outcome of each part's series in errs (the first
+// error, when a series has several parts).
+func (o *otlpSender) export(ctx context.Context, parts []otlpPart, cost int, errs []error) {
+	series := make([]pyroscope.Series, len(parts))
+	for i, p := range parts {
+		series[i] = p.s
+	}
 	data, err := o.build(series)
-	if err == nil && len(series) > 1 && proto.Size(data) > maxOTLPRequest {
-		half := len(series) / 2
-		o.sendPart(ctx, series[:half], errs[:half])
-		o.sendPart(ctx, series[half:], errs[half:])
-		return
+	if err == nil {
+		err = o.pace.Wait(ctx, cost)
 	}
 	if err == nil {
 		err = o.client.Export(ctx, data)
@@ -54,8 +119,10 @@ func (o *otlpSender) sendPart(ctx context.Context, series []pyroscope.Series, er
 		o.log.Warn("OTLP receiver rejected some profiles", "endpoint", o.client.Endpoint(), "rejected", pe.Rejected, "message", pe.Message)
 		err = nil
 	}
-	for i := range errs {
-		errs[i] = err
+	for _, p := range parts {
+		if errs[p.series] == nil {
+			errs[p.series] = err
+		}
 	}
 }
 

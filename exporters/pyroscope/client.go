@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	pushv1 "github.com/grafana/pyroscope/api/gen/proto/go/push/v1"
 	"github.com/grafana/pyroscope/api/gen/proto/go/push/v1/pushv1connect"
 	typesv1 "github.com/grafana/pyroscope/api/gen/proto/go/types/v1"
-	"golang.org/x/time/rate"
 
 	"github.com/sprof/sprof/exporters"
 	"github.com/sprof/sprof/stacks"
@@ -42,11 +40,6 @@ const (
 	maxRequestRawBytes = 128 << 20
 )
 
-// paceShare is the share of the server's ingestion rate limit the client
-// uses: the server counts a profile's size as it re-encodes it, which may
-// differ a little from the bytes sent.
-const paceShare = 7.0 / 8
-
 // Client pushes profiles to one Pyroscope server. It is safe for
 // concurrent use; keep one per server, as it paces all its requests
 // together.
@@ -56,11 +49,8 @@ type Client struct {
 	http   *http.Client
 	push   pushv1connect.PusherServiceClient
 	auth   atomic.Pointer[credentials]
-	// pace holds requests back to the server's ingestion rate limit; nil
-	// without one. budget bounds the cost (uncompressed profiles and
-	// labels) of one request.
-	pace   *rate.Limiter
-	budget int
+	// pace holds requests back to the server's ingestion rate limit.
+	pace *Pacer
 	// now is the clock the age limit is checked against.
 	now func() time.Time
 }
@@ -92,14 +82,10 @@ func New(cfg Config) (*Client, error) {
 		c := *cfg.HTTPClient
 		hc = &c
 	}
-	c := &Client{cfg: cfg, limits: cfg.Limits, http: hc, now: time.Now, budget: math.MaxInt}
+	c := &Client{cfg: cfg, limits: cfg.Limits, http: hc, now: time.Now, pace: NewPacer(cfg.Limits)}
 	c.auth.Store(&credentials{cfg.BasicAuthUser, cfg.BasicAuthPassword, cfg.BearerToken})
 	hc.Transport = &authTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), c: c}
 	c.push = pushv1connect.NewPusherServiceClient(hc, cfg.URL)
-	if l := cfg.Limits; l.IngestionRate > 0 {
-		c.budget = int(float64(l.IngestionBurst) * paceShare)
-		c.pace = rate.NewLimiter(rate.Limit(l.IngestionRate*paceShare), c.budget)
-	}
 	return c, nil
 }
 
@@ -161,7 +147,7 @@ func (c *Client) Send(ctx context.Context, series []Series) []error {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			failed[i] = c.retry(ctx, func(ctx context.Context) error {
-				if err := c.wait(ctx, r.cost); err != nil {
+				if err := c.pace.Wait(ctx, r.cost); err != nil {
 					return err
 				}
 				return r.send(ctx)
@@ -180,20 +166,6 @@ func (c *Client) Send(ctx context.Context, series []Series) []error {
 		}
 	}
 	return errs
-}
-
-// wait holds a request of the given cost back until the server's
-// ingestion rate limit lets it through.
-func (c *Client) wait(ctx context.Context, cost int) error {
-	if c.pace == nil {
-		return nil
-	}
-	if err := c.pace.WaitN(ctx, cost); err != nil {
-		// Only a deadline too close for the wait, or a cancellation:
-		// worth trying again later.
-		return fmt.Errorf("pacing %d bytes to the server's ingestion rate limit: %w", cost, errors.Join(err, context.DeadlineExceeded))
-	}
-	return nil
 }
 
 // part is one encoded profile of a series: gzip-compressed pprof, its
@@ -224,8 +196,8 @@ func (c *Client) encodeSeries(out []part, i int, s Series) ([]part, error) {
 	}
 	labels := labelsSize(c.labels(s))
 	maxBytes := c.limits.MaxBytes
-	if c.budget-labels < maxBytes {
-		maxBytes = c.budget - labels
+	if b := c.pace.Budget() - labels; b < maxBytes {
+		maxBytes = b
 	}
 	n := len(out)
 	out, err := c.encode(out, i, s.Profile, maxBytes)
@@ -344,7 +316,7 @@ func (c *Client) pushRequests(series []Series, parts []part) []request {
 		req, ids, size, raw, cost = &pushv1.PushRequest{}, nil, 0, 0, 0
 	}
 	fits := func(n, r, k int) bool {
-		return size+n <= maxRequestBytes && raw+r <= maxRequestRawBytes && cost+k <= c.budget
+		return size+n <= maxRequestBytes && raw+r <= maxRequestRawBytes && cost+k <= c.pace.Budget()
 	}
 	for i := 0; i < len(parts); {
 		s := parts[i].series

@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	collectorpb "go.opentelemetry.io/proto/otlp/collector/profiles/v1development"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/exporters/otlp"
+	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
+)
+
+// handlerTransport serves requests with a handler in memory, for tests in
+// a synctest bubble.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// TestOTLPPaced: 200 services of 30 stacks of 20 frames, about 7 MB of
+// profiles, go out in several exports, every service once, each export
+// within Pyroscope's rate limit burst as the server charges it (the
+// pprof it makes of each resource's profile), and no faster than the
+// rate limit lets them through. In one export, Pyroscope would refuse
+// most of them and keep the rest, and a retry would store those twice.
+func TestOTLPPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := pyroscopetest.ServicesProfile(200, 30, 20)
+		series := pyroscope.Split(p, pyroscope.Services("", p.Samples, ""))
+		charge := map[string]int{}
+		for _, s := range series {
+			pp, err := exporters.BuildPprof(s.Profile, exporters.Options{Labels: []exporters.Label{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			pp.WriteUncompressed(&buf)
+			charge[s.Service] = buf.Len()
+		}
+		var mu sync.Mutex
+		var charges []int
+		samples := map[string]int64{}
+		receiver := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			raw, _ := io.ReadAll(zr)
+			req := &collectorpb.ExportProfilesServiceRequest{}
+			if err := proto.Unmarshal(raw, req); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			charges = append(charges, 0)
+			for _, rp := range req.ResourceProfiles {
+				var name string
+				for _, kv := range rp.Resource.Attributes {
+					if kv.Key == "service.name" {
+						name = kv.Value.GetStringValue()
+					}
+				}
+				charges[len(charges)-1] += charge[name]
+				for _, p := range rp.ScopeProfiles[0].Profiles {
+					for _, s := range p.Samples {
+						samples[name] += s.Values[0]
+					}
+				}
+			}
+		})
+		c, err := otlp.New(otlp.Config{Endpoint: "http://receiver:4040", Protocol: otlp.HTTP,
+			HTTPClient: &http.Client{Transport: handlerTransport{receiver}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pace := pyroscope.NewPacer(pyroscope.Limits{})
+		o := &otlpSender{client: c, host: "node-1", log: slog.New(slog.DiscardHandler), pace: pace}
+		start := time.Now()
+		for _, err := range o.send(context.Background(), series) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		took := time.Since(start)
+		limits := pyroscope.DefaultLimits()
+		total := 0
+		for _, n := range charges {
+			total += n
+			if n > limits.IngestionBurst {
+				t.Errorf("an export of %d bytes of pprof, over the server's burst of %d", n, limits.IngestionBurst)
+			}
+		}
+		if len(samples) != 200 || samples["svc000"] != 465 || samples["svc199"] != 465 {
+			t.Errorf("%d services arrived (svc000: %d, svc199: %d samples), want 200 of 465 each", len(samples), samples["svc000"], samples["svc199"])
+		}
+		least := time.Duration(float64(total-limits.IngestionBurst) / limits.IngestionRate * float64(time.Second))
+		t.Logf("%d exports, %d bytes of pprof in all, took %v", len(charges), total, took)
+		if len(charges) < 2 || took < least {
+			t.Errorf("%d exports took %v, want several, no faster than the rate limit allows (%v)", len(charges), took, least)
+		}
+	})
+}
