@@ -199,7 +199,7 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 	if cfg.Pyroscope != nil {
 		pc := *cfg.Pyroscope
 		pc.ProcessRoot = cfg.ProcessRoot
-		p, err := newPusher(pc, &a.metrics.bytesSent)
+		p, err := newPusher(pc)
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
@@ -215,7 +215,7 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 		}
 	}
 	if a.pusher != nil {
-		a.deliveries = append(a.deliveries, a.newDelivery("pyroscope", a.pusher, &a.metrics))
+		a.deliveries = append(a.deliveries, a.newDelivery("pyroscope", a.pusher))
 	}
 	if cfg.OTLP != nil {
 		c, err := otlp.New(*cfg.OTLP)
@@ -223,12 +223,7 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 		a.otlp = c
-		// The queue gauges are Pyroscope's when both are configured.
-		gauges := &a.metrics
-		if a.pusher != nil {
-			gauges = nil
-		}
-		a.deliveries = append(a.deliveries, a.newDelivery("otlp", &otlpSender{client: c, host: cfg.Host, log: a.log, pace: pyroscope.NewPacer(pyroscope.Limits{})}, gauges))
+		a.deliveries = append(a.deliveries, a.newDelivery("otlp", &otlpSender{client: c, host: cfg.Host, log: a.log, pace: pyroscope.NewPacer(pyroscope.Limits{})}))
 	}
 	return a, nil
 }
@@ -354,7 +349,7 @@ func (a *Agent) enqueue(cuts chan Interval, iv Interval) {
 			done, cancel := context.WithCancel(context.Background())
 			cancel()
 			old.Resolve(done) // names nothing; releases what it holds
-			a.metrics.dropped[dropQueueFull].Add(1)
+			a.metrics.skipped.Add(1)
 			a.log.Warn("intervals are cut faster than their frames are named; dropped the oldest waiting", "queue", cap(cuts))
 		default:
 		}

@@ -274,11 +274,11 @@ func TestThreeIntervals(t *testing.T) {
 	if len(got)%2 != 0 {
 		t.Errorf("%d pushes, want two per interval", len(got))
 	}
-	m := &a.metrics
-	if ok := m.pushesOK.Load(); ok != uint64(len(got)) || m.pushesFailed.Load() != 0 {
-		t.Errorf("metrics: %d pushes ok, %d failed; the server received %d", ok, m.pushesFailed.Load(), len(got))
+	m, d := &a.metrics, a.deliveries[0]
+	if ok := d.sentOK.Load(); ok != uint64(len(got)) || d.sentFailed.Load() != 0 {
+		t.Errorf("metrics: %d pushes ok, %d failed; the server received %d", ok, d.sentFailed.Load(), len(got))
 	}
-	if sent, body := m.bytesSent.Load(), srv.bodySize.Load(); sent == 0 || sent != body {
+	if sent, body := d.sender.sentBytes(), srv.bodySize.Load(); sent == 0 || sent != body {
 		t.Errorf("metrics: %d bytes sent, the server read %d", sent, body)
 	}
 	if n := m.intervals.Load(); n != uint64(rec.cuts) || m.samples.Load() != n*(webCount+dbCount) || m.lost.Load() != n {
@@ -307,7 +307,7 @@ func TestServerDown(t *testing.T) {
 	down := time.Now()
 	maxQueued := int64(0)
 	for time.Since(down) < 2*time.Second {
-		maxQueued = max(maxQueued, a.metrics.queueLength.Load())
+		maxQueued = max(maxQueued, int64(a.deliveries[0].queue.len()))
 		time.Sleep(5 * time.Millisecond)
 	}
 	before := len(srv.received())
@@ -330,10 +330,10 @@ func TestServerDown(t *testing.T) {
 			backlog++
 		}
 	}
-	m := &a.metrics
-	dropped := m.dropped[dropQueueFull].Load()
+	m, d := &a.metrics, a.deliveries[0]
+	dropped := d.droppedBy[dropQueueFull].Load()
 	t.Logf("%d intervals, %d pushed (%d from the outage), %d failed, %d dropped, at most %d queued",
-		m.intervals.Load(), m.pushesOK.Load(), backlog, m.pushesFailed.Load(), dropped, maxQueued)
+		m.intervals.Load(), d.sentOK.Load(), backlog, d.sentFailed.Load(), dropped, maxQueued)
 	if maxQueued > queue {
 		t.Errorf("%d intervals queued, the limit is %d", maxQueued, queue)
 	}
@@ -342,17 +342,17 @@ func TestServerDown(t *testing.T) {
 	if backlog < 2 {
 		t.Errorf("%d profiles from the outage delivered after it, want at least one interval's", backlog)
 	}
-	if dropped == 0 || m.pushesFailed.Load() == 0 {
-		t.Errorf("a 2 s outage with room for %d intervals dropped %d profiles with %d failed pushes", queue, dropped, m.pushesFailed.Load())
+	if dropped == 0 || d.sentFailed.Load() == 0 {
+		t.Errorf("a 2 s outage with room for %d intervals dropped %d profiles with %d failed pushes", queue, dropped, d.sentFailed.Load())
 	}
 	// Every profile is accounted for: delivered, or dropped. A push the
 	// server took just as it went down may have failed on the way back
 	// and been sent again: delivery is at least once.
 	var allDropped uint64
 	for r := range numDropReasons {
-		allDropped += m.dropped[r].Load()
+		allDropped += d.droppedBy[r].Load()
 	}
-	ok, failed := m.pushesOK.Load(), m.pushesFailed.Load()
+	ok, failed := d.sentOK.Load(), d.sentFailed.Load()
 	if made := 2 * m.intervals.Load(); ok+allDropped != made || uint64(len(got)) < ok || uint64(len(got)) > ok+failed {
 		t.Errorf("%d profiles made, %d pushed + %d dropped, %d failed; the server received %d", made, ok, allDropped, failed, len(got))
 	}
@@ -393,8 +393,8 @@ func TestFlushOnStop(t *testing.T) {
 	if took := time.Since(began); took > 2*time.Second {
 		t.Errorf("stopping with the server down took %v, FlushTimeout is 300ms", took)
 	}
-	if n := a.metrics.dropped[dropShutdown].Load(); n != 2 {
-		t.Errorf("%d profiles dropped at shutdown, want 2 (all drops %v)", n, &a.metrics.dropped)
+	if n := a.deliveries[0].droppedBy[dropShutdown].Load(); n != 2 {
+		t.Errorf("%d profiles dropped at shutdown, want 2 (all drops %v)", n, &a.deliveries[0].droppedBy)
 	}
 }
 
@@ -417,8 +417,8 @@ func TestRejectedDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, a)()
-	if n := a.metrics.dropped[dropRejected].Load(); n != 2 || a.metrics.pushesFailed.Load() != 2 {
-		t.Errorf("%d rejected profiles dropped, %d failed pushes; want 2 and 2", n, a.metrics.pushesFailed.Load())
+	if n := a.deliveries[0].droppedBy[dropRejected].Load(); n != 2 || a.deliveries[0].sentFailed.Load() != 2 {
+		t.Errorf("%d rejected profiles dropped, %d failed pushes; want 2 and 2", n, a.deliveries[0].sentFailed.Load())
 	}
 }
 
@@ -457,8 +457,8 @@ func TestIngestAPI(t *testing.T) {
 		names[p.Query["name"]] += total(p.Profile)
 	}
 	want := map[string]int64{"db{env=prod,host=node-1}": dbCount, "web{env=prod,host=node-1}": webCount}
-	if fmt.Sprint(names) != fmt.Sprint(want) || a.metrics.pushesOK.Load() != 2 {
-		t.Errorf("ingested %v (%d pushes), want %v", names, a.metrics.pushesOK.Load(), want)
+	if fmt.Sprint(names) != fmt.Sprint(want) || a.deliveries[0].sentOK.Load() != 2 {
+		t.Errorf("ingested %v (%d pushes), want %v", names, a.deliveries[0].sentOK.Load(), want)
 	}
 }
 
@@ -482,7 +482,7 @@ func TestHangingServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := start(t, a)
-	waitFor(t, "timed-out pushes", 5*time.Second, func() bool { return a.metrics.pushesFailed.Load() >= 3 })
+	waitFor(t, "timed-out pushes", 5*time.Second, func() bool { return a.deliveries[0].sentFailed.Load() >= 3 })
 	stop()
 }
 

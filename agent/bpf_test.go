@@ -87,9 +87,9 @@ func TestBPFAgent(t *testing.T) {
 		}
 		t.Logf("interval %d: %d samples over %v", i, n, time.Duration(p.profile.DurationNanos))
 	}
-	m := &a.metrics
-	if samples == 0 || m.samples.Load() < uint64(samples) || m.pushesOK.Load() < 3 {
-		t.Errorf("%d samples of sprofbusy, %d in all, %d pushes", samples, m.samples.Load(), m.pushesOK.Load())
+	m, d := &a.metrics, a.deliveries[0]
+	if samples == 0 || m.samples.Load() < uint64(samples) || d.sentOK.Load() < 3 {
+		t.Errorf("%d samples of sprofbusy, %d in all, %d pushes", samples, m.samples.Load(), d.sentOK.Load())
 	}
 	cs := rec.SymbolizerStats().Cache
 	if cs == nil || cs.Misses == 0 {
@@ -99,7 +99,7 @@ func TestBPFAgent(t *testing.T) {
 		t.Errorf("the symbolizer's cache was swept %d times in %d intervals; want once an interval", n, i)
 	}
 	t.Logf("%d intervals, %d samples, %d lost, %d pushes, %d bytes; symbolizer cache %+v",
-		m.intervals.Load(), m.samples.Load(), m.lost.Load(), m.pushesOK.Load(), m.bytesSent.Load(), *cs)
+		m.intervals.Load(), m.samples.Load(), m.lost.Load(), d.sentOK.Load(), d.sender.sentBytes(), *cs)
 }
 
 // sweepCounter is an ELF symbolizer counting the agent's sweeps.

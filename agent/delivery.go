@@ -19,6 +19,8 @@ type sender interface {
 	// retryable says whether a failure send reported is worth sending
 	// again.
 	retryable(err error) bool
+	// sentBytes counts the request bytes sent so far, retries included.
+	sentBytes() uint64
 }
 
 // delivery sends the intervals queued for one destination, oldest first,
@@ -31,13 +33,18 @@ type delivery struct {
 	queue  *queue
 	cfg    *Config
 	log    *slog.Logger
-	m      *metrics
 	// out, when not nil, receives the intervals that cannot be delivered.
 	out *outputDir
 	// delivered, spilled and dropped count intervals: the first on the
 	// sending goroutine only, the others also where the queue pushes
 	// intervals out.
 	delivered, spilled, dropped atomic.Uint64
+	// sentOK and sentFailed count the profiles sent by result, droppedBy
+	// the profiles never delivered by reason; lastOK is when a profile
+	// was last delivered (Unix nanoseconds).
+	sentOK, sentFailed atomic.Uint64
+	droppedBy          [numDropReasons]atomic.Uint64
+	lastOK             atomic.Int64
 }
 
 // add queues an interval's series.
@@ -97,13 +104,13 @@ func (d *delivery) sendBatch(ctx context.Context, b *batch) error {
 	for i, err := range errs {
 		it := b.items[i]
 		if err == nil {
-			d.m.pushesOK.Add(1)
-			d.m.lastPushedTime.Store(time.Now().UnixNano())
+			d.sentOK.Add(1)
+			d.lastOK.Store(time.Now().UnixNano())
 			continue
 		}
-		d.m.pushesFailed.Add(1)
+		d.sentFailed.Add(1)
 		if retry, reason := outcome(d.sender, err); !retry && ctx.Err() == nil {
-			d.m.dropped[reason].Add(1)
+			d.droppedBy[reason].Add(1)
 			d.log.Error("profile dropped", "to", d.to, "service", it.Service, "container", it.Container, "reason", reason.String(), "err", err)
 			continue
 		}
@@ -121,7 +128,7 @@ func (d *delivery) sendBatch(ctx context.Context, b *batch) error {
 // is one, else dropped. Their profiles count as dropped for reason.
 func (d *delivery) discard(bs []*batch, reason dropReason) {
 	for _, b := range bs {
-		d.m.dropped[reason].Add(uint64(len(b.items)))
+		d.droppedBy[reason].Add(uint64(len(b.items)))
 		if d.out == nil {
 			d.dropped.Add(1)
 			continue
@@ -155,10 +162,9 @@ func (d *delivery) finish(queuedAtStop int) {
 	}
 }
 
-// newDelivery makes the delivery to a destination; m receives the queue's
-// gauges, which only the first destination fills.
-func (a *Agent) newDelivery(to string, s sender, gauges *metrics) *delivery {
-	return &delivery{to: to, sender: s, queue: newQueue(a.cfg.Queue, gauges), cfg: &a.cfg, log: a.log, m: &a.metrics, out: a.out}
+// newDelivery makes the delivery to a destination.
+func (a *Agent) newDelivery(to string, s sender) *delivery {
+	return &delivery{to: to, sender: s, queue: newQueue(a.cfg.Queue), cfg: &a.cfg, log: a.log, out: a.out}
 }
 
 // flush runs at exit, once the last interval is queued: the deliveries

@@ -19,8 +19,8 @@ import (
 type dropReason uint8
 
 const (
-	// dropQueueFull: the server was unreachable for longer than the queue
-	// holds; the oldest interval made room for the newest.
+	// dropQueueFull: the destination was unreachable for longer than its
+	// queue holds; the oldest interval made room for the newest.
 	dropQueueFull dropReason = iota
 	// dropTooOld: older than Pyroscope accepts.
 	dropTooOld
@@ -45,19 +45,18 @@ func (r dropReason) String() string {
 	return "dropReason(" + strconv.Itoa(int(r)) + ")"
 }
 
-// metrics are the agent's own counters. They are written by the agent's
-// goroutines and read by the metrics endpoint, hence atomic.
+// metrics are the agent's own counters; each destination's are its
+// delivery's. They are written by the agent's goroutines and read by the
+// metrics endpoint, hence atomic.
 type metrics struct {
-	intervals, samples           atomic.Uint64
-	lost, sidebandLost           atomic.Uint64 // totals, as the kernel counts them
-	collectorCPU, profileBuild   atomic.Int64  // nanoseconds
-	collectorErrors              atomic.Uint64
-	pushesOK, pushesFailed       atomic.Uint64
-	bytesSent                    atomic.Uint64
-	dropped                      [numDropReasons]atomic.Uint64
-	filesWritten, fileErrors     atomic.Uint64
-	queueLength, queueCapacity   atomic.Int64
-	lastInterval, lastPushedTime atomic.Int64 // Unix nanoseconds
+	intervals, samples         atomic.Uint64
+	lost, sidebandLost         atomic.Uint64 // totals, as the kernel counts them
+	collectorCPU, profileBuild atomic.Int64  // nanoseconds
+	collectorErrors            atomic.Uint64
+	// skipped counts the intervals dropped before they were named.
+	skipped                  atomic.Uint64
+	filesWritten, fileErrors atomic.Uint64
+	lastInterval             atomic.Int64 // Unix nanoseconds
 	// unwind is the userspace unwinder's statistics at the last cut,
 	// nil without stack copies.
 	unwind atomic.Pointer[collector.UnwindStats]
@@ -109,20 +108,11 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 	p.one("sprof_agent_collector_errors_total", c, "Drains that met a malformed record or a read error.", float64(m.collectorErrors.Load()))
 	p.one("sprof_agent_collector_cpu_seconds_total", c, "CPU time spent draining and aggregating samples.", seconds(m.collectorCPU.Load()))
 	p.one("sprof_agent_profile_build_seconds_total", c, "Wall time spent resolving and symbolizing profiles.", seconds(m.profileBuild.Load()))
-	p.family("sprof_agent_pushes_total", c, "Profiles pushed to Pyroscope, by result; a failed push is retried until it is dropped.")
-	p.sample("sprof_agent_pushes_total", `result="ok"`, float64(m.pushesOK.Load()))
-	p.sample("sprof_agent_pushes_total", `result="failed"`, float64(m.pushesFailed.Load()))
-	p.one("sprof_agent_sent_bytes_total", c, "Request bytes sent to Pyroscope, retries included.", float64(m.bytesSent.Load()))
-	p.family("sprof_agent_dropped_profiles_total", c, "Profiles never delivered, by reason.")
-	for r := range numDropReasons {
-		p.sample("sprof_agent_dropped_profiles_total", `reason="`+r.String()+`"`, float64(m.dropped[r].Load()))
-	}
-	p.one("sprof_agent_queue_intervals", g, "Intervals waiting to be pushed.", float64(m.queueLength.Load()))
-	p.one("sprof_agent_queue_capacity_intervals", g, "Intervals the queue holds before it drops the oldest.", float64(m.queueCapacity.Load()))
+	p.one("sprof_agent_skipped_intervals_total", c, "Intervals dropped before their frames were named, because naming fell behind the cuts.", float64(m.skipped.Load()))
+	a.writeDeliveries(p)
 	p.one("sprof_agent_files_written_total", c, "Profiles written to the output directory.", float64(m.filesWritten.Load()))
 	p.one("sprof_agent_file_errors_total", c, "Profiles that could not be written to the output directory.", float64(m.fileErrors.Load()))
 	p.one("sprof_agent_last_interval_timestamp_seconds", g, "When the last interval ended (Unix time).", seconds(m.lastInterval.Load()))
-	p.one("sprof_agent_last_push_timestamp_seconds", g, "When a profile was last pushed successfully (Unix time).", seconds(m.lastPushedTime.Load()))
 	st := a.rec.SymbolizerStats()
 	if cs := st.Cache; cs != nil {
 		p.one("sprof_agent_symbolize_cache_hits_total", c, "Symbol table lookups served from the symbolizer's cache.", float64(cs.Hits))
@@ -141,6 +131,57 @@ func (a *Agent) WriteMetrics(w io.Writer) error {
 		writeUnwind(p, us)
 	}
 	return p.w.Flush()
+}
+
+// writeDeliveries writes each destination's counters, labelled
+// to="pyroscope" or to="otlp".
+func (a *Agent) writeDeliveries(p promWriter) {
+	if len(a.deliveries) == 0 {
+		return
+	}
+	const c, g = "counter", "gauge"
+	type family struct {
+		name, typ, help string
+		samples         func(d *delivery, to string)
+	}
+	for _, f := range []family{
+		{"sprof_agent_destination_intervals_total", c, "Intervals by what became of them at each destination: delivered, written to the output directory's spill directory for later, or dropped.",
+			func(d *delivery, to string) {
+				p.sample("sprof_agent_destination_intervals_total", to+`,result="delivered"`, float64(d.delivered.Load()))
+				p.sample("sprof_agent_destination_intervals_total", to+`,result="spilled"`, float64(d.spilled.Load()))
+				p.sample("sprof_agent_destination_intervals_total", to+`,result="dropped"`, float64(d.dropped.Load()))
+			}},
+		{"sprof_agent_pushes_total", c, "Profiles sent, by destination and result; a failed profile is sent again until it is delivered, written out or dropped.",
+			func(d *delivery, to string) {
+				p.sample("sprof_agent_pushes_total", to+`,result="ok"`, float64(d.sentOK.Load()))
+				p.sample("sprof_agent_pushes_total", to+`,result="failed"`, float64(d.sentFailed.Load()))
+			}},
+		{"sprof_agent_sent_bytes_total", c, "Request bytes sent, by destination, retries included.",
+			func(d *delivery, to string) {
+				p.sample("sprof_agent_sent_bytes_total", to, float64(d.sender.sentBytes()))
+			}},
+		{"sprof_agent_dropped_profiles_total", c, "Profiles never delivered, by destination and reason; a profile written to the spill directory counts too.",
+			func(d *delivery, to string) {
+				for r := range numDropReasons {
+					p.sample("sprof_agent_dropped_profiles_total", to+`,reason="`+r.String()+`"`, float64(d.droppedBy[r].Load()))
+				}
+			}},
+		{"sprof_agent_queue_intervals", g, "Intervals waiting to be sent, by destination.",
+			func(d *delivery, to string) { p.sample("sprof_agent_queue_intervals", to, float64(d.queue.len())) }},
+		{"sprof_agent_queue_capacity_intervals", g, "Intervals a destination's queue holds before it drops the oldest.",
+			func(d *delivery, to string) {
+				p.sample("sprof_agent_queue_capacity_intervals", to, float64(d.cfg.Queue))
+			}},
+		{"sprof_agent_last_push_timestamp_seconds", g, "When a profile was last delivered, by destination (Unix time; 0 before the first).",
+			func(d *delivery, to string) {
+				p.sample("sprof_agent_last_push_timestamp_seconds", to, seconds(d.lastOK.Load()))
+			}},
+	} {
+		p.family(f.name, f.typ, f.help)
+		for _, d := range a.deliveries {
+			f.samples(d, `to="`+d.to+`"`)
+		}
+	}
 }
 
 // writeUnwind writes the userspace unwinder's counters, what `sprof

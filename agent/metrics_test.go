@@ -5,11 +5,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/internal/testenv"
 )
 
@@ -46,20 +49,29 @@ json.dump(out, sys.stdout)
 }
 
 // TestMetricsEndpoint scrapes a running agent's endpoint and checks the
-// numbers against what happened.
+// numbers against what happened, for each destination.
 func TestMetricsEndpoint(t *testing.T) {
 	srv := newFakePyroscope(t)
+	var otlpBytes atomic.Uint64
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		otlpBytes.Add(uint64(n))
+	}))
+	defer receiver.Close()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, err := New(&fakeRecorder{}, Config{Interval: 50 * time.Millisecond, DrainEvery: 10 * time.Millisecond, ProcRoot: fakeProc(t),
-		Pyroscope: pyroscopeConfig(srv.url()), Metrics: l})
+		Pyroscope: pyroscopeConfig(srv.url()), OTLP: &otlp.Config{Endpoint: receiver.URL, Protocol: otlp.HTTP}, Metrics: l})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := start(t, a)
-	waitFor(t, "two intervals pushed", 5*time.Second, func() bool { return a.metrics.pushesOK.Load() >= 4 })
+	waitFor(t, "two intervals delivered to each", 5*time.Second, func() bool {
+		return a.deliveries[0].delivered.Load() >= 2 && a.deliveries[1].delivered.Load() >= 2
+	})
+	delivered := [2]uint64{a.deliveries[0].delivered.Load(), a.deliveries[1].delivered.Load()}
 	resp, err := http.Get("http://" + l.Addr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -75,28 +87,49 @@ func TestMetricsEndpoint(t *testing.T) {
 	stop()
 	m := parsePrometheus(t, string(body))
 	intervals := m["sprof_agent_intervals_total"]
-	for name, want := range map[string]float64{
-		"sprof_agent_samples_total":                               intervals * (webCount + dbCount),
-		"sprof_agent_lost_samples_total":                          intervals, // the fake loses one a cut
-		`sprof_agent_dropped_profiles_total{reason="queue_full"}`: 0,
-		"sprof_agent_queue_capacity_intervals":                    DefaultQueue,
-		"sprof_agent_symbolize_cache_hits_total":                  7,
-		"sprof_agent_symbolize_cache_misses_total":                2,
-		"sprof_agent_symbolize_cache_bytes":                       1 << 20,
-		`sprof_agent_gsym_binaries_total{result="converted"}`:     3,
-		`sprof_agent_gsym_binaries_total{result="reused"}`:        5,
-		`sprof_agent_gsym_binaries_total{result="failed"}`:        0,
-		`sprof_agent_pushes_total{result="failed"}`:               0,
-	} {
+	want := map[string]float64{
+		"sprof_agent_samples_total":                           intervals * (webCount + dbCount),
+		"sprof_agent_lost_samples_total":                      intervals, // the fake loses one a cut
+		"sprof_agent_skipped_intervals_total":                 0,
+		"sprof_agent_symbolize_cache_hits_total":              7,
+		"sprof_agent_symbolize_cache_misses_total":            2,
+		"sprof_agent_symbolize_cache_bytes":                   1 << 20,
+		`sprof_agent_gsym_binaries_total{result="converted"}`: 3,
+		`sprof_agent_gsym_binaries_total{result="reused"}`:    5,
+		`sprof_agent_gsym_binaries_total{result="failed"}`:    0,
+	}
+	for i, to := range []string{"pyroscope", "otlp"} {
+		l := `to="` + to + `"`
+		for r := range numDropReasons {
+			want[`sprof_agent_dropped_profiles_total{reason="`+r.String()+`",`+l+`}`] = 0
+		}
+		want[`sprof_agent_pushes_total{result="failed",`+l+`}`] = 0
+		want[`sprof_agent_queue_capacity_intervals{`+l+`}`] = DefaultQueue
+		want[`sprof_agent_destination_intervals_total{result="spilled",`+l+`}`] = 0
+		want[`sprof_agent_destination_intervals_total{result="dropped",`+l+`}`] = 0
+		if got := m[`sprof_agent_destination_intervals_total{result="delivered",`+l+`}`]; got < float64(delivered[i]) || got > intervals {
+			t.Errorf("%s: %v intervals delivered of %v; %d before the scrape", to, got, intervals, delivered[i])
+		}
+		// Two profiles an interval, web and db.
+		if got := m[`sprof_agent_pushes_total{result="ok",`+l+`}`]; got < 2*float64(delivered[i]) {
+			t.Errorf("%s: %v profiles sent, %d intervals delivered before the scrape", to, got, delivered[i])
+		}
+		if age := time.Since(time.Unix(int64(m[`sprof_agent_last_push_timestamp_seconds{`+l+`}`]), 0)); age > time.Minute {
+			t.Errorf("%s: last push %v ago", to, age)
+		}
+	}
+	for name, want := range want {
 		if got, ok := m[name]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
 		}
 	}
-	if intervals < 2 || m[`sprof_agent_pushes_total{result="ok"}`] < 4 || m["sprof_agent_sent_bytes_total"] <= 0 {
-		t.Errorf("%v intervals, %v pushes, %v bytes sent", intervals, m[`sprof_agent_pushes_total{result="ok"}`], m["sprof_agent_sent_bytes_total"])
+	// The scrape came before the agent's last requests; the receivers
+	// have read them all by now.
+	if got, read := m[`sprof_agent_sent_bytes_total{to="pyroscope"}`], srv.bodySize.Load(); got <= 0 || got > float64(read) {
+		t.Errorf("%v bytes sent to Pyroscope, which read %d in all", got, read)
 	}
-	if age := time.Since(time.Unix(int64(m["sprof_agent_last_push_timestamp_seconds"]), 0)); age > time.Minute {
-		t.Errorf("last push %v ago", age)
+	if got, read := m[`sprof_agent_sent_bytes_total{to="otlp"}`], otlpBytes.Load(); got <= 0 || got > float64(read) {
+		t.Errorf("%v bytes sent over OTLP, the receiver read %d in all", got, read)
 	}
 	if _, err := http.Get("http://" + l.Addr().String() + "/metrics"); err == nil {
 		t.Error("the endpoint still answers after Run returned")

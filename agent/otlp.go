@@ -39,6 +39,8 @@ type otlpSender struct {
 
 func (o *otlpSender) retryable(err error) bool { return otlp.Retryable(err) }
 
+func (o *otlpSender) sentBytes() uint64 { return o.client.SentBytes() }
+
 func (o *otlpSender) send(ctx context.Context, series []pyroscope.Series) []error {
 	errs := make([]error, len(series))
 	limit := min(o.pace.Budget(), maxOTLPRequest)

@@ -21,17 +21,21 @@ const defaultPushTimeout = 10 * time.Second
 // life: it paces all requests to the server's rate limit together.
 type pusher struct {
 	client *pyroscope.Client
+	sent   atomic.Uint64
 }
 
 // newPusher checks cfg once, so a bad URL or label fails at start-up
 // rather than on every push.
-func newPusher(cfg pyroscope.Config, sent *atomic.Uint64) (*pusher, error) {
-	c, err := pyroscope.New(pushConfig(cfg, sent))
-	if err != nil {
+func newPusher(cfg pyroscope.Config) (*pusher, error) {
+	p := &pusher{}
+	var err error
+	if p.client, err = pyroscope.New(pushConfig(cfg, &p.sent)); err != nil {
 		return nil, err
 	}
-	return &pusher{client: c}, nil
+	return p, nil
 }
+
+func (p *pusher) sentBytes() uint64 { return p.sent.Load() }
 
 // pushConfig is cfg with an HTTP client that times requests out and
 // counts the bytes it sends in sent.

@@ -26,15 +26,10 @@ type queue struct {
 	capacity int
 	closed   bool
 	ready    chan struct{} // signalled when a batch arrives or the queue closes
-	// gauges, when not nil, receives the queue's length and capacity.
-	gauges *metrics
 }
 
-func newQueue(capacity int, gauges *metrics) *queue {
-	if gauges != nil {
-		gauges.queueCapacity.Store(int64(capacity))
-	}
-	return &queue{capacity: capacity, ready: make(chan struct{}, 1), gauges: gauges}
+func newQueue(capacity int) *queue {
+	return &queue{capacity: capacity, ready: make(chan struct{}, 1)}
 }
 
 // add appends b and returns the oldest batches it pushed out.
@@ -63,14 +58,7 @@ func (q *queue) trim() []*batch {
 		out = append(out, q.batches[:n]...)
 		q.batches = append(q.batches[:0:0], q.batches[n:]...)
 	}
-	q.setLength()
 	return out
-}
-
-func (q *queue) setLength() {
-	if q.gauges != nil {
-		q.gauges.queueLength.Store(int64(len(q.batches)))
-	}
 }
 
 func (q *queue) signal() {
@@ -89,7 +77,6 @@ func (q *queue) take(ctx context.Context) *batch {
 			b := q.batches[0]
 			q.batches[0] = nil
 			q.batches = q.batches[1:]
-			q.setLength()
 			q.mu.Unlock()
 			return b
 		}
@@ -128,6 +115,5 @@ func (q *queue) takeAll() []*batch {
 	defer q.mu.Unlock()
 	out := q.batches
 	q.batches = nil
-	q.setLength()
 	return out
 }

@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/profiles/v1development"
@@ -95,6 +96,7 @@ type Client struct {
 	http *http.Client
 	conn *grpc.ClientConn // gRPC
 	grpc collectorpb.ProfilesServiceClient
+	sent atomic.Uint64
 }
 
 // New checks cfg and returns a client for it. A gRPC client connects
@@ -172,6 +174,10 @@ func (c *Client) Close() error {
 // endpoint.
 func (c *Client) Endpoint() string { return cmp.Or(c.url, c.cfg.Endpoint) }
 
+// SentBytes counts the bytes of the requests sent so far: HTTP bodies as
+// sent (gzip-compressed), gRPC messages as encoded.
+func (c *Client) SentBytes() uint64 { return c.sent.Load() }
+
 // PartialError says the receiver accepted a request but rejected some of
 // its profiles, which sending again would not change.
 type PartialError struct {
@@ -225,6 +231,7 @@ func (c *Client) exportGRPC(ctx context.Context, req *collectorpb.ExportProfiles
 		}
 		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
+	c.sent.Add(uint64(proto.Size(req)))
 	return c.grpc.Export(ctx, req)
 }
 
@@ -243,6 +250,7 @@ func (c *Client) exportHTTP(ctx context.Context, req *collectorpb.ExportProfiles
 	}
 	hr.Header.Set("Content-Type", "application/x-protobuf")
 	hr.Header.Set("Content-Encoding", "gzip")
+	c.sent.Add(uint64(body.Len()))
 	for k, v := range c.cfg.Headers {
 		hr.Header.Set(k, v)
 	}
