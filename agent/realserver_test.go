@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -20,9 +21,11 @@ import (
 	"github.com/google/pprof/profile"
 	querierv1 "github.com/grafana/pyroscope/api/gen/proto/go/querier/v1"
 	"github.com/grafana/pyroscope/api/gen/proto/go/querier/v1/querierv1connect"
+	typesv1 "github.com/grafana/pyroscope/api/gen/proto/go/types/v1"
 
 	"github.com/sprof/sprof/exporters/otlp"
 	"github.com/sprof/sprof/exporters/pyroscope"
+	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
 	"github.com/sprof/sprof/stacks"
 )
 
@@ -187,7 +190,22 @@ func TestRealPyroscope(t *testing.T) {
 	downAt := max((duration-outage)/2, 0)
 	<-time.After(time.Until(t0.Add(downAt)))
 	if outage > 0 {
-		t.Logf("stopping the server %v into the run for %v", downAt, outage)
+		// A request the server took but could not answer before it
+		// stopped is sent again: delivery is at least once. The outage
+		// starts between requests, so that the totals can be exact.
+		settled := func() bool {
+			for _, ea := range agents {
+				d := ea.r.a.deliveries[0]
+				if d.queue.len() > 0 || d.delivered.Load() != uint64(len(ea.rec.intervals())) {
+					return false
+				}
+			}
+			return true
+		}
+		for !settled() {
+			<-time.After(50 * time.Millisecond) // polling agents under way
+		}
+		t.Logf("stopping the server %v into the run for %v", time.Since(t0).Round(time.Millisecond), outage)
 		srv.stop()
 		<-time.After(outage)
 		began := time.Now()
@@ -250,48 +268,119 @@ func TestRealPyroscope(t *testing.T) {
 	}
 }
 
-// manyServices times one interval of 200 services, 30 distinct stacks of
-// 20 frames each, sent as the agent sends it (one Send) and as sprof used
-// to (one request per series, one after another), and wants the first
-// within an interval.
+// manyServices sends one interval of 200 services, 30 distinct stacks of
+// 20 frames each (about 7 MB of pprof, over the server's rate limit
+// burst), over each API as the agent sends it (paced, batched where the
+// API allows), wants each delivered within an interval, and reads each
+// service's total back. One request per series, one after another, as
+// sprof used to push, is timed on the first ten series for comparison.
 func manyServices(t *testing.T, url string, interval time.Duration) {
-	exe := &stacks.Mapping{Kind: stacks.User, Start: 0x400000, Limit: 0x40000000, File: "/usr/bin/svc"}
-	p := &stacks.Profile{Start: time.Now(), Duration: interval, Period: time.Second / 19, Mappings: []*stacks.Mapping{exe}}
-	for svc := range 200 {
-		for st := range 30 {
-			var stack []*stacks.Location
-			for d := range 20 {
-				off := uint64(svc*600 + st*20 + d)
-				stack = append(stack, &stacks.Location{Mapping: exe, Address: 0x400000 + off,
-					Frames: []stacks.Frame{{Function: fmt.Sprintf("svc%d_fn%d_%d", svc, st, d), File: "svc.c", Line: d + 1}}})
-			}
-			p.Samples = append(p.Samples, &stacks.Sample{Stack: stack, Count: int64(st + 1), Pid: uint32(1000 + svc), Tid: uint32(1000 + svc),
-				Comm: fmt.Sprintf("many%03d", svc)})
-		}
-	}
-	series := pyroscope.Split(p, pyroscope.Services("", p.Samples, ""))
-	c, err := pyroscope.New(pyroscope.Config{URL: url, Host: "node-e2e"})
+	q := querierv1connect.NewQuerierServiceClient(http.DefaultClient, url)
+	from := time.Now()
+	// The three APIs charge one tenant's rate limit.
+	pace := pyroscope.NewPacer(pyroscope.Limits{})
+	c, err := pyroscope.New(pyroscope.Config{URL: url, Host: "node-e2e", Pacer: pace})
 	if err != nil {
 		t.Fatal(err)
 	}
-	began := time.Now()
-	errs := c.Send(context.Background(), series)
-	batched := time.Since(began)
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("batched: %v", err)
-		}
+	single := pyroscopetest.ServicesProfile(10, 30, 20)
+	for _, s := range single.Samples {
+		s.Comm = "single-" + s.Comm
 	}
-	began = time.Now()
-	for _, s := range series {
+	began := time.Now()
+	for _, s := range pyroscope.Split(single, pyroscope.Services("", single.Samples, "")) {
 		if err := c.Send(context.Background(), []pyroscope.Series{s})[0]; err != nil {
 			t.Fatalf("one by one: %v", err)
 		}
 	}
-	oneByOne := time.Since(began)
-	t.Logf("200 services: %v in one Send, %v one request per series", batched.Round(time.Millisecond), oneByOne.Round(time.Millisecond))
-	if batched > interval {
-		t.Errorf("200 services took %v, longer than the %v interval", batched, interval)
+	t.Logf("10 services, one Push request each, one after another: %v", time.Since(began).Round(time.Millisecond))
+	for _, api := range []string{"push", "ingest", "otlp"} {
+		p := pyroscopetest.ServicesProfile(200, 30, 20)
+		p.Start = time.Now()
+		for _, s := range p.Samples {
+			s.Comm = api + "-" + s.Comm
+		}
+		series := pyroscope.Split(p, pyroscope.Services("", p.Samples, ""))
+		var send func() []error
+		switch api {
+		case "push", "ingest":
+			c, err := pyroscope.New(pyroscope.Config{URL: url, API: pyroscope.API(api), Host: "node-e2e", Pacer: pace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			send = func() []error { return c.Send(context.Background(), series) }
+		case "otlp":
+			c, err := otlp.New(otlp.Config{Endpoint: url, Protocol: otlp.GRPC})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			o := &otlpSender{client: c, host: "node-e2e", log: slog.New(slog.DiscardHandler), pace: pace}
+			send = func() []error { return o.send(context.Background(), series) }
+		}
+		began := time.Now()
+		errs := send()
+		took := time.Since(began)
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: %v", api, err)
+			}
+		}
+		t.Logf("%s: %d services delivered in %v", api, len(series), took.Round(time.Millisecond))
+		if took > interval {
+			t.Errorf("%s: %d services took %v, longer than the %v interval", api, len(series), took, interval)
+		}
+	}
+	// Every service holds its 465 samples of 1/19 s, once.
+	const want = 465 * int64(time.Second/19)
+	for _, api := range []string{"push", "ingest", "otlp"} {
+		totals := waitForServices(t, q, api+"-svc", 200, want, from.Add(-time.Minute), time.Now().Add(time.Minute))
+		bad := 0
+		for svc, n := range totals {
+			if n != want {
+				bad++
+				if bad <= 5 {
+					t.Errorf("%s: %s holds %d ns, want %d (465 samples of 1/19 s)", api, svc, n, want)
+				}
+			}
+		}
+		t.Logf("%s: %d services on the server, %d with a total other than 465 samples", api, len(totals), bad)
+	}
+}
+
+// waitForServices returns the CPU total of each service named prefix…
+// on the server, waiting up to a minute for n services of want each, as
+// freshly ingested profiles become queryable only once indexed.
+func waitForServices(t *testing.T, q querierv1connect.QuerierServiceClient, prefix string, n int, want int64, from, to time.Time) map[string]int64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		sum := typesv1.TimeSeriesAggregationType_TIME_SERIES_AGGREGATION_TYPE_SUM
+		resp, err := q.SelectSeries(context.Background(), connect.NewRequest(&querierv1.SelectSeriesRequest{
+			ProfileTypeID: cpuType, LabelSelector: fmt.Sprintf(`{service_name=~"%s.*"}`, prefix),
+			Start: from.UnixMilli(), End: to.UnixMilli(), GroupBy: []string{"service_name"},
+			Step: to.Sub(from).Seconds(), Aggregation: &sum}))
+		if err != nil {
+			t.Fatalf("%s: query: %v", prefix, err)
+		}
+		totals := map[string]int64{}
+		complete := true
+		for _, s := range resp.Msg.Series {
+			var svc string
+			for _, l := range s.Labels {
+				if l.Name == "service_name" {
+					svc = l.Value
+				}
+			}
+			for _, p := range s.Points {
+				totals[svc] += int64(math.Round(p.Value))
+			}
+			complete = complete && totals[svc] >= want
+		}
+		if (len(totals) == n && complete) || time.Now().After(deadline) {
+			return totals
+		}
+		<-time.After(time.Second) // polling the server's index
 	}
 }
 

@@ -82,7 +82,10 @@ func New(cfg Config) (*Client, error) {
 		c := *cfg.HTTPClient
 		hc = &c
 	}
-	c := &Client{cfg: cfg, limits: cfg.Limits, http: hc, now: time.Now, pace: NewPacer(cfg.Limits)}
+	c := &Client{cfg: cfg, limits: cfg.Limits, http: hc, now: time.Now, pace: cfg.Pacer}
+	if c.pace == nil {
+		c.pace = NewPacer(cfg.Limits)
+	}
 	c.auth.Store(&credentials{cfg.BasicAuthUser, cfg.BasicAuthPassword, cfg.BearerToken})
 	hc.Transport = &authTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), c: c}
 	c.push = pushv1connect.NewPusherServiceClient(hc, cfg.URL)

@@ -72,6 +72,10 @@ type Config struct {
 	Concurrency int
 	// Limits are the server's limits; zero fields take DefaultLimits.
 	Limits Limits
+	// Pacer, when not nil, paces the requests instead of one of the
+	// client's own made from Limits: clients that send to one tenant
+	// share its rate limit, so they should share a Pacer.
+	Pacer *Pacer
 }
 
 // DefaultConcurrency bounds the requests one Send has under way: enough
