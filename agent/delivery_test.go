@@ -2,13 +2,10 @@ package agent
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
@@ -19,7 +16,6 @@ import (
 	"time"
 
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/profiles/v1development"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/exporters/otlp"
@@ -259,22 +255,7 @@ func TestOTLPDelivery(t *testing.T) {
 func testOTLPDelivery(t *testing.T, offCPU bool) {
 	var mu sync.Mutex
 	var got []*collectorpb.ExportProfilesServiceRequest
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil || r.URL.Path != otlp.Path || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			http.Error(w, fmt.Sprint("bad request: ", err), http.StatusBadRequest)
-			return
-		}
-		raw, _ := io.ReadAll(zr)
-		req := &collectorpb.ExportProfilesServiceRequest{}
-		if err := proto.Unmarshal(raw, req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		got = append(got, req)
-		mu.Unlock()
-	}))
+	srv := httptest.NewServer(otlpReceiver(&mu, func(req *collectorpb.ExportProfilesServiceRequest) { got = append(got, req) }))
 	defer srv.Close()
 	pyro := pyroscopetest.NewServer()
 	pyro.FlushEvery = 0

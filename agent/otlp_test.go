@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,27 @@ import (
 	"github.com/sprof/sprof/exporters/pyroscope"
 	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
 )
+
+// otlpReceiver is an OTLP/HTTP receiver that hands each request to
+// record, holding mu.
+func otlpReceiver(mu *sync.Mutex, record func(*collectorpb.ExportProfilesServiceRequest)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil || r.URL.Path != otlp.Path || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, fmt.Sprint("bad request: ", err), http.StatusBadRequest)
+			return
+		}
+		raw, _ := io.ReadAll(zr)
+		req := &collectorpb.ExportProfilesServiceRequest{}
+		if err := proto.Unmarshal(raw, req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		record(req)
+	})
+}
 
 // handlerTransport serves requests with a handler in memory, for tests in
 // a synctest bubble.
@@ -55,20 +77,7 @@ func TestOTLPPaced(t *testing.T) {
 		var mu sync.Mutex
 		var charges []int
 		samples := map[string]int64{}
-		receiver := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			zr, err := gzip.NewReader(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			raw, _ := io.ReadAll(zr)
-			req := &collectorpb.ExportProfilesServiceRequest{}
-			if err := proto.Unmarshal(raw, req); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
+		receiver := otlpReceiver(&mu, func(req *collectorpb.ExportProfilesServiceRequest) {
 			charges = append(charges, 0)
 			for _, rp := range req.ResourceProfiles {
 				var name string
