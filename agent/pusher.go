@@ -47,7 +47,7 @@ func pushConfig(cfg pyroscope.Config, sent *atomic.Uint64) pyroscope.Config {
 	}
 	base := hc.Transport
 	if base == nil {
-		base = http.DefaultTransport
+		base = pyroscope.Transport(cfg.Concurrency)
 	}
 	hc.Transport = &countingTransport{base: base, sent: sent}
 	cfg.HTTPClient = &hc

@@ -77,7 +77,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
-	hc := &http.Client{Timeout: cmp.Or(cfg.Timeout, 10*time.Second)}
+	hc := &http.Client{Timeout: cmp.Or(cfg.Timeout, 10*time.Second), Transport: Transport(cfg.Concurrency)}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
 		hc = &c
@@ -90,6 +90,17 @@ func New(cfg Config) (*Client, error) {
 	hc.Transport = &authTransport{base: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), c: c}
 	c.push = pushv1connect.NewPusherServiceClient(hc, cfg.URL)
 	return c, nil
+}
+
+// Transport is the HTTP transport of a client whose Config has no
+// HTTPClient: http.DefaultTransport's, keeping as many idle connections
+// to the server as Send has requests under way. With the default two, an
+// interval of more requests (/ingest sends one per profile) would open
+// new connections, TLS handshakes and all, every round.
+func Transport(concurrency int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = cmp.Or(concurrency, DefaultConcurrency)
+	return t
 }
 
 // SetCredentials replaces the credentials the requests carry from now

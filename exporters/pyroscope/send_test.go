@@ -3,7 +3,10 @@ package pyroscope
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -123,4 +126,31 @@ func TestSendPacesToRateLimit(t *testing.T) {
 			t.Errorf("took %v, want between %v (the rate limit) and 5s", took, least)
 		}
 	})
+}
+
+// TestSendReusesConnections: /ingest sends one request per profile, 40
+// here in rounds of Concurrency; every round reuses the connections of
+// the one before instead of opening new ones (the default transport
+// keeps two idle).
+func TestSendReusesConnections(t *testing.T) {
+	fake := pyroscopetest.NewServer()
+	var opened atomic.Int32
+	srv := httptest.NewUnstartedServer(fake.Handler())
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := New(Config{URL: srv.URL, API: Ingest, Concurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Push(context.Background(), pyroscopetest.ServicesProfile(40, 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := opened.Load(); n > 8 || len(fake.Profiles()) != 40 {
+		t.Errorf("%d connections for %d profiles, 8 at a time; want at most 8", n, len(fake.Profiles()))
+	}
 }
