@@ -16,15 +16,18 @@
 // profiles wait for an unreachable server in a queue of a fixed number of
 // intervals, and deliveries resume by themselves, oldest interval first,
 // when the server is back. An interval is sent as one batch
-// (pyroscope.Client.Send), so delivery time does not grow with the number
-// of services. An interval the queue pushes out, or that is still queued
+// (pyroscope.Client.Send, or OTLP exports of as many series as fit), paced
+// to the server's ingestion rate limit, so delivery time does not grow
+// with the number of services. An interval the queue pushes out, or that is still queued
 // when the flush at exit runs out of time, is written to the output
 // directory's unsent-* directory when there is one, and dropped and
 // counted when not; at exit the log says how many intervals were
 // delivered, written out or dropped. Files are rotated to the newest
 // intervals. The agent's
-// own counters — samples, lost samples, pushes, drops, bytes sent, the
-// symbolizer's cache hits or GSYM conversions — are served in Prometheus
+// own counters — samples, lost samples, and for each destination the
+// intervals delivered, written out or dropped, profiles sent, drops and
+// bytes sent, the symbolizer's cache hits or GSYM conversions — are
+// served in Prometheus
 // text format, because a profiler that silently stops sending is worse
 // than none.
 //

@@ -17,6 +17,8 @@
 // with a visible `[truncated]` marker, keeps per-sample pid/tid labels out
 // (each distinct label set would become a series), checks series labels
 // before the first push, and never sends data older than an hour, which
-// the server would refuse. Only failures the server calls transient are
-// retried, with bounded backoff.
+// the server would refuse. It paces its requests to the tenant's ingestion
+// rate limit (Pacer), since the server refuses the profiles past it and
+// keeps the rest of their request. Only failures the server calls
+// transient are retried, with bounded backoff.
 package pyroscope
