@@ -10,9 +10,8 @@
 #
 # Ports default to 4040, 9095, 7946 and 9099. The server runs in the
 # foreground (exec), so a caller that started the script holds the
-# server's process. The binary is one you built from Pyroscope's sources
-# following its own instructions (`make pyroscope/build` or
-# `go build ./cmd/pyroscope` in a checkout); the agent's real-server test
+# server's process. The binary is one scripts/pyroscope-build.sh built
+# from a checkout of Pyroscope's sources; the agent's real-server test
 # takes its path in SPROF_PYROSCOPE_BIN:
 #
 #   SPROF_PYROSCOPE_BIN=/path/to/pyroscope go test -run RealPyroscope -v ./agent
