@@ -47,7 +47,7 @@ func pushConfig(cfg pyroscope.Config, sent *atomic.Uint64) pyroscope.Config {
 	}
 	base := hc.Transport
 	if base == nil {
-		base = pyroscope.Transport(cfg.Concurrency)
+		base = pyroscope.Transport(cfg)
 	}
 	hc.Transport = &countingTransport{base: base, sent: sent}
 	cfg.HTTPClient = &hc

@@ -74,10 +74,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 500 * time.Millisecond
 	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	hc := &http.Client{Timeout: cmp.Or(cfg.Timeout, 10*time.Second), Transport: Transport(cfg.Concurrency)}
+	cfg.Concurrency = cfg.concurrency()
+	hc := &http.Client{Timeout: cmp.Or(cfg.Timeout, 10*time.Second), Transport: Transport(cfg)}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
 		hc = &c
@@ -92,14 +90,14 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Transport is the HTTP transport of a client whose Config has no
-// HTTPClient: http.DefaultTransport's, keeping as many idle connections
-// to the server as Send has requests under way. With the default two, an
+// Transport is the HTTP transport of a client of cfg whose HTTPClient is
+// nil: http.DefaultTransport's, keeping as many idle connections to the
+// server as Send has requests under way. With the default two, an
 // interval of more requests (/ingest sends one per profile) would open
 // new connections, TLS handshakes and all, every round.
-func Transport(concurrency int) *http.Transport {
+func Transport(cfg Config) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = cmp.Or(concurrency, DefaultConcurrency)
+	t.MaxIdleConnsPerHost = cfg.concurrency()
 	return t
 }
 

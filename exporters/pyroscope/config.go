@@ -68,7 +68,7 @@ type Config struct {
 	// 30 s; 500 ms if zero.
 	Backoff time.Duration
 	// Concurrency is how many requests Send has under way at once;
-	// DefaultConcurrency if zero.
+	// DefaultConcurrency if zero, DefaultIngestConcurrency for Ingest.
 	Concurrency int
 	// Limits are the server's limits; zero fields take DefaultLimits.
 	Limits Limits
@@ -78,11 +78,28 @@ type Config struct {
 	Pacer *Pacer
 }
 
-// DefaultConcurrency bounds the requests one Send has under way: enough
-// that an interval which needs several requests (big series, /ingest's
-// one request per profile) costs about one server round trip, few enough
-// not to crowd a shared server.
+// DefaultConcurrency bounds the Push requests one Send has under way:
+// enough that an interval which needs several requests (big series)
+// costs about one server round trip, few enough not to crowd a shared
+// server.
 const DefaultConcurrency = 8
+
+// DefaultIngestConcurrency bounds the /ingest requests one Send has under
+// way. /ingest takes one profile per request, and the server answers
+// each after its next segment flush (half a second), so the requests of
+// an interval grow with its services: 200 take ⌈200/32⌉ flushes, 3.5 s.
+const DefaultIngestConcurrency = 32
+
+// concurrency is Concurrency or its default.
+func (c *Config) concurrency() int {
+	switch {
+	case c.Concurrency > 0:
+		return c.Concurrency
+	case c.API == Ingest:
+		return DefaultIngestConcurrency
+	}
+	return DefaultConcurrency
+}
 
 // Limits are the Pyroscope server limits a client must respect.
 type Limits struct {

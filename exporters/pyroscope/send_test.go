@@ -154,3 +154,24 @@ func TestSendReusesConnections(t *testing.T) {
 		t.Errorf("%d connections for %d profiles, 8 at a time; want at most 8", n, len(fake.Profiles()))
 	}
 }
+
+// TestIngestManyServices: /ingest takes one profile per request, so 200
+// services make 200 requests, each answered at a segment flush; 32 at a
+// time they take ⌈200/32⌉ = 7 flushes, well within an interval, where 8
+// at a time took 25.
+func TestIngestManyServices(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := pyroscopetest.NewServer()
+		c, err := New(Config{URL: "http://pyroscope:4040", API: Ingest, HTTPClient: fake.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := c.Push(context.Background(), pyroscopetest.ServicesProfile(200, 3, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 7*fake.FlushEvery || len(fake.Profiles()) != 200 {
+			t.Errorf("200 services took %v (%d profiles), want at most 7 flushes (%v)", d, len(fake.Profiles()), 7*fake.FlushEvery)
+		}
+	})
+}
