@@ -3,8 +3,12 @@
 # single binary (-target=all), filesystem storage under DATA_DIR, every
 # listener and every ring's instance address on 127.0.0.1 (with the
 # container-style default address discovery /ready stays 503), and no
-# minimum ready time (30 s otherwise). Nothing leaves the host: no usage
-# reports, no self-profiling.
+# minimum ready time (30 s otherwise). Queries go to the v2 query backend
+# whatever the time range (-enable-query-backend-from): with the default
+# "auto" the read path looks for the tenant's oldest profile in the
+# metastore, finds none in the first seconds, routes to the v1 path, which
+# holds nothing, and the queries time out. Nothing leaves the host: no
+# usage reports, no self-profiling.
 #
 #   scripts/pyroscope-server.sh PYROSCOPE_BINARY DATA_DIR [HTTP_PORT [GRPC_PORT [MEMBERLIST_PORT [RAFT_PORT]]]]
 #
@@ -47,5 +51,6 @@ exec "$bin" \
 	-segment-writer.lifecycler.addr=$addr \
 	-store-gateway.sharding-ring.instance-addr=$addr \
 	-ingester.min-ready-duration=0s -metastore.min-ready-duration=0s -segment-writer.min-ready-duration=0s \
+	-enable-query-backend-from=2000-01-01T00:00:00Z \
 	-self-profiling.disable-push=true \
 	-usage-stats.enabled=false
