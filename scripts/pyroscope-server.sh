@@ -7,7 +7,8 @@
 # whatever the time range (-enable-query-backend-from): with the default
 # "auto" the read path looks for the tenant's oldest profile in the
 # metastore, finds none in the first seconds, routes to the v1 path, which
-# holds nothing, and the queries time out. Nothing leaves the host: no
+# holds nothing, and the queries time out; the query backend is reached
+# at this server's gRPC port, not the default localhost:9095. Nothing leaves the host: no
 # usage reports, no self-profiling.
 #
 #   scripts/pyroscope-server.sh PYROSCOPE_BINARY DATA_DIR [HTTP_PORT [GRPC_PORT [MEMBERLIST_PORT [RAFT_PORT]]]]
@@ -41,7 +42,7 @@ exec "$bin" \
 	-storage.backend=filesystem -storage.filesystem.dir="$dir/storage" \
 	-memberlist.bind-addr=$addr -memberlist.advertise-addr=$addr -memberlist.bind-port="$memberlist" \
 	-metastore.raft.bind-address=$addr:"$raft" -metastore.raft.advertise-address=$addr:"$raft" \
-	-metastore.address=$addr:"$grpc" \
+	-metastore.address=$addr:"$grpc" -query-backend.address=$addr:"$grpc" \
 	-compactor.ring.instance-addr=$addr \
 	-distributor.ring.instance-addr=$addr \
 	-ingester.lifecycler.addr=$addr \
