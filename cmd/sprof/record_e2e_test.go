@@ -479,6 +479,16 @@ func TestRecordPprofTop(t *testing.T) {
 	if !strings.Contains(errs, "at 99 Hz") {
 		t.Errorf("record without -F does not say it samples at the default 99 Hz: %q", errs)
 	}
+	// What a kernel before 5.17 (the kernel matrix's 5.10) cannot do is
+	// said once at start, in one sentence, and nothing on a newer one.
+	release := toolOutput(t, "uname", "-r")
+	said := regexp.MustCompile(`(?m)^sprof record: kernel `+regexp.QuoteMeta(release)+` has no bpf_loop or bpf_find_vma[^\n]*$`).FindAllString(errs, -1)
+	switch older := !kernelAtLeast(release, 5, 17); {
+	case older && len(said) != 1:
+		t.Errorf("Linux %s: %d lines saying it has no bpf_loop or bpf_find_vma, want one:\n%s", release, len(said), errs)
+	case !older && strings.Contains(errs, "has no bpf_"):
+		t.Errorf("Linux %s says it lacks a helper 5.17 has:\n%s", release, errs)
+	}
 	top, err := pprofTop(t, out)
 	if err != nil {
 		t.Fatalf("pprof -top: %v\n%s", err, top)
