@@ -216,6 +216,37 @@ func TestWalkChain(t *testing.T) {
 	})
 }
 
+// A frameless leaf's caller that was itself called through a pointer:
+// b_ind calls c directly, and lies right above it, but its frame record
+// returns after an indirect call, so on arm64 nothing names b_ind as the
+// record's owner and lr cannot be told from a framed function's returned
+// call (leaf_return's case 3). The caller must then never be dropped
+// silently: every sample without it is flagged truncated. On x86-64 the
+// return address on top of the stack gives it, always.
+func TestWalkLeafUnderIndirectCall(t *testing.T) {
+	requireFixture(t)
+	fx := loadFixtureELF(t)
+	intoB := fx.returnAfterCall(t, "b_ind", "c")
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startFixture(t, "indirect")
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, features: features})
+		got := collectN(t, s, 20, func(x *Sample) bool { return x.Pid == uint32(cmd.Process.Pid) && fx.contains("c", x.PC) })
+		if len(got) < 20 {
+			t.Fatalf("%d samples in c, want ≥ 20", len(got))
+		}
+		for _, x := range got {
+			whole := len(x.user) >= 3 && x.user[1] == intoB && fx.contains("a_ind", x.user[2])
+			switch {
+			case runtime.GOARCH == "arm64" && (whole || !x.UserTruncated || len(x.user) < 2 || !fx.contains("a_ind", x.user[1])):
+				t.Fatalf("pc %#x: stack %s truncated %v; want [pc, a return into a_ind ...] flagged truncated: b_ind cannot be told",
+					x.PC, hexFrames(x.user), x.UserTruncated)
+			case runtime.GOARCH != "arm64" && !whole:
+				t.Fatalf("pc %#x: stack %s, want [pc %#x, a return into a_ind ...]", x.PC, hexFrames(x.user), intoB)
+			}
+		}
+	})
+}
+
 // Samples in a prologue or epilogue (push %rbp, mov %rsp,%rbp, pop %rbp,
 // ret) keep the leaf's caller.
 func TestWalkPrologueEpilogue(t *testing.T) {

@@ -57,7 +57,7 @@ full)
 	sprof_tests='^(TestRecordCFramePointerChain|TestRecordNoFramePointerChain|TestRecordThreadChain|TestRecordPLTLeafChain|TestRecordKernelFrames|TestRecordPprofTop|TestRecordPidFilter|TestRecordOffCPU|TestCheckAsRoot|TestCheckUnprivileged)$'
 	;;
 chains)
-	bpf_tests='^(TestEveryPathLoads|TestWalkChain|TestWalkPLTStubLeaf|TestWalkOtherStack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits)$'
+	bpf_tests='^(TestEveryPathLoads|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits)$'
 	sprof_tests='^(TestRecordCFramePointerChain|TestRecordNoFramePointerChain|TestRecordThreadChain|TestRecordPLTLeafChain|TestRecordKernelFrames|TestRecordPprofTop|TestCheckAsRoot|TestCheckUnprivileged)$'
 	;;
 *) echo "kernel-matrix: SPROF_MATRIX_SCOPE is chains or full, not $SPROF_MATRIX_SCOPE" >&2 && exit 2 ;;
