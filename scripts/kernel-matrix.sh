@@ -27,6 +27,8 @@
 #                       (default: all of bullseye bookworm trixie sid x amd64 arm64)
 #   SPROF_MATRIX_SCOPE  chains (default) or full: which tests each VM runs (below)
 #   SPROF_MATRIX_VM_TIMEOUT  seconds one VM may run (default 600)
+# Arguments: none (fetch, build, boot, table), prepare (fetch and build
+# only), or table (the table of the last run's logs).
 # Needs root (apt-get), go, qemu-system-x86 and qemu-system-arm, cpio and the
 # aarch64 cross libc (libc6-arm64-cross); scripts/install-test-deps.sh
 # installs them.
@@ -373,6 +375,10 @@ for a in $arches; do
 	fetch_tools "$a"
 	build_initrd "$a"
 done
+if [ "${1:-}" = prepare ]; then
+	log "ready in $(($(date +%s) - start)) s: kernels in $cache, initramfs images in $out"
+	exit 0
+fi
 log "ready in $(($(date +%s) - start)) s; booting $(echo "$matrix" | wc -w) kernels one at a time"
 
 for k in $matrix; do
