@@ -853,13 +853,21 @@ static __always_inline bool user_mode(struct pt_regs *regs)
 /* The largest kernel stack (THREAD_SIZE) user_regs_of tries: 16 KiB is
  * amd64's and arm64's, 32 KiB with KASAN on amd64. */
 #define MAX_THREAD_SIZE (64 << 10)
+/* The largest gap above the saved user registers at the top of the kernel
+ * stack (TOP_OF_KERNEL_STACK_PADDING): 16 bytes on amd64 kernels built for
+ * FRED (6.9 and newer), none before. */
+#if defined(__TARGET_ARCH_x86)
+#define MAX_STACK_PADDING 16
+#else
+#define MAX_STACK_PADDING 0
+#endif
 
 /* The registers user space was interrupted in (or entered the kernel
  * with): the sample's own registers when it interrupted user mode; the
  * pt_regs at the top of the task's kernel stack otherwise, found by
  * bpf_task_pt_regs (5.15) where the kernel has it, else read by CO-RE from
- * task->stack + THREAD_SIZE, checked to be user-mode registers since
- * THREAD_SIZE is not in BTF. False for kernel threads, and when the saved
+ * task->stack + THREAD_SIZE (less any padding), checked to be user-mode
+ * registers since neither is in BTF. False for kernel threads, and when the saved
  * registers cannot be found. */
 static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct task_struct *task,
 					 struct user_regs *r)
@@ -889,12 +897,14 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	} else {
 		stack = (__u64)BPF_CORE_READ(task, stack);
-		for (__u64 thread = 16 << 10; thread <= MAX_THREAD_SIZE; thread *= 2) {
-			struct pt_regs *at = (struct pt_regs *)(stack + thread - size);
+		for (__u64 thread = 16 << 10; thread <= MAX_THREAD_SIZE && !regs; thread *= 2) {
+			for (__u64 pad = 0; pad <= MAX_STACK_PADDING; pad += 16) {
+				struct pt_regs *at = (struct pt_regs *)(stack + thread - pad - size);
 
-			if (user_mode(at)) {
-				regs = at;
-				break;
+				if (user_mode(at)) {
+					regs = at;
+					break;
+				}
 			}
 		}
 		if (!regs)
