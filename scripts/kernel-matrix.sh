@@ -122,12 +122,16 @@ newest_kernel() {
 		}' | sort -V | tail -n 1 | awk '{ print $3, $1 }'
 }
 
-# fetch_deb PKG:ARCH=VERSION DIR downloads one package into DIR.
+# fetch_deb DIR PKG... downloads packages (PKG:ARCH=VERSION or
+# PKG:ARCH/SUITE) into DIR, in one apt-get run: each run reads the lists of
+# four suites, which takes a while on a loaded machine.
 fetch_deb() {
-	(cd "$2" && rm -f ./*.deb &&
+	dir=$1
+	shift
+	(cd "$dir" && rm -f ./*.deb &&
 		# shellcheck disable=SC2086
-		apt-get $aptopts download "$1" >"$out/apt-download.log" 2>&1) ||
-		{ cat "$out/apt-download.log" >&2; die "apt-get download $1 failed"; }
+		apt-get $aptopts download "$@" >"$out/apt-download.log" 2>&1) ||
+		{ cat "$out/apt-download.log" >&2; die "apt-get download $* failed"; }
 }
 
 # fresh FILE says whether FILE exists and was written less than a week ago.
@@ -147,7 +151,7 @@ fetch_kernel() {
 	fi
 	log "$1/$2: apt-get download $3 ($4)"
 	mkdir -p "$d/deb"
-	fetch_deb "$3:$2=$4" "$d/deb"
+	fetch_deb "$d/deb" "$3:$2=$4"
 	# /boot/vmlinuz-VERSION, or /usr/lib/modules/VERSION/vmlinuz (sid).
 	img=$(dpkg-deb -c "$d"/deb/*.deb | awk '$NF ~ /^\.\/(boot\/vmlinuz-|usr\/lib\/modules\/[^\/]+\/vmlinuz$)/ && !n++ { print $NF }')
 	[ -n "$img" ] || die "$3 holds no vmlinuz"
@@ -165,9 +169,10 @@ fetch_tools() {
 	fresh "$d/stamp" && return
 	apt_update || { stale "$d/stamp" "busybox for $1" && return; }
 	rm -rf "$d" && mkdir -p "$d/deb"
-	for p in busybox-static util-linux libcap-ng0; do
-		fetch_deb "$p:$1/bookworm" "$d/deb"
-		dpkg-deb --fsys-tarfile "$d"/deb/*.deb | tar -x -C "$d" --wildcards ./bin/busybox ./usr/bin/setpriv './lib/*/libcap-ng.so.0*' 2>/dev/null || true
+	log "$1: apt-get download busybox-static util-linux libcap-ng0 (bookworm)"
+	fetch_deb "$d/deb" "busybox-static:$1/bookworm" "util-linux:$1/bookworm" "libcap-ng0:$1/bookworm"
+	for deb in "$d"/deb/*.deb; do
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$d" --wildcards ./bin/busybox ./usr/bin/setpriv './lib/*/libcap-ng.so.0*' 2>/dev/null || true
 	done
 	rm -rf "$d/deb"
 	for f in bin/busybox usr/bin/setpriv; do
