@@ -27,6 +27,8 @@
 #                       (default: all of bullseye bookworm trixie sid x amd64 arm64)
 #   SPROF_MATRIX_SCOPE  chains (default) or full: which tests each VM runs (below)
 #   SPROF_MATRIX_VM_TIMEOUT  seconds one VM may run (default 600)
+#   SPROF_MATRIX_BPF_RUN, SPROF_MATRIX_SPROF_RUN  go test -run patterns that
+#                       replace the scope's for ./bpf and ./cmd/sprof
 # Arguments: none (fetch, build, boot, table), prepare (fetch and build
 # only), or table (the table of the last run's logs).
 # Needs root (apt-get), go, qemu-system-x86 and qemu-system-arm, cpio and the
@@ -64,6 +66,9 @@ chains)
 	;;
 *) echo "kernel-matrix: SPROF_MATRIX_SCOPE is chains or full, not $SPROF_MATRIX_SCOPE" >&2 && exit 2 ;;
 esac
+# To rerun some tests only: go test -run patterns for ./bpf and ./cmd/sprof.
+bpf_tests=${SPROF_MATRIX_BPF_RUN:-$bpf_tests}
+sprof_tests=${SPROF_MATRIX_SPROF_RUN:-$sprof_tests}
 
 log() { echo "kernel-matrix: $*" >&2; }
 die() { log "$*"; exit 1; }
