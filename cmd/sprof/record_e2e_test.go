@@ -475,8 +475,14 @@ func TestRecordKernelFrames(t *testing.T) {
 	}
 	t.Logf("syscalls: %d samples in main, %d with a kernel leaf, %d through the syscall entry, %d in interrupts of user code; others like %q",
 		total, kernel, entry, irq, others)
-	if kernel < total/2 {
-		t.Errorf("%d of %d samples have a kernel leaf, want most", kernel, total)
+	// Emulated, the share depends on how fast the emulator runs kernel
+	// code against user code: 43-54% in the kernel matrix's arm64 5.10.
+	least := total / 2
+	if testenv.EmulatedCPU() {
+		least = total / 3
+	}
+	if kernel < least {
+		t.Errorf("%d of %d samples have a kernel leaf, want %d or more", kernel, total, least)
 	}
 	// Interrupts of the fixture's user code (the timer's, IPIs), many
 	// under emulation, are kernel stacks of another kind.
