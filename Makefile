@@ -35,8 +35,8 @@ unit:
 # Boot Debian's kernels (5.10, 6.1, 6.12, newest sid; amd64 and arm64) one
 # at a time under QEMU and run in each the end-to-end chain tests, `sprof
 # check`'s and the bpf tests of what differs between kernels
-# (scripts/kernel-matrix.sh says which, and why that scope: it keeps `make
-# test` within about 15 minutes on 2 cores); a table of kernel x test is
+# (scripts/kernel-matrix.sh says which, and why that scope: make test's
+# budget of about 15 minutes on 2 cores); a table of kernel x test is
 # printed at the end. Kernels are cached in /var/cache/sprof-kernels
 # (SPROF_KERNEL_CACHE). Not root: skipped, as other kernel tests; under
 # CI=true it fails. kernel-matrix-full runs all of bpf's tests in each VM.

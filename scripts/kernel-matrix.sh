@@ -44,8 +44,9 @@ vm_timeout=${SPROF_MATRIX_VM_TIMEOUT:-600}
 go=${GO:-go}
 
 # The tests each VM runs. chains, the default and what make test runs
-# (it must keep make test within about 15 minutes on 2 cores, so each VM
-# gets about a minute of tests when the machine is idle): the end-to-end
+# (chosen for make test's budget of about 15 minutes on 2 cores, all eight
+# VMs included; each VM runs each test once, on the kernel's own path):
+# the end-to-end
 # chain tests (frame pointers, none through libc, threads, PLT leaves,
 # kernel frames, pprof output and the limits said at start), `sprof
 # check` against the kernel's facts, and the bpf tests of what differs
