@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize"
 )
 
@@ -162,7 +163,20 @@ func TestOffCPUWaits(t *testing.T) {
 			if hi := waitNs + waitNs/20; inBKernel > hi {
 				t.Errorf("off-CPU time in chain B's waits is %.1f ms, the fixture waited only %.1f ms", ms(inBKernel), ms(waitNs))
 			}
-			if lo := waitNs - waitNs/20; inB < lo {
+			// Under emulation (the kernel matrix) the host also preempts
+			// the VM's CPUs while the thread runs in its system calls:
+			// the guest's kernel sees it running, the fixture's clock
+			// sees it waiting, and some waits come in pieces shorter
+			// than OffCPUMin, which are not recorded (5-11% of
+			// the waits missing on Linux 5.10 and 6.1 at a host load of
+			// 60-80 on 2 cores, 36% in one futex run with 65 short
+			// pieces). There the test shows off-CPU time is recorded,
+			// with its stacks, not how exactly: half may be missing.
+			missing := waitNs / 20
+			if testenv.EmulatedCPU() {
+				missing = waitNs / 2
+			}
+			if inB < waitNs-missing {
 				t.Errorf("off-CPU time in chain B is %.1f ms, the fixture waited %.1f ms: %.1f%% missing", ms(inB), ms(waitNs), 100*(1-float64(inB)/float64(waitNs)))
 			}
 			if inBKernel+preempted < inB*9/10 {
@@ -171,7 +185,13 @@ func TestOffCPUWaits(t *testing.T) {
 			}
 			// Chain B runs too (its system calls' entry and exit, the
 			// wakeups), more so on a loaded host: the spin is most of it.
-			if cpuA == 0 || cpuB*4 > cpuA {
+			// Emulated, the kernel's code runs many times slower than
+			// the fixture's spin: the spin still has more.
+			share := 4
+			if testenv.EmulatedCPU() {
+				share = 1
+			}
+			if cpuA == 0 || cpuB*share > cpuA {
 				t.Errorf("CPU samples: %d in chain A, %d in chain B; the spin is in chain A", cpuA, cpuB)
 			}
 			if lost, err := s.Lost(); err != nil || lost != 0 {

@@ -55,6 +55,8 @@ type Sample struct {
 	Kernel []uint64
 	// UserTruncated says the frame-pointer walk stopped at a frame record
 	// that failed a check (or at 1024 frames): the root side is missing.
+	// On arm64 it is also set when the caller of a leaf without a frame
+	// record could not be told from LR: that frame may be missing.
 	UserTruncated bool
 	// LeafReturn says the sample hit a prologue or epilogue and User[1] is
 	// the return address from the top of the stack (x86-64) or LR (arm64)

@@ -14,7 +14,9 @@
 enum sample_flag {
 	/* The frame-pointer walk stopped at a frame record that failed a check
 	 * (outside the stack, misaligned, not above the previous one,
-	 * unreadable) or at the depth limit: frames are missing at the root. */
+	 * unreadable) or at the depth limit: frames are missing at the root.
+	 * Also set when the leaf's caller could not be told (arm64, see
+	 * leaf_return in sprof.bpf.c): the stack may lack that frame. */
 	SAMPLE_USER_TRUNCATED = 1 << 0,
 	/* The frame-pointer register did not name the leaf's frame record (a
 	 * prologue, an epilogue or a frameless leaf): frame 1, the leaf's

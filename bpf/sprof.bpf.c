@@ -273,14 +273,29 @@ static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup, const
  *             in the link register.
  *  2. Otherwise the candidate (x86-64: the word at (%rsp); arm64: lr) is
  *     taken when it is the return address of a direct call (call rel32 or bl,
- *     or a call through a PLT or GOT entry on x86-64) whose target lies at
+ *     or a call through a PLT or GOT entry) whose target, the callee, lies at
  *     most LEAF_MAX_SIZE bytes below pc: the candidate's call is what entered
- *     the function pc is in. On arm64, lr must also not lie in that range,
- *     which is the case of a framed function whose last call returned.
+ *     the function pc is in.
+ *  3. arm64 only: lr also lies in that range above the callee. Then lr may
+ *     be a frameless leaf's caller placed right above it, or the return
+ *     address of a framed function's last call, which returned (pc and lr in
+ *     one function, the callee below it). The frame record fp names tells:
+ *     its owner (the callee of the call its return address follows) is the
+ *     framed function itself in the second case, the caller in the first.
+ *     lr at or below pc, or a function entry in (callee, pc], means pc is
+ *     not in the callee: no leaf. An entry in (pc, lr] means pc and lr are
+ *     in two functions: lr is the leaf's caller. Otherwise (an owner called
+ *     indirectly, or a frameless caller) the caller cannot be told: *unsure
+ *     is set and the walk is flagged truncated rather than shown whole
+ *     without it. When lr follows an indirect call (blr), an entry in
+ *     (pc, lr] is the only evidence taken; without it the caller of a
+ *     leaf called that way stays missing, unflagged, since every framed
+ *     function whose indirect call returned looks the same.
  *
- * Case 2 reads code and can in principle be fooled by data that looks like
- * such a return address; it needs a direct or PLT call and a leaf smaller
- * than LEAF_MAX_SIZE, otherwise the caller stays missing (never guessed).
+ * Cases 2 and 3 read code and can in principle be fooled by data that looks
+ * like such a return address; they need a direct or PLT call and a leaf
+ * smaller than LEAF_MAX_SIZE, otherwise the caller stays missing (never
+ * guessed).
  */
 #define LEAF_MAX_SIZE (8 << 10)
 #define MIN_USER_ADDR (64 << 10)
@@ -354,7 +369,7 @@ static __always_inline bool after_call(__u64 ret)
 	       (b[0] == 0xff && (b[1] & 0x38) == 0x10);
 }
 
-static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
+static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr, bool *unsure)
 {
 	__u8 insn[8];
 	__u64 ret = 0;
@@ -449,10 +464,37 @@ static __always_inline bool in_plt_stub(__u64 pc, __u32 insn)
 	return insn == PLT_BR_X17 && plt_target(pc - 16);
 }
 
-static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
+/* The function the direct call before ret entered: the target of the bl
+ * at ret - 4, or the function whose PLT stub that is; 0 when ret follows
+ * no bl. */
+static __always_inline __u64 callee_of(__u64 ret)
 {
-	__u32 insn, bl;
+	__u32 bl;
 	__u64 target, fn;
+
+	if (ret < MIN_USER_ADDR || bpf_probe_read_user(&bl, sizeof(bl), (void *)(ret - 4)) ||
+	    (bl & 0xfc000000) != 0x94000000)
+		return 0;
+	target = ret - 4 + (__s64)((__s32)(bl << 6) >> 6) * 4;
+	fn = plt_target(target);
+	return fn ? fn : target;
+}
+
+/* The owner of the frame record at fp: the function whose prologue wrote
+ * it, the callee of the call its return address follows; 0 when unknown. */
+static __always_inline __u64 record_owner(__u64 fp)
+{
+	__u64 ret;
+
+	if (fp < MIN_USER_ADDR || (fp & 7) || bpf_probe_read_user(&ret, sizeof(ret), (void *)(fp + 8)))
+		return 0;
+	return callee_of(code_addr(ret));
+}
+
+static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr, bool *unsure)
+{
+	__u32 insn;
+	__u64 callee, owner;
 
 	if (bpf_probe_read_user(&insn, sizeof(insn), (void *)pc))
 		return 0;
@@ -464,17 +506,23 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 lr)
 		return lr;
 	if (in_plt_stub(pc, insn))
 		return after_call(lr) ? lr : 0;
-	if (lr < MIN_USER_ADDR || bpf_probe_read_user(&bl, sizeof(bl), (void *)(lr - 4)) ||
-	    (bl & 0xfc000000) != 0x94000000)
+	callee = callee_of(lr);
+	if (callee) {
+		if (callee > pc || pc - callee >= LEAF_MAX_SIZE)
+			return 0;
+		if (lr < callee || lr - callee >= LEAF_MAX_SIZE)
+			return lr;
+		/* A leaf's caller placed above it lies above the whole leaf. */
+		if (lr <= pc)
+			return 0;
+	} else if (lr <= pc || !after_call(lr)) {
 		return 0;
-	target = lr - 4 + (__s64)((__s32)(bl << 6) >> 6) * 4;
-	/* A function called through its PLT stub: lr's bl targets the stub,
-	 * whose GOT slot holds the function. */
-	fn = plt_target(target);
-	if (fn && fn <= pc && pc - fn < LEAF_MAX_SIZE)
+	}
+	owner = record_owner(fp);
+	if (owner > pc && owner <= lr)
 		return lr;
-	if (target <= pc && pc - target < LEAF_MAX_SIZE && !(target <= lr && lr - target < LEAF_MAX_SIZE))
-		return lr;
+	if (callee && !(owner > callee && owner <= pc))
+		*unsure = true;
 	return 0;
 }
 #endif
@@ -498,6 +546,9 @@ struct fp_walk {
 	 * end, and whether that end is a guess (see stack_bounds). */
 	__u64 sp, stack_end;
 	bool guessed;
+	/* The leaf's caller could not be told (see leaf_return): the record
+	 * is flagged truncated once the walk ends, which it must not stop. */
+	bool leaf_unsure;
 };
 
 /* Followed in the map value by stack_copy_size bytes of room for the copy. */
@@ -633,7 +684,8 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 	__u64 ret;
 
 	put_user_frame(s, pc);
-	ret = leaf_return(pc, sp, code_addr(lr));
+	w->leaf_unsure = false;
+	ret = leaf_return(pc, sp, fp, code_addr(lr), &w->leaf_unsure);
 	if (ret) {
 		put_user_frame(s, ret);
 		w->flags |= SAMPLE_LEAF_RETURN;
@@ -802,13 +854,21 @@ static __always_inline bool user_mode(struct pt_regs *regs)
 /* The largest kernel stack (THREAD_SIZE) user_regs_of tries: 16 KiB is
  * amd64's and arm64's, 32 KiB with KASAN on amd64. */
 #define MAX_THREAD_SIZE (64 << 10)
+/* The largest gap above the saved user registers at the top of the kernel
+ * stack (TOP_OF_KERNEL_STACK_PADDING): 16 bytes on amd64 kernels built for
+ * FRED (6.9 and newer), none before. */
+#if defined(__TARGET_ARCH_x86)
+#define MAX_STACK_PADDING 16
+#else
+#define MAX_STACK_PADDING 0
+#endif
 
 /* The registers user space was interrupted in (or entered the kernel
  * with): the sample's own registers when it interrupted user mode; the
  * pt_regs at the top of the task's kernel stack otherwise, found by
  * bpf_task_pt_regs (5.15) where the kernel has it, else read by CO-RE from
- * task->stack + THREAD_SIZE, checked to be user-mode registers since
- * THREAD_SIZE is not in BTF. False for kernel threads, and when the saved
+ * task->stack + THREAD_SIZE (less any padding), checked to be user-mode
+ * registers since neither is in BTF. False for kernel threads, and when the saved
  * registers cannot be found. */
 static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct task_struct *task,
 					 struct user_regs *r)
@@ -838,12 +898,14 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	} else {
 		stack = (__u64)BPF_CORE_READ(task, stack);
-		for (__u64 thread = 16 << 10; thread <= MAX_THREAD_SIZE; thread *= 2) {
-			struct pt_regs *at = (struct pt_regs *)(stack + thread - size);
+		for (__u64 thread = 16 << 10; thread <= MAX_THREAD_SIZE && !regs; thread *= 2) {
+			for (__u64 pad = 0; pad <= MAX_STACK_PADDING; pad += 16) {
+				struct pt_regs *at = (struct pt_regs *)(stack + thread - pad - size);
 
-			if (user_mode(at)) {
-				regs = at;
-				break;
+				if (user_mode(at)) {
+					regs = at;
+					break;
+				}
 			}
 		}
 		if (!regs)
@@ -873,6 +935,8 @@ static __always_inline int finish(struct scratch_value *s)
 		copy_stack(s);
 	h->user_frames = s->walk.n;
 	h->flags = s->walk.flags;
+	if (s->walk.n && s->walk.leaf_unsure)
+		h->flags |= SAMPLE_USER_TRUNCATED;
 
 	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
 	if (send_record(&samples, &s->rec, size, sizeof(s->rec) + stack_copy_size))

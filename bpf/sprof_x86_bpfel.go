@@ -72,21 +72,22 @@ type sprofSampleHeader struct {
 type sprofScratchValue struct {
 	_    structs.HostLayout
 	Walk struct {
-		_         structs.HostLayout
-		Fp        uint64
-		Lo        uint64
-		End       uint64
-		StackLo   uint64
-		MappedEnd uint64
-		At        uint32
-		N         uint32
-		Flags     uint16
-		Switches  uint16
-		_         [4]byte
-		Sp        uint64
-		StackEnd  uint64
-		Guessed   bool
-		_         [7]byte
+		_          structs.HostLayout
+		Fp         uint64
+		Lo         uint64
+		End        uint64
+		StackLo    uint64
+		MappedEnd  uint64
+		At         uint32
+		N          uint32
+		Flags      uint16
+		Switches   uint16
+		_          [4]byte
+		Sp         uint64
+		StackEnd   uint64
+		Guessed    bool
+		LeafUnsure bool
+		_          [6]byte
 	}
 	Rec sprofSampleBuf
 }

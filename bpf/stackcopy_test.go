@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,9 +100,12 @@ func residentEnd(t testing.TB, pid int, sp, end uint64) uint64 {
 }
 
 // The copy of a stack without frame pointers holds the words an unwinder
-// needs: c's return address on top (c is frameless), b's 3 KiB frame
-// between its canaries, then the return addresses into a and its caller
-// (main, or the thread's start routine). It ends at the stack's end:
+// needs: on x86-64 c's return address on top (c is frameless), b's 3 KiB
+// frame between its canaries, then the return addresses into a and its
+// caller (main, or the thread's start routine); on arm64 c's return
+// address is in lr, and the copy starts with the one into a, which b saved
+// at the bottom of its frame, then the canaries and the return address
+// into a's caller, which a saved. It ends at the stack's end:
 // mm->start_stack on the main thread; in a thread, the end of the pthread
 // stack's mapping, or below it the end of what was ever written when the
 // mapping goes on above the stack (merged: the amd64 6.1 layout, where
@@ -111,6 +115,9 @@ func TestStackCopy(t *testing.T) {
 	fx := loadELF(t, nofpPath)
 	intoB := fx.returnAfterCall(t, "b", "c")
 	onEveryPath(t, func(t *testing.T, features *Features) {
+		// Whether the program knows thread stacks' mappings: on a
+		// kernel's own path ("probed") only from 5.17 on.
+		knowsMappings := features == nil && ProbeFeatures().LoopWalk()
 		for _, tc := range []struct {
 			mode, root string // root calls a
 			size       int
@@ -124,6 +131,11 @@ func TestStackCopy(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.size), func(t *testing.T) {
 				chain := []uint64{canaryLow, canaryHigh, fx.returnAfterCall(t, "a", "b"), fx.returnAfterCall(t, tc.root, "a")}
+				top, at := intoB, 8 // the copy's first word; where chain starts
+				if runtime.GOARCH == "arm64" {
+					chain = []uint64{chain[2], chain[0], chain[1], chain[3]}
+					top, at = chain[0], 0
+				}
 				cmd, _ := startBinary(t, nofpPath, tc.mode)
 				pid := cmd.Process.Pid
 				s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
@@ -133,36 +145,44 @@ func TestStackCopy(t *testing.T) {
 					t.Fatalf("%d samples in c, want ≥ 20", len(got))
 				}
 				for _, x := range got {
-					if len(x.stack) < 8 || binary.LittleEndian.Uint64(x.stack) != intoB {
-						t.Fatalf("copy of %d bytes at sp %#x does not start with the return address %#x", len(x.stack), x.SP, intoB)
+					if len(x.stack) < 8 || binary.LittleEndian.Uint64(x.stack) != top {
+						t.Fatalf("copy of %d bytes at sp %#x does not start with the return address %#x", len(x.stack), x.SP, top)
 					}
-					if x.StackCopyTruncated != tc.truncated || x.StackCopyFault {
-						t.Fatalf("copy of %d bytes: truncated %v fault %v, want truncated %v, no fault",
-							len(x.stack), x.StackCopyTruncated, x.StackCopyFault, tc.truncated)
+					if runtime.GOARCH == "arm64" && x.LR != intoB {
+						t.Fatalf("lr %#x, want c's return address %#x", x.LR, intoB)
 					}
-					if tc.truncated {
-						if len(x.stack) != tc.size {
-							t.Fatalf("truncated copy of %d bytes, want %d", len(x.stack), tc.size)
-						}
-						continue
-					}
-					end := startStack(t, pid)
+					truncated, end := tc.truncated, startStack(t, pid)
 					switch {
-					case x.Tid == x.Pid:
-					case features == nil:
+					case truncated, x.Tid == x.Pid:
+					case knowsMappings:
 						end = residentEnd(t, pid, x.SP, mappingEnd(t, pid, x.SP))
 					default:
 						// Without bpf_find_vma the thread's mapping is
 						// not known: the copy goes on into the next
-						// if it is readable.
+						// if it is readable, and where all of the
+						// copy's size is, it is flagged truncated.
 						end = residentEnd(t, pid, x.SP, x.SP+uint64(tc.size))
+						truncated = end == x.SP+uint64(tc.size)
+					}
+					if x.StackCopyTruncated != truncated || x.StackCopyFault {
+						t.Fatalf("copy of %d bytes: truncated %v fault %v, want truncated %v, no fault",
+							len(x.stack), x.StackCopyTruncated, x.StackCopyFault, truncated)
+					}
+					if truncated {
+						if len(x.stack) != tc.size {
+							t.Fatalf("truncated copy of %d bytes, want %d", len(x.stack), tc.size)
+						}
+						if _, ok := wordsInOrder(x.stack, chain); !ok && !tc.truncated {
+							t.Fatalf("copy of %d bytes lacks %s", len(x.stack), hexFrames(chain))
+						}
+						continue
 					}
 					if x.SP+uint64(len(x.stack)) != end || len(x.stack) >= tc.size {
 						t.Fatalf("copy [%#x, +%d) in tid %d, want it to end at the stack's end %#x (mapping end %#x), short of %d bytes",
 							x.SP, len(x.stack), x.Tid, end, mappingEnd(t, pid, x.SP), tc.size)
 					}
-					if off, ok := wordsInOrder(x.stack, chain); !ok || off != 8 {
-						t.Fatalf("copy of %d bytes lacks %s in order right above the return address", len(x.stack), hexFrames(chain))
+					if off, ok := wordsInOrder(x.stack, chain); !ok || off != at {
+						t.Fatalf("copy of %d bytes lacks %s in order from offset %d", len(x.stack), hexFrames(chain), at)
 					}
 				}
 				t.Logf("%d samples, copies of %d bytes", len(got), len(got[0].stack))
@@ -329,14 +349,15 @@ func TestStackCopyLost(t *testing.T) {
 }
 
 // Samples taken in the kernel copy the user stack from the user SP: in a
-// frameless libc syscall wrapper, the copy starts with its return address.
+// frameless libc syscall wrapper, on x86-64 the copy starts with its
+// return address into sys_loop; on arm64 that is in lr, and the copy
+// starts with sys_loop's frame record, {main's fp, the return into main},
+// which fp names.
 func TestStackCopyInSyscall(t *testing.T) {
 	requireFixture(t)
 	fx := loadFixtureELF(t)
-	loop := fx.calls(t, "sys_loop")
-	if len(loop) != 1 {
-		t.Fatalf("sys_loop has %d calls, want 1 (getppid@plt)", len(loop))
-	}
+	intoLoop := syscallReturns(t, fx)
+	inMain := fx.returnAfterCall(t, "main", "sys_loop")
 	cmd, _ := startFixture(t, "syscalls")
 	time.Sleep(200 * time.Millisecond) // past ld.so
 	onEveryPath(t, func(t *testing.T, features *Features) {
@@ -353,8 +374,15 @@ func TestStackCopyInSyscall(t *testing.T) {
 			if fx.contains("sys_loop", x.PC) {
 				continue // between the calls
 			}
-			if ret := binary.LittleEndian.Uint64(x.stack); ret != loop[0].ret {
-				t.Fatalf("pc %#x: copy starts with %#x, want the return address into sys_loop %#x", x.PC, ret, loop[0].ret)
+			if runtime.GOARCH == "arm64" {
+				if !intoLoop[x.LR] || x.FP != x.SP || len(x.stack) < 16 || binary.LittleEndian.Uint64(x.stack[8:]) != inMain {
+					t.Fatalf("pc %#x lr %#x fp %#x sp %#x: copy %x..., want lr into sys_loop %v, fp = sp and the return %#x into main at sp+8",
+						x.PC, x.LR, x.FP, x.SP, x.stack[:min(len(x.stack), 16)], intoLoop, inMain)
+				}
+				continue
+			}
+			if ret := binary.LittleEndian.Uint64(x.stack); !intoLoop[ret] {
+				t.Fatalf("pc %#x: copy starts with %#x, want the return address into sys_loop %v", x.PC, ret, intoLoop)
 			}
 		}
 		t.Logf("%d samples in the kernel", len(got))

@@ -82,6 +82,10 @@ type Pipeline struct {
 	// KernelErr says why kernel frames stay unnamed (no access to
 	// /proc/kallsyms), nil when they are named.
 	KernelErr error
+	// Limits says in one sentence what this kernel cannot do that a newer
+	// one can (bpf.Sampler.Limits), "" when nothing: record and agent say
+	// it once at start, as a fact rather than a failure.
+	Limits string
 	// bpfStats and bpfErr are the sampler's statistics at the end of Run.
 	bpfStats bpf.Stats
 	bpfErr   error
@@ -143,6 +147,7 @@ func Open(cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p.col, p.sampler, p.src = col, s, bpfsource.New(s)
+	p.Limits = s.Limits()
 	return p, nil
 }
 

@@ -224,6 +224,9 @@ func runAgent(e *env, args []string) error {
 	if rec.KernelErr != nil {
 		log.Warn("kernel frames stay unnamed", "err", rec.KernelErr)
 	}
+	if rec.Limits != "" {
+		log.Info("older kernel", "limits", rec.Limits)
+	}
 	acfg := agent.Config{
 		Interval: o.interval, ServiceName: o.serviceName, ProcessRoot: o.processRoot,
 		Pyroscope: o.pyroscope, OTLP: o.otlp, Host: o.host, Queue: o.queue, FlushTimeout: o.flushTimeout,

@@ -426,11 +426,30 @@ func TestRecordShortLivedProcess(t *testing.T) {
 // "[unknown] 0x…" and "file+0x…".
 var placeholder = regexp.MustCompile(`^\[unknown\] 0x[0-9a-f]+$|\+0x[0-9a-f]+$`)
 
+// syscallEntries are the prefixes of the kernel functions a system call
+// passes through: x86-64's entry code and do_syscall_64; arm64's el0_svc
+// and the handlers of synchronous exceptions from user mode that call it,
+// and before 5.13 the return path to user mode the unwinder reaches from
+// the work done on the way back (ret_to_user, work_pending).
+var syscallEntries = []string{"entry_SYSCALL", "do_syscall", "el0_svc", "el0t_64_sync", "el0_sync", "ret_to_user", "work_pending"}
+
+// interruptEntries are the prefixes of the kernel's entries for interrupts
+// and exceptions taken in user mode: x86-64's IDT entries; arm64's el0_irq
+// (before 5.13) and el0t_64_irq.
+var interruptEntries = []string{"asm_sysvec_", "asm_common_interrupt", "asm_exc_", "el0_irq", "el0t_64_irq", "el0_interrupt"}
+
+// hasPrefix returns whether a name starts with one of prefixes.
+func hasPrefix(prefixes []string) func(string) bool {
+	return func(name string) bool {
+		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+	}
+}
+
 // TestRecordKernelFrames checks that a syscall-heavy program's samples carry
 // kernel frames named from kallsyms above its user frames.
 func TestRecordKernelFrames(t *testing.T) {
 	p, _ := recordProfile(t, "-F", "499", "--", fixture("e2e", "syscalls"), "1.5")
-	var total, kernel, entry int64
+	var total, kernel, entry, irq int64
 	var others []string
 	for _, s := range p.Sample {
 		// Only the samples of its loop in main: an emulated CPU spends much
@@ -445,21 +464,30 @@ func TestRecordKernelFrames(t *testing.T) {
 			continue
 		}
 		kernel += s.Value[0]
-		if slices.ContainsFunc(names(s), func(fn string) bool {
-			return strings.HasPrefix(fn, "entry_SYSCALL") || strings.HasPrefix(fn, "do_syscall") || // x86-64
-				strings.HasPrefix(fn, "el0_svc") || strings.HasPrefix(fn, "el0t_64_sync") || strings.HasPrefix(fn, "el0_sync") // arm64
-		}) {
+		switch fns := names(s); {
+		case slices.ContainsFunc(fns, hasPrefix(syscallEntries)):
 			entry += s.Value[0]
-		} else if len(others) < 5 {
-			others = append(others, strings.Join(names(s), " <- "))
+		case slices.ContainsFunc(fns, hasPrefix(interruptEntries)):
+			irq += s.Value[0]
+		case len(others) < 5:
+			others = append(others, strings.Join(fns, " <- "))
 		}
 	}
-	t.Logf("syscalls: %d samples in main, %d with a kernel leaf, %d through the syscall entry; others like %q", total, kernel, entry, others)
-	if kernel < total/2 {
-		t.Errorf("%d of %d samples have a kernel leaf, want most", kernel, total)
+	t.Logf("syscalls: %d samples in main, %d with a kernel leaf, %d through the syscall entry, %d in interrupts of user code; others like %q",
+		total, kernel, entry, irq, others)
+	// Emulated, the share depends on how fast the emulator runs kernel
+	// code against user code: 43-54% in the kernel matrix's arm64 5.10.
+	least := total / 2
+	if testenv.EmulatedCPU() {
+		least = total / 3
 	}
-	if entry < kernel*9/10 {
-		t.Errorf("%d of %d kernel stacks pass through entry_SYSCALL*/do_syscall* (arm64: el0_svc*, el0t_64_sync*, el0_sync*), want >= 90%%", entry, kernel)
+	if kernel < least {
+		t.Errorf("%d of %d samples have a kernel leaf, want %d or more", kernel, total, least)
+	}
+	// Interrupts of the fixture's user code (the timer's, IPIs), many
+	// under emulation, are kernel stacks of another kind.
+	if entry < (kernel-irq)*9/10 {
+		t.Errorf("%d of %d kernel stacks not in interrupts pass through %v, want >= 90%%", entry, kernel-irq, syscallEntries)
 	}
 }
 
@@ -478,6 +506,16 @@ func TestRecordPprofTop(t *testing.T) {
 	}
 	if !strings.Contains(errs, "at 99 Hz") {
 		t.Errorf("record without -F does not say it samples at the default 99 Hz: %q", errs)
+	}
+	// What a kernel before 5.17 (the kernel matrix's 5.10) cannot do is
+	// said once at start, in one sentence, and nothing on a newer one.
+	release := toolOutput(t, "uname", "-r")
+	said := regexp.MustCompile(`(?m)^sprof record: kernel `+regexp.QuoteMeta(release)+` has no bpf_loop or bpf_find_vma[^\n]*$`).FindAllString(errs, -1)
+	switch older := !kernelAtLeast(release, 5, 17); {
+	case older && len(said) != 1:
+		t.Errorf("Linux %s: %d lines saying it has no bpf_loop or bpf_find_vma, want one:\n%s", release, len(said), errs)
+	case !older && strings.Contains(errs, "has no bpf_"):
+		t.Errorf("Linux %s says it lacks a helper 5.17 has:\n%s", release, errs)
 	}
 	top, err := pprofTop(t, out)
 	if err != nil {

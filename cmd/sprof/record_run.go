@@ -93,6 +93,9 @@ func runRecord(e *env, args []string) error {
 	if pipe.KernelErr != nil {
 		fmt.Fprintf(e.stderr, "sprof record: kernel frames stay unnamed: %v\n", pipe.KernelErr)
 	}
+	if pipe.Limits != "" {
+		fmt.Fprintf(e.stderr, "sprof record: %s\n", pipe.Limits)
+	}
 	if rec != nil {
 		// Sampling runs: from now on a kill leaves the recording at
 		// its path, and a write error (a full disk) ends it.

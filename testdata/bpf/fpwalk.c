@@ -5,6 +5,8 @@
  * compares the walked stack with addresses read from this binary.
  *
  *   chain       main -> a -> b -> c, spinning in c
+ *   indirect    main -> a_ind -> (through a pointer) b_ind -> c: b_ind's
+ *               frame record returns after an indirect call
  *   prologue    main -> leafloop, which calls leaf in a loop; samples land
  *               on leaf's push %rbp, mov %rsp,%rbp, pop %rbp and ret
  *               (aarch64: stp x29, x30; mov x29, sp; ldp x29, x30; ret)
@@ -43,6 +45,9 @@ volatile int stop;
 NOINLINE void c(void) { while (!stop) sink++; }
 NOINLINE void b(void) { c(); KEEP(); }
 NOINLINE void a(void) { b(); KEEP(); }
+NOINLINE void b_ind(void) { c(); KEEP(); }
+void (*volatile b_ind_ptr)(void) = b_ind;
+NOINLINE void a_ind(void) { b_ind_ptr(); KEEP(); }
 
 NOINLINE void recurse(int n)
 {
@@ -175,6 +180,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(mode, "chain"))
 		a();
+	else if (!strcmp(mode, "indirect"))
+		a_ind();
 	else if (!strcmp(mode, "prologue"))
 		leafloop();
 	else if (!strcmp(mode, "below-sp"))
@@ -213,7 +220,7 @@ int main(int argc, char **argv)
 		}
 		wait(NULL);
 	} else {
-		fprintf(stderr, "usage: fpwalk chain|prologue|below-sp|misaligned|self-loop|above-stack S|bad-return|other-stack|other-data|deep N|fork|syscalls\n");
+		fprintf(stderr, "usage: fpwalk chain|indirect|prologue|below-sp|misaligned|self-loop|above-stack S|bad-return|other-stack|other-data|deep N|fork|syscalls\n");
 		return 2;
 	}
 	KEEP();
