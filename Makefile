@@ -20,7 +20,7 @@ install:
 	@test -f sprof || { echo "install: no ./sprof; run make build first, as yourself"; exit 1; }
 	install -D -m 0755 sprof $(DESTDIR)$(PREFIX)/bin/sprof
 
-test: deps vet check-generate unit kernel-matrix
+test: deps vet check-generate unit
 
 deps:
 	./scripts/install-test-deps.sh
@@ -35,9 +35,12 @@ unit:
 # Boot Debian's kernels (5.10, 6.1, 6.12, newest sid; amd64 and arm64) one
 # at a time under QEMU and run in each the end-to-end chain tests, `sprof
 # check`'s and the bpf tests of what differs between kernels
-# (scripts/kernel-matrix.sh says which, and why that scope: make test's
-# budget of about 15 minutes on 2 cores); a table of kernel x test is
-# printed at the end. Kernels are cached in /var/cache/sprof-kernels
+# (scripts/kernel-matrix.sh says which); a table of kernel x test is
+# printed at the end. Not part of `test` yet: on an idle 2-core machine it
+# takes about 12 minutes warm (75-115 s a VM), which with the rest of the
+# tests is over make test's budget of about 15 minutes, and sid's kernel
+# has once panicked at boot under emulation; run it by hand before a
+# change to bpf/ lands. Kernels are cached in /var/cache/sprof-kernels
 # (SPROF_KERNEL_CACHE). Not root: skipped, as other kernel tests; under
 # CI=true it fails. kernel-matrix-full runs all of bpf's tests in each VM.
 kernel-matrix:

@@ -43,11 +43,10 @@ matrix=${SPROF_MATRIX:-"bullseye/amd64 bookworm/amd64 trixie/amd64 sid/amd64 bul
 vm_timeout=${SPROF_MATRIX_VM_TIMEOUT:-600}
 go=${GO:-go}
 
-# The tests each VM runs. chains, the default and what make test runs
-# (chosen for make test's budget of about 15 minutes on 2 cores, all eight
-# VMs included; each VM runs each test once, on the kernel's own path):
-# the end-to-end
-# chain tests (frame pointers, none through libc, threads, PLT leaves,
+# The tests each VM runs. chains, the default (sized for make test's
+# budget of about 15 minutes on 2 cores, all eight VMs included, though the
+# matrix is not in make test yet; each VM runs each test once, on the
+# kernel's own path): the end-to-end chain tests (frame pointers, none through libc, threads, PLT leaves,
 # kernel frames, pprof output and the limits said at start), `sprof
 # check` against the kernel's facts, and the bpf tests of what differs
 # between kernels: loading every option, the frame-pointer walk with its
