@@ -38,7 +38,7 @@ for cmd in "sh -c 'while :; do :; done'" "perl -e '1 while 1'" \
 	testdata/unwind/spin-ehframe testdata/unwind/spin-sframe; do
 	prog=${cmd%% *}
 	if command -v "$prog" >/dev/null 2>&1 || [ -x "$prog" ]; then
-		eval "nice -n 19 $cmd" >/dev/null 2>&1 &
+		eval "exec nice -n 19 $cmd" >/dev/null 2>&1 &
 		pids="$pids $!"
 		busy=$((busy + 1))
 	fi
