@@ -73,7 +73,10 @@ git clone -q "$repo" "$root/root/sprof"
 for m in /proc /sys /dev /dev/pts /sys/fs/bpf /sys/kernel/debug /sys/kernel/tracing /sys/fs/cgroup; do
 	[ -d "$m" ] || continue
 	mkdir -p "$root$m"
-	mount --bind "$m" "$root$m"
+	# --rbind: the mounts below it come along (a hybrid host has cgroup2 at
+	# /sys/fs/cgroup/unified); rslave: unmounting them here leaves the host's.
+	mount --rbind "$m" "$root$m"
+	mount --make-rslave "$root$m"
 	mounted+=("$root$m")
 done
 
