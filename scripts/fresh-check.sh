@@ -70,6 +70,10 @@ step "copying Go ($goroot) and a clone of $repo at $(git -C "$repo" rev-parse --
 cp -a "$goroot" "$root/usr/local/go"
 git clone -q "$repo" "$root/root/sprof"
 
+# The root a mount point of its own, as a machine's / is: unshare
+# --propagation (the mount-namespace tests) fails on a bare chroot directory.
+mount --bind "$root" "$root"
+mounted+=("$root")
 for m in /proc /sys /dev /dev/pts /sys/fs/bpf /sys/kernel/debug /sys/kernel/tracing /sys/fs/cgroup; do
 	[ -d "$m" ] || continue
 	mkdir -p "$root$m"

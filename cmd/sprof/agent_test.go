@@ -328,7 +328,9 @@ func TestDeploySystemdUnit(t *testing.T) {
 	if err := os.WriteFile(path, bytes.ReplaceAll(b, []byte("/usr/local/bin/sprof"), []byte(self)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	// --man=no: whether the host has the man pages that Documentation=
+	// names (perf_event_open(2)) says nothing of the unit.
+	out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
 	if err != nil || len(out) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
