@@ -58,6 +58,14 @@ deb $mirror bookworm-updates main
 deb ${mirror%/debian}/debian-security bookworm-security main
 SOURCES
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# An installed system's /etc/hosts (debootstrap writes none): localhost
+# resolves without DNS (pprof's web UI, the tests' servers) and sudo knows
+# the host's name.
+cat >"$root/etc/hosts" <<HOSTS
+127.0.0.1	localhost
+127.0.1.1	$(hostname)
+::1	localhost ip6-localhost ip6-loopback
+HOSTS
 # The certificate authorities this machine adds, if any: a network that
 # inspects TLS (a corporate proxy) signs with one, and Go's module
 # downloads fail without it. A machine on that network has it too.
