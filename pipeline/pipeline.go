@@ -42,6 +42,11 @@ type Config struct {
 	// waits alone.
 	OffCPU    bool
 	OffCPUMin time.Duration
+	// OffCPUBudget bounds the system calls a second, on the busiest CPU,
+	// whose exits the hook that reads the user stacks of waits in system
+	// calls may follow (bpf.Config.OffCPUExitBudget): 0 means
+	// bpf.DefaultOffCPUExitBudget, negative no bound.
+	OffCPUBudget int
 	// RunTimeStats turns on the kernel's BPF run-time statistics for
 	// SamplerStats' run times (bpf.Config.RunTimeStats); they cost every
 	// BPF program on the host two clock reads per run.
@@ -126,21 +131,22 @@ func Open(cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	s, err := bpf.Open(bpf.Config{
-		Frequency:      cfg.Frequency,
-		Pids:           cfg.Pids,
-		FollowForks:    cfg.Command,
-		CgroupID:       cfg.CgroupID,
-		IncludeIdle:    cfg.IncludeIdle,
-		User:           cfg.User,
-		Kernel:         cfg.Kernel,
-		OffCPU:         cfg.OffCPU,
-		OffCPUMin:      cfg.OffCPUMin,
-		RunTimeStats:   cfg.RunTimeStats,
-		RingBufferSize: cfg.RingBufferSize,
-		StackCopy:      cfg.StackCopy,
-		CopyAll:        cfg.StackCopy > 0 && cfg.Command,
-		CopyPids:       col.CopyPids(),
-		Python:         cfg.Python && cfg.User,
+		Frequency:        cfg.Frequency,
+		Pids:             cfg.Pids,
+		FollowForks:      cfg.Command,
+		CgroupID:         cfg.CgroupID,
+		IncludeIdle:      cfg.IncludeIdle,
+		User:             cfg.User,
+		Kernel:           cfg.Kernel,
+		OffCPU:           cfg.OffCPU,
+		OffCPUMin:        cfg.OffCPUMin,
+		OffCPUExitBudget: cfg.OffCPUBudget,
+		RunTimeStats:     cfg.RunTimeStats,
+		RingBufferSize:   cfg.RingBufferSize,
+		StackCopy:        cfg.StackCopy,
+		CopyAll:          cfg.StackCopy > 0 && cfg.Command,
+		CopyPids:         col.CopyPids(),
+		Python:           cfg.Python && cfg.User,
 	})
 	if err != nil {
 		col.Close()

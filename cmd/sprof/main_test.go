@@ -149,6 +149,8 @@ func TestRecordUsageErrors(t *testing.T) {
 		{[]string{"--off-cpu", "--cpu", "-o", "x.folded"}, "folded output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz), OTLP or a .sprof recording"},
 		{[]string{"--off-cpu-min", "5ms"}, "--off-cpu-min needs --off-cpu"},
 		{[]string{"--off-cpu", "--off-cpu-min", "0"}, "--off-cpu-min must be positive"},
+		{[]string{"--off-cpu-syscall-budget", "0"}, "--off-cpu-syscall-budget needs --off-cpu"},
+		{[]string{"--off-cpu", "--off-cpu-syscall-budget", "-5"}, "--off-cpu-syscall-budget -5: give 0 (no limit) or more"},
 		{[]string{"--cpu=false"}, "--cpu=false records nothing; add --off-cpu"},
 	}
 	for _, tt := range tests {

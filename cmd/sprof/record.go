@@ -53,9 +53,10 @@ selects it); OTLP output an off_cpu/nanoseconds profile per service, beside
 its CPU profile with --cpu; folded and SVG count microseconds off the CPU
 and speedscope nanoseconds, so they take --off-cpu without --cpu. The user
 stack of a wait in a system call is read as the call returns, by a hook on
-every system call's exit; while the busiest CPU makes more than 100,000
-system calls a second that hook is off, and such waits show only the
-function that made the call (--stats counts them).
+every system call's exit; while the busiest CPU makes more than
+--off-cpu-syscall-budget (100,000) system calls a second that hook is off,
+and such waits show only the function that made the call, marked
+[truncated] (--stats counts them).
 `
 
 // recordOptions is the parsed command line of `sprof record`.

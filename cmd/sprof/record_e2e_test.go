@@ -630,7 +630,7 @@ func TestRecordOffCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	measured := filepath.Join(t.TempDir(), "measured")
-	p, errs := recordProfile(t, "--off-cpu", "--cpu", "-F", "499", "--stats", "--",
+	p, errs := recordProfile(t, "--off-cpu", "--cpu", "-F", "499", "--stats", "--off-cpu-syscall-budget", "0", "--",
 		"sh", "-c", `exec "$0" pipe 100 5000 >"$1"`, bin, measured)
 	out, err := os.ReadFile(measured)
 	if err != nil {
@@ -695,7 +695,7 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out, measured := filepath.Join(dir, "waits.otlp.pb"), filepath.Join(dir, "measured")
-	code, _, errs := runSprof("record", "-o", out, "--off-cpu", "--",
+	code, _, errs := runSprof("record", "-o", out, "--off-cpu", "--off-cpu-syscall-budget", "0", "--",
 		"sh", "-c", `exec "$0" pipe 60 5000 >"$1"`, bin, measured)
 	if code != 0 {
 		t.Fatalf("sprof record: exit %d\n%s", code, errs)
@@ -717,6 +717,7 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 	d := data.Dictionary
 	str := func(i int32) string { return d.StringTable[i] }
 	var offB, offPipe, offThread int64
+	others := map[string]int64{} // the thread's stacks without chain_b, for the failure message
 	for _, rp := range data.ResourceProfiles {
 		for _, sp := range rp.ScopeProfiles {
 			for _, p := range sp.Profiles {
@@ -747,6 +748,8 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 						if strings.Contains(stack, "pipe_read") { // anon_pipe_read since 6.16
 							offPipe += s.Values[0]
 						}
+					} else {
+						others[stack] += s.Values[0]
 					}
 				}
 			}
@@ -757,5 +760,8 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 	if d := offB - waitNs; d > waitNs/20 || -d > waitNs/20 || offPipe < offB*9/10 {
 		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of the thread's %v; the fixture measured %v in its waits",
 			time.Duration(offB), time.Duration(offPipe), time.Duration(offThread), time.Duration(waitNs))
+		for stack, ns := range others {
+			t.Logf("not in chain_b: %v %s", time.Duration(ns), stack)
+		}
 	}
 }

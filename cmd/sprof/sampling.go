@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -15,6 +16,7 @@ type samplingFlags struct {
 	userOnly, kernelOnly bool
 	offCPU               bool          // also record waits off the CPU
 	offCPUMin            time.Duration // the shortest wait recorded
+	offCPUBudget         int           // system calls a second the sys_exit hook may follow; 0 no limit
 	ringBuffer           int
 	stackCopy            int
 	unwindCache          int
@@ -31,6 +33,7 @@ func (f *samplingFlags) add(fs *pflag.FlagSet, unwindCache int, offCPUUsage stri
 	fs.BoolVar(&f.offCPU, "off-cpu", false, offCPUUsage)
 	f.offCPUMin = bpf.DefaultOffCPUMin
 	fs.Var((*durationValue)(&f.offCPUMin), "off-cpu-min", "the shortest wait --off-cpu records (1ms, 100us): shorter ones cost less and are not counted")
+	fs.IntVar(&f.offCPUBudget, "off-cpu-syscall-budget", bpf.DefaultOffCPUExitBudget, "with --off-cpu, the system calls a second on the busiest CPU up to which waits in system calls get their whole user stack, read by a hook on every system call's exit (about 100-150 ns each); above it the hook goes off for 15s and such waits show the calling function alone (--stats counts them); 0 = no limit, the hook always on")
 	f.stackCopy = pipeline.DefaultStackCopy
 	fs.Var((*sizeValue)(&f.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
 	f.unwindCache = unwindCache
@@ -51,6 +54,12 @@ func (f *samplingFlags) check(fs *pflag.FlagSet) error {
 	}
 	if f.offCPUMin <= 0 {
 		return usagef("--off-cpu-min must be positive")
+	}
+	if fs.Changed("off-cpu-syscall-budget") && !f.offCPU {
+		return usagef("--off-cpu-syscall-budget needs --off-cpu")
+	}
+	if f.offCPUBudget < 0 {
+		return usagef("--off-cpu-syscall-budget %d: give 0 (no limit) or more", f.offCPUBudget)
 	}
 	if f.stackCopy > bpf.MaxStackCopy {
 		return usagef("--stack-copy %d: at most %d bytes", f.stackCopy, bpf.MaxStackCopy)
@@ -76,6 +85,7 @@ func (f *samplingFlags) config(hz int) pipeline.Config {
 		Kernel:         !f.userOnly,
 		OffCPU:         f.offCPU,
 		OffCPUMin:      f.offCPUMin,
+		OffCPUBudget:   cmp.Or(f.offCPUBudget, -1), // the pipeline's 0 is the default
 		RingBufferSize: f.ringBuffer,
 		StackCopy:      f.stackCopy,
 		UnwindCache:    int64(f.unwindCache),
