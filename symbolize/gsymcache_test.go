@@ -572,3 +572,45 @@ func TestGSYMClosed(t *testing.T) {
 		t.Errorf("the cache holds %d tables, want none", st.Tables)
 	}
 }
+
+// TestGSYMGoWrappersStayInGSYM symbolizes every Go function's first,
+// middle and last byte of a program with DWARF: each gets a name, and
+// none, method wrappers without a line included, makes the ELF symbolizer
+// read the program's DWARF again, which the GSYM was converted from.
+func TestGSYMGoWrappersStayInGSYM(t *testing.T) {
+	needTool(t, "readelf")
+	bin := buildGo(t, "")
+	probes := goProbes(t, bin)
+	loads := readelfLoads(t, bin)
+	g, err := NewGSYM(GSYMOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []stacks.Frame
+	named, noLine := 0, 0
+	for _, a := range probes {
+		off, ok := fileOffset(loads, a)
+		if !ok {
+			continue
+		}
+		if frames, err = g.Symbolize(frames[:0], Binary{Path: bin}, off); err != nil {
+			t.Fatal(err)
+		}
+		if len(frames) == 0 || frames[0].Function == "" {
+			t.Errorf("%#x: no function", a)
+			continue
+		}
+		named++
+		if frames[0].Line == 0 {
+			noLine++
+		}
+	}
+	st := g.CacheStats()
+	t.Logf("%d of %d probes named, %d without a line; cache %+v", named, len(probes), noLine, st)
+	if noLine == 0 {
+		t.Error("no probe without a line: the program has no method wrappers to check")
+	}
+	if n := g.fallback.CacheStats().Misses; n != 0 {
+		t.Errorf("the ELF symbolizer loaded %d tables of a program its GSYM covers", n)
+	}
+}
