@@ -46,6 +46,9 @@ type Options struct {
 type ELF struct {
 	opts  Options
 	cache *cache[*image]
+	// noDWARF reads symbol tables and pclntabs alone: set behind a GSYM,
+	// whose files hold all the DWARF says (see GSYM.frames).
+	noDWARF bool
 }
 
 // NewELF returns an ELF symbolizer with its own, empty cache.
@@ -123,7 +126,7 @@ func (s *ELF) open(b Binary, id string) (*image, int64, error) {
 	// loaded always ends and its waiters never hang.
 	var img *image
 	err = contain(b.Path, func() (err error) {
-		img, err = loadImage(f, st.Size(), b.Path, s.opts.Demangle, s.debugLocator(b, id))
+		img, err = loadImage(f, st.Size(), b.Path, s.opts.Demangle, s.debugLocator(b, id), !s.noDWARF)
 		return err
 	})
 	if err != nil {

@@ -25,7 +25,7 @@ func FuzzLoadImage(f *testing.F) {
 	f.Add([]byte("\x7fELF\x02\x01\x01"))
 	noDebug := func(string, debugfile.Link) string { return "" }
 	f.Fuzz(func(t *testing.T, b []byte) {
-		img, err := loadImage(bytes.NewReader(b), int64(len(b)), "fuzz", DemangleFull, noDebug)
+		img, err := loadImage(bytes.NewReader(b), int64(len(b)), "fuzz", DemangleFull, noDebug, true)
 		if err != nil {
 			return
 		}

@@ -73,9 +73,13 @@ type GSYMStats struct {
 // the ELF symbolizer's 0.4 s load, and every later run maps the file in
 // 1.2 ms.
 //
-// Addresses a GSYM file does not cover are answered by an ELF symbolizer,
-// and those it covers without a line in Go programs without DWARF by
-// their pclntab, which GSYM does not hold. A GSYM is safe for concurrent use.
+// Binaries without a GSYM file, and addresses a GSYM file does not cover,
+// are answered by an ELF symbolizer from symbol tables (.dynsym,
+// MiniDebugInfo, symbols without a size) and Go pclntabs alone: the
+// conversion read all the DWARF there is, so reading it again could add
+// nothing, for seconds of CPU and tens of megabytes. Addresses a GSYM
+// covers without a line in Go programs without DWARF are answered by their
+// pclntab, which GSYM does not hold. A GSYM is safe for concurrent use.
 type GSYM struct {
 	dir      string
 	opts     GSYMOptions
@@ -162,6 +166,7 @@ func NewGSYM(opts GSYMOptions) (*GSYM, error) {
 	elfOpts.DebugDirs = dirs
 	elfOpts.CacheBytes = max(budget/2, 1)
 	fallback := NewELF(elfOpts)
+	fallback.noDWARF = true
 	ctx, cancel := context.WithCancel(context.Background())
 	return &GSYM{
 		ctx:      ctx,

@@ -614,3 +614,28 @@ func TestGSYMGoWrappersStayInGSYM(t *testing.T) {
 		t.Errorf("the ELF symbolizer loaded %d tables of a program its GSYM covers", n)
 	}
 }
+
+// TestGSYMFallbackReadsNoDWARF: the ELF symbolizer behind a GSYM reads the
+// symbol tables of a binary with DWARF, not its DWARF, which the GSYM was
+// converted from; the ELF symbolizer on its own reads both.
+func TestGSYMFallbackReadsNoDWARF(t *testing.T) {
+	b := Binary{Path: filepath.Join(fixtures, "c-O2")}
+	g, err := NewGSYM(GSYMOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind, err := g.fallback.image(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := NewELF(Options{}).image(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone.lines == nil || alone.inl == nil {
+		t.Fatalf("the ELF symbolizer read no DWARF of %s: not a fixture with DWARF", b.Path)
+	}
+	if behind.lines != nil || behind.inl != nil || len(behind.syms.start) == 0 || len(behind.syms.start) != len(alone.syms.start) {
+		t.Errorf("behind a GSYM: lines %v, inlined calls %v, %d symbols (alone: %d)", behind.lines != nil, behind.inl != nil, len(behind.syms.start), len(alone.syms.start))
+	}
+}

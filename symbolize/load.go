@@ -109,8 +109,9 @@ func contain(name string, fn func() error) error {
 
 // loadImage reads the tables of the binary r (of size bytes, named name in
 // errors), to show names demangled as dm says. findDebug returns the path
-// of its separate debug file, or "".
-func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug func(buildID string, link debugfile.Link) string) (*image, error) {
+// of its separate debug file, or "". Without withDWARF it reads the symbol
+// tables and a Go program's pclntab alone, no lines or inlined calls.
+func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug func(buildID string, link debugfile.Link) string, withDWARF bool) (*image, error) {
 	img := &image{}
 	var syms []symbol
 	var ef *elf.File
@@ -163,12 +164,14 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 					return err
 				}
 				syms, dbg = more, d
-				img.lines, img.inl = loadDWARF(d, st.Size(), dm, img.gol == nil)
+				if withDWARF {
+					img.lines, img.inl = loadDWARF(d, st.Size(), dm, img.gol == nil)
+				}
 				return nil
 			})
 		}
 	}
-	if img.lines == nil && img.inl == nil {
+	if withDWARF && img.lines == nil && img.inl == nil {
 		contain(name, func() error {
 			img.lines, img.inl = loadDWARF(ef, size, dm, img.gol == nil)
 			return nil
