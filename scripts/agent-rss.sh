@@ -13,6 +13,9 @@
 # agent's CPU time (utime+stime from /proc/PID/stat, which other load on
 # the host does not inflate as it does a wall-clock share) and the host's
 # load average over the run, to judge it by. Needs root.
+# SPROF_BIN names a sprof binary to measure instead of building one
+# (for a host without Go); AGENT_PROFILE names a pprof file in which
+# sprof records the agent's own CPU profile over the measured run.
 #   usage: scripts/agent-rss.sh [SECONDS [PROCS [AGENT FLAGS...]]]
 #          (default 600 s, 300 processes; e.g. --symbol-cache 32M)
 set -eu
@@ -28,7 +31,11 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
-go build -o "$tmp/sprof" ./cmd/sprof
+if [ -n "${SPROF_BIN:-}" ]; then
+	cp "$SPROF_BIN" "$tmp/sprof"
+else
+	go build -o "$tmp/sprof" ./cmd/sprof
+fi
 
 # A few busy programs, each a different binary for the symbolizer and
 # the unwinder; the rest sleep.
@@ -80,6 +87,9 @@ run_agent "$@"
 load0=$(cut -d' ' -f1 /proc/loadavg)
 hz=$(getconf CLK_TCK)
 start=$(date +%s)
+if [ -n "${AGENT_PROFILE:-}" ]; then
+	"$tmp/sprof" record -p "$agent" -F 499 -d "${secs}s" -o "$AGENT_PROFILE" 2>"$tmp/profile.log" &
+fi
 : >"$tmp/rss"
 while [ $(($(date +%s) - start)) -lt "$secs" ]; do
 	sleep 5
