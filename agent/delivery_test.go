@@ -178,22 +178,32 @@ func TestManyServicesKeepUp(t *testing.T) {
 }
 
 // TestOutageThenStop is the incident: the server is down for 30 s, comes
-// back, and the agent is stopped right after. Every interval arrives, in
-// order, within the flush timeout, and the log says so.
+// back, answers as a server whose storage is not ready yet for 10 s, and
+// the agent is stopped right after. Every interval arrives, in order,
+// within the flush timeout, over each API, and the log says so.
 func TestOutageThenStop(t *testing.T) {
+	for _, api := range []pyroscope.API{pyroscope.Push, pyroscope.Ingest} {
+		t.Run(string(api), func(t *testing.T) { testOutageThenStop(t, api) })
+	}
+}
+
+func testOutageThenStop(t *testing.T, api pyroscope.API) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := pyroscopetest.NewServer()
 		rec := servicesRecorder(12)
-		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
+		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", API: api, HTTPClient: srv.Client()}
 		r := run(t, rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg})
 		t0 := time.Now()
 		until(t0, 12*time.Second)
 		srv.SetDown(true)
 		until(t0, 42*time.Second)
+		srv.SetStarting(true)
 		srv.SetDown(false)
-		until(t0, 43*time.Second)
+		until(t0, 52*time.Second)
+		srv.SetStarting(false)
+		until(t0, 53*time.Second)
 		r.sigterm(t)
-		if took := time.Since(t0) - 43*time.Second; took > DefaultFlushTimeout {
+		if took := time.Since(t0) - 53*time.Second; took > DefaultFlushTimeout {
 			t.Errorf("the flush took %v, more than the flush timeout", took)
 		}
 		cut := rec.intervals()

@@ -37,7 +37,12 @@ type otlpSender struct {
 	pace   *pyroscope.Pacer
 }
 
-func (o *otlpSender) retryable(err error) bool { return otlp.Retryable(err) }
+// retryable is otlp.Retryable, and also says yes to an answer in which
+// Pyroscope says its storage was unavailable: it answers so with HTTP 500
+// while it starts, a code the OTLP specification says not to retry.
+func (o *otlpSender) retryable(err error) bool {
+	return otlp.Retryable(err) || pyroscope.BackendUnavailable(err.Error())
+}
 
 func (o *otlpSender) sentBytes() uint64 { return o.client.SentBytes() }
 

@@ -126,3 +126,57 @@ func TestOTLPPaced(t *testing.T) {
 		}
 	})
 }
+
+// TestOTLPServerStarting: a Pyroscope server that has just started
+// answers OTLP/HTTP exports with 500 and its storage's Unavailable status
+// until its segment writers are ready; the agent sends those intervals
+// again instead of dropping them, and all arrive, each once.
+func TestOTLPServerStarting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		starting := true
+		samples := map[int64]int64{} // by profile time
+		receiver := otlpReceiver(&mu, func(req *collectorpb.ExportProfilesServiceRequest) {
+			for _, rp := range req.ResourceProfiles {
+				for _, p := range rp.ScopeProfiles[0].Profiles {
+					for _, s := range p.Samples {
+						samples[int64(p.TimeUnixNano)] += s.Values[0]
+					}
+				}
+			}
+		})
+		pyroscopeLike := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			s := starting
+			mu.Unlock()
+			if s {
+				// As Pyroscope's OTLP handler words it (pkg/ingester/otlp).
+				http.Error(w, "failed to make a GRPC request: push series with index 0 and id 5f824cc9-0d9c-45fb-90e1-2e906b285c4f failed: "+
+					"unknown: rpc error: code = Unavailable desc = service is unavailable", http.StatusInternalServerError)
+				return
+			}
+			receiver.ServeHTTP(w, r)
+		})
+		rec := servicesRecorder(3)
+		r := run(t, rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), OTLP: &otlp.Config{Endpoint: "http://pyroscope:4040",
+			Protocol: otlp.HTTP, HTTPClient: &http.Client{Transport: handlerTransport{pyroscopeLike}}}})
+		t0 := time.Now()
+		until(t0, 17*time.Second)
+		mu.Lock()
+		starting = false
+		mu.Unlock()
+		until(t0, 18*time.Second)
+		r.sigterm(t)
+		mu.Lock()
+		defer mu.Unlock()
+		cut := rec.intervals()
+		for _, start := range cut {
+			if n := samples[start.UnixNano()]; n != 9 {
+				t.Errorf("interval of %v: %d samples arrived, want 9 (3 services of 3)", start, n)
+			}
+		}
+		if d, s, x := stopLine(t, r.log.String(), "otlp"); d != fmt.Sprint(len(cut)) || s != "0" || x != "0" {
+			t.Errorf("log says delivered=%s spilled=%s dropped=%s, want %d, 0, 0", d, s, x, len(cut))
+		}
+	})
+}

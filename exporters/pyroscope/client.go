@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -386,12 +387,15 @@ func (c *Client) retry(ctx context.Context, call func(context.Context) error) er
 
 // Retryable reports whether err is a failure worth trying again: the
 // Connect codes a server uses for transient trouble (as Grafana Alloy's
-// pyroscope.write retries them), HTTP 408, 429 and 5xx from /ingest, and
-// network errors. Invalid profiles, bad credentials and ErrTooOld are not.
+// pyroscope.write retries them), HTTP 408, 429 and 5xx from /ingest, an
+// answer that says the server's storage was unavailable
+// (BackendUnavailable), and network errors. Invalid profiles, bad
+// credentials and ErrTooOld are not.
 func Retryable(err error) bool {
 	var se *StatusError
 	if errors.As(err, &se) {
-		return se.Code == http.StatusRequestTimeout || se.Code == http.StatusTooManyRequests || se.Code >= 500
+		return se.Code == http.StatusRequestTimeout || se.Code == http.StatusTooManyRequests || se.Code >= 500 ||
+			BackendUnavailable(se.Body)
 	}
 	if errors.Is(err, ErrTooOld) {
 		return false
@@ -407,6 +411,22 @@ func Retryable(err error) bool {
 	}
 	var ne interface{ Timeout() bool }
 	return errors.As(err, &ne)
+}
+
+// backendUnavailable matches the gRPC status of a Pyroscope server's
+// storage (its segment writers) that could not take a profile for a
+// while, as the server quotes it in its error answers.
+var backendUnavailable = regexp.MustCompile(`rpc error: code = (Unavailable|DeadlineExceeded|Aborted|ResourceExhausted) desc = `)
+
+// BackendUnavailable reports whether a Pyroscope server's error message
+// says its storage could not take the profiles for now, which sending
+// them again later mends. A server that has just started listens before
+// its segment writers are ready, and each API then answers with their
+// gRPC status (Unavailable) quoted in a code it otherwise uses for what
+// is refused for good: /ingest HTTP 422, OTLP/HTTP 500; Push says
+// Connect "unknown", which Retryable retries anyway.
+func BackendUnavailable(message string) bool {
+	return backendUnavailable.MatchString(message)
 }
 
 // newUUID returns a random (version 4) UUID, the ID Pyroscope wants for

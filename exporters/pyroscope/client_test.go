@@ -433,3 +433,32 @@ func TestPushOffCPU(t *testing.T) {
 		t.Errorf("off-CPU time per series %v, want %v", offCPU, want)
 	}
 }
+
+// TestStorageStarting: a server whose storage is not ready yet answers
+// /ingest with 422 and Push with Connect code unknown, quoting the
+// storage's Unavailable status: worth trying again, unlike a 422 for a
+// profile the server refuses.
+func TestStorageStarting(t *testing.T) {
+	for _, api := range []API{Push, Ingest} {
+		fake := pyroscopetest.NewServer()
+		fake.FlushEvery = 0
+		fake.SetStarting(true)
+		c, err := New(Config{URL: fake.Start(t), API: api, ServiceName: "svc", Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Push(context.Background(), testProfile(time.Now()))
+		if err == nil || !Retryable(err) {
+			t.Errorf("%s while the storage starts: %v, want a retryable error", api, err)
+		}
+		fake.SetStarting(false)
+		if err := c.Push(context.Background(), testProfile(time.Now())); err != nil || len(fake.Profiles()) != 1 {
+			t.Errorf("%s once the storage is ready: %v, %d profiles stored; want 1", api, err, len(fake.Profiles()))
+		}
+	}
+	refused := &StatusError{Code: http.StatusUnprocessableEntity, Body: `{"code":"unknown","message":"pushing IngestInput-pprof failed ` +
+		`push series with index 0 and id  failed: invalid_argument: profile is too old"}`}
+	if Retryable(refused) {
+		t.Errorf("Retryable(%v) = true", refused)
+	}
+}
