@@ -22,7 +22,9 @@ const maxOTLPRequest = 16 << 20
 
 // otlpSender sends intervals to an OpenTelemetry profiles endpoint: the
 // series of an interval in as few exports as the receiver's limits allow,
-// one resource per series, one export after another.
+// one resource per series, one export after another. The samples carry
+// no process or thread attributes: Pyroscope would make a series of each
+// thread (exporters.OTLPOptions.NoSampleAttributes).
 //
 // Pyroscope, the receiver most OTLP profiles go to (directly or through
 // a Collector), charges each profile against the tenant's ingestion rate
@@ -78,12 +80,12 @@ type otlpPart struct {
 // its error in errs.
 //
 // A part's cost is what Pyroscope charges for it: the pprof it makes of
-// the resource's profile, with the samples' pid and tid as labels (the
-// series labels add a few hundred bytes, within the pacing's margin).
+// the resource's profile, whose samples carry no labels (the series
+// labels add a few hundred bytes, within the pacing's margin).
 // The export itself is no measure: its one dictionary for all resources
 // makes it smaller than the pprofs, or larger, with longer indexes.
 func (o *otlpSender) fit(parts []otlpPart, i int, s pyroscope.Series, limit int, errs []error) []otlpPart {
-	pp, err := exporters.BuildPprof(s.Profile, exporters.Options{Labels: []exporters.Label{exporters.LabelPid, exporters.LabelTid}})
+	pp, err := exporters.BuildPprof(s.Profile, exporters.Options{Labels: []exporters.Label{}})
 	var raw bytes.Buffer
 	if err == nil {
 		err = pp.WriteUncompressed(&raw)
@@ -145,5 +147,5 @@ func (o *otlpSender) build(series []pyroscope.Series) (*profilespb.ProfilesData,
 		}
 	}
 	return exporters.BuildOTLP(&p, exporters.Options{OTLP: exporters.OTLPOptions{
-		HostName: o.host, Service: func(s *stacks.Sample) string { return service[s] }}})
+		HostName: o.host, Service: func(s *stacks.Sample) string { return service[s] }, NoSampleAttributes: true}})
 }

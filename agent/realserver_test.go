@@ -224,7 +224,7 @@ func TestRealPyroscope(t *testing.T) {
 	}
 	t.Logf("agents stopped in %v after SIGTERM", time.Since(stopAt).Round(time.Millisecond))
 
-	q := querierv1connect.NewQuerierServiceClient(http.DefaultClient, srv.url())
+	q := querierClient(srv.url())
 	for _, ea := range agents {
 		t.Run(ea.tag, func(t *testing.T) {
 			cuts := len(ea.rec.intervals())
@@ -277,7 +277,7 @@ func TestRealPyroscope(t *testing.T) {
 // service's total back. One request per series, one after another, as
 // sprof used to push, is timed on the first ten series for comparison.
 func manyServices(t *testing.T, url string, interval time.Duration) {
-	q := querierv1connect.NewQuerierServiceClient(http.DefaultClient, url)
+	q := querierClient(url)
 	from := time.Now()
 	// The three APIs charge one tenant's rate limit.
 	pace := pyroscope.NewPacer(pyroscope.Limits{})
@@ -348,6 +348,25 @@ func manyServices(t *testing.T, url string, interval time.Duration) {
 		}
 		t.Logf("%s: %d services on the server, %d with a total other than 465 samples", api, len(totals), bad)
 	}
+}
+
+// querierClient queries the server at url as Grafana's clients do,
+// saying that it takes label names with dots: the query
+// API leaves those out of its answers to clients that do not, so OTLP
+// resource attributes, stored under their semantic-convention names
+// (host.name, container.id), would look lost.
+func querierClient(url string) querierv1connect.QuerierServiceClient {
+	return querierv1connect.NewQuerierServiceClient(&http.Client{Transport: utf8Labels{}}, url)
+}
+
+// utf8Labels declares the client capability allow-utf8-labelnames in
+// the Accept header, as Pyroscope's query API reads it.
+type utf8Labels struct{}
+
+func (utf8Labels) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", "*/*; allow-utf8-labelnames=true")
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // waitForServices returns the CPU total of each service named prefix…
