@@ -253,8 +253,8 @@ func TestStopSpills(t *testing.T) {
 	})
 }
 
-// TestOTLPDelivery: with an OTLP endpoint the interval goes there too, as
-// one export of one resource per service; with off-CPU time, each
+// TestOTLPDelivery: with an OTLP endpoint the interval goes there too, in
+// one export per service, of one resource; with off-CPU time, each
 // resource has an off_cpu/nanoseconds profile beside its CPU profile.
 func TestOTLPDelivery(t *testing.T) {
 	for _, offCPU := range []bool{false, true} {
@@ -277,36 +277,43 @@ func testOTLPDelivery(t *testing.T, offCPU bool) {
 	start(t, a)()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 1 || len(pyro.Profiles()) != 2 {
-		t.Fatalf("%d OTLP exports and %d Pyroscope profiles, want 1 and 2", len(got), len(pyro.Profiles()))
+	if len(got) != 2 || len(pyro.Profiles()) != 2 {
+		t.Fatalf("%d OTLP exports and %d Pyroscope profiles, want 2 and 2", len(got), len(pyro.Profiles()))
 	}
 	services, waits := map[string]int64{}, map[string]time.Duration{}
-	strs := got[0].Dictionary.StringTable
-	for _, rp := range got[0].ResourceProfiles {
-		var name, host string
-		for _, kv := range rp.Resource.Attributes {
-			switch kv.Key {
-			case "service.name":
-				name = kv.Value.GetStringValue()
-			case "host.name":
-				host = kv.Value.GetStringValue()
+	for _, export := range got {
+		if len(export.ResourceProfiles) != 1 {
+			t.Errorf("an export of %d resources, want 1", len(export.ResourceProfiles))
+		}
+	}
+	for _, export := range got {
+		strs := export.Dictionary.StringTable
+		for _, rp := range export.ResourceProfiles {
+			var name, host string
+			for _, kv := range rp.Resource.Attributes {
+				switch kv.Key {
+				case "service.name":
+					name = kv.Value.GetStringValue()
+				case "host.name":
+					host = kv.Value.GetStringValue()
+				}
 			}
-		}
-		if host != "node-1" {
-			t.Errorf("host.name %q", host)
-		}
-		for _, p := range rp.ScopeProfiles[0].Profiles {
-			switch typ := strs[p.SampleType.TypeStrindex] + "/" + strs[p.SampleType.UnitStrindex]; typ {
-			case "samples/count":
-				for _, s := range p.Samples {
-					services[name] += s.Values[0]
+			if host != "node-1" {
+				t.Errorf("host.name %q", host)
+			}
+			for _, p := range rp.ScopeProfiles[0].Profiles {
+				switch typ := strs[p.SampleType.TypeStrindex] + "/" + strs[p.SampleType.UnitStrindex]; typ {
+				case "samples/count":
+					for _, s := range p.Samples {
+						services[name] += s.Values[0]
+					}
+				case "off_cpu/nanoseconds":
+					for _, s := range p.Samples {
+						waits[name] += time.Duration(s.Values[0])
+					}
+				default:
+					t.Errorf("%s: a profile of %s", name, typ)
 				}
-			case "off_cpu/nanoseconds":
-				for _, s := range p.Samples {
-					waits[name] += time.Duration(s.Values[0])
-				}
-			default:
-				t.Errorf("%s: a profile of %s", name, typ)
 			}
 		}
 	}

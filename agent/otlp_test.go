@@ -15,6 +15,7 @@ import (
 	"time"
 
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/profiles/v1development"
+	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sprof/sprof/exporters"
@@ -27,14 +28,8 @@ import (
 // record, holding mu.
 func otlpReceiver(mu *sync.Mutex, record func(*collectorpb.ExportProfilesServiceRequest)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil || r.URL.Path != otlp.Path || r.Header.Get("Content-Type") != "application/x-protobuf" {
-			http.Error(w, fmt.Sprint("bad request: ", err), http.StatusBadRequest)
-			return
-		}
-		raw, _ := io.ReadAll(zr)
-		req := &collectorpb.ExportProfilesServiceRequest{}
-		if err := proto.Unmarshal(raw, req); err != nil {
+		req, err := decodeExport(r)
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -42,6 +37,17 @@ func otlpReceiver(mu *sync.Mutex, record func(*collectorpb.ExportProfilesService
 		defer mu.Unlock()
 		record(req)
 	})
+}
+
+// decodeExport reads an OTLP/HTTP export as the agent sends it.
+func decodeExport(r *http.Request) (*collectorpb.ExportProfilesServiceRequest, error) {
+	zr, err := gzip.NewReader(r.Body)
+	if err != nil || r.URL.Path != otlp.Path || r.Header.Get("Content-Type") != "application/x-protobuf" {
+		return nil, fmt.Errorf("bad request: %v", err)
+	}
+	raw, _ := io.ReadAll(zr)
+	req := &collectorpb.ExportProfilesServiceRequest{}
+	return req, proto.Unmarshal(raw, req)
 }
 
 // handlerTransport serves requests with a handler in memory, for tests in
@@ -55,11 +61,10 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestOTLPPaced: 200 services of 30 stacks of 20 frames, about 7 MB of
-// profiles, go out in several exports, every service once, each export
+// profiles, go out in an export each, every service once, each export
 // within Pyroscope's rate limit burst as the server charges it (the
 // pprof it makes of each resource's profile), and no faster than the
-// rate limit lets them through. In one export, Pyroscope would refuse
-// most of them and keep the rest, and a retry would store those twice.
+// rate limit lets them through, so that the server refuses none.
 func TestOTLPPaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := pyroscopetest.ServicesProfile(200, 30, 20)
@@ -177,6 +182,62 @@ func TestOTLPServerStarting(t *testing.T) {
 		}
 		if d, s, x := stopLine(t, r.log.String(), "otlp"); d != fmt.Sprint(len(cut)) || s != "0" || x != "0" {
 			t.Errorf("log says delivered=%s spilled=%s dropped=%s, want %d, 0, 0", d, s, x, len(cut))
+		}
+	})
+}
+
+// TestOTLPRateLimitedOnce: the tenant's rate limit is spent by others, so
+// a Pyroscope-like receiver refuses some resources' profiles with HTTP 429
+// and stores the rest of the export, as Pyroscope's OTLP handler does.
+// What was refused is sent again until stored, and every service's
+// profile of every interval is stored exactly once.
+func TestOTLPRateLimitedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		bucket := rate.NewLimiter(2, 2) // two resources' profiles a second
+		refused := 0
+		stored := map[string]int{} // by profile time and service
+		pyroscopeLike := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			req, err := decodeExport(r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			limited := false
+			for _, rp := range req.ResourceProfiles {
+				if !bucket.Allow() {
+					refused++
+					limited = true
+					continue
+				}
+				for _, kv := range rp.Resource.Attributes {
+					if kv.Key == "service.name" {
+						stored[fmt.Sprint(rp.ScopeProfiles[0].Profiles[0].TimeUnixNano, kv.Value.GetStringValue())]++
+					}
+				}
+			}
+			if limited {
+				http.Error(w, "push rate limit exceeded", http.StatusTooManyRequests)
+			}
+		})
+		rec := servicesRecorder(6)
+		r := run(t, rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), OTLP: &otlp.Config{Endpoint: "http://pyroscope:4040",
+			Protocol: otlp.HTTP, HTTPClient: &http.Client{Transport: handlerTransport{pyroscopeLike}}}})
+		until(time.Now(), 21*time.Second)
+		r.sigterm(t)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, start := range rec.intervals() {
+			for i := range 6 {
+				if k := fmt.Sprint(start.UnixNano(), fmt.Sprintf("svc%03d", i)); stored[k] != 1 {
+					t.Errorf("interval of %v, svc%03d: stored %d times, want once", start, i, stored[k])
+				}
+			}
+		}
+		if refused == 0 {
+			t.Error("nothing was refused: the test tests nothing")
 		}
 	})
 }

@@ -272,10 +272,11 @@ func TestRealPyroscope(t *testing.T) {
 
 // manyServices sends one interval of 200 services, 30 distinct stacks of
 // 20 frames each (about 7 MB of pprof, over the server's rate limit
-// burst), over each API as the agent sends it (paced, batched where the
-// API allows), wants each delivered within an interval, and reads each
-// service's total back. One request per series, one after another, as
-// sprof used to push, is timed on the first ten series for comparison.
+// burst), over each API as the agent sends it (paced, a request per
+// profile, many at a time), wants each delivered within an interval, and
+// reads each service's total back. One request per series, one after
+// another, as sprof used to push, is timed on the first ten series for
+// comparison.
 func manyServices(t *testing.T, url string, interval time.Duration) {
 	q := querierClient(url)
 	from := time.Now()
