@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
@@ -327,4 +328,41 @@ func testOTLPDelivery(t *testing.T, offCPU bool) {
 	if !maps.Equal(waits, want) {
 		t.Errorf("off-CPU time per service %v, want %v", waits, want)
 	}
+}
+
+// TestIngestionLimitsReachDestinations: the tenant's limits given to the
+// agent pace both destinations: no profile sent to Pyroscope costs more
+// than the burst (a large one is split to fit), and the OTLP exports are
+// held to the same budget.
+func TestIngestionLimitsReachDestinations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := pyroscopetest.NewServer()
+		srv.IngestionRate = 0
+		const burst = 128 << 10
+		rec := &scriptedRecorder{profile: func(start, end time.Time) *stacks.Profile {
+			p := pyroscopetest.WideProfile(600, 20) // about 640 KB of pprof
+			p.Start, p.Duration = start, end.Sub(start)
+			return p
+		}}
+		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
+		r := run(t, rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg,
+			OTLP:          &otlp.Config{Endpoint: "http://otlp:4040", Protocol: otlp.HTTP, HTTPClient: &http.Client{Transport: handlerTransport{http.NotFoundHandler()}}},
+			IngestionRate: 1 << 20, IngestionBurst: burst})
+		until(time.Now(), 6*time.Second)
+		r.sigterm(t)
+		got := srv.Profiles()
+		if len(got) < 5 {
+			t.Errorf("%d profiles, want the interval split into 5 or more to fit a %d-byte burst", len(got), burst)
+		}
+		for _, fp := range got {
+			var buf bytes.Buffer
+			fp.Profile.WriteUncompressed(&buf)
+			if buf.Len() > burst {
+				t.Errorf("a profile of %d bytes, over the %d-byte burst", buf.Len(), burst)
+			}
+		}
+		if b := r.a.deliveries[1].sender.(*otlpSender).pace.Budget(); b > burst {
+			t.Errorf("OTLP exports may cost %d bytes, over the %d-byte burst", b, burst)
+		}
+	})
 }

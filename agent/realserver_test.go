@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -234,6 +235,9 @@ func TestRealPyroscope(t *testing.T) {
 			}
 			d, s, x := stopLine(t, ea.r.log.String(), to)
 			t.Logf("%d intervals cut; the agent says delivered=%s spilled=%s dropped=%s", cuts, d, s, x)
+			for _, line := range logTrouble(ea.r.log.String()) {
+				t.Logf("agent log: %s", line)
+			}
 			if d != strconv.Itoa(cuts) || s != "0" || x != "0" {
 				t.Errorf("the agent delivered %s of %d intervals (spilled %s, dropped %s)\n%s", d, cuts, s, x, ea.r.log.String())
 			}
@@ -268,6 +272,24 @@ func TestRealPyroscope(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logTrouble sums up an agent's warnings and errors: each message, how
+// often, and the error of its first occurrence, shortened.
+func logTrouble(log string) []string {
+	var out []string
+	count := map[string]int{}
+	line := regexp.MustCompile(`level=(?:WARN|ERROR) msg="([^"]*)".*? err="((?:[^"\\]|\\.)*)"`)
+	for _, m := range line.FindAllStringSubmatch(log, -1) {
+		if count[m[1]]++; count[m[1]] == 1 {
+			out = append(out, m[1]+": "+m[2][:min(len(m[2]), 200)])
+		}
+	}
+	for i, l := range out {
+		msg, _, _ := strings.Cut(l, ": ")
+		out[i] = fmt.Sprintf("%d× %s", count[msg], l)
+	}
+	return out
 }
 
 // manyServices sends one interval of 200 services, 30 distinct stacks of
