@@ -27,27 +27,33 @@ import (
 // otlpReceiver is an OTLP/HTTP receiver that hands each request to
 // record, holding mu.
 func otlpReceiver(mu *sync.Mutex, record func(*collectorpb.ExportProfilesServiceRequest)) http.Handler {
+	return otlpAnswering(mu, func(req *collectorpb.ExportProfilesServiceRequest) int {
+		record(req)
+		return http.StatusOK
+	})
+}
+
+// otlpAnswering is an OTLP/HTTP receiver that answers each request with
+// the status answer returns for it, holding mu.
+func otlpAnswering(mu *sync.Mutex, answer func(*collectorpb.ExportProfilesServiceRequest) int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := decodeExport(r)
-		if err != nil {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil || r.URL.Path != otlp.Path || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, fmt.Sprint("bad request: ", err), http.StatusBadRequest)
+			return
+		}
+		raw, _ := io.ReadAll(zr)
+		req := &collectorpb.ExportProfilesServiceRequest{}
+		if err := proto.Unmarshal(raw, req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		record(req)
+		if code := answer(req); code != http.StatusOK {
+			http.Error(w, http.StatusText(code), code)
+		}
 	})
-}
-
-// decodeExport reads an OTLP/HTTP export as the agent sends it.
-func decodeExport(r *http.Request) (*collectorpb.ExportProfilesServiceRequest, error) {
-	zr, err := gzip.NewReader(r.Body)
-	if err != nil || r.URL.Path != otlp.Path || r.Header.Get("Content-Type") != "application/x-protobuf" {
-		return nil, fmt.Errorf("bad request: %v", err)
-	}
-	raw, _ := io.ReadAll(zr)
-	req := &collectorpb.ExportProfilesServiceRequest{}
-	return req, proto.Unmarshal(raw, req)
 }
 
 // handlerTransport serves requests with a handler in memory, for tests in
@@ -197,19 +203,12 @@ func TestOTLPRateLimitedOnce(t *testing.T) {
 		bucket := rate.NewLimiter(2, 2) // two resources' profiles a second
 		refused := 0
 		stored := map[string]int{} // by profile time and service
-		pyroscopeLike := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			req, err := decodeExport(r)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			limited := false
+		pyroscopeLike := otlpAnswering(&mu, func(req *collectorpb.ExportProfilesServiceRequest) int {
+			status := http.StatusOK
 			for _, rp := range req.ResourceProfiles {
 				if !bucket.Allow() {
 					refused++
-					limited = true
+					status = http.StatusTooManyRequests
 					continue
 				}
 				for _, kv := range rp.Resource.Attributes {
@@ -218,9 +217,7 @@ func TestOTLPRateLimitedOnce(t *testing.T) {
 					}
 				}
 			}
-			if limited {
-				http.Error(w, "push rate limit exceeded", http.StatusTooManyRequests)
-			}
+			return status
 		})
 		rec := servicesRecorder(6)
 		r := run(t, rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), OTLP: &otlp.Config{Endpoint: "http://pyroscope:4040",
