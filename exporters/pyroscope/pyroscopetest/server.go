@@ -23,7 +23,8 @@
 // -distributor.ingestion-burst-size-mb (2 MiB); a profile that finds too
 // few tokens is refused with ResourceExhausted (/ingest: 429) while the
 // other profiles of its request are stored, and a Push request with any
-// profile refused is answered with the error, ResourceExhausted before
+// profile refused is answered with one error alone, naming no profile:
+// ResourceExhausted before the storage's error (start-up, below) before
 // InvalidArgument. (The server counts the size of the profile as it
 // re-encodes it, which is within a few bytes of what was sent.)
 //
