@@ -118,6 +118,12 @@ type Config struct {
 	// is called at the start and on every Reload, so that a rotated
 	// secret is picked up without a restart.
 	Credentials func() (Credentials, error)
+	// IngestionRate (bytes per second) and IngestionBurst (bytes) are the
+	// destination tenant's ingestion rate limit, which the requests to
+	// Pyroscope and to OTLP are paced to (see pyroscope.Limits); zero
+	// takes Pyroscope's defaults, a negative IngestionRate paces nothing.
+	IngestionRate  float64
+	IngestionBurst int
 	// Queue is how many intervals wait while Pyroscope is unreachable
 	// before the oldest is dropped; DefaultQueue if zero.
 	Queue int
@@ -196,9 +202,16 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	pacing := pyroscope.Limits{IngestionRate: cfg.IngestionRate, IngestionBurst: cfg.IngestionBurst}
 	if cfg.Pyroscope != nil {
 		pc := *cfg.Pyroscope
 		pc.ProcessRoot = cfg.ProcessRoot
+		if pacing.IngestionRate != 0 {
+			pc.Limits.IngestionRate = pacing.IngestionRate
+		}
+		if pacing.IngestionBurst != 0 {
+			pc.Limits.IngestionBurst = pacing.IngestionBurst
+		}
 		p, err := newPusher(pc)
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
@@ -223,7 +236,7 @@ func New(rec Recorder, cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 		a.otlp = c
-		a.deliveries = append(a.deliveries, a.newDelivery("otlp", &otlpSender{client: c, host: cfg.Host, log: a.log, pace: pyroscope.NewPacer(pyroscope.Limits{})}))
+		a.deliveries = append(a.deliveries, a.newDelivery("otlp", &otlpSender{client: c, host: cfg.Host, log: a.log, pace: pyroscope.NewPacer(pacing)}))
 	}
 	return a, nil
 }

@@ -68,7 +68,11 @@ func (d *delivery) loop(ctx context.Context) {
 		}
 		err := d.sendBatch(ctx, b)
 		if err == nil {
-			d.delivered.Add(1)
+			if len(b.refused) == 0 {
+				d.delivered.Add(1)
+			} else {
+				d.writeOut(b)
+			}
 			if failing {
 				d.log.Info("deliveries resumed", "to", d.to)
 				failing = false
@@ -95,8 +99,9 @@ func (d *delivery) loop(ctx context.Context) {
 	}
 }
 
-// sendBatch sends b's series, removing those delivered or refused for
-// good. It returns an error when any are left to try again.
+// sendBatch sends b's series, removing those delivered, and moving those
+// refused for good to b.refused. It returns an error when any are left to
+// try again.
 func (d *delivery) sendBatch(ctx context.Context, b *batch) error {
 	errs := d.sender.send(ctx, b.items)
 	var left []pyroscope.Series
@@ -111,7 +116,8 @@ func (d *delivery) sendBatch(ctx context.Context, b *batch) error {
 		d.sentFailed.Add(1)
 		if retry, reason := outcome(d.sender, err); !retry && ctx.Err() == nil {
 			d.droppedBy[reason].Add(1)
-			d.log.Error("profile dropped", "to", d.to, "service", it.Service, "container", it.Container, "reason", reason.String(), "err", err)
+			d.log.Error("profile refused", "to", d.to, "service", it.Service, "container", it.Container, "reason", reason.String(), "err", err)
+			b.refused = append(b.refused, it)
 			continue
 		}
 		left = append(left, it)
@@ -123,27 +129,36 @@ func (d *delivery) sendBatch(ctx context.Context, b *batch) error {
 	return first
 }
 
-// discard accounts for intervals that will not be delivered: written to
-// the output directory's spill directory for this destination when there
-// is one, else dropped. Their profiles count as dropped for reason.
+// discard accounts for intervals that will not be delivered: their
+// profiles still queued count as dropped for reason, and each interval is
+// written out (writeOut).
 func (d *delivery) discard(bs []*batch, reason dropReason) {
 	for _, b := range bs {
 		d.droppedBy[reason].Add(uint64(len(b.items)))
-		if d.out == nil {
-			d.dropped.Add(1)
-			continue
-		}
-		n, errs := d.out.spill(d.to, b.start, b.items)
-		if n < len(b.items) {
-			d.log.Error("write undelivered profiles", "to", d.to, "err", errs)
-			d.dropped.Add(1)
-			continue
-		}
-		d.spilled.Add(1)
+		d.writeOut(b)
 	}
 	if len(bs) > 0 && d.out != nil && reason != dropShutdown {
 		d.log.Warn("intervals not delivered; written out instead", "to", d.to, "count", len(bs), "reason", reason.String(), "dir", d.out.spillDir(d.to))
 	}
+}
+
+// writeOut accounts for an interval not delivered whole: what of it was
+// not delivered (still queued, or refused) goes to the output directory's
+// spill directory for this destination when there is one, and the
+// interval counts as spilled; else it counts as dropped.
+func (d *delivery) writeOut(b *batch) {
+	items := append(slices.Clip(b.items), b.refused...)
+	if d.out == nil {
+		d.dropped.Add(1)
+		return
+	}
+	n, errs := d.out.spill(d.to, b.start, items)
+	if n < len(items) {
+		d.log.Error("write undelivered profiles", "to", d.to, "err", errs)
+		d.dropped.Add(1)
+		return
+	}
+	d.spilled.Add(1)
 }
 
 // finish accounts for what is still queued once loop has returned and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
@@ -178,22 +179,32 @@ func TestManyServicesKeepUp(t *testing.T) {
 }
 
 // TestOutageThenStop is the incident: the server is down for 30 s, comes
-// back, and the agent is stopped right after. Every interval arrives, in
-// order, within the flush timeout, and the log says so.
+// back, answers as a server whose storage is not ready yet for 10 s, and
+// the agent is stopped right after. Every interval arrives, in order,
+// within the flush timeout, over each API, and the log says so.
 func TestOutageThenStop(t *testing.T) {
+	for _, api := range []pyroscope.API{pyroscope.Push, pyroscope.Ingest} {
+		t.Run(string(api), func(t *testing.T) { testOutageThenStop(t, api) })
+	}
+}
+
+func testOutageThenStop(t *testing.T, api pyroscope.API) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := pyroscopetest.NewServer()
 		rec := servicesRecorder(12)
-		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
+		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", API: api, HTTPClient: srv.Client()}
 		r := run(t, rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg})
 		t0 := time.Now()
 		until(t0, 12*time.Second)
 		srv.SetDown(true)
 		until(t0, 42*time.Second)
+		srv.SetStarting(true)
 		srv.SetDown(false)
-		until(t0, 43*time.Second)
+		until(t0, 52*time.Second)
+		srv.SetStarting(false)
+		until(t0, 53*time.Second)
 		r.sigterm(t)
-		if took := time.Since(t0) - 43*time.Second; took > DefaultFlushTimeout {
+		if took := time.Since(t0) - 53*time.Second; took > DefaultFlushTimeout {
 			t.Errorf("the flush took %v, more than the flush timeout", took)
 		}
 		cut := rec.intervals()
@@ -243,8 +254,8 @@ func TestStopSpills(t *testing.T) {
 	})
 }
 
-// TestOTLPDelivery: with an OTLP endpoint the interval goes there too, as
-// one export of one resource per service; with off-CPU time, each
+// TestOTLPDelivery: with an OTLP endpoint the interval goes there too, in
+// one export per service, of one resource; with off-CPU time, each
 // resource has an off_cpu/nanoseconds profile beside its CPU profile.
 func TestOTLPDelivery(t *testing.T) {
 	for _, offCPU := range []bool{false, true} {
@@ -267,36 +278,43 @@ func testOTLPDelivery(t *testing.T, offCPU bool) {
 	start(t, a)()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 1 || len(pyro.Profiles()) != 2 {
-		t.Fatalf("%d OTLP exports and %d Pyroscope profiles, want 1 and 2", len(got), len(pyro.Profiles()))
+	if len(got) != 2 || len(pyro.Profiles()) != 2 {
+		t.Fatalf("%d OTLP exports and %d Pyroscope profiles, want 2 and 2", len(got), len(pyro.Profiles()))
 	}
 	services, waits := map[string]int64{}, map[string]time.Duration{}
-	strs := got[0].Dictionary.StringTable
-	for _, rp := range got[0].ResourceProfiles {
-		var name, host string
-		for _, kv := range rp.Resource.Attributes {
-			switch kv.Key {
-			case "service.name":
-				name = kv.Value.GetStringValue()
-			case "host.name":
-				host = kv.Value.GetStringValue()
+	for _, export := range got {
+		if len(export.ResourceProfiles) != 1 {
+			t.Errorf("an export of %d resources, want 1", len(export.ResourceProfiles))
+		}
+	}
+	for _, export := range got {
+		strs := export.Dictionary.StringTable
+		for _, rp := range export.ResourceProfiles {
+			var name, host string
+			for _, kv := range rp.Resource.Attributes {
+				switch kv.Key {
+				case "service.name":
+					name = kv.Value.GetStringValue()
+				case "host.name":
+					host = kv.Value.GetStringValue()
+				}
 			}
-		}
-		if host != "node-1" {
-			t.Errorf("host.name %q", host)
-		}
-		for _, p := range rp.ScopeProfiles[0].Profiles {
-			switch typ := strs[p.SampleType.TypeStrindex] + "/" + strs[p.SampleType.UnitStrindex]; typ {
-			case "samples/count":
-				for _, s := range p.Samples {
-					services[name] += s.Values[0]
+			if host != "node-1" {
+				t.Errorf("host.name %q", host)
+			}
+			for _, p := range rp.ScopeProfiles[0].Profiles {
+				switch typ := strs[p.SampleType.TypeStrindex] + "/" + strs[p.SampleType.UnitStrindex]; typ {
+				case "samples/count":
+					for _, s := range p.Samples {
+						services[name] += s.Values[0]
+					}
+				case "off_cpu/nanoseconds":
+					for _, s := range p.Samples {
+						waits[name] += time.Duration(s.Values[0])
+					}
+				default:
+					t.Errorf("%s: a profile of %s", name, typ)
 				}
-			case "off_cpu/nanoseconds":
-				for _, s := range p.Samples {
-					waits[name] += time.Duration(s.Values[0])
-				}
-			default:
-				t.Errorf("%s: a profile of %s", name, typ)
 			}
 		}
 	}
@@ -310,4 +328,41 @@ func testOTLPDelivery(t *testing.T, offCPU bool) {
 	if !maps.Equal(waits, want) {
 		t.Errorf("off-CPU time per service %v, want %v", waits, want)
 	}
+}
+
+// TestIngestionLimitsReachDestinations: the tenant's limits given to the
+// agent pace both destinations: no profile sent to Pyroscope costs more
+// than the burst (a large one is split to fit), and the OTLP exports are
+// held to the same budget.
+func TestIngestionLimitsReachDestinations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := pyroscopetest.NewServer()
+		srv.IngestionRate = 0
+		const burst = 128 << 10
+		rec := &scriptedRecorder{profile: func(start, end time.Time) *stacks.Profile {
+			p := pyroscopetest.WideProfile(600, 20) // about 640 KB of pprof
+			p.Start, p.Duration = start, end.Sub(start)
+			return p
+		}}
+		cfg := &pyroscope.Config{URL: "http://pyroscope:4040", HTTPClient: srv.Client()}
+		r := run(t, rec, Config{Interval: 5 * time.Second, ProcRoot: t.TempDir(), Pyroscope: cfg,
+			OTLP:          &otlp.Config{Endpoint: "http://otlp:4040", Protocol: otlp.HTTP, HTTPClient: &http.Client{Transport: handlerTransport{http.NotFoundHandler()}}},
+			IngestionRate: 1 << 20, IngestionBurst: burst})
+		until(time.Now(), 6*time.Second)
+		r.sigterm(t)
+		got := srv.Profiles()
+		if len(got) < 5 {
+			t.Errorf("%d profiles, want the interval split into 5 or more to fit a %d-byte burst", len(got), burst)
+		}
+		for _, fp := range got {
+			var buf bytes.Buffer
+			fp.Profile.WriteUncompressed(&buf)
+			if buf.Len() > burst {
+				t.Errorf("a profile of %d bytes, over the %d-byte burst", buf.Len(), burst)
+			}
+		}
+		if b := r.a.deliveries[1].sender.(*otlpSender).pace.Budget(); b > burst {
+			t.Errorf("OTLP exports may cost %d bytes, over the %d-byte burst", b, burst)
+		}
+	})
 }

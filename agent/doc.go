@@ -15,10 +15,13 @@
 // not stop the drains and overflow the ring. What can fail is bounded:
 // profiles wait for an unreachable server in a queue of a fixed number of
 // intervals, and deliveries resume by themselves, oldest interval first,
-// when the server is back. An interval is sent as one batch
-// (pyroscope.Client.Send, or OTLP exports of as many series as fit), paced
-// to the server's ingestion rate limit, so delivery time does not grow
-// with the number of services. An interval the queue pushes out, or that is still queued
+// when the server is back. An interval's profiles are sent each in a
+// request of its own, many at a time (pyroscope.Client.Send, or an OTLP
+// export per series), so that one refused can be sent again without
+// storing the others twice, paced to the server's ingestion rate limit;
+// delivery time grows only by a server round trip per 32 services. A
+// profile the server answers as unavailable is sent again; one it refuses
+// for good is written out with its interval. An interval the queue pushes out, or that is still queued
 // when the flush at exit runs out of time, is written to the output
 // directory's unsent-* directory when there is one, and dropped and
 // counted when not; at exit the log says how many intervals were

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 
 	profilespb "go.opentelemetry.io/proto/otlp/profiles/v1development"
 
@@ -20,9 +21,11 @@ import (
 // default.
 const maxOTLPRequest = 16 << 20
 
-// otlpSender sends intervals to an OpenTelemetry profiles endpoint: the
-// series of an interval in as few exports as the receiver's limits allow,
-// one resource per series, one export after another.
+// otlpSender sends intervals to an OpenTelemetry profiles endpoint: each
+// series of an interval in an export of its own (send), one resource
+// each, many exports at a time. The samples carry
+// no process or thread attributes: Pyroscope would make a series of each
+// thread (exporters.OTLPOptions.NoSampleAttributes).
 //
 // Pyroscope, the receiver most OTLP profiles go to (directly or through
 // a Collector), charges each profile against the tenant's ingestion rate
@@ -37,10 +40,21 @@ type otlpSender struct {
 	pace   *pyroscope.Pacer
 }
 
-func (o *otlpSender) retryable(err error) bool { return otlp.Retryable(err) }
+// retryable is otlp.Retryable, and also says yes to an answer in which
+// Pyroscope says its storage was unavailable: it answers so with HTTP 500
+// while it starts, a code the OTLP specification says not to retry.
+func (o *otlpSender) retryable(err error) bool {
+	return otlp.Retryable(err) || pyroscope.BackendUnavailable(err.Error())
+}
 
 func (o *otlpSender) sentBytes() uint64 { return o.client.SentBytes() }
 
+// send exports every part of every series (fit) in a request of its own,
+// otlp.MaxExports at a time, as pyroscope.Client.Send sends profiles:
+// Pyroscope, which files each resource's profile as a series, refuses
+// some of an export's profiles (its rate limit, its storage not ready)
+// and keeps the others, answering with the error alone, so an export of
+// several sent again would store the kept ones twice.
 func (o *otlpSender) send(ctx context.Context, series []pyroscope.Series) []error {
 	errs := make([]error, len(series))
 	limit := min(o.pace.Budget(), maxOTLPRequest)
@@ -48,14 +62,21 @@ func (o *otlpSender) send(ctx context.Context, series []pyroscope.Series) []erro
 	for i, s := range series {
 		parts = o.fit(parts, i, s, limit, errs)
 	}
-	for lo := 0; lo < len(parts); {
-		hi, cost := lo+1, parts[lo].cost
-		for hi < len(parts) && cost+parts[hi].cost <= limit {
-			cost += parts[hi].cost
-			hi++
+	failed := make([]error, len(parts))
+	sem := make(chan struct{}, otlp.MaxExports)
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			failed[i] = o.export(ctx, p)
+		})
+	}
+	wg.Wait()
+	for i, p := range parts {
+		if failed[i] != nil && errs[p.series] == nil { // the first error of a series' parts
+			errs[p.series] = failed[i]
 		}
-		o.export(ctx, parts[lo:hi], cost, errs)
-		lo = hi
 	}
 	return errs
 }
@@ -73,12 +94,12 @@ type otlpPart struct {
 // its error in errs.
 //
 // A part's cost is what Pyroscope charges for it: the pprof it makes of
-// the resource's profile, with the samples' pid and tid as labels (the
-// series labels add a few hundred bytes, within the pacing's margin).
+// the resource's profile, whose samples carry no labels (the series
+// labels add a few hundred bytes, within the pacing's margin).
 // The export itself is no measure: its one dictionary for all resources
 // makes it smaller than the pprofs, or larger, with longer indexes.
 func (o *otlpSender) fit(parts []otlpPart, i int, s pyroscope.Series, limit int, errs []error) []otlpPart {
-	pp, err := exporters.BuildPprof(s.Profile, exporters.Options{Labels: []exporters.Label{exporters.LabelPid, exporters.LabelTid}})
+	pp, err := exporters.BuildPprof(s.Profile, exporters.Options{Labels: []exporters.Label{}})
 	var raw bytes.Buffer
 	if err == nil {
 		err = pp.WriteUncompressed(&raw)
@@ -101,17 +122,11 @@ func (o *otlpSender) fit(parts []otlpPart, i int, s pyroscope.Series, limit int,
 	return append(parts, otlpPart{series: i, s: s, cost: cost})
 }
 
-// export sends parts in one request, once the pacing lets cost through,
-// and records the outcome of each part's series in errs (the first
-// error, when a series has several parts).
-func (o *otlpSender) export(ctx context.Context, parts []otlpPart, cost int, errs []error) {
-	series := make([]pyroscope.Series, len(parts))
-	for i, p := range parts {
-		series[i] = p.s
-	}
-	data, err := o.build(series)
+// export sends p in one request, once the pacing lets its cost through.
+func (o *otlpSender) export(ctx context.Context, p otlpPart) error {
+	data, err := o.build(p.s)
 	if err == nil {
-		err = o.pace.Wait(ctx, cost)
+		err = o.pace.Wait(ctx, p.cost)
 	}
 	if err == nil {
 		err = o.client.Export(ctx, data)
@@ -121,24 +136,11 @@ func (o *otlpSender) export(ctx context.Context, parts []otlpPart, cost int, err
 		o.log.Warn("OTLP receiver rejected some profiles", "endpoint", o.client.Endpoint(), "rejected", pe.Rejected, "message", pe.Message)
 		err = nil
 	}
-	for _, p := range parts {
-		if errs[p.series] == nil {
-			errs[p.series] = err
-		}
-	}
+	return err
 }
 
-// build makes one OTLP message of series, which are all of one interval.
-func (o *otlpSender) build(series []pyroscope.Series) (*profilespb.ProfilesData, error) {
-	p := *series[0].Profile
-	p.Samples = nil
-	service := map[*stacks.Sample]string{}
-	for _, s := range series {
-		p.Samples = append(p.Samples, s.Profile.Samples...)
-		for _, smp := range s.Profile.Samples {
-			service[smp] = s.Service
-		}
-	}
-	return exporters.BuildOTLP(&p, exporters.Options{OTLP: exporters.OTLPOptions{
-		HostName: o.host, Service: func(s *stacks.Sample) string { return service[s] }}})
+// build makes the OTLP message of s: one resource, its service's.
+func (o *otlpSender) build(s pyroscope.Series) (*profilespb.ProfilesData, error) {
+	return exporters.BuildOTLP(s.Profile, exporters.Options{OTLP: exporters.OTLPOptions{
+		HostName: o.host, Service: func(*stacks.Sample) string { return s.Service }, NoSampleAttributes: true}})
 }

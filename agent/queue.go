@@ -14,6 +14,10 @@ type batch struct {
 	// be written out instead.
 	start time.Time
 	items []pyroscope.Series
+	// refused are the profiles the destination refused for good: the
+	// interval is not delivered whole, and they are written out with
+	// whatever else of it is never delivered.
+	refused []pyroscope.Series
 }
 
 // queue holds the intervals waiting for one destination, at most capacity

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -224,7 +225,7 @@ func TestRealPyroscope(t *testing.T) {
 	}
 	t.Logf("agents stopped in %v after SIGTERM", time.Since(stopAt).Round(time.Millisecond))
 
-	q := querierv1connect.NewQuerierServiceClient(http.DefaultClient, srv.url())
+	q := querierClient(srv.url())
 	for _, ea := range agents {
 		t.Run(ea.tag, func(t *testing.T) {
 			cuts := len(ea.rec.intervals())
@@ -234,6 +235,9 @@ func TestRealPyroscope(t *testing.T) {
 			}
 			d, s, x := stopLine(t, ea.r.log.String(), to)
 			t.Logf("%d intervals cut; the agent says delivered=%s spilled=%s dropped=%s", cuts, d, s, x)
+			for _, line := range logTrouble(ea.r.log.String()) {
+				t.Logf("agent log: %s", line)
+			}
 			if d != strconv.Itoa(cuts) || s != "0" || x != "0" {
 				t.Errorf("the agent delivered %s of %d intervals (spilled %s, dropped %s)\n%s", d, cuts, s, x, ea.r.log.String())
 			}
@@ -270,14 +274,33 @@ func TestRealPyroscope(t *testing.T) {
 	}
 }
 
+// logTrouble sums up an agent's warnings and errors: each message, how
+// often, and the error of its first occurrence, shortened.
+func logTrouble(log string) []string {
+	var out []string
+	count := map[string]int{}
+	line := regexp.MustCompile(`level=(?:WARN|ERROR) msg="([^"]*)".*? err="((?:[^"\\]|\\.)*)"`)
+	for _, m := range line.FindAllStringSubmatch(log, -1) {
+		if count[m[1]]++; count[m[1]] == 1 {
+			out = append(out, m[1]+": "+m[2][:min(len(m[2]), 200)])
+		}
+	}
+	for i, l := range out {
+		msg, _, _ := strings.Cut(l, ": ")
+		out[i] = fmt.Sprintf("%d× %s", count[msg], l)
+	}
+	return out
+}
+
 // manyServices sends one interval of 200 services, 30 distinct stacks of
 // 20 frames each (about 7 MB of pprof, over the server's rate limit
-// burst), over each API as the agent sends it (paced, batched where the
-// API allows), wants each delivered within an interval, and reads each
-// service's total back. One request per series, one after another, as
-// sprof used to push, is timed on the first ten series for comparison.
+// burst), over each API as the agent sends it (paced, a request per
+// profile, many at a time), wants each delivered within an interval, and
+// reads each service's total back. One request per series, one after
+// another, as sprof used to push, is timed on the first ten series for
+// comparison.
 func manyServices(t *testing.T, url string, interval time.Duration) {
-	q := querierv1connect.NewQuerierServiceClient(http.DefaultClient, url)
+	q := querierClient(url)
 	from := time.Now()
 	// The three APIs charge one tenant's rate limit.
 	pace := pyroscope.NewPacer(pyroscope.Limits{})
@@ -348,6 +371,25 @@ func manyServices(t *testing.T, url string, interval time.Duration) {
 		}
 		t.Logf("%s: %d services on the server, %d with a total other than 465 samples", api, len(totals), bad)
 	}
+}
+
+// querierClient queries the server at url as Grafana's clients do,
+// saying that it takes label names with dots: the query
+// API leaves those out of its answers to clients that do not, so OTLP
+// resource attributes, stored under their semantic-convention names
+// (host.name, container.id), would look lost.
+func querierClient(url string) querierv1connect.QuerierServiceClient {
+	return querierv1connect.NewQuerierServiceClient(&http.Client{Transport: utf8Labels{}}, url)
+}
+
+// utf8Labels declares the client capability allow-utf8-labelnames in
+// the Accept header, as Pyroscope's query API reads it.
+type utf8Labels struct{}
+
+func (utf8Labels) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", "*/*; allow-utf8-labelnames=true")
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // waitForServices returns the CPU total of each service named prefix…

@@ -29,6 +29,12 @@ type OTLPOptions struct {
 	Service func(*stacks.Sample) string
 	// ScopeVersion is the instrumentation scope's version, sprof's own.
 	ScopeVersion string
+	// NoSampleAttributes leaves the process and thread attributes off the
+	// samples. Grafana Pyroscope files every distinct set of a sample's
+	// attributes as a series of its own, so with them every thread of
+	// every process would be a series, against the server's series limit
+	// and its query cost; without them a series is a resource.
+	NoSampleAttributes bool
 }
 
 // Semantic-convention attribute names (OpenTelemetry semantic conventions,
@@ -119,6 +125,7 @@ func BuildOTLP(p *stacks.Profile, opt Options) (*profilespb.ProfilesData, error)
 		return nil, err
 	}
 	b := newOTLPBuilder(pp)
+	b.noSampleAttributes = opt.OTLP.NoSampleAttributes
 	procs := processesOf(p.Samples, opt.OTLP.Service)
 	// The pprof values: [samples, cpu ns] with CPU sampling, then off-CPU
 	// ns with p.OffCPU.
@@ -273,6 +280,8 @@ type otlpBuilder struct {
 	locations map[*profile.Location]int32
 	stacks    map[string]int32
 	key       []byte
+	// noSampleAttributes is OTLPOptions.NoSampleAttributes.
+	noSampleAttributes bool
 }
 
 func newOTLPBuilder(pp *profile.Profile) *otlpBuilder {
@@ -369,6 +378,9 @@ func (b *otlpBuilder) sample(s *profile.Sample, value int64, pid uint32, proc pr
 		b.dict.StackTable = append(b.dict.StackTable, st)
 	}
 	os := &profilespb.Sample{StackIndex: stack, Values: []int64{value}}
+	if b.noSampleAttributes {
+		return os
+	}
 	os.AttributeIndices = append(os.AttributeIndices, b.intAttr(attrProcessPid, int64(pid)))
 	if proc.comm != "" {
 		os.AttributeIndices = append(os.AttributeIndices, b.attr(attrExecutableName, proc.comm))

@@ -341,4 +341,20 @@ func TestOTLPOneResourcePerService(t *testing.T) {
 	if got := otlpFolded(data); !slices.Equal(got, []string{"10;exec_simple_query 2", "11;exec_simple_query 3"}) {
 		t.Errorf("samples %q", got)
 	}
+	// Without sample attributes (a series per resource in Pyroscope), the
+	// samples stay apart and carry nothing but their stack and value.
+	data, err = BuildOTLP(p, Options{OTLP: OTLPOptions{NoSampleAttributes: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts []int64
+	for _, s := range data.ResourceProfiles[0].ScopeProfiles[0].Profiles[0].Samples {
+		if len(s.AttributeIndices) > 0 {
+			t.Errorf("a sample with attributes %v", s.AttributeIndices)
+		}
+		counts = append(counts, s.Values...)
+	}
+	if !slices.Equal(counts, []int64{2, 3}) {
+		t.Errorf("sample values %v, want [2 3]", counts)
+	}
 }

@@ -56,23 +56,26 @@ send are written to --output-dir/unsent-pyroscope (or unsent-otlp) when
 
 // agentOptions is the parsed command line of `sprof agent`.
 type agentOptions struct {
-	frequency    int
-	interval     time.Duration
-	serviceName  string
-	processRoot  exporters.ProcessRoot
-	pyroscope    *pyroscope.Config
-	otlpFlags    otlpFlags
-	otlp         *otlp.Config
-	host         string
-	authFile     string
-	outputDir    string
-	keep         int
-	queue        int
-	metricsAddr  string
-	flushTimeout time.Duration
-	memoryLimit  int
-	sampling     samplingFlags
-	symbolizer   symbolizerFlags
+	frequency   int
+	interval    time.Duration
+	serviceName string
+	processRoot exporters.ProcessRoot
+	pyroscope   *pyroscope.Config
+	otlpFlags   otlpFlags
+	otlp        *otlp.Config
+	host        string
+	authFile    string
+	outputDir   string
+	keep        int
+	queue       int
+	// ingestionRate and ingestionBurst are what the requests are paced
+	// to: bytes per second (0 for no pacing) and the most one may cost.
+	ingestionRate, ingestionBurst int
+	metricsAddr                   string
+	flushTimeout                  time.Duration
+	memoryLimit                   int
+	sampling                      samplingFlags
+	symbolizer                    symbolizerFlags
 }
 
 // secretFlags are the flags people try for credentials. They exist, hidden,
@@ -101,6 +104,10 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	fs.StringVar(&o.outputDir, "output-dir", "", "also write every profile to this directory as TIME_SERVICE.pb.gz, or TIME_SERVICE_CONTAINER.pb.gz with the short container ID")
 	fs.IntVar(&o.keep, "keep", agent.DefaultKeep, "intervals of files to keep in --output-dir")
 	fs.IntVar(&o.queue, "queue", agent.DefaultQueue, "intervals to hold while a destination is unreachable; the oldest go first (to --output-dir/unsent-*)")
+	limits := pyroscope.DefaultLimits()
+	o.ingestionRate, o.ingestionBurst = int(limits.IngestionRate), limits.IngestionBurst
+	fs.Var((*sizeValue)(&o.ingestionRate), "ingestion-rate-limit", "ingestion rate limit of the server's tenant, bytes per second (Pyroscope: -distributor.ingestion-rate-limit-mb): requests to Pyroscope and OTLP are paced to stay under it, since the server refuses profiles past it; 0 = no pacing")
+	fs.Var((*sizeValue)(&o.ingestionBurst), "ingestion-burst", "ingestion burst of the server's tenant (Pyroscope: -distributor.ingestion-burst-size-mb): no request costs more; larger profiles are split")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve the agent's Prometheus metrics at this address (e.g. 127.0.0.1:9465), GET /metrics")
 	fs.Var((*durationValue)(&o.flushTimeout), "flush-timeout", "how long to try sending queued intervals at exit; the rest go to --output-dir/unsent-* if set")
 	o.sampling.add(fs, agent.DefaultUnwindCache, "also record where threads wait off the CPU: a second profile type per service, off_cpu:nanoseconds (Pyroscope), an off_cpu/nanoseconds profile (OTLP)")
@@ -141,6 +148,9 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 	if err := o.symbolizer.check(); err != nil {
 		return nil, err
 	}
+	if o.ingestionBurst < 64<<10 {
+		return nil, usagef("--ingestion-burst %d: give at least 64K, the largest profile must fit", o.ingestionBurst)
+	}
 	if o.keep < 1 || o.queue < 1 {
 		return nil, usagef("--keep %d, --queue %d: both must be at least 1", o.keep, o.queue)
 	}
@@ -176,6 +186,15 @@ func parseAgent(e *env, args []string) (*agentOptions, error) {
 		return nil, usagef("--label, --tenant-id and --auth-file are for Pyroscope; give --pyroscope-url too")
 	}
 	return o, nil
+}
+
+// pacing is the agent's IngestionRate: --ingestion-rate-limit, or -1
+// for none.
+func (o *agentOptions) pacing() float64 {
+	if o.ingestionRate == 0 {
+		return -1
+	}
+	return float64(o.ingestionRate)
 }
 
 // parseLabels reads k=v pairs.
@@ -230,6 +249,7 @@ func runAgent(e *env, args []string) error {
 	acfg := agent.Config{
 		Interval: o.interval, ServiceName: o.serviceName, ProcessRoot: o.processRoot,
 		Pyroscope: o.pyroscope, OTLP: o.otlp, Host: o.host, Queue: o.queue, FlushTimeout: o.flushTimeout,
+		IngestionRate: o.pacing(), IngestionBurst: o.ingestionBurst,
 		OutputDir: o.outputDir, Keep: o.keep, Metrics: metrics, Log: log, DebugUnwind: o.sampling.debugUnwind,
 	}
 	if o.pyroscope != nil {

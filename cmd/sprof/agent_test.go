@@ -52,6 +52,8 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{url, "-U", "-K"}, "exclude each other"},
 		{[]string{url, "extra"}, `unexpected argument "extra"`},
 		{[]string{url, "--symbol-cache", "64K"}, "--symbol-cache 65536: give at least 1M"},
+		{[]string{url, "--ingestion-rate-limit", "4MB/s"}, `invalid argument "4MB/s" for "--ingestion-rate-limit" flag`},
+		{[]string{url, "--ingestion-burst", "1K"}, "--ingestion-burst 1024: give at least 64K"},
 		{[]string{url, "--symbolizer", "dwarf"}, `--symbolizer "dwarf": one of gsym, elf`},
 		{[]string{"--otlp-endpoint", "collector:4317"}, "want http:// or https://"},
 		{[]string{otlpURL, "--otlp-protocol", "thrift"}, "--otlp-protocol"},
@@ -95,6 +97,37 @@ func TestAgentOptions(t *testing.T) {
 	}
 	if o.symbolizer != (symbolizerFlags{kind: "elf", cacheDir: "/srv/cache", cacheBytes: 64 << 20}) {
 		t.Errorf("symbolizer %+v", o.symbolizer)
+	}
+}
+
+// TestAgentIngestionLimit: the requests are paced to Pyroscope's default
+// rate limit unless told the server's, and not at all with 0; the help
+// says what the flags are and their defaults.
+func TestAgentIngestionLimit(t *testing.T) {
+	e := &env{strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}}
+	for _, tc := range []struct {
+		args  []string
+		rate  float64
+		burst int
+	}{
+		{nil, 4 << 20, 2 << 20},
+		{[]string{"--ingestion-rate-limit", "40M", "--ingestion-burst", "20M"}, 40 << 20, 20 << 20},
+		{[]string{"--ingestion-rate-limit", "0"}, -1, 2 << 20},
+	} {
+		o, err := parseAgent(e, append([]string{"--pyroscope-url", "http://p:4040"}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.pacing() != tc.rate || o.ingestionBurst != tc.burst {
+			t.Errorf("%v: rate %v, burst %d; want %v, %d", tc.args, o.pacing(), o.ingestionBurst, tc.rate, tc.burst)
+		}
+	}
+	_, out, _ := runSprof("agent", "--help")
+	for _, want := range []string{"--ingestion-rate-limit size", "-distributor.ingestion-rate-limit-mb", "0 = no pacing (default 4M)",
+		"--ingestion-burst size", "-distributor.ingestion-burst-size-mb", "(default 2M)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agent --help lacks %q", want)
+		}
 	}
 }
 

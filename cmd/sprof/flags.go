@@ -88,7 +88,20 @@ func maxSampleRate() (int, error) {
 // suffix (powers of 1024).
 type sizeValue int
 
-func (v *sizeValue) String() string { return strconv.Itoa(int(*v)) }
+// String writes the size as Set reads it, with the largest suffix that
+// divides it, so that help text shows 16M rather than 16777216.
+func (v *sizeValue) String() string {
+	n := int(*v)
+	for _, u := range []struct {
+		suffix string
+		mult   int
+	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.Itoa(n/u.mult) + u.suffix
+		}
+	}
+	return strconv.Itoa(n)
+}
 
 func (v *sizeValue) Set(s string) error {
 	mult := 1

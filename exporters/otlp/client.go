@@ -65,6 +65,11 @@ func ParseProtocol(s string) (Protocol, error) {
 // path of its own.
 const Path = "/v1development/profiles"
 
+// MaxExports is how many exports a Client is meant to have under way at
+// once: its HTTP transport keeps as many idle connections, so that every
+// round of them reuses the last one's. (gRPC multiplexes them on one.)
+const MaxExports = 32
+
 // Config says where and how to send profiles.
 type Config struct {
 	// Endpoint is the receiver's URL: http://host:port for plain text,
@@ -154,6 +159,7 @@ func New(cfg Config) (*Client, error) {
 		if c.http == nil {
 			t := http.DefaultTransport.(*http.Transport).Clone()
 			t.TLSClientConfig = tlsCfg
+			t.MaxIdleConnsPerHost = MaxExports
 			c.http = &http.Client{Transport: t}
 		}
 	default:

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -29,16 +30,6 @@ import (
 // accepts (an hour by default). Sending it would only earn a rejection, so
 // callers should drop it rather than queue it again.
 var ErrTooOld = errors.New("profile older than Pyroscope accepts")
-
-// maxRequestBytes bounds the compressed profiles of one Push request and
-// maxRequestRawBytes their uncompressed size, which the server checks
-// against its body limit (-distributor.ingestion-body-limit-mb, 256 MB by
-// default): half of it, with every profile counted at the largest size a
-// profile may have.
-const (
-	maxRequestBytes    = 32 << 20
-	maxRequestRawBytes = 128 << 20
-)
 
 // Client pushes profiles to one Pyroscope server. It is safe for
 // concurrent use; keep one per server, as it paces all its requests
@@ -122,18 +113,22 @@ func (c *Client) Push(ctx context.Context, p *stacks.Profile) error {
 
 // Send delivers series, for a caller that splits profiles itself (with
 // Split) and queues the series: each series becomes as many pprof
-// profiles as the server's limits need, and all of them travel in as few
-// requests as the request bounds allow, at most Concurrency at a time. A
-// Pyroscope server answers a Push only after its next segment flush
-// (about half a second), so one request per series would make delivery
-// time grow with the number of services; a batch costs one flush.
+// profiles as the server's limits need, and each profile travels in a
+// request of its own, at most Concurrency at a time. A Pyroscope server
+// answers a request only after its next segment flush (about half a
+// second), which the requests under way together share, so delivery time
+// grows with the number of services only by a flush per Concurrency of
+// them.
+//
+// One profile a request is what makes a failure safe to send again: a
+// server that refuses some profiles of a Push request (its rate limit,
+// its storage not ready) stores the others and answers with the error
+// alone, naming neither, so a request of several profiles sent again
+// would store the kept ones twice. (Grafana Alloy sends one series per
+// request too; /ingest takes only one.)
 //
 // The result has one entry per series: nil when the server took all of
-// it, else why not. A series' profiles never span two Push requests
-// unless they exceed one alone, so a failed request can be sent again
-// without duplicating what another request delivered. (/ingest takes one
-// profile per request: a series split at the limits and failed in part
-// is sent again whole.)
+// it, else why not.
 func (c *Client) Send(ctx context.Context, series []Series) []error {
 	errs := make([]error, len(series))
 	var parts []part
@@ -145,39 +140,41 @@ func (c *Client) Send(ctx context.Context, series []Series) []error {
 			parts = parts[:n]
 		}
 	}
-	var reqs []request
-	if c.cfg.API == Ingest {
-		reqs = c.ingestRequests(series, parts)
-	} else {
-		reqs = c.pushRequests(series, parts)
-	}
-	failed := make([]error, len(reqs))
+	failed := make([]error, len(parts))
 	sem := make(chan struct{}, c.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for i, r := range reqs {
+	for i, p := range parts {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			failed[i] = c.retry(ctx, func(ctx context.Context) error {
-				if err := c.pace.Wait(ctx, r.cost); err != nil {
+				if err := c.pace.Wait(ctx, p.cost); err != nil {
 					return err
 				}
-				return r.send(ctx)
+				return c.sendPart(ctx, series[p.series], p)
 			})
 		})
 	}
 	wg.Wait()
-	for i, r := range reqs {
-		if failed[i] == nil {
-			continue
-		}
-		for _, s := range r.series {
-			if errs[s] == nil { // one error per series is enough
-				errs[s] = fmt.Errorf("pyroscope: service %q: %s: %w", series[s].Service, c.cfg.API, failed[i])
-			}
+	for i, p := range parts {
+		if failed[i] != nil && errs[p.series] == nil { // one error per series is enough
+			errs[p.series] = fmt.Errorf("pyroscope: service %q: %s: %w", series[p.series].Service, c.cfg.API, failed[i])
 		}
 	}
 	return errs
+}
+
+// sendPart sends p, a profile of s, in one request of the configured
+// API. A retry sends the same profile ID, so that a server could tell it
+// is the same profile.
+func (c *Client) sendPart(ctx context.Context, s Series, p part) error {
+	if c.cfg.API == Ingest {
+		return c.ingest(ctx, s, p)
+	}
+	req := &pushv1.PushRequest{Series: []*pushv1.RawProfileSeries{{Labels: c.labels(s),
+		Samples: []*pushv1.RawSample{{RawProfile: p.gz, ID: p.id}}}}}
+	_, err := c.push.Push(ctx, connect.NewRequest(req))
+	return err
 }
 
 // part is one encoded profile of a series: gzip-compressed pprof, its
@@ -188,14 +185,7 @@ type part struct {
 	gz     []byte
 	size   int
 	cost   int
-}
-
-// request is one HTTP request under way: what it carries, its cost
-// against the ingestion rate limit, and how to send it.
-type request struct {
-	series []int // indexes into Send's series, ascending
-	cost   int
-	send   func(context.Context) error
+	id     string // the profile's UUID (Push)
 }
 
 // encodeSeries checks the age of series i, s, and appends its parts to
@@ -269,7 +259,7 @@ func (c *Client) encodeWithin(pp *profile.Profile, i int, out []part, maxBytes i
 		return out, fmt.Errorf("encode pprof: %w", err)
 	}
 	if len(pp.Sample) <= c.limits.MaxSamples && raw.Len() <= maxBytes {
-		return append(out, part{series: i, gz: gzipBytes(raw.Bytes()), size: raw.Len()}), nil
+		return append(out, part{series: i, gz: gzipBytes(raw.Bytes()), size: raw.Len(), id: newUUID()}), nil
 	}
 	if len(pp.Sample) < 2 {
 		return out, fmt.Errorf("one sample makes a %d-byte profile, over the limit of %d", raw.Len(), maxBytes)
@@ -309,58 +299,6 @@ func gzipBytes(b []byte) []byte {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// pushRequests packs parts into Push requests of at most
-// maxRequestBytes of compressed and maxRequestRawBytes of uncompressed
-// profiles each, and at most the budget of cost, keeping a series' parts
-// in one request where they fit.
-func (c *Client) pushRequests(series []Series, parts []part) []request {
-	var reqs []request
-	req, ids := &pushv1.PushRequest{}, []int(nil)
-	size, raw, cost := 0, 0, 0
-	flush := func() {
-		if len(req.Series) > 0 {
-			r := req
-			reqs = append(reqs, request{series: ids, cost: cost, send: func(ctx context.Context) error {
-				_, err := c.push.Push(ctx, connect.NewRequest(r))
-				return err
-			}})
-		}
-		req, ids, size, raw, cost = &pushv1.PushRequest{}, nil, 0, 0, 0
-	}
-	fits := func(n, r, k int) bool {
-		return size+n <= maxRequestBytes && raw+r <= maxRequestRawBytes && cost+k <= c.pace.Budget()
-	}
-	for i := 0; i < len(parts); {
-		s := parts[i].series
-		j, n, r, k := i, 0, 0, 0 // the parts of series s are parts[i:j]
-		for ; j < len(parts) && parts[j].series == s; j++ {
-			n, r, k = n+len(parts[j].gz), r+parts[j].size, k+parts[j].cost
-		}
-		if !fits(n, r, k) {
-			flush()
-		}
-		rs := &pushv1.RawProfileSeries{Labels: c.labels(series[s])}
-		for _, p := range parts[i:j] {
-			if size > 0 && !fits(len(p.gz), p.size, p.cost) { // s alone is larger than a request
-				if len(rs.Samples) > 0 {
-					req.Series = append(req.Series, rs)
-					rs = &pushv1.RawProfileSeries{Labels: rs.Labels}
-				}
-				flush()
-			}
-			if len(ids) == 0 || ids[len(ids)-1] != s {
-				ids = append(ids, s)
-			}
-			rs.Samples = append(rs.Samples, &pushv1.RawSample{RawProfile: p.gz, ID: newUUID()})
-			size, raw, cost = size+len(p.gz), raw+p.size, cost+p.cost
-		}
-		req.Series = append(req.Series, rs)
-		i = j
-	}
-	flush()
-	return reqs
-}
-
 // retry calls call until it succeeds, fails for good, or the attempts run
 // out, waiting Backoff, then twice that, up to 30 s, between attempts.
 func (c *Client) retry(ctx context.Context, call func(context.Context) error) error {
@@ -386,12 +324,15 @@ func (c *Client) retry(ctx context.Context, call func(context.Context) error) er
 
 // Retryable reports whether err is a failure worth trying again: the
 // Connect codes a server uses for transient trouble (as Grafana Alloy's
-// pyroscope.write retries them), HTTP 408, 429 and 5xx from /ingest, and
-// network errors. Invalid profiles, bad credentials and ErrTooOld are not.
+// pyroscope.write retries them), HTTP 408, 429 and 5xx from /ingest, an
+// answer that says the server's storage was unavailable
+// (BackendUnavailable), and network errors. Invalid profiles, bad
+// credentials and ErrTooOld are not.
 func Retryable(err error) bool {
 	var se *StatusError
 	if errors.As(err, &se) {
-		return se.Code == http.StatusRequestTimeout || se.Code == http.StatusTooManyRequests || se.Code >= 500
+		return se.Code == http.StatusRequestTimeout || se.Code == http.StatusTooManyRequests || se.Code >= 500 ||
+			BackendUnavailable(se.Body)
 	}
 	if errors.Is(err, ErrTooOld) {
 		return false
@@ -407,6 +348,22 @@ func Retryable(err error) bool {
 	}
 	var ne interface{ Timeout() bool }
 	return errors.As(err, &ne)
+}
+
+// backendUnavailable matches the gRPC status of a Pyroscope server's
+// storage (its segment writers) that could not take a profile for a
+// while, as the server quotes it in its error answers.
+var backendUnavailable = regexp.MustCompile(`rpc error: code = (Unavailable|DeadlineExceeded|Aborted|ResourceExhausted) desc = `)
+
+// BackendUnavailable reports whether a Pyroscope server's error message
+// says its storage could not take the profiles for now, which sending
+// them again later mends. A server that has just started listens before
+// its segment writers are ready, and each API then answers with their
+// gRPC status (Unavailable) quoted in a code it otherwise uses for what
+// is refused for good: /ingest HTTP 422, OTLP/HTTP 500; Push says
+// Connect "unknown", which Retryable retries anyway.
+func BackendUnavailable(message string) bool {
+	return backendUnavailable.MatchString(message)
 }
 
 // newUUID returns a random (version 4) UUID, the ID Pyroscope wants for

@@ -82,13 +82,16 @@ func TestPushLabelsAndProfiles(t *testing.T) {
 	if err := c.Push(context.Background(), testProfile(start)); err != nil {
 		t.Fatal(err)
 	}
-	if fake.Requests() != 1 {
-		t.Errorf("%d requests, want both services (db, web) in one", fake.Requests())
+	if fake.Requests() != 2 {
+		t.Errorf("%d requests, want one per service (db, web)", fake.Requests())
 	}
 	got := fake.Profiles()
 	if len(got) != 2 {
 		t.Fatalf("%d profiles, want one per service (db, web)", len(got))
 	}
+	slices.SortFunc(got, func(a, b pyroscopetest.Profile) int {
+		return strings.Compare(labelString(a.Labels), labelString(b.Labels))
+	})
 	wantLabels := []string{
 		"__name__=process_cpu,env=prod,host=node-1,service_name=db",
 		"__name__=process_cpu,env=prod,host=node-1,service_name=web",
@@ -185,8 +188,8 @@ func TestPushSplitsAtLimits(t *testing.T) {
 			if len(got) < 2 || total != int64(len(tc.p.Samples)) {
 				t.Errorf("%d parts with %d samples in all, want ≥ 2 parts and %d samples", len(got), total, len(tc.p.Samples))
 			}
-			if fake.Requests() != 1 {
-				t.Errorf("%d requests, want the parts of one series in one", fake.Requests())
+			if fake.Requests() != len(got) {
+				t.Errorf("%d requests for %d parts, want one each", fake.Requests(), len(got))
 			}
 		})
 	}
@@ -431,5 +434,34 @@ func TestPushOffCPU(t *testing.T) {
 	}
 	if !maps.Equal(offCPU, want) {
 		t.Errorf("off-CPU time per series %v, want %v", offCPU, want)
+	}
+}
+
+// TestStorageStarting: a server whose storage is not ready yet answers
+// /ingest with 422 and Push with Connect code unknown, quoting the
+// storage's Unavailable status: worth trying again, unlike a 422 for a
+// profile the server refuses.
+func TestStorageStarting(t *testing.T) {
+	for _, api := range []API{Push, Ingest} {
+		fake := pyroscopetest.NewServer()
+		fake.FlushEvery = 0
+		fake.SetStarting(true)
+		c, err := New(Config{URL: fake.Start(t), API: api, ServiceName: "svc", Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Push(context.Background(), testProfile(time.Now()))
+		if err == nil || !Retryable(err) {
+			t.Errorf("%s while the storage starts: %v, want a retryable error", api, err)
+		}
+		fake.SetStarting(false)
+		if err := c.Push(context.Background(), testProfile(time.Now())); err != nil || len(fake.Profiles()) != 1 {
+			t.Errorf("%s once the storage is ready: %v, %d profiles stored; want 1", api, err, len(fake.Profiles()))
+		}
+	}
+	refused := &StatusError{Code: http.StatusUnprocessableEntity, Body: `{"code":"unknown","message":"pushing IngestInput-pprof failed ` +
+		`push series with index 0 and id  failed: invalid_argument: profile is too old"}`}
+	if Retryable(refused) {
+		t.Errorf("Retryable(%v) = true", refused)
 	}
 }

@@ -68,7 +68,7 @@ type Config struct {
 	// 30 s; 500 ms if zero.
 	Backoff time.Duration
 	// Concurrency is how many requests Send has under way at once;
-	// DefaultConcurrency if zero, DefaultIngestConcurrency for Ingest.
+	// DefaultConcurrency if zero.
 	Concurrency int
 	// Limits are the server's limits; zero fields take DefaultLimits.
 	Limits Limits
@@ -78,25 +78,16 @@ type Config struct {
 	Pacer *Pacer
 }
 
-// DefaultConcurrency bounds the Push requests one Send has under way:
-// enough that an interval which needs several requests (big series)
-// costs about one server round trip, few enough not to crowd a shared
-// server.
-const DefaultConcurrency = 8
-
-// DefaultIngestConcurrency bounds the /ingest requests one Send has under
-// way. /ingest takes one profile per request, and the server answers
-// each after its next segment flush (half a second), so the requests of
-// an interval grow with its services: 200 take ⌈200/32⌉ flushes, 3.5 s.
-const DefaultIngestConcurrency = 32
+// DefaultConcurrency bounds the requests one Send has under way. Every
+// profile goes in a request of its own, and the server answers each after
+// its next segment flush (half a second), so the requests of an interval
+// grow with its services: 200 take ⌈200/32⌉ flushes, 3.5 s.
+const DefaultConcurrency = 32
 
 // concurrency is Concurrency or its default.
 func (c *Config) concurrency() int {
-	switch {
-	case c.Concurrency > 0:
+	if c.Concurrency > 0 {
 		return c.Concurrency
-	case c.API == Ingest:
-		return DefaultIngestConcurrency
 	}
 	return DefaultConcurrency
 }
@@ -120,11 +111,10 @@ type Limits struct {
 	// -distributor.ingestion-burst-size-mb), which the server applies to
 	// every profile, counting its uncompressed size and its labels'. The
 	// client paces its requests to stay within them and keeps every
-	// request within IngestionBurst: a profile past the limit is refused
-	// (ResourceExhausted, HTTP 429), and since the server keeps the other
-	// profiles of a Push request it answers with that error, sending the
-	// request again would store those twice. A negative IngestionRate
-	// turns pacing off, for a server whose limits are raised out of reach.
+	// profile within IngestionBurst: a profile past the limit is refused
+	// (ResourceExhausted, HTTP 429) and sent again later. A negative
+	// IngestionRate turns pacing off, for a server whose limits are
+	// raised out of reach.
 	IngestionRate  float64
 	IngestionBurst int
 }

@@ -23,20 +23,14 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("HTTP %d %s: %s", e.Code, http.StatusText(e.Code), e.Body)
 }
 
-// ingestRequests makes one /ingest request of each part. The server
-// reads the whole body as a pprof when the query says format=pprof (gzip
-// or not); a multipart form together with format=pprof is taken for a
-// pprof and fails to parse (HTTP 422), and a form without format= is only
-// read from a part named "profile" that carries a file name.
-func (c *Client) ingestRequests(series []Series, parts []part) []request {
-	reqs := make([]request, 0, len(parts))
-	for _, pt := range parts {
-		endpoint := c.cfg.URL + "/ingest?" + c.ingestQuery(series[pt.series]).Encode()
-		reqs = append(reqs, request{series: []int{pt.series}, cost: pt.cost, send: func(ctx context.Context) error {
-			return c.post(ctx, endpoint, "application/octet-stream", pt.gz)
-		}})
-	}
-	return reqs
+// ingest sends p, a profile of s, to /ingest. The server reads the
+// whole body as a pprof when the query says format=pprof (gzip or not); a
+// multipart form together with format=pprof is taken for a pprof and
+// fails to parse (HTTP 422), and a form without format= is only read from
+// a part named "profile" that carries a file name.
+func (c *Client) ingest(ctx context.Context, s Series, p part) error {
+	endpoint := c.cfg.URL + "/ingest?" + c.ingestQuery(s).Encode()
+	return c.post(ctx, endpoint, "application/octet-stream", p.gz)
 }
 
 // ingestQuery is the query of an /ingest request for s.

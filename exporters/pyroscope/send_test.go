@@ -3,6 +3,7 @@ package pyroscope
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,37 +15,9 @@ import (
 	"github.com/sprof/sprof/exporters/pyroscope/pyroscopetest"
 )
 
-// TestSendManyServicesInOneFlush is the 200-service host: against the
-// server's latency (every request waits for the next segment flush) the
-// whole interval must arrive within one flush, not one flush per series.
-func TestSendManyServicesInOneFlush(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := pyroscopetest.NewServer()
-		c, err := New(Config{URL: "http://pyroscope:4040", HTTPClient: fake.Client()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		if err := c.Push(context.Background(), pyroscopetest.ServicesProfile(200, 3, 1)); err != nil {
-			t.Fatal(err)
-		}
-		if d := time.Since(start); d > fake.FlushEvery {
-			t.Errorf("200 services took %v (%d requests), want at most one flush (%v)", d, fake.Requests(), fake.FlushEvery)
-		}
-		services := map[string]int64{}
-		for _, fp := range fake.Profiles() {
-			services[fp.Labels["service_name"]] += totalCount(check(t, fp.Profile))
-		}
-		if len(services) != 200 || services["svc000"] != 6 || services["svc199"] != 6 {
-			t.Errorf("%d services arrived (svc000: %d, svc199: %d samples), want 200 of 6 each",
-				len(services), services["svc000"], services["svc199"])
-		}
-	})
-}
-
-// TestSendBoundsConcurrency: /ingest takes one profile per request, so 20
-// services make 20 requests; at most Concurrency are under way at once,
-// and the interval costs ⌈20/Concurrency⌉ flushes.
+// TestSendBoundsConcurrency: one profile a request, so 20 services make
+// 20 requests; at most Concurrency are under way at once, and the
+// interval costs ⌈20/Concurrency⌉ flushes.
 func TestSendBoundsConcurrency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := pyroscopetest.NewServer()
@@ -128,8 +101,8 @@ func TestSendPacesToRateLimit(t *testing.T) {
 	})
 }
 
-// TestSendReusesConnections: /ingest sends one request per profile, 40
-// here in rounds of Concurrency; every round reuses the connections of
+// TestSendReusesConnections: one request per profile, 40 here in rounds
+// of Concurrency; every round reuses the connections of
 // the one before instead of opening new ones (the default transport
 // keeps two idle).
 func TestSendReusesConnections(t *testing.T) {
@@ -155,23 +128,75 @@ func TestSendReusesConnections(t *testing.T) {
 	}
 }
 
-// TestIngestManyServices: /ingest takes one profile per request, so 200
-// services make 200 requests, each answered at a segment flush; 32 at a
-// time they take ⌈200/32⌉ = 7 flushes, well within an interval, where 8
-// at a time took 25.
-func TestIngestManyServices(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := pyroscopetest.NewServer()
-		c, err := New(Config{URL: "http://pyroscope:4040", API: Ingest, HTTPClient: fake.Client()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		if err := c.Push(context.Background(), pyroscopetest.ServicesProfile(200, 3, 1)); err != nil {
-			t.Fatal(err)
-		}
-		if d := time.Since(start); d > 7*fake.FlushEvery || len(fake.Profiles()) != 200 {
-			t.Errorf("200 services took %v (%d profiles), want at most 7 flushes (%v)", d, len(fake.Profiles()), 7*fake.FlushEvery)
-		}
-	})
+// TestSendManyServices is the 200-service host: every profile goes in a
+// request of its own, each answered at a segment flush, so 32 at a time
+// they take ⌈200/32⌉ = 7 flushes, well within an interval, where one
+// after another took 200; every service arrives whole.
+func TestSendManyServices(t *testing.T) {
+	for _, api := range []API{Push, Ingest} {
+		t.Run(string(api), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fake := pyroscopetest.NewServer()
+				c, err := New(Config{URL: "http://pyroscope:4040", API: api, HTTPClient: fake.Client()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				if err := c.Push(context.Background(), pyroscopetest.ServicesProfile(200, 3, 1)); err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(start); d > 7*fake.FlushEvery {
+					t.Errorf("200 services took %v (%d requests), want at most 7 flushes (%v)", d, fake.Requests(), 7*fake.FlushEvery)
+				}
+				services := map[string]int64{}
+				for _, fp := range fake.Profiles() {
+					services[fp.Labels["service_name"]] += totalCount(check(t, fp.Profile))
+				}
+				if len(services) != 200 || services["svc000"] != 6 || services["svc199"] != 6 {
+					t.Errorf("%d services arrived (svc000: %d, svc199: %d samples), want 200 of 6 each",
+						len(services), services["svc000"], services["svc199"])
+				}
+			})
+		})
+	}
+}
+
+// TestSendRateLimitedOnce: the tenant's rate limit is spent by others
+// (another agent), so the server refuses some profiles with
+// ResourceExhausted and stores the rest of their request. The refused
+// ones are sent again until stored, and every profile is stored exactly
+// once: a Push answer says neither which profiles were refused nor which
+// were kept, so a request that carried several would store the kept ones
+// twice when sent again.
+func TestSendRateLimitedOnce(t *testing.T) {
+	for _, api := range []API{Push, Ingest} {
+		t.Run(string(api), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fake := pyroscopetest.NewServer()
+				fake.IngestionRate, fake.IngestionBurst = 2000, 2000 // a few profiles a second
+				c, err := New(Config{URL: "http://pyroscope:4040", API: api, HTTPClient: fake.Client(), Attempts: 30, Backoff: 100 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := pyroscopetest.ServicesProfile(12, 3, 1)
+				for _, err := range c.Send(context.Background(), Split(p, Services("", p.Samples, ""))) {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				stored := map[string]int{}
+				for _, fp := range fake.Profiles() {
+					stored[fp.Labels["service_name"]]++
+				}
+				for i := range 12 {
+					if svc := fmt.Sprintf("svc%03d", i); stored[svc] != 1 {
+						t.Errorf("%s stored %d times, want once", svc, stored[svc])
+					}
+				}
+				if fake.RateLimited() == 0 {
+					t.Error("no profile was refused: the test tests nothing")
+				}
+			})
+		})
+	}
 }

@@ -23,7 +23,8 @@
 // -distributor.ingestion-burst-size-mb (2 MiB); a profile that finds too
 // few tokens is refused with ResourceExhausted (/ingest: 429) while the
 // other profiles of its request are stored, and a Push request with any
-// profile refused is answered with the error, ResourceExhausted before
+// profile refused is answered with one error alone, naming no profile:
+// ResourceExhausted before the storage's error (start-up, below) before
 // InvalidArgument. (The server counts the size of the profile as it
 // re-encodes it, which is within a few bytes of what was sent.)
 //
@@ -37,6 +38,11 @@
 // "prev_profile" that is refused. A pprof that does not parse is answered
 // 422. Other formats (trie, tree, lines, jfr, speedscope, bare "groups")
 // are not modelled and are answered 422 here.
+//
+// Start-up: a server that has just started listens before its storage
+// (the segment writers) is ready, and answers every profile meanwhile
+// with their gRPC status quoted: Push with Connect code unknown, /ingest
+// with HTTP 422 and a JSON body of code "unknown" (SetStarting).
 //
 // Latency: the server checks a request and its rate limit on arrival,
 // writes the profiles into segments flushed every 500 ms
@@ -112,6 +118,7 @@ type Server struct {
 	fail     []error
 	pushIDs  []string
 	down     bool
+	starting bool
 }
 
 // Profile is one profile the server accepted, with its series labels.
@@ -166,6 +173,26 @@ func (s *Server) SetDown(down bool) {
 	s.mu.Lock()
 	s.down = down
 	s.mu.Unlock()
+}
+
+// SetStarting makes the server answer as one whose storage is not ready
+// yet, or work again.
+func (s *Server) SetStarting(starting bool) {
+	s.mu.Lock()
+	s.starting = starting
+	s.mu.Unlock()
+}
+
+// storageUnavailable is the real server's error while its storage is not
+// ready: the segment writer's gRPC status, wrapped as Connect code
+// unknown.
+var storageUnavailable = connect.NewError(connect.CodeUnknown, errors.New("rpc error: code = Unavailable desc = service is unavailable"))
+
+// storageReady reports whether the server may store profiles now.
+func (s *Server) storageReady() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.starting
 }
 
 // FailNext answers the next requests with errs, one each, before any
@@ -351,9 +378,14 @@ func (s *Server) Push(ctx context.Context, req *connect.Request[pushv1.PushReque
 		return nil, cmp.Or(invalid, error(connect.NewError(connect.CodeInvalidArgument, errors.New("no profiles received"))))
 	}
 	stored := 0
+	var unavailable error
 	for _, v := range valid {
 		if !s.allow(v.size, v.Labels) {
 			limited = cmp.Or(limited, rateLimited(v.size))
+			continue
+		}
+		if !s.storageReady() {
+			unavailable = storageUnavailable
 			continue
 		}
 		s.accept(v.Profile)
@@ -364,7 +396,7 @@ func (s *Server) Push(ctx context.Context, req *connect.Request[pushv1.PushReque
 			return nil, connect.NewError(connect.CodeCanceled, err)
 		}
 	}
-	if err := cmp.Or(limited, invalid); err != nil {
+	if err := cmp.Or(limited, unavailable, invalid); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&pushv1.PushResponse{}), nil
@@ -451,6 +483,15 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.allow(size, labels) {
 		http.Error(w, rateLimited(size).Error(), http.StatusTooManyRequests)
+		return
+	}
+	if !s.storageReady() {
+		// The handler quotes the distributor's error for the one series
+		// of the request, under a code made from the HTTP status.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		json.NewEncoder(w).Encode(map[string]string{"code": "unknown",
+			"message": "pushing IngestInput-pprof failed push series with index 0 and id  failed: " + storageUnavailable.Error()})
 		return
 	}
 	query := map[string]string{}
