@@ -32,6 +32,7 @@ type outputDir struct {
 	dir  string
 	keep int
 	opts exporters.Options
+	pw   exporters.PprofWriter
 }
 
 // open creates the directory if it is missing: at start, and again on
@@ -82,7 +83,7 @@ func (o *outputDir) writeIn(dir string, start time.Time, items []pyroscope.Serie
 			name += "_" + fileSafe(it.Container[:min(len(it.Container), shortContainer)])
 		}
 		path := filepath.Join(dir, name+fileSuffix)
-		if err := writeAtomic(path, func(f *os.File) error { return exporters.WritePprof(f, it.Profile, o.opts) }); err != nil {
+		if err := writeAtomic(path, func(f *os.File) error { return o.pw.Write(f, it.Profile, o.opts) }); err != nil {
 			errs = append(errs, err)
 			continue
 		}

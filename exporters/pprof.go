@@ -1,6 +1,7 @@
 package exporters
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -14,16 +15,35 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/pprof/profile"
+	"github.com/sprof/sprof/internal/gz"
 	"github.com/sprof/sprof/stacks"
 )
 
 // WritePprof writes p as a gzip-compressed pprof profile.
 func WritePprof(w io.Writer, p *stacks.Profile, opt Options) error {
+	var pw PprofWriter
+	return pw.Write(w, p, opt)
+}
+
+// A PprofWriter writes gzip-compressed pprof profiles as WritePprof does,
+// keeping its compressor's state between calls: a caller that writes
+// many (the agent, a profile per service per interval) keeps one. It is
+// safe for concurrent use.
+type PprofWriter struct {
+	gz gz.Compressor
+}
+
+// Write writes p as a gzip-compressed pprof profile.
+func (pw *PprofWriter) Write(w io.Writer, p *stacks.Profile, opt Options) error {
 	pp, err := BuildPprof(p, opt)
 	if err != nil {
 		return err
 	}
-	if err := pp.Write(w); err != nil {
+	var raw bytes.Buffer
+	if err := pp.WriteUncompressed(&raw); err != nil {
+		return fmt.Errorf("write pprof: %w", err)
+	}
+	if err := pw.gz.Write(w, raw.Bytes()); err != nil {
 		return fmt.Errorf("write pprof: %w", err)
 	}
 	return nil

@@ -14,7 +14,6 @@ package otlp
 import (
 	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -37,6 +36,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sprof/sprof/internal/gz"
 )
 
 // Protocol is the OTLP transport, as OTEL_EXPORTER_OTLP_PROTOCOL names
@@ -102,6 +103,7 @@ type Client struct {
 	conn *grpc.ClientConn // gRPC
 	grpc collectorpb.ProfilesServiceClient
 	sent atomic.Uint64
+	gz   gz.Compressor
 }
 
 // New checks cfg and returns a client for it. A gRPC client connects
@@ -246,11 +248,8 @@ func (c *Client) exportHTTP(ctx context.Context, req *collectorpb.ExportProfiles
 	if err != nil {
 		return nil, err
 	}
-	var body bytes.Buffer
-	zw := gzip.NewWriter(&body)
-	zw.Write(raw) // writes to a bytes.Buffer cannot fail
-	zw.Close()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, &body)
+	body := bytes.NewBuffer(c.gz.Bytes(raw))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, body)
 	if err != nil {
 		return nil, err
 	}

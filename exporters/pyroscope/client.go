@@ -3,7 +3,6 @@ package pyroscope
 import (
 	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	typesv1 "github.com/grafana/pyroscope/api/gen/proto/go/types/v1"
 
 	"github.com/sprof/sprof/exporters"
+	"github.com/sprof/sprof/internal/gz"
 	"github.com/sprof/sprof/stacks"
 )
 
@@ -44,6 +44,7 @@ type Client struct {
 	pace *Pacer
 	// now is the clock the age limit is checked against.
 	now func() time.Time
+	gz  gz.Compressor
 }
 
 // credentials authenticate the requests.
@@ -259,7 +260,7 @@ func (c *Client) encodeWithin(pp *profile.Profile, i int, out []part, maxBytes i
 		return out, fmt.Errorf("encode pprof: %w", err)
 	}
 	if len(pp.Sample) <= c.limits.MaxSamples && raw.Len() <= maxBytes {
-		return append(out, part{series: i, gz: gzipBytes(raw.Bytes()), size: raw.Len(), id: newUUID()}), nil
+		return append(out, part{series: i, gz: c.gz.Bytes(raw.Bytes()), size: raw.Len(), id: newUUID()}), nil
 	}
 	if len(pp.Sample) < 2 {
 		return out, fmt.Errorf("one sample makes a %d-byte profile, over the limit of %d", raw.Len(), maxBytes)
@@ -287,14 +288,6 @@ func withSamples(pp *profile.Profile, samples []*profile.Sample) *profile.Profil
 		DropFrames: pp.DropFrames, KeepFrames: pp.KeepFrames, TimeNanos: pp.TimeNanos,
 		DurationNanos: pp.DurationNanos, PeriodType: pp.PeriodType, Period: pp.Period, DocURL: pp.DocURL,
 	}
-}
-
-func gzipBytes(b []byte) []byte {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	zw.Write(b) // writes to a bytes.Buffer cannot fail
-	zw.Close()
-	return buf.Bytes()
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
