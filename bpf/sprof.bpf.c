@@ -985,6 +985,7 @@ enum table_stop {
 	TABLE_FAULT,       /* reading the return address or the saved fp faulted */
 	TABLE_BAD_FRAME,   /* the CFA does not increase or is misaligned, or the return address is no code address */
 	TABLE_DEPTH,       /* MAX_USER_FRAMES, or the kernel's tail-call limit */
+	TABLE_FP_LEAF,     /* the topmost frame keeps frame pointers: the frame-pointer walk's business */
 	TABLE_STOPS,
 };
 
@@ -1187,7 +1188,7 @@ static __always_inline long table_step(struct scratch_value *s)
 		/* In the topmost frame fp may still name the caller's record
 		 * (a prologue, a frameless leaf): leaf_return's business. */
 		if (w->top)
-			return table_end(w, TABLE_UNSUPPORTED);
+			return table_end(w, TABLE_FP_LEAF);
 	} else {
 		at = w->map_table;
 		t = bpf_map_lookup_elem(&unwind_tables, &at);

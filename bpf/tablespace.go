@@ -72,6 +72,7 @@ const (
 	TableFault                            // a read of the stack faulted
 	TableBadFrame                         // the CFA did not increase, or a return address is no code address
 	TableDepth                            // the depth limit
+	TableFPLeaf                           // the topmost frame keeps frame pointers: the frame-pointer walk took over
 	NumTableStops
 )
 
@@ -83,6 +84,7 @@ var tableStopNames = [...]string{
 	TableFault:       "read fault",
 	TableBadFrame:    "bad frame",
 	TableDepth:       "depth limit",
+	TableFPLeaf:      "frame pointers at the leaf",
 }
 
 func (s TableStop) String() string {
