@@ -53,6 +53,17 @@ type UnwindStats struct {
 	Held, Released                      uint64
 	FlushedFull, FlushedAge, FlushedEnd uint64
 	Building                            int
+	// In-kernel unwinding (Options.KernelTables): KernelWhole and
+	// KernelPartial count the samples the sampler walked over tables to
+	// the outermost frame and short of it; KernelTables the tables
+	// loaded into the kernel; KernelErrors the tables and mappings it
+	// refused, KernelErr the first of them. Kernel is the sampler's own
+	// account of its tables' memory and walks, when it gives one.
+	KernelWhole, KernelPartial uint64
+	KernelTables               int
+	KernelErrors               int
+	KernelErr                  error
+	Kernel                     string
 	// Binaries breaks frames and stops down by binary, most frames
 	// first.
 	Binaries []BinaryUnwind
@@ -82,6 +93,9 @@ func (c *Collector) UnwindStats() UnwindStats {
 
 func (u *unwinder) report() UnwindStats {
 	s := u.stats
+	if u.kt != nil {
+		s.Kernel = u.kt.loader.TableReport()
+	}
 	s.Binaries = nil
 	for _, in := range append(u.infos(), &u.unknown) {
 		if in.building {
@@ -151,6 +165,14 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, ")\nunwind tables: %d, %.1f MiB, %d evicted, %d failed, built in %v\n",
 		s.Tables, float64(s.TableBytes)/(1<<20), s.Evicted, s.TableErrors, s.BuildTime.Round(time.Millisecond))
+	if s.Kernel != "" || s.KernelTables > 0 || s.KernelWhole+s.KernelPartial > 0 {
+		fmt.Fprintf(tw, "walked in the kernel over tables: %d samples whole, %d partial; %d tables loaded, %d refused",
+			s.KernelWhole, s.KernelPartial, s.KernelTables, s.KernelErrors)
+		if s.KernelErr != nil {
+			fmt.Fprintf(tw, " (first: %v)", s.KernelErr)
+		}
+		fmt.Fprintf(tw, "\nkernel tables: %s\n", s.Kernel)
+	}
 	fmt.Fprintf(tw, "held back for tables being built: %d samples (%d unwound with the table; flushed without it: %d queue full, %d held too long, %d at the end); %d tables being built\n",
 		s.Held, s.Released, s.FlushedFull, s.FlushedAge, s.FlushedEnd, s.Building)
 	fmt.Fprintf(tw, "frames:")

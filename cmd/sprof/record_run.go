@@ -174,6 +174,7 @@ func runRecord(e *env, args []string) error {
 	if o.stats {
 		bpfStats, bpfErr := pipe.SamplerStats()
 		printStats(e, stats, bpfStats, bpfErr)
+		printKernelUnwind(e, pipe.UnwindStats())
 	}
 	if o.sampling.debugUnwind {
 		us := pipe.UnwindStats()
@@ -333,6 +334,20 @@ func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 	}
 	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
 		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)
+}
+
+// printKernelUnwind says, with --unwind bpf or auto, how the walks over
+// unwind tables in the kernel ended and how the tables' memory fared.
+func printKernelUnwind(e *env, us collector.UnwindStats) {
+	if us.Kernel == "" {
+		return
+	}
+	fmt.Fprintf(e.stderr, "sprof: unwinding in the kernel: %d samples whole, %d partial; %d tables loaded, %d refused",
+		us.KernelWhole, us.KernelPartial, us.KernelTables, us.KernelErrors)
+	if us.KernelErr != nil {
+		fmt.Fprintf(e.stderr, " (first: %v)", us.KernelErr)
+	}
+	fmt.Fprintf(e.stderr, "; kernel tables: %s\n", us.Kernel)
 }
 
 // cgroupIDOf returns the id of a cgroup v2 directory — its inode number,
