@@ -108,7 +108,12 @@
 // frame-pointer walk does (see Kernels below); 5.10's 32 tail calls reach
 // 1,056 frames. TestTableWalkDeep walks 400 and 1,000 frames of 256 bytes
 // on both paths; BenchmarkTableWalk gives the cost per sample and per
-// frame.
+// frame. Per frame the walk reads the stack once (the return address, or
+// it and the saved fp together where they form the usual record), and a
+// frame whose pc is the previous frame's (a recursion) reuses its rule.
+// Measured on this project's 6.18 host, the verifier checks sample in
+// ~9,500 instructions with tables, sample_compat in ~88,000 and
+// table_compat in ~91,000, far below the 1 million limit of 5.10.
 //
 // # Off-CPU records
 //

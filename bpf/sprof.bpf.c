@@ -558,6 +558,12 @@ struct fp_walk {
 	__u8 tstop;
 	__u64 map_start, map_end, map_base;
 	__u32 map_table, map_kind, map_gen;
+	/* The rule last found and the pc it was found for: a recursion
+	 * finds the same one frame after frame. */
+	__u64 rule_pc;
+	__s32 rule_cfa_off;
+	__s16 rule_ra_off, rule_fp_off;
+	__u8 rule_kind, rule_flags;
 };
 
 /* Followed in the map value by stack_copy_size bytes of room for the copy. */
@@ -1178,8 +1184,9 @@ static __always_inline long table_step(struct scratch_value *s)
 	struct fp_walk *w = &s->walk;
 	__u64 look = w->top ? w->tpc : w->tpc - 1;
 	__u64 now = s->rec.hdr.time, fp = w->tfp, cfa, ra;
-	struct unwind_rule fprule = {16, -8, -16, RULE_CFA_FP, RULE_RA_SAVED | RULE_FP_SAVED}, *rule = &fprule;
+	struct unwind_rule *rule;
 	struct unwind_table *t;
+	__u64 saved[2];
 	__u32 at;
 
 	if (!find_mapping(w, s->rec.hdr.pid, look))
@@ -1189,7 +1196,13 @@ static __always_inline long table_step(struct scratch_value *s)
 		 * (a prologue, a frameless leaf): leaf_return's business. */
 		if (w->top)
 			return table_end(w, TABLE_FP_LEAF);
-	} else {
+		w->rule_pc = 0;
+		w->rule_kind = RULE_CFA_FP;
+		w->rule_cfa_off = 16;
+		w->rule_ra_off = -8;
+		w->rule_fp_off = -16;
+		w->rule_flags = RULE_RA_SAVED | RULE_FP_SAVED;
+	} else if (look != w->rule_pc) {
 		at = w->map_table;
 		t = bpf_map_lookup_elem(&unwind_tables, &at);
 		if (!t || t->gen != w->map_gen)
@@ -1199,13 +1212,19 @@ static __always_inline long table_step(struct scratch_value *s)
 		rule = find_rule(t, look - w->map_base);
 		if (!rule)
 			return table_end(w, TABLE_NO_RULE);
+		w->rule_pc = look;
+		w->rule_kind = rule->kind;
+		w->rule_cfa_off = rule->cfa_off;
+		w->rule_ra_off = rule->ra_off;
+		w->rule_fp_off = rule->fp_off;
+		w->rule_flags = rule->flags;
 	}
-	switch (rule->kind) {
+	switch (w->rule_kind) {
 	case RULE_CFA_SP:
-		cfa = w->tsp + rule->cfa_off;
+		cfa = w->tsp + w->rule_cfa_off;
 		break;
 	case RULE_CFA_FP:
-		cfa = fp + rule->cfa_off;
+		cfa = fp + w->rule_cfa_off;
 		break;
 	case RULE_OUTERMOST:
 		return table_end(w, TABLE_OUTERMOST);
@@ -1218,16 +1237,26 @@ static __always_inline long table_step(struct scratch_value *s)
 	 * arm64 function's entry (CFA = sp, the return address in lr). */
 	if ((cfa & 7) || cfa < w->tsp || (cfa == w->tsp && !w->top))
 		return table_end(w, TABLE_BAD_FRAME);
-	if (rule->flags & RULE_RA_SAVED) {
-		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + rule->ra_off)))
+	if ((w->rule_flags & (RULE_RA_SAVED | RULE_FP_SAVED)) == (RULE_RA_SAVED | RULE_FP_SAVED) &&
+	    w->rule_fp_off + 8 == w->rule_ra_off) {
+		/* The usual record, fp then the return address: one read. */
+		if (bpf_probe_read_user(saved, sizeof(saved), (void *)(cfa + w->rule_fp_off)))
 			return table_end(w, TABLE_FAULT);
-	} else if (w->top) {
-		ra = w->tlr;
+		fp = saved[0];
+		ra = saved[1];
 	} else {
-		return table_end(w, TABLE_UNSUPPORTED);
+		if (w->rule_flags & RULE_RA_SAVED) {
+			if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + w->rule_ra_off)))
+				return table_end(w, TABLE_FAULT);
+		} else if (w->top) {
+			ra = w->tlr;
+		} else {
+			return table_end(w, TABLE_UNSUPPORTED);
+		}
+		if ((w->rule_flags & RULE_FP_SAVED) &&
+		    bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + w->rule_fp_off)))
+			return table_end(w, TABLE_FAULT);
 	}
-	if ((rule->flags & RULE_FP_SAVED) && bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + rule->fp_off)))
-		return table_end(w, TABLE_FAULT);
 	ra = code_addr(ra); /* arm64: a PAC-signed return address loses its code */
 	if (ra == 0)
 		return table_end(w, TABLE_OUTERMOST);
@@ -1282,6 +1311,7 @@ static __always_inline void table_start(struct scratch_value *s, struct user_reg
 	w->tstop = TABLE_GOING;
 	w->map_start = 0;
 	w->map_end = 0;
+	w->rule_pc = 0;
 }
 
 /* Ends a run after the table walk: a whole stack goes as it is; a partial

@@ -102,6 +102,13 @@ type sprofScratchValue struct {
 		MapKind    uint32
 		MapGen     uint32
 		_          [4]byte
+		RulePc     uint64
+		RuleCfaOff int32
+		RuleRaOff  int16
+		RuleFpOff  int16
+		RuleKind   uint8
+		RuleFlags  uint8
+		_          [6]byte
 	}
 	Rec sprofSampleBuf
 }
