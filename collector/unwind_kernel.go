@@ -41,9 +41,21 @@ type TableLoader interface {
 	MapFramePointers(pid uint32, start, end uint64) error
 	// UnmapPid forgets every mapping of pid.
 	UnmapPid(pid uint32)
-	// TableReport says in a line how the kernel's tables and walks
-	// fare (memory, evictions, how walks ended), for UnwindStats.
-	TableReport() string
+	// TableStats says how the kernel's tables and walks fare, for
+	// UnwindStats.
+	TableStats() (KernelTableStats, error)
+}
+
+// KernelTableStats is the kernel's account of its unwind tables: those
+// loaded and their rows, the bytes they use of the budget, the tables
+// evicted for others and refused for want of room, the process mappings
+// refused, and the walks by how they ended ("outermost frame" is a whole
+// stack).
+type KernelTableStats struct {
+	Loaded, Rows                      int
+	Used, Budget                      int64
+	Evicted, Refused, MappingsRefused uint64
+	Walks                             map[string]uint64
 }
 
 // kernelTables is what the unwinder told the kernel.

@@ -41,7 +41,7 @@ func (s *tableSource) MapFramePointers(pid uint32, start, end uint64) error {
 
 func (s *tableSource) UnmapPid(pid uint32) { s.calls = append(s.calls, fmt.Sprintf("unmap %d", pid)) }
 
-func (s *tableSource) TableReport() string { return "fake" }
+func (s *tableSource) TableStats() (KernelTableStats, error) { return KernelTableStats{}, nil }
 
 // TestKernelTables: with Options.KernelTables and given pids, the
 // collector describes a followed process's mappings to the loader: the Go

@@ -141,10 +141,10 @@ type Pipeline struct {
 	// bpfStats and bpfErr are the sampler's statistics at the end of Run.
 	bpfStats bpf.Stats
 	bpfErr   error
-	// stopped: Run closed the sampler already; tableReport is what the
+	// stopped: Run closed the sampler already; tables is what the
 	// sampler said of its unwind tables then.
-	stopped     bool
-	tableReport string
+	stopped bool
+	tables  *collector.KernelTableStats
 }
 
 // Open opens the collector and then the sampler, in that order so that
@@ -226,7 +226,9 @@ func (p *Pipeline) Run(ctx, names context.Context, exited <-chan struct{}) (*sta
 	iv, stats, err := p.col.RunInterval(ctx, p.src, exited)
 	p.bpfStats, p.bpfErr = p.sampler.Stats()
 	if p.cfg.Unwind != UnwindCopy {
-		p.tableReport = p.src.TableReport()
+		if k, err := p.src.TableStats(); err == nil {
+			p.tables = &k
+		}
 	}
 	p.sampler.Close()
 	p.stopped = true
@@ -248,8 +250,8 @@ func (p *Pipeline) SamplerStats() (bpf.Stats, error) { return p.bpfStats, p.bpfE
 // UnwindStats returns the userspace unwinder's statistics so far.
 func (p *Pipeline) UnwindStats() collector.UnwindStats {
 	st := p.col.UnwindStats()
-	if p.stopped && p.tableReport != "" {
-		st.Kernel = p.tableReport
+	if p.stopped && p.tables != nil {
+		st.Kernel = p.tables
 	}
 	return st
 }

@@ -339,15 +339,9 @@ func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 // printKernelUnwind says, with --unwind bpf or auto, how the walks over
 // unwind tables in the kernel ended and how the tables' memory fared.
 func printKernelUnwind(e *env, us collector.UnwindStats) {
-	if us.Kernel == "" {
-		return
+	if t := us.KernelText(); t != "" {
+		fmt.Fprintf(e.stderr, "sprof: %s\n", t)
 	}
-	fmt.Fprintf(e.stderr, "sprof: unwinding in the kernel: %d samples whole, %d partial; %d tables loaded, %d refused",
-		us.KernelWhole, us.KernelPartial, us.KernelTables, us.KernelErrors)
-	if us.KernelErr != nil {
-		fmt.Fprintf(e.stderr, " (first: %v)", us.KernelErr)
-	}
-	fmt.Fprintf(e.stderr, "; kernel tables: %s\n", us.Kernel)
 }
 
 // cgroupIDOf returns the id of a cgroup v2 directory — its inode number,

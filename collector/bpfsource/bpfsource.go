@@ -12,7 +12,6 @@ package bpfsource
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/collector"
@@ -111,20 +110,19 @@ func (src *Source) MapFramePointers(pid uint32, start, end uint64) error {
 // UnmapPid forgets the mappings of pid (collector.TableLoader).
 func (src *Source) UnmapPid(pid uint32) { src.sampler.UnmapPid(pid) }
 
-// TableReport says how the sampler's tables and walks fare
+// TableStats says how the sampler's tables and walks fare
 // (collector.TableLoader).
-func (src *Source) TableReport() string {
+func (src *Source) TableStats() (collector.KernelTableStats, error) {
 	st, err := src.sampler.TableStats()
 	if err != nil {
-		return err.Error()
+		return collector.KernelTableStats{}, err
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d loaded (%d rows), %.1f of %.0f MiB, %d evicted, %d refused, %d mappings refused; walks ended:",
-		st.Loaded, st.Rows, float64(st.Used)/(1<<20), float64(st.Budget)/(1<<20), st.Evicted, st.Refused, st.MappingsFailed)
+	k := collector.KernelTableStats{Loaded: st.Loaded, Rows: st.Rows, Used: st.Used, Budget: st.Budget,
+		Evicted: st.Evicted, Refused: st.Refused, MappingsRefused: st.MappingsFailed, Walks: map[string]uint64{}}
 	for i, n := range st.Walks {
 		if n > 0 {
-			fmt.Fprintf(&b, " %s %d,", bpf.TableStop(i), n)
+			k.Walks[bpf.TableStop(i).String()] = n
 		}
 	}
-	return strings.TrimSuffix(b.String(), ",")
+	return k, nil
 }
