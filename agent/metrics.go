@@ -210,6 +210,19 @@ func writeUnwind(p promWriter, us *collector.UnwindStats) {
 	p.one("sprof_agent_unwind_tables", g, "Unwind tables in memory.", float64(us.Tables))
 	p.one("sprof_agent_unwind_table_bytes", g, "Memory of the unwind tables.", float64(us.TableBytes))
 	p.one("sprof_agent_unwind_held_samples_total", c, "Samples held back while the unwind table they needed was built.", float64(us.Held))
+	if k := us.Kernel; k != nil {
+		p.family("sprof_agent_unwind_kernel_samples_total", c, "Samples whose user stack was walked in the kernel over unwind tables (--unwind bpf, auto), whole to the outermost frame or partial.")
+		p.sample("sprof_agent_unwind_kernel_samples_total", `walk="whole"`, float64(us.KernelWhole))
+		p.sample("sprof_agent_unwind_kernel_samples_total", `walk="partial"`, float64(us.KernelPartial))
+		p.one("sprof_agent_unwind_kernel_tables", g, "Unwind tables loaded into the kernel.", float64(k.Loaded))
+		p.one("sprof_agent_unwind_kernel_table_bytes", g, "Kernel memory the loaded unwind tables use, of --unwind-tables.", float64(k.Used))
+		p.one("sprof_agent_unwind_kernel_tables_evicted_total", c, "Unwind tables evicted from the kernel to make room for others.", float64(k.Evicted))
+		p.one("sprof_agent_unwind_kernel_tables_refused_total", c, "Unwind tables and mappings the kernel could not take (larger than the space, the lookup map full).", float64(us.KernelErrors))
+		p.family("sprof_agent_unwind_kernel_walks_total", c, "Walks over unwind tables in the kernel by how they ended; all but \"outermost frame\" are partial or gave way to the fallback.")
+		for _, r := range slices.Sorted(maps.Keys(k.Walks)) {
+			p.sample("sprof_agent_unwind_kernel_walks_total", `end="`+r+`"`, float64(k.Walks[r]))
+		}
+	}
 }
 
 // MetricsHandler serves WriteMetrics over HTTP, for Prometheus to scrape.

@@ -55,6 +55,66 @@
 // [DefaultRingBufferSize]). A read that faults (a page swapped out) falls back to shorter
 // prefixes rather than losing the sample.
 //
+// # Unwinding over tables in the kernel
+//
+// With [Config.UnwindTables], code without frame pointers is walked in the
+// kernel too, at sample time, over the real stack: no copy, no depth
+// limit but MAX_USER_FRAMES (1,024). User space converts each binary's
+// unwind table (.sframe, else rules synthesized from .eh_frame) with
+// [NewUnwindTable] and loads it once ([Sampler.LoadTable]), however many
+// processes map the binary; [Sampler.MapTable] then says where a process
+// maps it. Per frame the walk finds the pc's mapping (return address - 1
+// below the topmost frame), its table's rule for the pc, the CFA from sp
+// or fp, and reads the return address and the saved fp with
+// bpf_probe_read_user; code that keeps frame pointers
+// ([Sampler.MapFramePointers]) takes the frame-pointer rule below the
+// topmost frame. It stops at the outermost frame (a rule saying the
+// return address is undefined: _start, clone), and otherwise marks the
+// stack truncated ([Sample.UserTables]). A walk that finds no table for
+// the topmost frame gives way to the frame-pointer walk and the stack
+// copy, which stay the fallback for code whose table is not loaded.
+//
+// The layout, chosen for the 5.10 verifier and for cost:
+//
+//   - Rows are 8 bytes (a 32-bit offset from the table's base and a rule
+//     index), sorted, in one preallocated array shared by all tables;
+//     the few distinct rules (libc: 298 for 28,000 rows; libLLVM: about
+//     700 for 1.2 million) in a second array. A gap between functions is
+//     a row of its own, so a pc in no function finds no rule.
+//   - A page index gives, per 4 KiB of code, the row covering the page's
+//     first byte: a lookup searches only that page's rows, at most 4,097,
+//     so 13 halvings always end it. The verifier checks a constant bound
+//     once per frame; a binary search over a whole table would need 21
+//     for libLLVM and a bound no constant can promise. The index costs 4
+//     bytes per 4 KiB of code, about 1% of the rows' size.
+//   - Mappings are in an LPM trie keyed by big-endian pid and pc, each
+//     mapping split into aligned power-of-two prefixes (about 2 per bit of
+//     its size): one lookup per frame that leaves the previous frame's
+//     mapping, none otherwise (the walk remembers it). An LPM trie is
+//     never preallocated, which perf_event programs allow for every map
+//     type but hashes. A sorted per-process array would need a bound on
+//     mappings per process and a second search.
+//   - Each array is preallocated at Open from the budget (7/8 rows, 1/16
+//     page index, 1/16 rules): memory known up front, no allocation at
+//     sample time. A table takes a contiguous range of each array, first
+//     fit; when one does not fit, the table the walk used least recently
+//     goes (the walk stamps unwind_table.used about once a second), and a
+//     stale mapping finds the slot's generation changed and stops. The
+//     default, [DefaultUnwindTables] (32 MiB), holds 3.6 million rows:
+//     libLLVM, libclang-cpp, libc, python and a JVM together.
+//
+// No bpf_loop (5.17) on 5.10: sample_compat walks 32 frames in a bounded
+// loop and tail-calls table_compat for each further 32, as the
+// frame-pointer walk does (see Kernels below); 5.10's 32 tail calls reach
+// 1,056 frames. TestTableWalkDeep walks 400 and 1,000 frames of 256 bytes
+// on both paths; BenchmarkTableWalk gives the cost per sample and per
+// frame. Per frame the walk reads the stack once (the return address, or
+// it and the saved fp together where they form the usual record), and a
+// frame whose pc is the previous frame's (a recursion) reuses its rule.
+// Measured on this project's 6.18 host, the verifier checks sample in
+// ~9,500 instructions with tables, sample_compat in ~88,000 and
+// table_compat in ~91,000, far below the 1 million limit of 5.10.
+//
 // # Off-CPU records
 //
 // With [Config.OffCPU], a second program, offcpu.bpf.c, records where

@@ -27,6 +27,9 @@ var (
 	ErrNoPidFilter = errors.New("sampler has no pid filter")
 	// ErrNoStackCopy: SetCopy on a Sampler opened with Config.StackCopy 0.
 	ErrNoStackCopy = errors.New("sampler copies no stacks")
+	// ErrNoTables: LoadTable or MapTable on a Sampler opened with
+	// Config.UnwindTables 0.
+	ErrNoTables = errors.New("sampler has no unwind tables")
 )
 
 const (

@@ -23,6 +23,7 @@ const (
 	flagStackCopyTruncated = 1 << 3 // SAMPLE_STACK_COPY_TRUNCATED
 	flagStackCopyFault     = 1 << 4 // SAMPLE_STACK_COPY_FAULT
 	flagPython             = 1 << 5 // SAMPLE_PYTHON
+	flagUserTables         = 1 << 6 // SAMPLE_USER_TABLES
 
 	pythonCountMask = 0xffff  // the Python frame count in the Python part's first word
 	pythonTruncated = 1 << 16 // PY_TRUNCATED
@@ -58,6 +59,10 @@ type Sample struct {
 	// On arm64 it is also set when the caller of a leaf without a frame
 	// record could not be told from LR: that frame may be missing.
 	UserTruncated bool
+	// UserTables says User came from the walk over unwind tables
+	// (Config.UnwindTables); without UserTruncated it reached the
+	// thread's outermost frame and the sample has no StackCopy.
+	UserTables bool
 	// LeafReturn says the sample hit a prologue or epilogue and User[1] is
 	// the return address from the top of the stack (x86-64) or LR (arm64)
 	// rather than from a frame record.
@@ -203,6 +208,7 @@ func (s *Sample) decodeBody(raw []byte, b recordBody) error {
 	}
 	s.UserTruncated = b.flags&flagUserTruncated != 0
 	s.LeafReturn = b.flags&flagLeafReturn != 0
+	s.UserTables = b.flags&flagUserTables != 0
 	s.StackCopy = nil
 	if copied {
 		s.StackCopy = raw[framesEnd : framesEnd+b.stackBytes : framesEnd+b.stackBytes]

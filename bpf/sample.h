@@ -36,6 +36,10 @@ enum sample_flag {
 	/* The user frames are followed by the Python frames of a CPython
 	 * process (python.bpf.h). */
 	SAMPLE_PYTHON = 1 << 5,
+	/* The user frames come from the in-kernel walk over unwind tables
+	 * (sprof.bpf.c, table_step); without SAMPLE_USER_TRUNCATED they end
+	 * at the thread's outermost frame and the record has no stack copy. */
+	SAMPLE_USER_TABLES = 1 << 6,
 };
 
 /* Ancestor levels searched by the cgroup filter. */

@@ -74,6 +74,11 @@ type Config struct {
 	// the host, a few percent of a context-switch storm's throughput with
 	// OffCPU: leave them off unless they are shown.
 	RunTimeStats bool
+	// UnwindTables is the kernel memory, in bytes, for unwind tables
+	// that the program walks user stacks with (LoadTable, MapTable); 0
+	// walks by frame pointers only, as before tables. At least 1 MiB;
+	// DefaultUnwindTables fits a host's usual libraries.
+	UnwindTables int64
 	// Python has the samples of the processes given to SetPython carry
 	// the Python frames of their threads (Sample.Python).
 	Python bool
@@ -149,6 +154,7 @@ type Sampler struct {
 	stackCopy  bool // samples may carry stack copies (Config.StackCopy > 0)
 	python     bool // Config.Python
 	offCPU     *offCPU
+	tables     *tableSpace // with Config.UnwindTables
 
 	// mu is held while the ring is read, by Read or by the waiter's spill.
 	mu      sync.Mutex
@@ -184,6 +190,12 @@ func Open(cfg Config) (*Sampler, error) {
 	}
 	if (cfg.CopyAll || len(cfg.CopyPids) > 0) && cfg.StackCopy == 0 {
 		return nil, errors.New("bpf: CopyAll and CopyPids need a StackCopy size")
+	}
+	if cfg.UnwindTables != 0 && (cfg.UnwindTables < minUnwindTables || cfg.UnwindTables > maxUnwindTables) {
+		return nil, fmt.Errorf("bpf: UnwindTables of %d bytes; give %d to %d", cfg.UnwindTables, minUnwindTables, maxUnwindTables)
+	}
+	if cfg.UnwindTables != 0 && !cfg.User {
+		return nil, errors.New("bpf: UnwindTables needs User stacks")
 	}
 	if err := CheckHost(); err != nil {
 		return nil, err
@@ -297,6 +309,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		"stack_copy_size": uint32(cfg.StackCopy),
 		"copy_all":        cfg.CopyAll,
 		"python_enabled":  cfg.Python,
+		"table_unwind":    cfg.UnwindTables > 0,
 
 		"have_task_pt_regs":    s.features.Has(FeatureTaskPtRegs) && s.features.Has(FeatureCurrentTaskBTF),
 		"have_ancestor_cgroup": s.features.Has(FeatureAncestorCgroupID),
@@ -319,6 +332,14 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		scratch.ValueSize += uint32(cfg.StackCopy)
 		scratch.Key, scratch.Value = nil, nil
 	}
+	if cfg.UnwindTables > 0 {
+		rows, pages, rules := tableSizes(cfg.UnwindTables)
+		spec.Maps["unwind_rows"].MaxEntries = rows
+		spec.Maps["unwind_pages"].MaxEntries = pages
+		spec.Maps["unwind_rules"].MaxEntries = rules
+		spec.Maps["unwind_tables"].MaxEntries = maxTables
+		spec.Maps["unwind_maps"].MaxEntries = maxMapEntries
+	}
 	// One of the two sampling programs, as "sample": the other one is not
 	// loaded, as a kernel without bpf_loop and bpf_find_vma rejects it.
 	if !s.features.LoopWalk() {
@@ -334,6 +355,13 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 	if err := s.objs.WalkTail.Put(uint32(0), s.objs.WalkCompat); err != nil {
 		s.objs.Close()
 		return fmt.Errorf("install the walk's tail call: %w", err)
+	}
+	if err := s.objs.TableTail.Put(uint32(0), s.objs.TableCompat); err != nil {
+		s.objs.Close()
+		return fmt.Errorf("install the table walk's tail call: %w", err)
+	}
+	if cfg.UnwindTables > 0 {
+		s.tables = newTableSpace(&s.objs, cfg.UnwindTables)
 	}
 	for _, pid := range cfg.Pids {
 		if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
@@ -361,14 +389,16 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 type objects struct {
 	Sample     *ebpf.Program `ebpf:"sample"`
 	WalkCompat *ebpf.Program `ebpf:"walk_compat"` // tail-called by sample_compat
-	FollowFork *ebpf.Program `ebpf:"follow_fork"`
-	ForgetExit *ebpf.Program `ebpf:"forget_exit"`
+	// TableCompat is tail-called by sample_compat's table walk.
+	TableCompat *ebpf.Program `ebpf:"table_compat"`
+	FollowFork  *ebpf.Program `ebpf:"follow_fork"`
+	ForgetExit  *ebpf.Program `ebpf:"forget_exit"`
 	sprofMaps
 }
 
 func (o *objects) Close() error {
 	var errs []error
-	for _, p := range []*ebpf.Program{o.Sample, o.WalkCompat, o.FollowFork, o.ForgetExit} {
+	for _, p := range []*ebpf.Program{o.Sample, o.WalkCompat, o.TableCompat, o.FollowFork, o.ForgetExit} {
 		if p != nil {
 			errs = append(errs, p.Close())
 		}

@@ -772,7 +772,7 @@ func TestEveryPathLoads(t *testing.T) {
 	requireBPF(t)
 	onEveryPath(t, func(t *testing.T, features *Features) {
 		s := openSampler(t, Config{Frequency: 99, Pids: []uint32{1}, FollowForks: true, CgroupID: 1, IncludeIdle: true,
-			User: true, Kernel: true, StackCopy: MaxStackCopy, CopyPids: []uint32{1}, features: features})
+			User: true, Kernel: true, StackCopy: MaxStackCopy, CopyPids: []uint32{1}, UnwindTables: DefaultUnwindTables, features: features})
 		t.Logf("%s", s.Limits())
 	})
 }

@@ -549,6 +549,21 @@ struct fp_walk {
 	/* The leaf's caller could not be told (see leaf_return): the record
 	 * is flagged truncated once the walk ends, which it must not stop. */
 	bool leaf_unsure;
+	/* The table walk (table_step): the registers of the frame to unwind
+	 * next, whether it is the topmost, why the walk stopped (enum
+	 * table_stop, 0 while it goes on), and the mapping last found, which
+	 * most frames fall in again. */
+	__u64 tpc, tsp, tfp, tlr;
+	bool top;
+	__u8 tstop;
+	__u64 map_start, map_end, map_base;
+	__u32 map_table, map_kind, map_gen;
+	/* The rule last found and the pc it was found for: a recursion
+	 * finds the same one frame after frame. */
+	__u64 rule_pc;
+	__s32 rule_cfa_off;
+	__s16 rule_ra_off, rule_fp_off;
+	__u8 rule_kind, rule_flags;
 };
 
 /* Followed in the map value by stack_copy_size bytes of room for the copy. */
@@ -931,7 +946,9 @@ static __always_inline int finish(struct scratch_value *s)
 	__u64 size, *count;
 
 	python_frames(s);
-	if (s->walk.n && wants_copy(h->pid)) /* the walk ran */
+	/* The walk ran, and tables did not find the whole stack. */
+	if (s->walk.n && (s->walk.flags & (SAMPLE_USER_TABLES | SAMPLE_USER_TRUNCATED)) != SAMPLE_USER_TABLES &&
+	    wants_copy(h->pid))
 		copy_stack(s);
 	h->user_frames = s->walk.n;
 	h->flags = s->walk.flags;
@@ -946,6 +963,395 @@ static __always_inline int finish(struct scratch_value *s)
 	if (count)
 		*count += 1;
 	return 0;
+}
+
+/*
+ * The walk over unwind tables. For code without frame pointers user space
+ * loads each binary's unwind rows (from .sframe, else synthesized from
+ * .eh_frame) into three arrays, once per binary however many processes map
+ * it, and maps each process's address ranges to the tables (tables.go;
+ * bpf/doc.go says why this layout). Per frame: the mapping of the pc (the
+ * return address - 1 below the topmost frame: the call, not what follows
+ * it, which may be another function), the page's slice of the table's rows,
+ * a binary search in it for the last row at or below the pc, the row's
+ * rule; then the CFA from sp or fp, the return address and the saved fp
+ * read from the real stack. Code that keeps frame pointers (Go) takes the
+ * frame-pointer rule below the topmost frame. The walk ends at the
+ * outermost frame (a row that says the return address is undefined, as
+ * _start's and clone's do), and anywhere else it says why; then the frames
+ * found stay, marked truncated, or, when not even the topmost frame had a
+ * table, the frame-pointer walk and the stack copy run as without tables.
+ */
+enum table_stop {
+	TABLE_GOING,
+	TABLE_OUTERMOST,   /* the thread's outermost frame: the stack is whole */
+	TABLE_NO_MAPPING,  /* the pc is in no mapping with a table loaded */
+	TABLE_NO_RULE,     /* the table has no row for the pc, or was evicted */
+	TABLE_UNSUPPORTED, /* a rule the walk cannot apply (signal frame, register rule below the top) */
+	TABLE_FAULT,       /* reading the return address or the saved fp faulted */
+	TABLE_BAD_FRAME,   /* the CFA does not increase or is misaligned, or the return address is no code address */
+	TABLE_DEPTH,       /* MAX_USER_FRAMES, or the kernel's tail-call limit */
+	TABLE_FP_LEAF,     /* the topmost frame keeps frame pointers: the frame-pointer walk's business */
+	TABLE_STOPS,
+};
+
+enum rule_kind {
+	RULE_GAP,        /* no function here */
+	RULE_CFA_SP,     /* CFA = sp + cfa_off */
+	RULE_CFA_FP,     /* CFA = fp + cfa_off */
+	RULE_OUTERMOST,  /* the return address is undefined */
+	RULE_UNSUPPORTED,
+};
+
+enum rule_flag {
+	RULE_RA_SAVED = 1, /* else the return address is still in the link register (arm64, topmost frame) */
+	RULE_FP_SAVED = 2, /* else fp is unchanged */
+};
+
+enum mapping_kind {
+	MAPPING_TABLE,
+	MAPPING_FRAME_POINTERS,
+};
+
+/* The layouts below are shared with tables.go. */
+struct unwind_rule {
+	__s32 cfa_off;
+	__s16 ra_off; /* from the CFA */
+	__s16 fp_off; /* from the CFA */
+	__u8 kind;    /* enum rule_kind */
+	__u8 flags;   /* enum rule_flag */
+	__u16 pad;
+};
+
+/* A row: from pc (an offset from its mapping's base) to the next row's, the
+ * rule at index rule of unwind_rules. */
+struct unwind_row {
+	__u32 pc;
+	__u32 rule;
+};
+
+/* A binary's table: its rows start at row_base in unwind_rows (pc offsets
+ * relative to the mapping's base), its page index at page_base in
+ * unwind_pages: entry k holds the index of the row covering offset
+ * k << TABLE_PAGE_SHIFT, and npages + 1 entries exist. gen changes each
+ * time the slot is reused, so a stale mapping finds no rows; used is the
+ * last time (bpf_ktime_get_ns, to TABLE_USED_GRAIN) a walk used it, for
+ * eviction. */
+struct unwind_table {
+	__u32 page_base;
+	__u32 npages;
+	__u32 gen;
+	__u32 pad;
+	__u64 used;
+};
+
+struct unwind_key {
+	__u32 prefixlen; /* bits of pid and pc that must match */
+	__u32 pid;       /* big-endian, as LPM keys compare bytes */
+	__u64 pc;        /* big-endian */
+};
+
+/* A process's executable mapping [start, end): a table's (pc - base is the
+ * offset the rows hold) or code with frame pointers. */
+struct unwind_mapping {
+	__u64 start, end, base;
+	__u32 table, kind, gen, pad;
+};
+
+#define TABLE_PAGE_SHIFT 12
+/* A page holds at most 4,097 candidate rows (a row per byte and the one
+ * covering its start): 13 halvings find one. */
+#define TABLE_SEARCH_STEPS 13
+#define TABLE_USED_GRAIN 1000000000ULL
+
+/* Set by the loader: the walk over tables runs first. */
+volatile const bool table_unwind;
+
+/* Sized by the loader from the tables' memory budget. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} unwind_pages SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_rule);
+} unwind_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_table);
+} unwind_tables SEC(".maps");
+
+/* Not preallocated (an LPM trie never is); perf_event programs may read
+ * it, as they may any map but a hash one that is not preallocated. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct unwind_key);
+	__type(value, struct unwind_mapping);
+} unwind_maps SEC(".maps");
+
+/* Per CPU: the table walks that ended for each enum table_stop. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TABLE_STOPS);
+	__type(key, __u32);
+	__type(value, __u64);
+} table_stops SEC(".maps");
+
+static __always_inline long table_end(struct fp_walk *w, __u8 why)
+{
+	w->tstop = why;
+	return 1;
+}
+
+/* Finds the mapping of pc, remembering it for the frames that follow. */
+static __always_inline bool find_mapping(struct fp_walk *w, __u32 pid, __u64 pc)
+{
+	struct unwind_key key = {96, __builtin_bswap32(pid), __builtin_bswap64(pc)};
+	struct unwind_mapping *m;
+
+	if (w->map_start <= pc && pc < w->map_end)
+		return true;
+	m = bpf_map_lookup_elem(&unwind_maps, &key);
+	if (!m || pc < m->start || pc >= m->end)
+		return false;
+	w->map_start = m->start;
+	w->map_end = m->end;
+	w->map_base = m->base;
+	w->map_table = m->table;
+	w->map_kind = m->kind;
+	w->map_gen = m->gen;
+	return true;
+}
+
+/* The rule for the pc at offset off of table t, or 0. */
+static __always_inline struct unwind_rule *find_rule(struct unwind_table *t, __u64 off)
+{
+	struct unwind_row *row;
+	__u32 at, lo, hi, *page;
+
+	if (off >= (__u64)t->npages << TABLE_PAGE_SHIFT)
+		return 0;
+	at = t->page_base + (__u32)(off >> TABLE_PAGE_SHIFT);
+	page = bpf_map_lookup_elem(&unwind_pages, &at);
+	if (!page)
+		return 0;
+	lo = *page;
+	at++;
+	page = bpf_map_lookup_elem(&unwind_pages, &at);
+	if (!page)
+		return 0;
+	hi = *page;
+	/* The last row in [lo, hi] at or below off. */
+	for (int i = 0; i < TABLE_SEARCH_STEPS && lo < hi; i++) {
+		__u32 mid = lo + (hi - lo + 1) / 2;
+
+		row = bpf_map_lookup_elem(&unwind_rows, &mid);
+		if (!row)
+			return 0;
+		if (row->pc <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	row = bpf_map_lookup_elem(&unwind_rows, &lo);
+	if (!row || lo < hi || row->pc > off)
+		return 0;
+	at = row->rule;
+	return bpf_map_lookup_elem(&unwind_rules, &at);
+}
+
+/* One frame of the table walk: the caller's registers from the frame's,
+ * and its return address into the record; nonzero when the walk ends. */
+static __always_inline long table_step(struct scratch_value *s)
+{
+	struct fp_walk *w = &s->walk;
+	__u64 look = w->top ? w->tpc : w->tpc - 1;
+	__u64 now = s->rec.hdr.time, fp = w->tfp, cfa, ra;
+	struct unwind_rule *rule;
+	struct unwind_table *t;
+	__u64 saved[2];
+	__u32 at;
+
+	if (!find_mapping(w, s->rec.hdr.pid, look))
+		return table_end(w, TABLE_NO_MAPPING);
+	if (w->map_kind == MAPPING_FRAME_POINTERS) {
+		/* In the topmost frame fp may still name the caller's record
+		 * (a prologue, a frameless leaf): leaf_return's business. */
+		if (w->top)
+			return table_end(w, TABLE_FP_LEAF);
+		w->rule_pc = 0;
+		w->rule_kind = RULE_CFA_FP;
+		w->rule_cfa_off = 16;
+		w->rule_ra_off = -8;
+		w->rule_fp_off = -16;
+		w->rule_flags = RULE_RA_SAVED | RULE_FP_SAVED;
+	} else if (look != w->rule_pc) {
+		at = w->map_table;
+		t = bpf_map_lookup_elem(&unwind_tables, &at);
+		if (!t || t->gen != w->map_gen)
+			return table_end(w, TABLE_NO_RULE);
+		if (t->used + TABLE_USED_GRAIN < now)
+			t->used = now;
+		rule = find_rule(t, look - w->map_base);
+		if (!rule)
+			return table_end(w, TABLE_NO_RULE);
+		w->rule_pc = look;
+		w->rule_kind = rule->kind;
+		w->rule_cfa_off = rule->cfa_off;
+		w->rule_ra_off = rule->ra_off;
+		w->rule_fp_off = rule->fp_off;
+		w->rule_flags = rule->flags;
+	}
+	switch (w->rule_kind) {
+	case RULE_CFA_SP:
+		cfa = w->tsp + w->rule_cfa_off;
+		break;
+	case RULE_CFA_FP:
+		cfa = fp + w->rule_cfa_off;
+		break;
+	case RULE_OUTERMOST:
+		return table_end(w, TABLE_OUTERMOST);
+	case RULE_GAP:
+		return table_end(w, TABLE_NO_RULE);
+	default:
+		return table_end(w, TABLE_UNSUPPORTED);
+	}
+	/* The CFA is the caller's sp: above this frame's, except at an
+	 * arm64 function's entry (CFA = sp, the return address in lr). */
+	if ((cfa & 7) || cfa < w->tsp || (cfa == w->tsp && !w->top))
+		return table_end(w, TABLE_BAD_FRAME);
+	if ((w->rule_flags & (RULE_RA_SAVED | RULE_FP_SAVED)) == (RULE_RA_SAVED | RULE_FP_SAVED) &&
+	    w->rule_fp_off + 8 == w->rule_ra_off) {
+		/* The usual record, fp then the return address: one read. */
+		if (bpf_probe_read_user(saved, sizeof(saved), (void *)(cfa + w->rule_fp_off)))
+			return table_end(w, TABLE_FAULT);
+		fp = saved[0];
+		ra = saved[1];
+	} else {
+		if (w->rule_flags & RULE_RA_SAVED) {
+			if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa + w->rule_ra_off)))
+				return table_end(w, TABLE_FAULT);
+		} else if (w->top) {
+			ra = w->tlr;
+		} else {
+			return table_end(w, TABLE_UNSUPPORTED);
+		}
+		if ((w->rule_flags & RULE_FP_SAVED) &&
+		    bpf_probe_read_user(&fp, sizeof(fp), (void *)(cfa + w->rule_fp_off)))
+			return table_end(w, TABLE_FAULT);
+	}
+	ra = code_addr(ra); /* arm64: a PAC-signed return address loses its code */
+	if (ra == 0)
+		return table_end(w, TABLE_OUTERMOST);
+	if (ra < MIN_USER_ADDR || ra >= MAX_USER_ADDR)
+		return table_end(w, TABLE_BAD_FRAME);
+	if (w->n >= MAX_USER_FRAMES)
+		return table_end(w, TABLE_DEPTH);
+	put_user_frame(s, ra);
+	w->tpc = ra;
+	w->tsp = cfa;
+	w->tfp = fp;
+	w->top = false;
+	return 0;
+}
+
+/* table_step as bpf_loop's callback. */
+static long table_loop_step(__u64 i, struct scratch_value **s)
+{
+	return table_step(*s);
+}
+
+/* Runs a chunk of the table walk; true when the walk has ended. */
+static __always_inline bool table_chunk(struct scratch_value *s)
+{
+#pragma clang loop unroll(disable)
+	for (int i = 0; i < WALK_CHUNK; i++)
+		if (table_step(s))
+			return true;
+	return false;
+}
+
+/* The table walk's next chunk, for sample_compat's walk as walk_tail is for
+ * the frame-pointer walk. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} table_tail SEC(".maps");
+
+static __always_inline void table_start(struct scratch_value *s, struct user_regs *r)
+{
+	struct fp_walk *w = &s->walk;
+
+	put_user_frame(s, r->pc);
+	w->leaf_unsure = false;
+	w->tpc = r->pc;
+	w->tsp = r->sp;
+	w->tfp = r->fp;
+	w->tlr = r->lr;
+	w->top = true;
+	w->tstop = TABLE_GOING;
+	w->map_start = 0;
+	w->map_end = 0;
+	w->rule_pc = 0;
+}
+
+/* Ends a run after the table walk: a whole stack goes as it is; a partial
+ * one keeps its frames, marked truncated, and gets the stack copy where
+ * the process has one; a walk that found no table for the topmost frame
+ * gives way to the frame-pointer walk (and the copy), as without tables. */
+static __always_inline int after_tables(struct bpf_perf_event_data *ctx, struct scratch_value *s,
+					const bool walk_helpers)
+{
+	struct sample_header *h = &s->rec.hdr;
+	struct fp_walk *w = &s->walk;
+	struct stack_bounds stack;
+	__u32 why = w->tstop ? w->tstop : TABLE_DEPTH;
+	__u64 *count = bpf_map_lookup_elem(&table_stops, &why);
+
+	if (count)
+		*count += 1;
+	if (why == TABLE_OUTERMOST) {
+		w->flags |= SAMPLE_USER_TABLES;
+		return finish(s);
+	}
+	stack = stack_of(h->sp, true, walk_helpers);
+	if (w->n > 1) {
+		w->flags |= SAMPLE_USER_TABLES | SAMPLE_USER_TRUNCATED;
+		w->sp = h->sp;
+		w->stack_end = stack.end;
+		w->guessed = stack.guessed;
+		return finish(s);
+	}
+	w->at = h->kernel_frames;
+	w->n = 0;
+	w->flags = 0;
+	walk_user(s, h->pc, h->sp, h->fp, h->lr, &stack);
+	if (walk_helpers) {
+		bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
+	} else if (!walk_chunk(s)) {
+		bpf_tail_call(ctx, &walk_tail, 0);
+		s->walk.flags |= SAMPLE_USER_TRUNCATED; /* the tail calls ran out */
+	}
+	return finish(s);
 }
 
 /* The body of both sampling programs; walk_helpers picks bpf_loop and
@@ -994,6 +1400,14 @@ static __always_inline int sample_with(struct bpf_perf_event_data *ctx, const bo
 	h->lr = regs.lr;
 	if (!capture_user || !regs.pc)
 		return finish(s);
+	if (table_unwind) {
+		table_start(s, &regs);
+		if (walk_helpers)
+			bpf_loop(MAX_USER_FRAMES, table_loop_step, &s, 0);
+		else if (!table_chunk(s))
+			bpf_tail_call(ctx, &table_tail, 0);
+		return after_tables(ctx, s, walk_helpers);
+	}
 	stack = stack_of(regs.sp, true, walk_helpers);
 	walk_user(s, regs.pc, regs.sp, regs.fp, regs.lr, &stack);
 	if (walk_helpers) {
@@ -1037,6 +1451,22 @@ int walk_compat(struct bpf_perf_event_data *ctx)
 		s->walk.flags |= SAMPLE_USER_TRUNCATED;
 	}
 	return finish(s);
+}
+
+/* The table walk's next chunk, tail-called by sample_compat and by itself
+ * (the loader puts it in table_tail) until the walk ends; then the run
+ * ends as sample_compat's would (after_tables). */
+SEC("perf_event")
+int table_compat(struct bpf_perf_event_data *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct scratch_value *s = bpf_map_lookup_elem(&scratch, &cpu);
+
+	if (!s)
+		return 0;
+	if (!table_chunk(s))
+		bpf_tail_call(ctx, &table_tail, 0);
+	return after_tables(ctx, s, false);
 }
 
 /* With Config.FollowForks, a process forked by a followed process is

@@ -88,6 +88,27 @@ type sprofScratchValue struct {
 		Guessed    bool
 		LeafUnsure bool
 		_          [6]byte
+		Tpc        uint64
+		Tsp        uint64
+		Tfp        uint64
+		Tlr        uint64
+		Top        bool
+		Tstop      uint8
+		_          [6]byte
+		MapStart   uint64
+		MapEnd     uint64
+		MapBase    uint64
+		MapTable   uint32
+		MapKind    uint32
+		MapGen     uint32
+		_          [4]byte
+		RulePc     uint64
+		RuleCfaOff int32
+		RuleRaOff  int16
+		RuleFpOff  int16
+		RuleKind   uint8
+		RuleFlags  uint8
+		_          [6]byte
 	}
 	Rec sprofSampleBuf
 }
@@ -97,6 +118,49 @@ type sprofStackVma struct {
 	Start uint64
 	End   uint64
 	Top   uint64
+}
+
+type sprofUnwindKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Pid       uint32
+	Pc        uint64
+}
+
+type sprofUnwindMapping struct {
+	_     structs.HostLayout
+	Start uint64
+	End   uint64
+	Base  uint64
+	Table uint32
+	Kind  uint32
+	Gen   uint32
+	Pad   uint32
+}
+
+type sprofUnwindRow struct {
+	_    structs.HostLayout
+	Pc   uint32
+	Rule uint32
+}
+
+type sprofUnwindRule struct {
+	_      structs.HostLayout
+	CfaOff int32
+	RaOff  int16
+	FpOff  int16
+	Kind   uint8
+	Flags  uint8
+	Pad    uint16
+}
+
+type sprofUnwindTable struct {
+	_        structs.HostLayout
+	PageBase uint32
+	Npages   uint32
+	Gen      uint32
+	Pad      uint32
+	Used     uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -113,11 +177,19 @@ const (
 	sprofMapScratch            = "scratch"
 	sprofMapSent               = "sent"
 	sprofMapStackVmas          = "stack_vmas"
+	sprofMapTableStops         = "table_stops"
+	sprofMapTableTail          = "table_tail"
+	sprofMapUnwindMaps         = "unwind_maps"
+	sprofMapUnwindPages        = "unwind_pages"
+	sprofMapUnwindRows         = "unwind_rows"
+	sprofMapUnwindRules        = "unwind_rules"
+	sprofMapUnwindTables       = "unwind_tables"
 	sprofMapWalkTail           = "walk_tail"
 	sprofProgFollowFork        = "follow_fork"
 	sprofProgForgetExit        = "forget_exit"
 	sprofProgSample            = "sample"
 	sprofProgSampleCompat      = "sample_compat"
+	sprofProgTableCompat       = "table_compat"
 	sprofProgWalkCompat        = "walk_compat"
 	sprofVarCaptureKernel      = "capture_kernel"
 	sprofVarCaptureUser        = "capture_user"
@@ -131,6 +203,7 @@ const (
 	sprofVarPythonEnabled      = "python_enabled"
 	sprofVarSelfTgid           = "self_tgid"
 	sprofVarStackCopySize      = "stack_copy_size"
+	sprofVarTableUnwind        = "table_unwind"
 	sprofVarWokenAt            = "woken_at"
 )
 
@@ -180,6 +253,7 @@ type sprofProgramSpecs struct {
 	ForgetExit   *ebpf.ProgramSpec `ebpf:"forget_exit"`
 	Sample       *ebpf.ProgramSpec `ebpf:"sample"`
 	SampleCompat *ebpf.ProgramSpec `ebpf:"sample_compat"`
+	TableCompat  *ebpf.ProgramSpec `ebpf:"table_compat"`
 	WalkCompat   *ebpf.ProgramSpec `ebpf:"walk_compat"`
 }
 
@@ -187,17 +261,24 @@ type sprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sprofMapSpecs struct {
-	CopyPids    *ebpf.MapSpec `ebpf:"copy_pids"`
-	Lost        *ebpf.MapSpec `ebpf:"lost"`
-	Pids        *ebpf.MapSpec `ebpf:"pids"`
-	PyThreads   *ebpf.MapSpec `ebpf:"py_threads"`
-	PyWalks     *ebpf.MapSpec `ebpf:"py_walks"`
-	PythonProcs *ebpf.MapSpec `ebpf:"python_procs"`
-	Samples     *ebpf.MapSpec `ebpf:"samples"`
-	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
-	Sent        *ebpf.MapSpec `ebpf:"sent"`
-	StackVmas   *ebpf.MapSpec `ebpf:"stack_vmas"`
-	WalkTail    *ebpf.MapSpec `ebpf:"walk_tail"`
+	CopyPids     *ebpf.MapSpec `ebpf:"copy_pids"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	Pids         *ebpf.MapSpec `ebpf:"pids"`
+	PyThreads    *ebpf.MapSpec `ebpf:"py_threads"`
+	PyWalks      *ebpf.MapSpec `ebpf:"py_walks"`
+	PythonProcs  *ebpf.MapSpec `ebpf:"python_procs"`
+	Samples      *ebpf.MapSpec `ebpf:"samples"`
+	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	Sent         *ebpf.MapSpec `ebpf:"sent"`
+	StackVmas    *ebpf.MapSpec `ebpf:"stack_vmas"`
+	TableStops   *ebpf.MapSpec `ebpf:"table_stops"`
+	TableTail    *ebpf.MapSpec `ebpf:"table_tail"`
+	UnwindMaps   *ebpf.MapSpec `ebpf:"unwind_maps"`
+	UnwindPages  *ebpf.MapSpec `ebpf:"unwind_pages"`
+	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
+	UnwindRules  *ebpf.MapSpec `ebpf:"unwind_rules"`
+	UnwindTables *ebpf.MapSpec `ebpf:"unwind_tables"`
+	WalkTail     *ebpf.MapSpec `ebpf:"walk_tail"`
 }
 
 // sprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -216,6 +297,7 @@ type sprofVariableSpecs struct {
 	PythonEnabled      *ebpf.VariableSpec `ebpf:"python_enabled"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.VariableSpec `ebpf:"stack_copy_size"`
+	TableUnwind        *ebpf.VariableSpec `ebpf:"table_unwind"`
 	WokenAt            *ebpf.VariableSpec `ebpf:"woken_at"`
 }
 
@@ -239,17 +321,24 @@ func (o *sprofObjects) Close() error {
 //
 // It can be passed to loadSprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sprofMaps struct {
-	CopyPids    *ebpf.Map `ebpf:"copy_pids"`
-	Lost        *ebpf.Map `ebpf:"lost"`
-	Pids        *ebpf.Map `ebpf:"pids"`
-	PyThreads   *ebpf.Map `ebpf:"py_threads"`
-	PyWalks     *ebpf.Map `ebpf:"py_walks"`
-	PythonProcs *ebpf.Map `ebpf:"python_procs"`
-	Samples     *ebpf.Map `ebpf:"samples"`
-	Scratch     *ebpf.Map `ebpf:"scratch"`
-	Sent        *ebpf.Map `ebpf:"sent"`
-	StackVmas   *ebpf.Map `ebpf:"stack_vmas"`
-	WalkTail    *ebpf.Map `ebpf:"walk_tail"`
+	CopyPids     *ebpf.Map `ebpf:"copy_pids"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	Pids         *ebpf.Map `ebpf:"pids"`
+	PyThreads    *ebpf.Map `ebpf:"py_threads"`
+	PyWalks      *ebpf.Map `ebpf:"py_walks"`
+	PythonProcs  *ebpf.Map `ebpf:"python_procs"`
+	Samples      *ebpf.Map `ebpf:"samples"`
+	Scratch      *ebpf.Map `ebpf:"scratch"`
+	Sent         *ebpf.Map `ebpf:"sent"`
+	StackVmas    *ebpf.Map `ebpf:"stack_vmas"`
+	TableStops   *ebpf.Map `ebpf:"table_stops"`
+	TableTail    *ebpf.Map `ebpf:"table_tail"`
+	UnwindMaps   *ebpf.Map `ebpf:"unwind_maps"`
+	UnwindPages  *ebpf.Map `ebpf:"unwind_pages"`
+	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
+	UnwindRules  *ebpf.Map `ebpf:"unwind_rules"`
+	UnwindTables *ebpf.Map `ebpf:"unwind_tables"`
+	WalkTail     *ebpf.Map `ebpf:"walk_tail"`
 }
 
 func (m *sprofMaps) Close() error {
@@ -264,6 +353,13 @@ func (m *sprofMaps) Close() error {
 		m.Scratch,
 		m.Sent,
 		m.StackVmas,
+		m.TableStops,
+		m.TableTail,
+		m.UnwindMaps,
+		m.UnwindPages,
+		m.UnwindRows,
+		m.UnwindRules,
+		m.UnwindTables,
 		m.WalkTail,
 	)
 }
@@ -284,6 +380,7 @@ type sprofVariables struct {
 	PythonEnabled      *ebpf.Variable `ebpf:"python_enabled"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.Variable `ebpf:"stack_copy_size"`
+	TableUnwind        *ebpf.Variable `ebpf:"table_unwind"`
 	WokenAt            *ebpf.Variable `ebpf:"woken_at"`
 }
 
@@ -295,6 +392,7 @@ type sprofPrograms struct {
 	ForgetExit   *ebpf.Program `ebpf:"forget_exit"`
 	Sample       *ebpf.Program `ebpf:"sample"`
 	SampleCompat *ebpf.Program `ebpf:"sample_compat"`
+	TableCompat  *ebpf.Program `ebpf:"table_compat"`
 	WalkCompat   *ebpf.Program `ebpf:"walk_compat"`
 }
 
@@ -304,6 +402,7 @@ func (p *sprofPrograms) Close() error {
 		p.ForgetExit,
 		p.Sample,
 		p.SampleCompat,
+		p.TableCompat,
 		p.WalkCompat,
 	)
 }

@@ -21,6 +21,9 @@ type Sample struct {
 	User          []uint64
 	Kernel        []uint64
 	UserTruncated bool
+	// UserTables says the sampler walked User over unwind tables in the
+	// kernel (TableLoader); without UserTruncated it is whole.
+	UserTables bool
 	// Python holds the Python frames of a CPython process's thread as the
 	// sampler records them (bpf.Sample.Python); PythonTruncated says the
 	// chain was cut short.

@@ -91,6 +91,12 @@ type Options struct {
 	StackCopy        bool
 	UnwindCacheBytes int64
 	DebugUnwind      bool
+	// KernelTables loads the unwind tables into a Source that is a
+	// TableLoader, for the sampler to walk stacks over them in the
+	// kernel, and describes each process's mappings to it (see
+	// unwind_kernel.go). With StackCopy the copy stays the fallback for
+	// code whose table is not loaded.
+	KernelTables bool
 	// Python finds the CPython processes among those sampled, has the
 	// Source's PythonMarker record their Python frames, and splices those
 	// into their stacks (see python.go).
@@ -132,15 +138,17 @@ type Stats struct {
 // Collector turns raw samples into a profile. It is not safe for
 // concurrent use.
 type Collector struct {
-	opts     Options
-	table    *table
-	tracker  *perfring.Tracker
-	agg      *aggregator
-	unw      *unwinder // nil without Options.StackCopy
-	py       *pythons  // nil without Options.Python
-	jit      *jitProcesses
-	self     uint32
-	interval time.Duration
+	opts    Options
+	table   *table
+	tracker *perfring.Tracker
+	agg     *aggregator
+	unw     *unwinder // nil without Options.StackCopy and Options.KernelTables
+	// kernelTables is Options.KernelTables.
+	kernelTables bool
+	py           *pythons // nil without Options.Python
+	jit          *jitProcesses
+	self         uint32
+	interval     time.Duration
 
 	// Samples of the current drain, copied so they can be put in time
 	// order with the side band: pend indexes stack words in arena.
@@ -175,6 +183,8 @@ type pending struct {
 	// PythonTruncated.
 	python      span
 	pyTruncated bool
+	// tables is Sample.UserTables.
+	tables bool
 }
 
 // eventKind is what a side-band record changes in the process table.
@@ -253,8 +263,9 @@ func New(opts Options) (*Collector, error) {
 			c.py.consider(pid, img)
 		}
 	}
-	if opts.StackCopy {
-		c.unw = newUnwinder(c.table.files, opts.UnwindCacheBytes, opts.DebugUnwind)
+	c.kernelTables = opts.KernelTables
+	if opts.StackCopy || opts.KernelTables {
+		c.unw = newUnwinder(c.table.files, opts.UnwindCacheBytes, opts.DebugUnwind, opts.StackCopy)
 		for pid, img := range c.table.byPid {
 			c.unw.considerSet(pid, img.maps)
 		}
@@ -303,6 +314,7 @@ func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan s
 	c.start = time.Now()
 	if c.unw != nil { // mark processes for stack copies now, not at the first drain
 		c.unw.attach(src)
+		c.attachKernel(src)
 	}
 	if c.py != nil {
 		c.py.attach(src)
@@ -374,6 +386,7 @@ func (c *Collector) drain(src Source, final bool) error {
 	}
 	if c.unw != nil {
 		c.unw.attach(src)
+		c.attachKernel(src)
 		c.unw.stack = c.unw.stack[:0]
 		c.releaseHeld(false, flushEnd)
 	}
@@ -440,6 +453,7 @@ func (c *Collector) copySample(s *Sample) {
 	c.arena, p.kernel = appendSpan(c.arena, s.Kernel)
 	c.arena, p.python = appendSpan(c.arena, s.Python)
 	p.pyTruncated = s.PythonTruncated
+	p.tables = s.UserTables
 	if c.unw != nil {
 		p.copy = c.unw.keep(s)
 	}
@@ -511,18 +525,21 @@ func (c *Collector) apply(e *event) {
 			c.watchJITDump(e.pid, e.m.bin)
 			if c.unw != nil {
 				c.unw.consider(e.pid, &e.m)
+				c.unw.kernelMap(e.pid, &e.m)
 			}
 		}
 	case eventFork:
 		c.table.fork(e.pid, e.ppid)
 		if img := c.table.byPid[e.pid]; c.unw != nil && img != nil && e.pid != e.ppid {
 			c.unw.considerSet(e.pid, img.maps)
+			c.unw.kernelSet(e.pid, img.maps)
 		}
 	case eventExit:
 		c.table.exit(e.pid, e.tid, e.time)
 		c.note(c.sink.exit(e))
 		if c.unw != nil && e.pid == e.tid {
 			c.unw.exited(e.pid)
+			c.unw.kernelExited(e.pid)
 		}
 		if c.py != nil && e.pid == e.tid {
 			c.py.forget(e.pid)
@@ -549,6 +566,13 @@ func (c *Collector) add(p *pending) {
 	if c.unw != nil && img != nil {
 		if img.exited == 0 {
 			c.unw.considerSet(p.key.pid, img.maps)
+			c.unw.kernelSet(p.key.pid, img.maps)
+		}
+		if p.tables {
+			c.unw.countKernel(p.key.truncated)
+		}
+		if p.copy.n == 0 && (!p.tables || p.key.truncated) {
+			c.unw.kernelDemand(p.key.pid, p.key.set, user)
 		}
 		if p.copy.n > 0 {
 			var unwound bool

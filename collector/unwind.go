@@ -98,6 +98,10 @@ type unwindInfo struct {
 	// cached is the table's place in the unwinder's TableCache, nil
 	// when it is not there.
 	cached *unwind.Cached[*unwindInfo]
+	// kernelID names the table loaded into the kernel (0: not loaded),
+	// kernelErr why it could not be (unwind_kernel.go).
+	kernelID  uint64
+	kernelErr error
 	// Counters: frames each method produced with this binary's rules,
 	// and why unwinds stopped in it.
 	frames [unwind.NumMethods]uint64
@@ -140,6 +144,12 @@ type unwinder struct {
 	considered map[uint32]*mapSet
 	toMark     []uint32
 
+	// copies: samples may carry stack copies, and processes are marked
+	// for them (Options.StackCopy). kt is what the kernel was told of
+	// tables and mappings, nil unless it walks stacks over tables.
+	copies bool
+	kt     *kernelTables
+
 	// stack holds the stack bytes of the current drain's samples.
 	stack []byte
 	stats UnwindStats
@@ -157,13 +167,14 @@ type unwinder struct {
 	finalWait  time.Duration
 }
 
-func newUnwinder(fs *files, budget int64, debug bool) *unwinder {
+func newUnwinder(fs *files, budget int64, debug, copies bool) *unwinder {
 	if budget <= 0 {
 		budget = DefaultUnwindCacheBytes
 	}
 	u := &unwinder{
 		files:      fs,
 		debug:      debug,
+		copies:     copies,
 		byFile:     map[*binaryFile]*unwindInfo{},
 		byID:       map[string]*unwindInfo{},
 		unknown:    unwindInfo{name: "[unknown]", classified: true, built: true},
@@ -508,7 +519,7 @@ func (u *unwinder) countBPF(set *mapSet, bpf []uint64) {
 // pointers: any file but a Go binary (the vDSO does not count, Go
 // programs call it too).
 func (u *unwinder) consider(pid uint32, m *mapping) {
-	if u.marked[pid] || m.bin.name[0] == '[' {
+	if !u.copies || u.marked[pid] || m.bin.name[0] == '[' {
 		return
 	}
 	in := u.info(m)

@@ -65,8 +65,10 @@ func (u *unwinder) install() {
 		}
 		if j.Err != nil {
 			u.noTable(in, j.Err)
+			u.kernelLoad(in, nil)
 			continue
 		}
+		u.kernelLoad(in, j.Table)
 		size := j.Table.MemSize()
 		e, evicted := u.tables.Add(in, size)
 		if e == nil {

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,6 +55,17 @@ type UnwindStats struct {
 	Held, Released                      uint64
 	FlushedFull, FlushedAge, FlushedEnd uint64
 	Building                            int
+	// In-kernel unwinding (Options.KernelTables): KernelWhole and
+	// KernelPartial count the samples the sampler walked over tables to
+	// the outermost frame and short of it; KernelTables the tables
+	// loaded into the kernel; KernelErrors the tables and mappings it
+	// refused, KernelErr the first of them. Kernel is the sampler's own
+	// account of its tables' memory and walks, nil without tables.
+	KernelWhole, KernelPartial uint64
+	KernelTables               int
+	KernelErrors               int
+	KernelErr                  error
+	Kernel                     *KernelTableStats
 	// Binaries breaks frames and stops down by binary, most frames
 	// first.
 	Binaries []BinaryUnwind
@@ -82,6 +95,11 @@ func (c *Collector) UnwindStats() UnwindStats {
 
 func (u *unwinder) report() UnwindStats {
 	s := u.stats
+	if u.kt != nil {
+		if k, err := u.kt.loader.TableStats(); err == nil {
+			s.Kernel = &k
+		}
+	}
 	s.Binaries = nil
 	for _, in := range append(u.infos(), &u.unknown) {
 		if in.building {
@@ -151,6 +169,9 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, ")\nunwind tables: %d, %.1f MiB, %d evicted, %d failed, built in %v\n",
 		s.Tables, float64(s.TableBytes)/(1<<20), s.Evicted, s.TableErrors, s.BuildTime.Round(time.Millisecond))
+	if s.Kernel != nil {
+		fmt.Fprintln(tw, s.KernelText())
+	}
 	fmt.Fprintf(tw, "held back for tables being built: %d samples (%d unwound with the table; flushed without it: %d queue full, %d held too long, %d at the end); %d tables being built\n",
 		s.Held, s.Released, s.FlushedFull, s.FlushedAge, s.FlushedEnd, s.Building)
 	fmt.Fprintf(tw, "frames:")
@@ -179,4 +200,27 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// KernelText says in a line how the walks over tables in the kernel went
+// and how the kernel's tables fare; "" without tables.
+func (s *UnwindStats) KernelText() string {
+	k := s.Kernel
+	if k == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "unwinding in the kernel: %d samples whole, %d partial; %d tables loaded (%d rows, %.1f of %.0f MiB), %d evicted, %d tables or mappings refused (%d for want of room in the lookup map)",
+		s.KernelWhole, s.KernelPartial, k.Loaded, k.Rows, float64(k.Used)/(1<<20), float64(k.Budget)/(1<<20), k.Evicted, s.KernelErrors, k.MappingsRefused)
+	if s.KernelErr != nil {
+		fmt.Fprintf(&b, " (first: %v)", s.KernelErr)
+	}
+	b.WriteString("; walks ended:")
+	for i, r := range slices.Sorted(maps.Keys(k.Walks)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %s %d", r, k.Walks[r])
+	}
+	return b.String()
 }

@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -17,6 +19,45 @@ import (
 // code may lack frame pointers: deep enough for the stacks of C, C++ and
 // Rust programs seen in practice (perf's --call-graph dwarf copies 8 KiB).
 const DefaultStackCopy = 16 << 10
+
+// Unwind says where the user stacks of code without frame pointers are
+// unwound.
+type Unwind uint8
+
+const (
+	// UnwindCopy: the sampler copies the top of the stack
+	// (Config.StackCopy bytes) and the collector unwinds the copy with
+	// the binaries' .sframe or .eh_frame; deeper frames are lost.
+	UnwindCopy Unwind = iota
+	// UnwindBPF: the sampler walks the real stack in the kernel over the
+	// binaries' unwind tables, loaded into Config.UnwindTables bytes of
+	// kernel memory once per binary: whole stacks at any depth (1,024
+	// frames), no copies; a binary's frames end the stack, marked
+	// truncated, until its table is loaded.
+	UnwindBPF
+	// UnwindAuto: in the kernel where tables are loaded, with the copy
+	// as the fallback until they are (or where they cannot be).
+	UnwindAuto
+)
+
+var unwindNames = [...]string{UnwindCopy: "copy", UnwindBPF: "bpf", UnwindAuto: "auto"}
+
+func (u Unwind) String() string {
+	if int(u) < len(unwindNames) {
+		return unwindNames[u]
+	}
+	return fmt.Sprintf("Unwind(%d)", uint8(u))
+}
+
+// ParseUnwind returns the Unwind named s: copy, bpf or auto.
+func ParseUnwind(s string) (Unwind, error) {
+	for u, name := range unwindNames {
+		if s == name {
+			return Unwind(u), nil
+		}
+	}
+	return 0, fmt.Errorf("unwind %q: want copy, bpf or auto", s)
+}
 
 // Config says what to sample and how to name it; both commands fill it
 // from the same flags.
@@ -62,6 +103,12 @@ type Config struct {
 	// UnwindCache bounds the memory of the unwind tables kept; 0 means
 	// collector.DefaultUnwindCacheBytes.
 	UnwindCache int64
+	// Unwind says where stacks without frame pointers are unwound;
+	// UnwindBPF ignores StackCopy. UnwindTables is the kernel memory
+	// for tables with UnwindBPF and UnwindAuto; 0 means
+	// bpf.DefaultUnwindTables.
+	Unwind       Unwind
+	UnwindTables int64
 	// Python reads the Python frames of CPython 3.11 to 3.13 processes and
 	// splices them into their stacks (package symbolize/cpython).
 	Python bool
@@ -94,8 +141,10 @@ type Pipeline struct {
 	// bpfStats and bpfErr are the sampler's statistics at the end of Run.
 	bpfStats bpf.Stats
 	bpfErr   error
-	// stopped: Run closed the sampler already.
+	// stopped: Run closed the sampler already; tables is what the
+	// sampler said of its unwind tables then.
 	stopped bool
+	tables  *collector.KernelTableStats
 }
 
 // Open opens the collector and then the sampler, in that order so that
@@ -107,6 +156,15 @@ func Open(cfg Config) (*Pipeline, error) {
 	}
 	if !cfg.User {
 		cfg.StackCopy = 0
+		cfg.Unwind = UnwindCopy
+	}
+	var tables int64
+	switch cfg.Unwind {
+	case UnwindBPF:
+		cfg.StackCopy = 0
+		fallthrough
+	case UnwindAuto:
+		tables = cmp.Or(cfg.UnwindTables, bpf.DefaultUnwindTables)
 	}
 	p := &Pipeline{cfg: cfg}
 	opts := collector.Options{
@@ -116,6 +174,7 @@ func Open(cfg Config) (*Pipeline, error) {
 		FollowForks:      cfg.Command,
 		Symbolizer:       cfg.Symbolizer,
 		StackCopy:        cfg.StackCopy > 0,
+		KernelTables:     tables > 0,
 		UnwindCacheBytes: cfg.UnwindCache,
 		DebugUnwind:      cfg.DebugUnwind,
 		Python:           cfg.Python && cfg.User,
@@ -146,6 +205,7 @@ func Open(cfg Config) (*Pipeline, error) {
 		StackCopy:        cfg.StackCopy,
 		CopyAll:          cfg.StackCopy > 0 && cfg.Command,
 		CopyPids:         col.CopyPids(),
+		UnwindTables:     tables,
 		Python:           cfg.Python && cfg.User,
 	})
 	if err != nil {
@@ -165,6 +225,11 @@ func Open(cfg Config) (*Pipeline, error) {
 func (p *Pipeline) Run(ctx, names context.Context, exited <-chan struct{}) (*stacks.Profile, collector.Stats, error) {
 	iv, stats, err := p.col.RunInterval(ctx, p.src, exited)
 	p.bpfStats, p.bpfErr = p.sampler.Stats()
+	if p.cfg.Unwind != UnwindCopy {
+		if k, err := p.src.TableStats(); err == nil {
+			p.tables = &k
+		}
+	}
 	p.sampler.Close()
 	p.stopped = true
 	if err != nil || iv == nil {
@@ -183,7 +248,13 @@ func (p *Pipeline) Run(ctx, names context.Context, exited <-chan struct{}) (*sta
 func (p *Pipeline) SamplerStats() (bpf.Stats, error) { return p.bpfStats, p.bpfErr }
 
 // UnwindStats returns the userspace unwinder's statistics so far.
-func (p *Pipeline) UnwindStats() collector.UnwindStats { return p.col.UnwindStats() }
+func (p *Pipeline) UnwindStats() collector.UnwindStats {
+	st := p.col.UnwindStats()
+	if p.stopped && p.tables != nil {
+		st.Kernel = p.tables
+	}
+	return st
+}
 
 // Ready is signalled when the sampler's ring is filling and should be
 // drained before the next period.

@@ -12,6 +12,7 @@ for cc in gcc aarch64-linux-gnu-gcc; do
 	[ "$cc" = gcc ] || out=arm64
 	$cc -O2 -fno-omit-frame-pointer -no-pie -o "$out/fpwalk" fpwalk.c
 	$cc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -pthread -o "$out/nofp" nofp.c
+	$cc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -o "$out/deep" deep.c
 	$cc -O2 -fno-omit-frame-pointer -no-pie -pthread -o "$out/offcpu" offcpu.c
 	$cc -O2 -fno-omit-frame-pointer -no-pie -o "$out/pltleaf" pltleaf.c
 	$cc -O2 -fno-omit-frame-pointer -no-pie -o "$out/stackswitch" stackswitch.c

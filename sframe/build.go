@@ -143,7 +143,7 @@ func (t *Table) rowWords(r *Row) (w [3]int32, n int, err error) {
 		return w, 0, nil
 	}
 	a := t.arch
-	if r.CFA.Kind != LocReg || r.CFA.Deref || (r.CFA.Reg != a.regSP() && r.CFA.Reg != a.regFP()) {
+	if r.CFA.Kind != LocReg || r.CFA.Deref || (r.CFA.Reg != a.RegSP() && r.CFA.Reg != a.RegFP()) {
 		return w, 0, fmt.Errorf("%w CFA rule %v on register %d", ErrUnsupported, r.CFA.Kind, r.CFA.Reg)
 	}
 	w[0], n = r.CFA.Off, 1
@@ -179,7 +179,7 @@ func (t *Table) encodeRow(r *Row) (info uint8, w [3]int32, n int, err error) {
 		return 0, w, 0, err
 	}
 	info = r.Info&0x80 | wordSizeCode(w[:n])<<5 | uint8(n)<<1
-	if r.CFA.Kind == LocReg && r.CFA.Reg == t.arch.regSP() {
+	if r.CFA.Kind == LocReg && r.CFA.Reg == t.arch.RegSP() {
 		info |= 1
 	}
 	return info, w, n, nil

@@ -166,15 +166,15 @@ const (
 	arm64RegSP = 31 // sp
 )
 
-// regSP and regFP return the DWARF numbers of the stack and frame pointer.
-func (a Arch) regSP() uint8 {
+// RegSP and RegFP return the DWARF numbers of the stack and frame pointer.
+func (a Arch) RegSP() uint8 {
 	if a == ArchAMD64 {
 		return amd64RegSP
 	}
 	return arm64RegSP
 }
 
-func (a Arch) regFP() uint8 {
+func (a Arch) RegFP() uint8 {
 	if a == ArchAMD64 {
 		return amd64RegFP
 	}
@@ -185,9 +185,9 @@ func (a Arch) regFP() uint8 {
 // "sp" and "fp" for the stack and frame pointer, "rN" for the others.
 func (a Arch) RegName(reg uint8) string {
 	switch reg {
-	case a.regSP():
+	case a.RegSP():
 		return "sp"
-	case a.regFP():
+	case a.RegFP():
 		return "fp"
 	}
 	return fmt.Sprintf("r%d", reg)

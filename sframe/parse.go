@@ -441,9 +441,9 @@ func (p *parser) defaultRow(info uint8, w []uint32) (Row, error) {
 		return outermostRow(), nil
 	}
 	a := p.t.arch
-	base := a.regFP()
+	base := a.RegFP()
 	if info&1 != 0 {
-		base = a.regSP()
+		base = a.RegSP()
 	}
 	r := Row{CFA: Loc{Kind: LocReg, Reg: base, Off: int32(w[0])}}
 	i := 1

@@ -184,9 +184,9 @@ func (u *Unwinder) step(fr *frame, mem Memory) StopReason {
 // unwinder does not know it.
 func (u *Unwinder) reg(fr *frame, reg uint8) (uint64, bool) {
 	switch {
-	case reg == u.Arch.regSP():
+	case reg == u.Arch.RegSP():
 		return fr.sp, true
-	case reg == u.Arch.regFP():
+	case reg == u.Arch.RegFP():
 		return fr.fp, true
 	case u.Arch == ArchARM64 && reg == arm64RegLR && fr.top:
 		return fr.lr, true
@@ -229,7 +229,7 @@ func (u *Unwinder) apply(fr *frame, r *Row, mem Memory) StopReason {
 	if stop != 0 {
 		return stop
 	}
-	if r.CFA.Reg == u.Arch.regFP() && fr.fp < fr.sp {
+	if r.CFA.Reg == u.Arch.RegFP() && fr.fp < fr.sp {
 		return StopBadCFA
 	}
 	if stop := checkCFA(fr, cfa); stop != 0 {

@@ -174,6 +174,7 @@ func runRecord(e *env, args []string) error {
 	if o.stats {
 		bpfStats, bpfErr := pipe.SamplerStats()
 		printStats(e, stats, bpfStats, bpfErr)
+		printKernelUnwind(e, pipe.UnwindStats())
 	}
 	if o.sampling.debugUnwind {
 		us := pipe.UnwindStats()
@@ -333,6 +334,14 @@ func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 	}
 	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
 		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)
+}
+
+// printKernelUnwind says, with --unwind bpf or auto, how the walks over
+// unwind tables in the kernel ended and how the tables' memory fared.
+func printKernelUnwind(e *env, us collector.UnwindStats) {
+	if t := us.KernelText(); t != "" {
+		fmt.Fprintf(e.stderr, "sprof: %s\n", t)
+	}
 }
 
 // cgroupIDOf returns the id of a cgroup v2 directory — its inode number,

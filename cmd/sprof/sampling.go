@@ -19,6 +19,8 @@ type samplingFlags struct {
 	offCPUBudget         int           // system calls a second the sys_exit hook may follow; 0 no limit
 	ringBuffer           int
 	stackCopy            int
+	unwind               string
+	unwindTables         int
 	unwindCache          int
 	debugUnwind          bool
 	python               bool // name the Python frames of CPython processes
@@ -36,6 +38,9 @@ func (f *samplingFlags) add(fs *pflag.FlagSet, unwindCache int, offCPUUsage stri
 	fs.IntVar(&f.offCPUBudget, "off-cpu-syscall-budget", bpf.DefaultOffCPUExitBudget, "with --off-cpu, the system calls a second on the busiest CPU up to which waits in system calls get their whole user stack, read by a hook on every system call's exit (about 100-150 ns each); above it the hook goes off for 15s and such waits show the calling function alone (--stats counts them); 0 = no limit, the hook always on")
 	f.stackCopy = pipeline.DefaultStackCopy
 	fs.Var((*sizeValue)(&f.stackCopy), "stack-copy", "bytes of user stack copied per sample of processes with code that may lack frame pointers, unwound with .sframe or .eh_frame (up to 64K); 0 = frame pointers only")
+	fs.StringVar(&f.unwind, "unwind", "copy", "where stacks of code without frame pointers (most libraries) are unwound: copy = a copy of the stack's top (--stack-copy bytes) unwound in sprof with .sframe or .eh_frame, frames above it lost; bpf = the real stack walked in the kernel over each binary's unwind table, loaded once per binary into --unwind-tables of kernel memory, whole stacks at any depth, no copies, but a binary's frames end a stack (marked truncated) until its table is loaded; auto = bpf where tables are loaded, copy until then")
+	f.unwindTables = bpf.DefaultUnwindTables
+	fs.Var((*sizeValue)(&f.unwindTables), "unwind-tables", "kernel memory for the unwind tables of --unwind bpf and auto (libLLVM's table takes about 10M, libc's 0.3M); preallocated; the tables used least recently are evicted when over it, counted in --stats")
 	f.unwindCache = unwindCache
 	fs.Var((*sizeValue)(&f.unwindCache), "unwind-cache", "memory for the unwind tables of binaries without frame pointers (libc's takes about 1M, a large C++ program's tens); the least recently used are dropped when over it")
 	fs.BoolVar(&f.python, "python", true, "show the Python functions of CPython 3.11-3.13 processes (read from the interpreter's memory), spliced into their native stacks at _PyEval_EvalFrameDefault; --python=false shows the interpreter's C frames only")
@@ -67,6 +72,15 @@ func (f *samplingFlags) check(fs *pflag.FlagSet) error {
 	if f.kernelOnly {
 		f.stackCopy = 0
 	}
+	if _, err := pipeline.ParseUnwind(f.unwind); err != nil {
+		return usagef("--%v", err)
+	}
+	if fs.Changed("unwind-tables") && f.unwind == "copy" {
+		return usagef("--unwind-tables needs --unwind bpf or auto")
+	}
+	if f.unwindTables < 1<<20 {
+		return usagef("--unwind-tables %d: give at least 1M", f.unwindTables)
+	}
 	if f.unwindCache < 1<<20 {
 		return usagef("--unwind-cache %d: give at least 1M", f.unwindCache)
 	}
@@ -79,6 +93,7 @@ func (f *samplingFlags) check(fs *pflag.FlagSet) error {
 // config returns the pipeline.Config of the flags, sampling at hz (0 with
 // --off-cpu: off-CPU records only).
 func (f *samplingFlags) config(hz int) pipeline.Config {
+	unwind, _ := pipeline.ParseUnwind(f.unwind) // checked
 	return pipeline.Config{
 		Frequency:      hz,
 		User:           !f.kernelOnly,
@@ -88,6 +103,8 @@ func (f *samplingFlags) config(hz int) pipeline.Config {
 		OffCPUBudget:   cmp.Or(f.offCPUBudget, -1), // the pipeline's 0 is the default
 		RingBufferSize: f.ringBuffer,
 		StackCopy:      f.stackCopy,
+		Unwind:         unwind,
+		UnwindTables:   int64(f.unwindTables),
 		UnwindCache:    int64(f.unwindCache),
 		DebugUnwind:    f.debugUnwind,
 		Python:         f.python,

@@ -11,8 +11,11 @@
 package bpfsource
 
 import (
+	"fmt"
+
 	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/collector"
+	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/symbolize/cpython"
 )
 
@@ -22,6 +25,8 @@ type Source struct {
 	fn      func(*collector.Sample)
 	convert func(*bpf.Sample)
 	out     collector.Sample
+	// tables are the unwind tables loaded, by the collector's ids.
+	tables map[uint64]bpf.TableID
 }
 
 // New returns a Source over s; closing s stays the caller's job.
@@ -35,7 +40,7 @@ func (src *Source) deliver(s *bpf.Sample) {
 	src.out = collector.Sample{
 		Time: s.Time, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Comm: s.Comm,
 		PC: s.PC, SP: s.SP, FP: s.FP, LR: s.LR,
-		User: s.User, Kernel: s.Kernel, UserTruncated: s.UserTruncated,
+		User: s.User, Kernel: s.Kernel, UserTruncated: s.UserTruncated, UserTables: s.UserTables,
 		Python: s.Python, PythonTruncated: s.PythonTruncated,
 		StackCopy: s.StackCopy, StackCopyTruncated: s.StackCopyTruncated,
 		OffCPU: s.OffCPU,
@@ -67,3 +72,57 @@ func (src *Source) Stop() error { return src.sampler.Stop() }
 
 // Lost is the number of samples the BPF program could not hand over.
 func (src *Source) Lost() (uint64, error) { return src.sampler.Lost() }
+
+// LoadTable loads a binary's unwind table into the sampler, for its walk
+// in the kernel (collector.TableLoader).
+func (src *Source) LoadTable(id uint64, t *sframe.Table) error {
+	ut, err := bpf.NewUnwindTable(t)
+	if err != nil {
+		return err
+	}
+	tid, err := src.sampler.LoadTable(ut)
+	if err != nil {
+		return err
+	}
+	if src.tables == nil {
+		src.tables = map[uint64]bpf.TableID{}
+	}
+	src.tables[id] = tid
+	return nil
+}
+
+// MapTable says pid maps table id's binary at [start, end)
+// (collector.TableLoader).
+func (src *Source) MapTable(pid uint32, id uint64, start, end, bias uint64) error {
+	tid, ok := src.tables[id]
+	if !ok {
+		return fmt.Errorf("map pid %d [%#x, %#x): no table %d loaded", pid, start, end, id)
+	}
+	return src.sampler.MapTable(pid, start, end, bias, tid)
+}
+
+// MapFramePointers says pid maps code keeping frame pointers at [start,
+// end) (collector.TableLoader).
+func (src *Source) MapFramePointers(pid uint32, start, end uint64) error {
+	return src.sampler.MapFramePointers(pid, start, end)
+}
+
+// UnmapPid forgets the mappings of pid (collector.TableLoader).
+func (src *Source) UnmapPid(pid uint32) { src.sampler.UnmapPid(pid) }
+
+// TableStats says how the sampler's tables and walks fare
+// (collector.TableLoader).
+func (src *Source) TableStats() (collector.KernelTableStats, error) {
+	st, err := src.sampler.TableStats()
+	if err != nil {
+		return collector.KernelTableStats{}, err
+	}
+	k := collector.KernelTableStats{Loaded: st.Loaded, Rows: st.Rows, Used: st.Used, Budget: st.Budget,
+		Evicted: st.Evicted, Refused: st.Refused, MappingsRefused: st.MappingsFailed, Walks: map[string]uint64{}}
+	for i, n := range st.Walks {
+		if n > 0 {
+			k.Walks[bpf.TableStop(i).String()] = n
+		}
+	}
+	return k, nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/sprof/sprof/collector/bpfsource"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/internal/unwindcheck"
+	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize"
 )
 
@@ -27,71 +28,131 @@ const (
 
 // TestUnwindAccuracy records the unwinding fixtures (-O2
 // -fomit-frame-pointer, one with .sframe, one with .eh_frame only) with
-// the real sampler, the process marked for stack copies by the collector
-// itself, and wants the exact chain compare → libc → run → main in at
-// least 99.5% of the samples. Then perf records the same process with
-// --call-graph dwarf, and sprof's share of samples that reach main must
-// be at least perf's.
+// the real sampler and wants the exact chain compare → libc → run → main
+// in at least 99.5% of the samples, for each place stacks are unwound:
+//
+//   - copy: the process marked for stack copies by the collector itself,
+//     unwound in userspace;
+//   - auto: the tables loaded into the kernel as they are built, the
+//     copy until then;
+//   - bpf: in the kernel only, counted once the collector has loaded the
+//     fixture's tables (until then its frames end a stack, by design: a
+//     drain with no table under way is the condition, not a time).
+//
+// Then perf records the same process with --call-graph dwarf, and
+// sprof's share of samples that reach main must be at least perf's.
 func TestUnwindAccuracy(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, fx := range unwindcheck.Fixtures {
-		t.Run(fx.Name, func(t *testing.T) {
-			path := unwindcheck.Path(t, "../..", fx.File)
-			cmd := unwindcheck.Start(t, path)
-			pid := uint32(cmd.Process.Pid)
+	for _, mode := range []string{"copy", "auto", "bpf"} {
+		for _, fx := range unwindcheck.Fixtures {
+			t.Run(mode+"/"+fx.Name, func(t *testing.T) {
+				path := unwindcheck.Path(t, "../..", fx.File)
+				cmd := unwindcheck.Start(t, path)
+				pid := uint32(cmd.Process.Pid)
 
-			col, err := collector.New(collector.Options{
-				Frequency: accuracyHz, Pids: []uint32{pid}, StackCopy: true, DebugUnwind: true,
-				// No debug directories: libc6-dbg would cost seconds and
-				// the chain names only the fixture's functions.
-				Symbolizer: symbolize.NewELF(symbolize.Options{DebugDirs: []string{t.TempDir()}}),
+				copies, tables := mode != "bpf", mode != "copy"
+				col, err := collector.New(collector.Options{
+					Frequency: accuracyHz, Pids: []uint32{pid}, StackCopy: copies, KernelTables: tables, DebugUnwind: true,
+					// No debug directories: libc6-dbg would cost seconds and
+					// the chain names only the fixture's functions.
+					Symbolizer: symbolize.NewELF(symbolize.Options{DebugDirs: []string{t.TempDir()}}),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := bpf.Config{Frequency: accuracyHz, Pids: []uint32{pid}, User: true, Kernel: true}
+				if copies {
+					cfg.StackCopy, cfg.CopyPids = 16<<10, col.CopyPids()
+				}
+				if tables {
+					cfg.UnwindTables = bpf.DefaultUnwindTables
+				}
+				s, err := bpf.Open(cfg)
+				if err != nil {
+					col.Close()
+					t.Fatal(err)
+				}
+				defer s.Close()
+				prof, lost := recordAccuracy(t, col, bpfsource.New(s), mode == "bpf")
+				st := col.UnwindStats()
+				var text bytes.Buffer
+				st.WriteText(&text)
+				share, all, bad := unwindcheck.Share(prof, pid, path)
+				reach := unwindcheck.ReachMain(prof, pid, path)
+				t.Logf("sprof: %d samples (%d lost), %.2f%% with the known chain, %.2f%% reach main\n%s", all, lost, 100*share, 100*reach, text.String())
+				// The fixture spins on one CPU; a loaded host leaves it less.
+				if all < 100 {
+					t.Fatalf("only %d samples in %v at %d Hz", all, accuracyDuration, accuracyHz)
+				}
+				if copies && st.Copies == 0 && st.KernelWhole == 0 {
+					t.Fatalf("no sample carried a stack copy: the collector did not mark pid %d", pid)
+				}
+				if copies && !slices.Equal(col.CopyPids(), []uint32{pid}) {
+					t.Errorf("CopyPids() = %v, want [%d]", col.CopyPids(), pid)
+				}
+				if tables && st.KernelWhole == 0 {
+					t.Errorf("no sample was walked whole in the kernel (%d tables loaded, %d refused: %v)", st.KernelTables, st.KernelErrors, st.KernelErr)
+				}
+				if share < 0.995 {
+					t.Errorf("%.2f%% of the samples show compare → libc → run → main, want ≥ 99.5%%; others: %v", 100*share, bad)
+				}
+
+				perfShare, perfAll := perfReachMain(t, pid, path)
+				t.Logf("perf --call-graph dwarf: %d samples, %.2f%% reach main", perfAll, 100*perfShare)
+				// perf records the same process in a second window, so the two
+				// shares are different samples of one rate: one sample of
+				// difference (both near 100%) is noise, not a worse unwinder.
+				if reach+1/float64(all) < perfShare {
+					t.Errorf("sprof: %.2f%% of the samples reach main, perf: %.2f%%", 100*reach, 100*perfShare)
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := bpf.Open(bpf.Config{Frequency: accuracyHz, Pids: []uint32{pid}, User: true, Kernel: true,
-				StackCopy: 16 << 10, CopyPids: col.CopyPids()})
-			if err != nil {
-				col.Close()
-				t.Fatal(err)
-			}
-			defer s.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), accuracyDuration)
-			defer cancel()
-			prof, stats, err := col.Run(ctx, bpfsource.New(s), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := col.UnwindStats()
-			var text bytes.Buffer
-			st.WriteText(&text)
-			share, all, bad := unwindcheck.Share(prof, pid, path)
-			reach := unwindcheck.ReachMain(prof, pid, path)
-			t.Logf("sprof: %d samples (%d lost), %.2f%% with the known chain, %.2f%% reach main\n%s", all, stats.Lost, 100*share, 100*reach, text.String())
-			// The fixture spins on one CPU; a loaded host leaves it less.
-			if all < 100 {
-				t.Fatalf("only %d samples in %v at %d Hz", all, accuracyDuration, accuracyHz)
-			}
-			if st.Copies == 0 {
-				t.Fatalf("no sample carried a stack copy: the collector did not mark pid %d", pid)
-			}
-			if !slices.Equal(col.CopyPids(), []uint32{pid}) {
-				t.Errorf("CopyPids() = %v, want [%d]", col.CopyPids(), pid)
-			}
-			if share < 0.995 {
-				t.Errorf("%.2f%% of the samples show compare → libc → run → main, want ≥ 99.5%%; others: %v", 100*share, bad)
-			}
-
-			perfShare, perfAll := perfReachMain(t, pid, path)
-			t.Logf("perf --call-graph dwarf: %d samples, %.2f%% reach main", perfAll, 100*perfShare)
-			// perf records the same process in a second window, so the two
-			// shares are different samples of one rate: one sample of
-			// difference (both near 100%) is noise, not a worse unwinder.
-			if reach+1/float64(all) < perfShare {
-				t.Errorf("sprof: %.2f%% of the samples reach main, perf: %.2f%%", 100*reach, 100*perfShare)
-			}
-		})
+		}
 	}
+}
+
+// recordAccuracy records src for accuracyDuration and returns the profile
+// and the samples lost. With warm, it first drains until the collector
+// has loaded the fixture's tables into the kernel and none is being
+// built, and leaves that interval out.
+func recordAccuracy(t *testing.T, col *collector.Collector, src *bpfsource.Source, warm bool) (*stacks.Profile, uint64) {
+	t.Helper()
+	if !warm {
+		ctx, cancel := context.WithTimeout(context.Background(), accuracyDuration)
+		defer cancel()
+		prof, stats, err := col.Run(ctx, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prof, stats.Lost
+	}
+	defer col.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(30 * time.Second); ; <-tick.C {
+		if err := col.Drain(src); err != nil {
+			t.Fatal(err)
+		}
+		if st := col.UnwindStats(); st.KernelTables > 0 && st.Building == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fixture's tables were not loaded in 30 s: %+v", col.UnwindStats())
+		}
+	}
+	col.CutInterval(src)
+	end := time.After(accuracyDuration)
+	for done := false; !done; {
+		select {
+		case <-end:
+			done = true
+		case <-tick.C:
+		}
+		if err := col.Drain(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	iv := col.CutInterval(src)
+	return iv.Resolve(context.Background()), iv.Stats.Lost
 }
 
 // perfReachMain records pid with perf record --call-graph dwarf and

@@ -1,0 +1,232 @@
+package bpf
+
+import (
+	"bufio"
+	"debug/elf"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sprof/sprof/internal/elfx"
+	"github.com/sprof/sprof/unwind"
+)
+
+var deepPath = fixtureDir() + "/deep" // recursion without frame pointers
+
+// loadProcessTables builds the unwind table of every executable file pid
+// maps, as the collector does, loads it and maps it for pid. It returns
+// the tables' rows in all.
+func loadProcessTables(t testing.TB, s *Sampler, pid int) int {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || !strings.Contains(fields[1], "x") || !strings.HasPrefix(fields[5], "/") {
+			continue
+		}
+		var start, end, offset uint64
+		fmt.Sscanf(fields[0], "%x-%x", &start, &end)
+		fmt.Sscanf(fields[2], "%x", &offset)
+		path := fields[5]
+		bin, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _, _, err := unwind.BuildTable(bin, path, true)
+		if err != nil {
+			bin.Close()
+			t.Fatalf("%s: %v", path, err)
+		}
+		ef, err := elf.NewFile(bin)
+		if err != nil {
+			bin.Close()
+			t.Fatal(err)
+		}
+		bias := elfx.LoadSegments(ef).Bias(start, offset)
+		bin.Close()
+		ut, err := NewUnwindTable(st)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		id, err := s.LoadTable(ut)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if err := s.MapTable(uint32(pid), start, end, bias, id); err != nil {
+			t.Fatal(err)
+		}
+		rows += ut.Rows()
+	}
+	return rows
+}
+
+// monotonic is CLOCK_MONOTONIC now, the clock of Sample.Time.
+func monotonic(t testing.TB) uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(ts.Nano())
+}
+
+// deepChain checks user frames against the deep fixture's only stack:
+// spin, depth recurse frames, main, libc's start code, _start.
+type deepChain struct {
+	fx                    *fixtureELF
+	depth                 int
+	retSpin, retRec, retM uint64
+}
+
+func newDeepChain(t testing.TB, depth int) *deepChain {
+	fx := loadELF(t, deepPath)
+	return &deepChain{fx: fx, depth: depth, retSpin: fx.returnAfterCall(t, "recurse", "spin"),
+		retRec: fx.returnAfterCall(t, "recurse", "recurse"), retM: fx.returnAfterCall(t, "main", "recurse")}
+}
+
+// whole says whether u is the whole chain; if not, why.
+func (c *deepChain) whole(u []uint64) (bool, string) {
+	d := c.depth
+	if len(u) < d+3 {
+		return false, fmt.Sprintf("%d frames, want at least %d", len(u), d+3)
+	}
+	if !c.fx.contains("spin", u[0]) || u[1] != c.retSpin {
+		return false, "leaf " + hexFrames(u[:2])
+	}
+	for i := 2; i <= d; i++ {
+		if u[i] != c.retRec {
+			return false, fmt.Sprintf("frame %d is %#x, want %#x in recurse", i, u[i], c.retRec)
+		}
+	}
+	if u[d+1] != c.retM {
+		return false, fmt.Sprintf("frame %d is %#x, want %#x in main", d+1, u[d+1], c.retM)
+	}
+	if last := u[len(u)-1]; !c.fx.contains("_start", last) {
+		return false, fmt.Sprintf("last frame %#x is not in _start; tail %s", last, hexFrames(u[d+1:]))
+	}
+	return true, ""
+}
+
+// TestTableWalkDeep: a recursion 400 and 1,000 frames deep through code
+// without frame pointers (256-byte frames, 100 and 250 KiB of stack, more
+// than any stack copy), its binary's and libc's tables loaded: at least
+// 99% of the samples taken after the load walk the exact chain to _start
+// in the kernel, marked whole, without a stack copy; on every kernel path
+// (5.10's: chunks and tail calls).
+func TestTableWalkDeep(t *testing.T) {
+	requireFixture(t)
+	for _, depth := range []int{400, 1000} {
+		t.Run(strconv.Itoa(depth), func(t *testing.T) {
+			chain := newDeepChain(t, depth)
+			onEveryPath(t, func(t *testing.T, features *Features) {
+				cmd, _ := startBinary(t, deepPath, strconv.Itoa(depth))
+				pid := cmd.Process.Pid
+				waitCPUTime(t, pid, 50*time.Millisecond)
+				s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
+					UnwindTables: DefaultUnwindTables, features: features})
+				rows := loadProcessTables(t, s, pid)
+				since := monotonic(t)
+				got := collectN(t, s, 300, func(x *Sample) bool { return x.Pid == uint32(pid) && x.Time > since })
+				if len(got) < 100 {
+					t.Fatalf("%d samples in 10 s", len(got))
+				}
+				good, why := 0, map[string]int{}
+				for _, x := range got {
+					ok, reason := chain.whole(x.user)
+					switch {
+					case !ok:
+						why[reason]++
+					case !x.UserTables || x.UserTruncated || x.StackCopy != nil:
+						why[fmt.Sprintf("tables %v truncated %v copy %v", x.UserTables, x.UserTruncated, x.StackCopy != nil)]++
+					default:
+						good++
+					}
+				}
+				st, err := s.TableStats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d of %d samples whole (%d rows loaded, %d bytes); walks ended: %v", good, len(got), rows, st.Used, st.Walks)
+				if float64(good) < 0.99*float64(len(got)) {
+					t.Errorf("%d of %d samples have the whole chain, want 99%%; others: %v", good, len(got), why)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkTableWalk measures the program's cost per sample walking
+// stacks without frame pointers over unwind tables in the kernel, from
+// the kernel's BPF run-time statistics counted after the tables are
+// loaded, at 499 Hz while two deep fixtures (32 and 400 frames of
+// recursion) keep both CPUs busy; on each kernel path. A second sampler
+// follows the same processes with 16 KiB stack copies instead, as
+// --unwind copy does: bytes/sample compares what each writes into the
+// ring. Each iteration is one 50 ms drain.
+func BenchmarkTableWalk(b *testing.B) {
+	requireFixture(b)
+	for _, depth := range []int{32, 400} {
+		for _, path := range kernelPaths {
+			b.Run(fmt.Sprintf("%s/depth=%d", path.name, depth), func(b *testing.B) {
+				var pids []uint32
+				for range 2 {
+					cmd, _ := startBinary(b, deepPath, strconv.Itoa(depth))
+					pids = append(pids, uint32(cmd.Process.Pid))
+				}
+				features := pathFeatures(path.without)
+				tables := openSampler(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
+					UnwindTables: DefaultUnwindTables, RunTimeStats: true, features: features})
+				copying := openSampler(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
+					StackCopy: 16 << 10, CopyAll: true, RunTimeStats: true, features: features})
+				for _, pid := range pids {
+					loadProcessTables(b, tables, int(pid))
+				}
+				var tableSize, copySize recordSizes
+				var whole, frames int
+				count := func(x *Sample) {
+					tableSize.add(x)
+					frames += len(x.User)
+					if x.UserTables && !x.UserTruncated {
+						whole++
+					}
+				}
+				tables.Read(func(*Sample) {})
+				copying.Read(func(*Sample) {})
+				before, beforeCopy := runStats(b, tables), runStats(b, copying)
+				for b.Loop() {
+					time.Sleep(50 * time.Millisecond)
+					if _, err := tables.Read(count); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := copying.Read(copySize.add); err != nil {
+						b.Fatal(err)
+					}
+				}
+				after, afterCopy := runStats(b, tables), runStats(b, copying)
+				sent := after.Sent - before.Sent
+				if sent == 0 || tableSize.samples == 0 {
+					b.Fatal("no samples")
+				}
+				perSample := float64(after.RunTimeNs-before.RunTimeNs) / float64(sent)
+				b.ReportMetric(perSample, "bpf-ns/sample")
+				b.ReportMetric(perSample*float64(tableSize.samples)/float64(frames), "bpf-ns/frame")
+				b.ReportMetric(float64(afterCopy.RunTimeNs-beforeCopy.RunTimeNs)/float64(afterCopy.Sent-beforeCopy.Sent), "copy-bpf-ns/sample")
+				b.ReportMetric(float64(frames)/float64(tableSize.samples), "frames/sample")
+				b.ReportMetric(100*float64(whole)/float64(tableSize.samples), "%whole")
+				b.ReportMetric(tableSize.mean(tableSize.bytes), "bytes/sample")
+				b.ReportMetric(copySize.mean(copySize.bytes), "copy-bytes/sample")
+			})
+		}
+	}
+}

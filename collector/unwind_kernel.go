@@ -1,0 +1,233 @@
+package collector
+
+import (
+	"fmt"
+
+	"github.com/sprof/sprof/sframe"
+)
+
+// Unwinding in the kernel.
+//
+// With Options.KernelTables and a Source that is a TableLoader
+// (collector/bpfsource over a sampler with unwind tables), the tables
+// built here (unwind_build.go) also go into the kernel, once per binary,
+// and each process's executable mappings are described to it as they
+// become known: code that keeps frame pointers as such, other code by its
+// table once loaded. A table is built when a sample needs it, as for the
+// userspace unwinder: a stack copy reaching the binary, or a sample whose
+// walk in the kernel did not reach the outermost frame and has a frame in
+// it; when sprof follows given processes (Options.Pids), as soon as one of
+// them maps the binary, so that their first stacks are whole. The sampler then walks the
+// whole user stack at sample time, at any depth, and such samples come
+// without a stack copy: they are taken as they are. Until a binary's
+// table is loaded (or when it cannot be: no CFI, the kernel's space for
+// tables is full), the stack copy and the userspace unwinder (unwind.go)
+// remain the fallback where Options.StackCopy is on.
+//
+// A process whose mappings change so that one described to the kernel is
+// gone (munmap, exec) has all its mappings described again: a stale one
+// would give another binary's rules to the code now there.
+
+// TableLoader is implemented by a Source whose sampler walks user stacks
+// over unwind tables in the kernel.
+type TableLoader interface {
+	// LoadTable loads the table of a binary, named id from then on.
+	LoadTable(id uint64, t *sframe.Table) error
+	// MapTable says pid maps the code of table id at [start, end), at
+	// bias from the binary's addresses.
+	MapTable(pid uint32, id uint64, start, end, bias uint64) error
+	// MapFramePointers says pid maps code keeping frame pointers at
+	// [start, end).
+	MapFramePointers(pid uint32, start, end uint64) error
+	// UnmapPid forgets every mapping of pid.
+	UnmapPid(pid uint32)
+	// TableStats says how the kernel's tables and walks fare, for
+	// UnwindStats.
+	TableStats() (KernelTableStats, error)
+}
+
+// KernelTableStats is the kernel's account of its unwind tables: those
+// loaded and their rows, the bytes they use of the budget, the tables
+// evicted for others and refused for want of room, the process mappings
+// refused, and the walks by how they ended ("outermost frame" is a whole
+// stack).
+type KernelTableStats struct {
+	Loaded, Rows                      int
+	Used, Budget                      int64
+	Evicted, Refused, MappingsRefused uint64
+	Walks                             map[string]uint64
+}
+
+// kernelTables is what the unwinder told the kernel.
+type kernelTables struct {
+	loader TableLoader
+	nextID uint64
+	// mapped holds, per process, the mappings described, by start;
+	// sets the mapSet last examined.
+	mapped map[uint32]map[uint64]*binaryFile
+	sets   map[uint32]*mapSet
+	// waiting holds the mappings whose binary's table is not built yet;
+	// eager asks for the build as soon as a mapping waits.
+	waiting map[*unwindInfo][]kernelWait
+	eager   bool
+}
+
+type kernelWait struct {
+	pid uint32
+	m   mapping
+}
+
+// attachKernel starts describing mappings to src, if it loads tables,
+// beginning with the processes known now.
+func (c *Collector) attachKernel(src Source) {
+	u := c.unw
+	l, ok := src.(TableLoader)
+	if u == nil || !c.kernelTables || u.kt != nil || !ok {
+		return
+	}
+	u.kt = &kernelTables{loader: l, mapped: map[uint32]map[uint64]*binaryFile{}, sets: map[uint32]*mapSet{},
+		waiting: map[*unwindInfo][]kernelWait{}, eager: c.table.follow != nil}
+	for pid, img := range c.table.byPid {
+		if img.exited == 0 {
+			u.kernelSet(pid, img.maps)
+		}
+	}
+}
+
+// kernelSet describes the mappings of set, pid's, to the kernel.
+func (u *unwinder) kernelSet(pid uint32, set *mapSet) {
+	kt := u.kt
+	if kt == nil || kt.sets[pid] == set {
+		return
+	}
+	kt.sets[pid] = set
+	for start, bin := range kt.mapped[pid] {
+		if m := set.find(start); m == nil || m.start != start || m.bin != bin {
+			kt.loader.UnmapPid(pid)
+			delete(kt.mapped, pid)
+			break
+		}
+	}
+	for i := range set.maps {
+		u.kernelMap(pid, &set.maps[i])
+	}
+}
+
+// kernelMap describes one mapping of pid to the kernel, or asks for its
+// table and describes it once the table is loaded.
+func (u *unwinder) kernelMap(pid uint32, m *mapping) {
+	kt := u.kt
+	if kt == nil || m.bin.name[0] == '[' || kt.mapped[pid][m.start] == m.bin {
+		return
+	}
+	in := u.info(m)
+	u.classify(in, pid, m)
+	if !in.readable {
+		return
+	}
+	var err error
+	switch {
+	case in.framePointers:
+		err = kt.loader.MapFramePointers(pid, m.start, m.limit)
+	case in.kernelID != 0:
+		err = kt.loader.MapTable(pid, in.kernelID, m.start, m.limit, in.bias(m))
+	case in.built || in.kernelErr != nil:
+		return // no table, or the kernel refused it: the copy, if any, stays the way
+	default:
+		if kt.eager {
+			u.ensureTable(in, pid, m)
+		}
+		kt.waiting[in] = append(kt.waiting[in], kernelWait{pid, *m})
+		return
+	}
+	if err != nil {
+		u.kernelError(err)
+		return
+	}
+	if kt.mapped[pid] == nil {
+		kt.mapped[pid] = map[uint64]*binaryFile{}
+	}
+	kt.mapped[pid][m.start] = m.bin
+}
+
+// kernelLoad loads t, in's table just built (nil: none could be), and
+// describes the mappings that waited for it.
+func (u *unwinder) kernelLoad(in *unwindInfo, t *sframe.Table) {
+	kt := u.kt
+	if kt == nil {
+		return
+	}
+	waits := kt.waiting[in]
+	delete(kt.waiting, in)
+	if t != nil && in.kernelID == 0 && in.kernelErr == nil {
+		kt.nextID++
+		if err := kt.loader.LoadTable(kt.nextID, t); err != nil {
+			in.kernelErr = fmt.Errorf("%s: %w", in.name, err)
+			u.kernelError(in.kernelErr)
+		} else {
+			in.kernelID = kt.nextID
+			u.stats.KernelTables++
+		}
+	}
+	for _, w := range waits {
+		if kt.sets[w.pid] != nil && in.kernelID != 0 {
+			u.kernelMap(w.pid, &w.m)
+		}
+	}
+}
+
+func (u *unwinder) kernelError(err error) {
+	u.stats.KernelErrors++
+	if u.stats.KernelErr == nil {
+		u.stats.KernelErr = err
+	}
+}
+
+// kernelExited forgets the mappings of a process that exited.
+func (u *unwinder) kernelExited(pid uint32) {
+	kt := u.kt
+	if kt == nil {
+		return
+	}
+	if kt.mapped[pid] != nil {
+		kt.loader.UnmapPid(pid)
+	}
+	delete(kt.mapped, pid)
+	delete(kt.sets, pid)
+}
+
+// countKernel counts a sample whose user stack the kernel walked over
+// tables.
+func (u *unwinder) countKernel(truncated bool) {
+	if truncated {
+		u.stats.KernelPartial++
+	} else {
+		u.stats.KernelWhole++
+	}
+}
+
+// kernelDemand asks for the tables a sample the kernel did not walk whole
+// lacked, so that later ones are: those of its leaf's binary and of the
+// binary where its walk ended (checking every frame would cost every such
+// sample a search per frame).
+func (u *unwinder) kernelDemand(pid uint32, set *mapSet, user []uint64) {
+	if u.kt == nil || len(user) == 0 {
+		return
+	}
+	for i, pc := range []uint64{user[0], user[len(user)-1] - 1} {
+		if i > 0 && len(user) == 1 {
+			break
+		}
+		m := set.find(pc)
+		if m == nil || m.bin.name[0] == '[' {
+			continue
+		}
+		in := u.info(m)
+		if in.kernelID == 0 && in.kernelErr == nil && !in.building && !in.built {
+			u.classify(in, pid, m)
+			if !in.framePointers && in.readable {
+				u.ensureTable(in, pid, m)
+			}
+		}
+	}
+}
