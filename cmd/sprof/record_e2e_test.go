@@ -179,8 +179,8 @@ func recordFor() time.Duration {
 // checkShare fails t unless share, of total samples of recordFor() at
 // 499 Hz, is >= 99% of at least 100 samples (2 s at 499 Hz gives ~1000 on
 // an idle CPU), or of 30 on an emulated CPU, which sustains no such rate:
-// 82 in 1 s were the fewest seen in the kernel matrix's VMs, on a host
-// with a load average of 27.
+// 71 in 1 s were the fewest seen in the kernel matrix's VMs, on a host
+// with a load average of 28.
 func checkShare(t *testing.T, share float64, total int64, chain string) {
 	t.Helper()
 	least := int64(100)
