@@ -430,7 +430,7 @@ table() {
 		row("boot to /init", boot)
 		row("VM wall time", vw)
 		row("emulator CPU time", vc)
-		if (nretry) row("booted twice (emulator fault)", vr)
+		if (nretry) row("booted twice (fault at boot)", vr)
 		for (c = 1; c <= ncol; c++) {
 			if (c in retry) printf "\n%s %s: booted twice; the first boot failed before any test: %s\n", arch[c], ver[c], retry[c]
 			if (!done[c]) {

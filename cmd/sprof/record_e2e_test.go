@@ -147,7 +147,7 @@ func chainOfRunning(t *testing.T, comm string, chain []string, bin string, args 
 
 // profileRunning starts bin with args, waits until it has run for 100 ms
 // of CPU time (past ld.so or the Go runtime's start, into its loop), then
-// profiles it with -p for recordFor() at 499 Hz and returns the profile.
+// profiles it with -p for 2 s at 499 Hz and returns the profile.
 func profileRunning(t *testing.T, bin string, args ...string) *profile.Profile {
 	t.Helper()
 	testenv.RequireRoot(t)
@@ -161,26 +161,14 @@ func profileRunning(t *testing.T, bin string, args ...string) *profile.Profile {
 			t.Fatalf("%s ran less than 100 ms of CPU in 10 s", bin)
 		}
 	}
-	p, _ := recordProfile(t, "-F", "499", "-d", recordFor().String(), "-p", strconv.Itoa(cmd.Process.Pid))
+	p, _ := recordProfile(t, "-F", "499", "-d", "2s", "-p", strconv.Itoa(cmd.Process.Pid))
 	return p
 }
 
-// recordFor is how long profileRunning records: 2 s, or 1 s on an
-// emulated CPU, where sprof's start takes several seconds and each of the
-// kernel matrix's VMs runs four such recordings; its bar is a share of
-// the samples, and 1 s gives 80-400 of them there.
-func recordFor() time.Duration {
-	if testenv.EmulatedCPU() {
-		return time.Second
-	}
-	return 2 * time.Second
-}
-
-// checkShare fails t unless share, of total samples of recordFor() at
-// 499 Hz, is >= 99% of at least 100 samples (2 s at 499 Hz gives ~1000 on
-// an idle CPU), or of 30 on an emulated CPU, which sustains no such rate:
-// 71 in 1 s were the fewest seen in the kernel matrix's VMs, on a host
-// with a load average of 28.
+// checkShare fails t unless share, of total samples of 2 s at 499 Hz, is
+// >= 99% of at least 100 samples (2 s at 499 Hz gives ~1000 on an idle
+// CPU), or of 30 on an emulated CPU, which sustains no such rate: 66 were
+// seen in the kernel matrix's VMs on a loaded host.
 func checkShare(t *testing.T, share float64, total int64, chain string) {
 	t.Helper()
 	least := int64(100)
@@ -188,7 +176,7 @@ func checkShare(t *testing.T, share float64, total int64, chain string) {
 		least = 30
 	}
 	if total < least {
-		t.Errorf("only %d samples in %v at 499 Hz, want >= %d", total, recordFor(), least)
+		t.Errorf("only %d samples in 2 s at 499 Hz, want >= %d", total, least)
 	}
 	if share < 0.99 {
 		t.Errorf("%.2f%% of samples have the exact chain %s, want >= 99%%", 100*share, chain)
