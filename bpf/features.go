@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -190,7 +191,8 @@ func kernelRelease() string {
 }
 
 // probeFeature probes one feature; cilium/ebpf's features package caches
-// its own probes for the life of the process.
+// its own probes for the life of the process, and tracingBTF the BTF
+// tracepoint's.
 func probeFeature(f Feature) error {
 	switch f {
 	case FeatureBTF:
@@ -198,7 +200,7 @@ func probeFeature(f Feature) error {
 	case FeaturePerfEvent:
 		return features.HaveProgramType(ebpf.PerfEvent)
 	case FeatureTracingBTF:
-		return probeTracepointBTF("sched_process_fork")
+		return tracingBTF.probe()
 	case FeatureRingBuf:
 		return features.HaveMapType(ebpf.RingBuf)
 	}
@@ -210,6 +212,37 @@ func probeFeature(f Feature) error {
 		FeatureFindVMA:          asm.FnFindVma,
 	}[f]
 	return features.HaveProgramHelper(ebpf.PerfEvent, helper)
+}
+
+// tracingBTF is the probe of FeatureTracingBTF, run once per process as
+// cilium/ebpf runs its own probes: it looks the tracepoint up in the
+// kernel's BTF, which cilium/ebpf parses anew for each program it loads
+// (about 5 MB: a second of CPU in the kernel matrix's emulated VMs), and
+// a recording asks for the features three times before it samples (the
+// command's and Open's CheckHost, Open's ProbeFeatures). Only an answer
+// is kept: a probe that could not tell (no privileges) runs again.
+var tracingBTF = tracepointProbe{name: "sched_process_fork"}
+
+// tracepointProbe keeps the answer of probeTracepointBTF for the
+// tracepoint name: nil, or an error matching ebpf.ErrNotSupported.
+type tracepointProbe struct {
+	name     string
+	mu       sync.Mutex
+	answered bool
+	err      error
+}
+
+func (p *tracepointProbe) probe() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.answered {
+		return p.err
+	}
+	err := probeTracepointBTF(p.name)
+	if err == nil || errors.Is(err, ebpf.ErrNotSupported) {
+		p.answered, p.err = true, err
+	}
+	return err
 }
 
 // ProbeOffCPU reports whether Config.OffCPU can work here: offcpu.bpf.c

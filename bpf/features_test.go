@@ -82,6 +82,23 @@ func TestProbeFeatures(t *testing.T) {
 	}
 }
 
+// TestTracingBTFProbedOnce: the BTF tracepoint's probe parses the
+// kernel's BTF (a second of CPU in an emulated VM) and a recording asks
+// for it three times, so its first answer as root is kept and given again.
+func TestTracingBTFProbedOnce(t *testing.T) {
+	requireBPF(t)
+	first := ProbeFeatures().Err(FeatureTracingBTF)
+	tracingBTF.mu.Lock()
+	answered := tracingBTF.answered
+	tracingBTF.mu.Unlock()
+	if !answered {
+		t.Fatalf("the BTF tracepoint's probe kept no answer as root (it said %v)", first)
+	}
+	if again := ProbeFeatures().Err(FeatureTracingBTF); again != first {
+		t.Errorf("probed again: %v, then %v", first, again)
+	}
+}
+
 // Without privileges no probe but BTF's can conclude, and none may claim
 // the feature is missing: that would send the user upgrading a kernel that
 // is fine. The test reruns itself as nobody.

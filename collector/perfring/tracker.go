@@ -12,7 +12,9 @@ import (
 )
 
 // bitBuildID is perf_event_attr.build_id (bit 34 of the flag word, kernel
-// 5.12): MMAP2 records carry the file's build ID.
+// 5.12): MMAP2 records carry the file's build ID. An older kernel refuses
+// an event with it (EINVAL); its MMAP2 records carry the file's device
+// and inode instead, and the build ID is read from the file.
 const bitBuildID = 1 << 34
 
 // DefaultPages is the default size of each CPU's ring in pages: 256 KiB
@@ -23,17 +25,24 @@ const DefaultPages = 64
 // Tracker is a set of tracking events, one per online CPU, that report
 // every process's executable mappings, execs, forks and exits system-wide.
 type Tracker struct {
-	fds   []int
-	mems  [][]byte
-	rings []*Ring
-	rec   Record
-	lost  uint64
+	// buildIDs: the events ask for build IDs (bitBuildID), until the
+	// kernel refuses them.
+	buildIDs bool
+	fds      []int
+	mems     [][]byte
+	rings    []*Ring
+	rec      Record
+	lost     uint64
 }
 
 // Open opens a tracking event on every online CPU with a ring of pages
 // pages each (a power of two; 0 means DefaultPages). It needs
 // CAP_PERFMON (or root), or kernel.perf_event_paranoid ≤ -1.
-func Open(pages int) (*Tracker, error) {
+func Open(pages int) (*Tracker, error) { return openTracker(pages, true) }
+
+// openTracker is Open, asking for build IDs or not (as Open asks a
+// kernel before 5.12, which refuses them).
+func openTracker(pages int, buildIDs bool) (*Tracker, error) {
 	if pages == 0 {
 		pages = DefaultPages
 	}
@@ -44,7 +53,7 @@ func Open(pages int) (*Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tracker{}
+	t := &Tracker{buildIDs: buildIDs}
 	for _, cpu := range online {
 		if err := t.open(cpu, pages); err != nil {
 			t.Close()
@@ -62,13 +71,20 @@ func (t *Tracker) open(cpu, pages int) error {
 		Sample_type: unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME,
 		Bits: unix.PerfBitMmap | unix.PerfBitMmap2 | unix.PerfBitComm | unix.PerfBitCommExec |
 			unix.PerfBitTask | unix.PerfBitSampleIDAll | unix.PerfBitUseClockID |
-			unix.PerfBitWatermark | bitBuildID,
+			unix.PerfBitWatermark,
 		// Wake no one before the ring is full: the reader polls.
 		Wakeup:  uint32(pages * pageSize),
 		Clockid: unix.CLOCK_MONOTONIC,
 	}
+	if t.buildIDs {
+		attr.Bits |= bitBuildID
+	}
 	attr.Size = uint32(unsafe.Sizeof(attr))
 	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if errors.Is(err, unix.EINVAL) && t.buildIDs {
+		t.buildIDs = false // before Linux 5.12
+		return t.open(cpu, pages)
+	}
 	if err != nil {
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 			return fmt.Errorf("open perf tracking event on CPU %d: %w (needs root or CAP_PERFMON)", cpu, err)
