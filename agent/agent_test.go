@@ -206,11 +206,11 @@ func start(t *testing.T, a *Agent) (stop func() error) {
 	stop = func() error {
 		once.Do(func() {
 			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("Run did not return 10 s after its context was cancelled")
-			}
+			// Run's exit is bounded by FlushTimeout and the time to cut
+			// and write the last interval, which a loaded host stretches
+			// past any bound a test could set here; a Run that never
+			// returns is go test's -timeout, with every goroutine's stack.
+			err = <-done
 		})
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/sprof/sprof/internal/proctime"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/pipeline"
 	"github.com/sprof/sprof/symbolize"
@@ -66,9 +67,11 @@ func TestBPFAgent(t *testing.T) {
 		return out
 	}
 	stop := start(t, a)
-	// Intervals come late on a loaded host: the agent's drains and cuts
-	// wait for CPU like everything else.
-	waitFor(t, "three intervals of sprofbusy", 40*time.Second, func() bool { return len(busyPushes()) >= 3 })
+	// Intervals come late on a loaded host: the agent's drains, cuts and
+	// naming wait for CPU like everything else. On an idle host three
+	// intervals take 1.5 s of sprofbusy's CPU time; a loaded one gives the
+	// agent about as much CPU as sprofbusy.
+	proctime.Until(t, cmd.Process.Pid, 30*time.Second, "three intervals of sprofbusy", func() bool { return len(busyPushes()) >= 3 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +98,11 @@ func TestBPFAgent(t *testing.T) {
 	if cs == nil || cs.Misses == 0 {
 		t.Fatalf("the symbolizer read no binary: %+v", cs)
 	}
-	if n, i := sym.sweeps.Load(), m.intervals.Load(); n < 3 || n != i {
-		t.Errorf("the symbolizer's cache was swept %d times in %d intervals; want once an interval", n, i)
+	// Every interval cut is resolved once, and swept: those named, and
+	// those dropped because naming fell behind (a loaded host's), plus
+	// the one still being named if Run gave up on it at FlushTimeout.
+	if n, i := sym.sweeps.Load(), m.intervals.Load()+m.skipped.Load(); n < 3 || n < i || n > i+1 {
+		t.Errorf("the symbolizer's cache was swept %d times in %d intervals (%d dropped); want once an interval", n, i, m.skipped.Load())
 	}
 	t.Logf("%d intervals, %d samples, %d lost, %d pushes, %d bytes; symbolizer cache %+v",
 		m.intervals.Load(), m.samples.Load(), m.lost.Load(), d.sentOK.Load(), d.sender.sentBytes(), *cs)
@@ -163,7 +169,10 @@ func TestBPFAgentInline(t *testing.T) {
 			}
 			stop := start(t, a)
 			var files []string
-			waitFor(t, "two profiles of sprofinl", 40*time.Second, func() bool {
+			// Two intervals of 1 s take 2 s of sprofinl's CPU time on an
+			// idle host; a loaded one gives the agent, naming them, about
+			// as much CPU as sprofinl.
+			proctime.Until(t, cmd.Process.Pid, 30*time.Second, "two profiles of sprofinl", func() bool {
 				files, _ = filepath.Glob(filepath.Join(dir, "*_sprofinl.pb.gz"))
 				return len(files) >= 2
 			})

@@ -8,19 +8,16 @@
 package unwindcheck
 
 import (
-	"bytes"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/internal/proctime"
 	"github.com/sprof/sprof/stacks"
 )
 
@@ -47,7 +44,8 @@ func Path(t testing.TB, root, file string) string {
 // Start runs the fixture at path until the test ends, and returns once it
 // is past its start-up (in ld.so and libc's initialization, which the
 // chain check would count as misses): when it has used 50 ms of CPU,
-// which start-up takes a fiftieth of.
+// which start-up takes a fiftieth of, however long a loaded host takes
+// to give it that.
 func Start(t testing.TB, path string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(path)
@@ -58,23 +56,8 @@ func Start(t testing.TB, path string) *exec.Cmd {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			t.Fatalf("fixture: %v", err)
-		}
-		// utime is field 14, 11 fields after the last ')', in clock
-		// ticks of 10 ms.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 11 {
-			if ticks, _ := strconv.Atoi(f[11]); ticks >= 5 {
-				return cmd
-			}
-		}
-	}
-	t.Fatalf("fixture %s did not start spinning in 10 s", path)
-	return nil
+	proctime.Ran(t, cmd.Process.Pid, 50*time.Millisecond)
+	return cmd
 }
 
 // chainRE is the known chain, leaf first: the sample is in compare under
