@@ -43,7 +43,7 @@ func funcRange(t *testing.T, path, name string) (lo, hi uint64) {
 	return 0, 0
 }
 
-// TestShortLivedEndToEnd samples a ~100 ms process with the real BPF
+// TestShortLivedEndToEnd samples a process of 100 ms of CPU with the real BPF
 // sampler, filtered to its pid while another process spins, and expects
 // its samples — and only its — attributed to its binary and build ID, most
 // in its work function.
@@ -101,9 +101,9 @@ func TestShortLivedEndToEnd(t *testing.T) {
 		target.Wait()
 		close(exited)
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	prof, st, err := c.Run(ctx, bpfsource.New(s), exited)
+	// Run ends when the fixture has exited, after 100 ms of its CPU time
+	// however long a loaded host takes to give it that.
+	prof, st, err := c.Run(context.Background(), bpfsource.New(s), exited)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +145,9 @@ func TestShortLivedEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("%d user samples: %d in the fixture, %d of them in work, %d unknown; stats %+v", total, fixture, inWork, unknown, st)
-	// On an idle machine this is about 100 samples; on a loaded one the
-	// fixture gets a fraction of a CPU for its 100 ms.
-	if fixture < 3 {
+	// The fixture spins for 100 ms of its CPU time: about 100 samples at
+	// 997 Hz on any host.
+	if fixture < 50 {
 		t.Fatalf("%d samples in the fixture binary at %d Hz", fixture, hz)
 	}
 	if unknown > 0 || inWork*2 < total {
