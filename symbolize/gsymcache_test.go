@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/gsym"
 )
@@ -367,7 +369,10 @@ func TestGSYMCrashMidWrite(t *testing.T) {
 		dir := t.TempDir()
 		cmd := child(t, exe, bin, dir)
 		var tmps []string
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		// Until the temporary file is there, or the child is done
+		// (finished or failed) without our having seen it, however long
+		// a loaded host takes to run it.
+		for !exited(t, cmd.Process.Pid) {
 			tmps, _ = filepath.Glob(filepath.Join(dir, "gsym", ".00aa.gsym.tmp*"))
 			if len(tmps) > 0 {
 				cmd.Process.Signal(syscall.SIGSTOP)
@@ -534,22 +539,27 @@ func TestGSYMNoneRevalidated(t *testing.T) {
 	symbolize(GSYMStats{Converted: 1})
 }
 
-// waitStopped returns once process pid is stopped: SIGSTOP is delivered
-// asynchronously, and a writer still running could rename its file.
+// waitStopped returns once child pid is stopped, or has exited: SIGSTOP
+// is delivered asynchronously, and a writer still running could rename
+// its file. It waits for the kernel's word (waitid), which comes when
+// every thread has stopped, however long a loaded host takes; it leaves
+// the child's state to be waited for again.
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
-	stat := fmt.Sprintf("/proc/%d/stat", pid)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The state is the field after the command's closing ')'.
-		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "T" {
-			return
-		}
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatalf("wait for pid %d to stop: %v", pid, err)
 	}
-	t.Fatalf("pid %d did not stop", pid)
+}
+
+// exited says whether child pid has exited (unreaped: cmd.Wait reaps it).
+func exited(t *testing.T, pid int) bool {
+	t.Helper()
+	var info unix.Siginfo // Signo stays 0 when no child is waitable
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+		t.Fatalf("waitid pid %d: %v", pid, err)
+	}
+	return info.Signo == int32(syscall.SIGCHLD)
 }
 
 // A closed GSYM converts nothing more: the lookup fails with the
