@@ -158,12 +158,13 @@ type unwinder struct {
 	builds *unwind.Builder[*unwindInfo]
 	// The samples held back (unwind_hold.go): in the order they were
 	// held, heldBytes their size, bounded by maxHeld; with a Sink, none
-	// is held longer than maxHoldAge; finalWait bounds the wait for
-	// tables at the end.
+	// is held longer than maxHoldAge by clock (CLOCK_MONOTONIC in ns,
+	// a test's own); finalWait bounds the wait for tables at the end.
 	held       []heldSample
 	heldBytes  int
 	maxHeld    int
 	maxHoldAge time.Duration
+	clock      func() uint64
 	finalWait  time.Duration
 }
 
@@ -184,6 +185,7 @@ func newUnwinder(fs *files, budget int64, debug, copies bool) *unwinder {
 		builds:     unwind.NewBuilder[*unwindInfo](unwind.BuildTable),
 		maxHeld:    maxHeldBytes,
 		maxHoldAge: maxHoldAge,
+		clock:      monotonicNow,
 		finalWait:  finalBuildWait,
 	}
 	u.res.u = u

@@ -83,7 +83,7 @@ type heldSample struct {
 	python       []uint64 // pending.python's words
 	stack        []byte   // the stack copy
 	wait         *unwindInfo
-	since        uint64 // CLOCK_MONOTONIC when it was first held
+	since        uint64 // the unwinder's clock when it was first held
 }
 
 func (h *heldSample) size() int { return len(h.stack) + 8*(len(h.user)+len(h.kernel)+len(h.python)) }
@@ -95,7 +95,7 @@ func (c *Collector) hold(p *pending, img *image, wait *unwindInfo) {
 	u.stats.Held++
 	p.key.set.frozen = true
 	h := heldSample{
-		p: *p, img: img, wait: wait, since: monotonicNow(),
+		p: *p, img: img, wait: wait, since: u.clock(),
 		user:   slices.Clone(p.user.of(c.arena)),
 		kernel: slices.Clone(p.kernel.of(c.arena)),
 		python: slices.Clone(p.python.of(c.arena)),
@@ -130,7 +130,7 @@ func (c *Collector) releaseHeld(force bool, cause flushCause) {
 	}
 	u.install()
 	var old uint64 // samples held since before old are flushed
-	if now := monotonicNow(); (c.sink != nil || c.continuous) && !force && now > uint64(u.maxHoldAge) {
+	if now := u.clock(); (c.sink != nil || c.continuous) && !force && now > uint64(u.maxHoldAge) {
 		old = now - uint64(u.maxHoldAge)
 	}
 	keep := u.held[:0]

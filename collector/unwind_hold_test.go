@@ -374,19 +374,22 @@ func sameSamples(t *testing.T, sink *readerSink, want []string) {
 func TestHoldSinkAge(t *testing.T) {
 	sink := &logSink{}
 	f := newHoldFixture(t, sink, true)
-	// Long enough for two drains on a loaded host (50 ms was not).
-	f.c.unw.maxHoldAge = 500 * time.Millisecond
+	// The test's clock: a sample's age is what the test says it is,
+	// however long a loaded host takes between drains.
+	now := uint64(time.Hour)
+	f.c.unw.clock = func() uint64 { return now }
 	f.add(1, 10)
 	if err := f.c.Drain(f.src); err != nil {
 		t.Fatal(err)
 	}
+	now += uint64(maxHoldAge)                // just not older than maxHoldAge
 	if err := f.c.Drain(f.src); err != nil { // too early to flush
 		t.Fatal(err)
 	}
 	if st := f.c.UnwindStats(); st.Held != 5 || st.FlushedAge != 0 || len(f.c.unw.held) != 5 {
 		t.Fatalf("%d held, %d flushed for their age, %d still held; want 5, 0, 5", st.Held, st.FlushedAge, len(f.c.unw.held))
 	}
-	time.Sleep(550 * time.Millisecond)
+	now++
 	if err := f.c.Drain(f.src); err != nil {
 		t.Fatal(err)
 	}
