@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/sprof/sprof/internal/proctime"
 	"github.com/sprof/sprof/internal/testenv"
 )
 
@@ -119,15 +119,61 @@ func collect(t testing.TB, s *Sampler, d time.Duration, keep func(*Sample) bool)
 }
 
 // collectN reads the sampler in 250 ms steps until keep has selected n
-// samples, or for 10 s: a loaded host may give a fixture little CPU, or
-// none for a while. It returns what keep selected.
+// samples, or the processes of its pid filter have run 10 s of CPU time
+// between them (several thousand samples at the tests' rates), however
+// long a loaded host takes to give them that. It returns what keep
+// selected.
 func collectN(t testing.TB, s *Sampler, n int, keep func(*Sample) bool) []sampleCopy {
 	t.Helper()
+	return collectUntil(t, s, 10*time.Second, keep, func(got []sampleCopy) bool { return len(got) >= n })
+}
+
+// collectCPU reads the sampler in 250 ms steps while the processes of its
+// pid filter run d of CPU time between them, however long a loaded host
+// takes to give them that, and returns copies of the samples keep
+// selects.
+func collectCPU(t testing.TB, s *Sampler, d time.Duration, keep func(*Sample) bool) []sampleCopy {
+	t.Helper()
+	return collectUntil(t, s, d, keep, func([]sampleCopy) bool { return false })
+}
+
+// collectUntil reads the sampler in 250 ms steps until enough says what
+// keep selected is enough, or the processes of its pid filter have run
+// budget of CPU time between them, and returns what keep selected.
+func collectUntil(t testing.TB, s *Sampler, budget time.Duration, keep func(*Sample) bool, enough func([]sampleCopy) bool) []sampleCopy {
+	t.Helper()
 	var got []sampleCopy
-	for deadline := time.Now().Add(10 * time.Second); len(got) < n && time.Now().Before(deadline); {
+	start, _ := filterCPU(t, s)
+	for !enough(got) {
 		got = append(got, collect(t, s, 250*time.Millisecond, keep)...)
+		if ran, running := filterCPU(t, s); !running || ran-start >= budget {
+			break
+		}
 	}
 	return got
+}
+
+// filterCPU returns the CPU time the processes of s's pid filter have run
+// between them, and whether any of them runs still. Samples are taken in
+// the filtered processes' CPU time, which a loaded host gives them a
+// fraction of the wall clock's.
+func filterCPU(t testing.TB, s *Sampler) (ran time.Duration, running bool) {
+	t.Helper()
+	if !s.filterPids {
+		t.Fatal("the test's sampler has no pid filter: its samples cannot be awaited by CPU time")
+	}
+	var pid uint32
+	var in uint8
+	it := s.objs.Pids.Iterate()
+	for it.Next(&pid, &in) {
+		if d, err := proctime.CPU(int(pid)); err == nil {
+			ran, running = ran+d, true
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatalf("the pid filter: %v", err)
+	}
+	return ran, running
 }
 
 func ofPid(pid int) func(*Sample) bool {
@@ -258,45 +304,46 @@ func killForgotten(t testing.TB, m *ebpf.Map, pid uint32) {
 	}
 }
 
-// waitLost waits up to 5 s for the sampler to lose a sample and returns
+// waitLost waits for the sampler to lose a sample, while the processes of
+// its pid filter run 5 s of CPU time between them at most, and returns
 // how many it lost.
 func waitLost(t testing.TB, s *Sampler) uint64 {
 	t.Helper()
 	var lost uint64
-	for deadline := time.Now().Add(5 * time.Second); lost == 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
+	waitSampled(t, s, 5*time.Second, func() bool {
 		var err error
 		if lost, err = s.Lost(); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return lost > 0
+	})
 	return lost
 }
 
-// cpuTime is the CPU time a process's main thread has run, from the
-// kernel's scheduler statistics (/proc/PID/schedstat, in ns).
-func cpuTime(t testing.TB, pid int) time.Duration {
+// waitSampled checks cond every 100 ms until it holds, or the processes
+// of s's pid filter have run budget of CPU time between them, or none
+// runs any more, however long a loaded host takes to run them.
+func waitSampled(t testing.TB, s *Sampler, budget time.Duration, cond func() bool) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
-	if err != nil {
-		t.Fatal(err)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start, _ := filterCPU(t, s)
+	for !cond() {
+		if ran, running := filterCPU(t, s); !running || ran-start >= budget {
+			return
+		}
+		<-tick.C
 	}
-	var ns int64
-	if _, err := fmt.Sscan(string(b), &ns); err != nil {
-		t.Fatalf("/proc/%d/schedstat %q: %v", pid, b, err)
-	}
-	return time.Duration(ns)
 }
 
-// waitCPUTime waits up to 10 s for process pid to have run for d, so a
-// test samples it in its steady state rather than in ld.so.
+// waitCPUTime returns once process pid has run for d, so a test samples
+// it in its steady state rather than in ld.so.
 func waitCPUTime(t testing.TB, pid int, d time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); cpuTime(t, pid) < d; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d ran %v in 10 s, want %v", pid, cpuTime(t, pid), d)
-		}
-	}
+	proctime.Until(t, pid, d, fmt.Sprintf("pid %d to have run %v", pid, d), func() bool {
+		ran, err := proctime.CPU(pid)
+		return err == nil && ran >= d
+	})
 }
 
 // kernelPaths are the sampler's paths: the one this kernel's features

@@ -302,20 +302,18 @@ func TestCopyPidsFromTheStart(t *testing.T) {
 	mpid, opid := uint32(marked.Process.Pid), uint32(other.Process.Pid)
 	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{mpid, opid}, User: true, StackCopy: 4096, CopyPids: []uint32{mpid}})
 	withCopy, without := map[uint32]int{}, map[uint32]int{}
-	// Until both have 20 samples: a loaded host may starve one a while.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		collect(t, s, 250*time.Millisecond, func(x *Sample) bool {
-			if x.StackCopy != nil {
-				withCopy[x.Pid]++
-			} else {
-				without[x.Pid]++
-			}
-			return false
-		})
-		if withCopy[mpid]+without[mpid] >= 20 && withCopy[opid]+without[opid] >= 20 {
-			break
+	// Until both have 20 samples, within 10 s of their CPU time: a loaded
+	// host may starve one a while.
+	collectUntil(t, s, 10*time.Second, func(x *Sample) bool {
+		if x.StackCopy != nil {
+			withCopy[x.Pid]++
+		} else {
+			without[x.Pid]++
 		}
-	}
+		return false
+	}, func([]sampleCopy) bool {
+		return withCopy[mpid]+without[mpid] >= 20 && withCopy[opid]+without[opid] >= 20
+	})
 	if withCopy[mpid] == 0 || without[mpid] != 0 || without[opid] == 0 || withCopy[opid] != 0 {
 		t.Fatalf("CopyPids [%d]: samples with copies by pid %v, without %v; want copies for it only, from the first",
 			mpid, withCopy, without)
@@ -359,11 +357,11 @@ func TestStackCopyInSyscall(t *testing.T) {
 	intoLoop := syscallReturns(t, fx)
 	inMain := fx.returnAfterCall(t, "main", "sys_loop")
 	cmd, _ := startFixture(t, "syscalls")
-	time.Sleep(200 * time.Millisecond) // past ld.so
+	waitCPUTime(t, cmd.Process.Pid, 50*time.Millisecond) // past ld.so
 	onEveryPath(t, func(t *testing.T, features *Features) {
 		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(cmd.Process.Pid)}, User: true, Kernel: true,
 			StackCopy: 4096, CopyAll: true, features: features})
-		got := collect(t, s, time.Second, func(x *Sample) bool { return x.Pid == uint32(cmd.Process.Pid) && len(x.Kernel) > 0 })
+		got := collectCPU(t, s, time.Second, func(x *Sample) bool { return x.Pid == uint32(cmd.Process.Pid) && len(x.Kernel) > 0 })
 		if len(got) < 10 {
 			t.Fatalf("%d samples in the kernel, want ≥ 10", len(got))
 		}

@@ -3,11 +3,14 @@ package bpf
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/sprof/sprof/internal/proctime"
 )
 
 // The backlog gives back what it was given, in order, 8-byte aligned
@@ -116,23 +119,21 @@ func TestBacklogKeepsSlowReaderSamples(t *testing.T) {
 	// 63 records: spilled at half, with 30 records (150 ms at 99 Hz on two
 	// CPUs) for the Sampler's goroutine to wake in on a busy host. The
 	// test waits, without reading, until the program has sent six rings'
-	// worth: about 2 s on an idle host, longer on a loaded one, where the
-	// fixtures get less CPU.
+	// worth: 384 samples, about 2 s of each fixture's CPU time, however
+	// long a loaded host takes to give them that.
 	ring := 1 << 20
 	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{uint32(f1.Process.Pid), uint32(f2.Process.Pid)},
 		User: true, Kernel: true, StackCopy: 16 << 10, CopyAll: true, RingBufferSize: ring})
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	want := uint64(6 * ring / (16 << 10))
+	var sent uint64
+	proctime.Until(t, f1.Process.Pid, 10*time.Second, fmt.Sprintf("%d samples sent", want), func() bool {
 		st, err := s.Stats()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Sent*16<<10 >= 6*uint64(ring) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the program sent %d samples in 20 s, want %d", st.Sent, 6*ring/(16<<10))
-		}
-	}
+		sent = st.Sent
+		return sent >= want
+	})
 	last := map[uint32]uint64{} // time of the last sample per CPU
 	samples, backwards := 0, 0
 	if _, err := s.Read(func(x *Sample) {
@@ -170,7 +171,10 @@ func TestBacklogLoss(t *testing.T) {
 	f1, _ := startBinary(t, nofpPath, "deep")
 	s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(f1.Process.Pid)},
 		User: true, Kernel: true, StackCopy: 16 << 10, CopyAll: true, RingBufferSize: 256 << 10, Backlog: 64 << 10})
-	waitLost(t, s)
+	// The ring may lose records first, while the Sampler's goroutine
+	// waits for a CPU to spill it in; the first spill then overflows the
+	// backlog.
+	waitSampled(t, s, 5*time.Second, func() bool { return s.backlog.lost.Load() > 0 })
 	if lost, spilled := s.backlog.lost.Load(), s.backlog.spilled.Load(); lost == 0 || spilled == 0 {
 		t.Fatalf("the backlog lost %d records, took %d; want both > 0 with 64 KiB and no reads", lost, spilled)
 	}
