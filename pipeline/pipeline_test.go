@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/internal/proctime"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/internal/unwindcheck"
 	"github.com/sprof/sprof/symbolize"
@@ -32,29 +33,35 @@ func TestRunAndCut(t *testing.T) {
 	}
 	// Drain until the interval holds samples of the fixture unwound in
 	// userspace (samples wait while libc's table is built).
-	var iv *Interval
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		select {
-		case <-p.Ready():
-		case <-time.After(250 * time.Millisecond):
-		}
+	// 50 samples at 499 Hz take 0.1 s of the fixture's CPU time; building
+	// libc's table costs the pipeline a fraction of a second of CPU, and
+	// the fixture runs about as long meanwhile on a loaded host.
+	proctime.Until(t, cmd.Process.Pid, 20*time.Second, "50 samples unwound in userspace", func() bool {
 		if err := p.Drain(); err != nil {
 			t.Fatal(err)
 		}
-		if p.UnwindStats().Userspace >= 50 || time.Now().After(deadline) {
-			iv = p.Cut()
-			break
-		}
-	}
+		return p.UnwindStats().Userspace >= 50
+	})
+	iv := p.Cut()
 	cut := iv.Resolve(context.Background())
 	share, n, bad := unwindcheck.Share(cut, pid, path)
 	if n < 50 || share < 0.99 || iv.Stats().Samples < uint64(n) {
 		t.Errorf("cut interval: %d samples of the fixture (stats %d), %.2f%% with the known chain; others %v", n, iv.Stats().Samples, 100*share, bad)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// 1 s of the fixture's CPU time, however long a loaded host takes to
+	// give it that.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ran := make(chan error, 1)
+	go func() {
+		ran <- proctime.Wait(cmd.Process.Pid, time.Second)
+		cancel()
+	}()
 	prof, stats, err := p.Run(ctx, context.Background(), nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
 		t.Fatal(err)
 	}
 	if _, n, _ := unwindcheck.Share(prof, pid, path); n == 0 || stats.Samples == 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	profilespb "go.opentelemetry.io/proto/otlp/profiles/v1development"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sprof/sprof/internal/proctime"
 	"github.com/sprof/sprof/internal/testenv"
 )
 
@@ -147,7 +150,7 @@ func chainOfRunning(t *testing.T, comm string, chain []string, bin string, args 
 
 // profileRunning starts bin with args, waits until it has run for 100 ms
 // of CPU time (past ld.so or the Go runtime's start, into its loop), then
-// profiles it with -p for 2 s at 499 Hz and returns the profile.
+// profiles it (recordCPU) and returns the profile.
 func profileRunning(t *testing.T, bin string, args ...string) *profile.Profile {
 	t.Helper()
 	testenv.RequireRoot(t)
@@ -156,19 +159,46 @@ func profileRunning(t *testing.T, bin string, args ...string) *profile.Profile {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	for deadline := time.Now().Add(10 * time.Second); processCPUTime(t, cmd.Process.Pid) < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s ran less than 100 ms of CPU in 10 s", bin)
-		}
-	}
-	p, _ := recordProfile(t, "-F", "499", "-d", "2s", "-p", strconv.Itoa(cmd.Process.Pid))
-	return p
+	pid := cmd.Process.Pid
+	proctime.Until(t, pid, 100*time.Millisecond, bin+" to run 100 ms", func() bool {
+		ran, err := proctime.CPU(pid)
+		return err == nil && ran >= 100*time.Millisecond
+	})
+	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	recordCPU(t, pid, out)
+	return parseProfile(t, out)
 }
 
-// checkShare fails t unless share, of total samples of 2 s at 499 Hz, is
-// >= 99% of at least 100 samples (2 s at 499 Hz gives ~1000 on an idle
-// CPU), or of 30 on an emulated CPU, which sustains no such rate: 66 were
-// seen in the kernel matrix's VMs on a loaded host.
+// recordCPU records process pid with `sprof record -F 499 -p` into out
+// until it has run 2 s more of CPU time (about 1,000 samples), however
+// long a loaded host takes to give it that, then kills it: the recording
+// ends as `record -p` does when its processes exit. The caller reaps it.
+func recordCPU(t *testing.T, pid int, out string) {
+	t.Helper()
+	ready := make(chan struct{})
+	stderr := &startWatch{ready: ready}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(&env{strings.NewReader(""), io.Discard, stderr}, []string{"record", "-F", "499", "-p", strconv.Itoa(pid), "-o", out})
+	}()
+	select {
+	case <-ready:
+	case code := <-done:
+		t.Fatalf("sprof record -p %d: exit %d before sampling\n%s", pid, code, stderr.String())
+	}
+	proctime.Ran(t, pid, 2*time.Second)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("sprof record -p %d: exit %d\n%s", pid, code, stderr.String())
+	}
+}
+
+// checkShare fails t unless share, of total samples of 2 s of a
+// fixture's CPU time at 499 Hz, is >= 99% of at least 100 samples (about
+// 1,000 are taken), or of 30 on an emulated CPU, which sustains no such
+// rate: 66 were seen in the kernel matrix's VMs on a loaded host.
 func checkShare(t *testing.T, share float64, total int64, chain string) {
 	t.Helper()
 	least := int64(100)
@@ -176,7 +206,7 @@ func checkShare(t *testing.T, share float64, total int64, chain string) {
 		least = 30
 	}
 	if total < least {
-		t.Errorf("only %d samples in 2 s at 499 Hz, want >= %d", total, least)
+		t.Errorf("only %d samples in 2 s of CPU time at 499 Hz, want >= %d", total, least)
 	}
 	if share < 0.99 {
 		t.Errorf("%.2f%% of samples have the exact chain %s, want >= 99%%", 100*share, chain)
@@ -191,23 +221,6 @@ func fixture(dir, name string) string {
 		return filepath.Join("../../testdata", dir, "arm64", name)
 	}
 	return filepath.Join("../../testdata", dir, name)
-}
-
-// processCPUTime is the user and system time of a process, from fields
-// 14 and 15 of /proc/PID/stat (clock ticks of 10 ms).
-func processCPUTime(t *testing.T, pid int) time.Duration {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/%d/stat: %q", pid, b)
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // TestRecordCFramePointerChain: the C fixture, -O2 with frame pointers,
@@ -333,7 +346,7 @@ func TestRecordGoChain(t *testing.T) {
 	}
 	t.Setenv("GODEBUG", "asyncpreemptoff=1")
 	chain := []string{"main.c", "main.b", "main.a", "main.main"}
-	p := profileRunning(t, bin, "30")
+	p := profileRunning(t, bin, "600") // spins until killed
 	// The runtime's own threads (sysmon, idle Ms looking for work) run on
 	// g0 stacks rooted at runtime.mstart and are sampled too, more often on
 	// a loaded host; they are not the goroutine whose chain is judged.
@@ -356,30 +369,39 @@ func TestRecordShortLivedProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// sprof records the host, as a user would run it, until it is
+	// interrupted once the three runs are done, however long a loaded host
+	// takes to run them (TestMain's SPROF_TEST_MAIN: this program is sprof).
 	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
 	ready := make(chan struct{})
 	started := &startWatch{ready: ready}
-	done := make(chan error, 1)
-	go func() {
-		<-ready
-		for range 3 {
-			if err := exec.Command(bin).Run(); err != nil {
-				done <- err
-				return
-			}
+	sprof := exec.Command(os.Args[0])
+	sprof.Env = append(os.Environ(), "SPROF_TEST_MAIN=record -F 997 -o "+out)
+	sprof.Stderr = struct{ io.Writer }{started}
+	if err := sprof.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sprof.Process.Kill()
+	exited := make(chan error, 1)
+	go func() { exited <- sprof.Wait() }()
+	select {
+	case <-ready:
+	case err := <-exited:
+		t.Fatalf("record: %v before sampling: %s", err, started.String())
+	}
+	for range 3 {
+		if err := exec.Command(bin).Run(); err != nil {
+			t.Fatalf("run shortlived: %v", err)
 		}
-		done <- nil
-	}()
-	var stdout bytes.Buffer
-	code := run(&env{strings.NewReader(""), &stdout, started}, []string{"record", "-F", "997", "-d", "2s", "-o", out})
-	if code != 0 {
-		t.Fatalf("record: exit %d: %s", code, started.String())
+	}
+	if err := sprof.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("record: %v: %s", err, started.String())
 	}
 	p := parseProfile(t, out)
-	if err := <-done; err != nil {
-		t.Fatalf("run shortlived: %v", err)
-	}
-	// Each run spins 100 ms in shortlived_work; the dynamic loader, exec
+	// Each run spins 100 ms of CPU time in shortlived_work; the dynamic loader, exec
 	// and exit take the rest. Every user frame must be attributed to a file
 	// and named.
 	var total, named, userFrames, unnamed int64

@@ -47,14 +47,20 @@ func startJIT(t *testing.T, dir, bin string, args ...string) *exec.Cmd {
 }
 
 // checkJIT runs `sprof record` at 499 Hz with args into out (a profile,
-// or a recording that is then reported) and wants fn named in >= 95% of
-// the samples of the threads named comm.
+// or a recording that is then reported) and checks it (checkJITProfile).
 func checkJIT(t *testing.T, out, comm, fn string, args ...string) {
 	t.Helper()
 	code, _, errs := runSprof(append([]string{"record", "-F", "499", "-o", out}, args...)...)
 	if code != 0 {
 		t.Fatalf("sprof record: exit %d\n%s", code, errs)
 	}
+	checkJITProfile(t, out, comm, fn)
+}
+
+// checkJITProfile wants fn named in >= 95% of the samples of the threads
+// named comm in out (a profile, or a recording that is then reported).
+func checkJITProfile(t *testing.T, out, comm, fn string) {
+	t.Helper()
 	if strings.HasSuffix(out, ".sprof") {
 		pb := strings.TrimSuffix(out, ".sprof") + ".pb.gz"
 		if code, _, errs := runSprof("report", out, "-o", pb); code != 0 {
@@ -65,8 +71,7 @@ func checkJIT(t *testing.T, out, comm, fn string, args ...string) {
 	share, total := sampleShare(t, parseProfile(t, out), comm, fn, func(fns []string) bool {
 		return slices.ContainsFunc(fns, func(name string) bool { return strings.Contains(name, fn) })
 	})
-	// 2 s at 499 Hz is about 1000 samples on an idle CPU; at the load
-	// averages of 30-60 other tests make, under 100. 40 still make 95% mean
+	// 2 s of CPU time at 499 Hz is about 1000 samples; 40 make 95% mean
 	// something.
 	if total < 40 {
 		t.Errorf("only %d samples of %s at 499 Hz", total, comm)
@@ -76,21 +81,23 @@ func checkJIT(t *testing.T, out, comm, fn string, args ...string) {
 	}
 }
 
-// recordRunning records the process pid for at most d with checkJIT. The
-// runtime's files are removed before a recording is reported, as on
-// another host.
-func recordRunning(t *testing.T, pid int, d, out, comm, fn string) {
+// recordRunning records the process pid for 2 s of its CPU time
+// (recordCPU, which kills it) and checks the recording with
+// checkJITProfile. The runtime's files are removed after a recording is
+// reported.
+func recordRunning(t *testing.T, pid int, out, comm, fn string) {
 	t.Helper()
 	if strings.HasSuffix(out, ".sprof") {
 		defer os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
 	}
-	checkJIT(t, out, comm, fn, "-d", d, "-p", strconv.Itoa(pid))
+	recordCPU(t, pid, out)
+	checkJITProfile(t, out, comm, fn)
 }
 
 // TestRecordNodeJIT: Node spinning in an optimized JavaScript function,
 // recorded into a profile and into a recording reported afterwards. With
 // a perf map (--perf-basic-prof) the running process is recorded for
-// 2 s. Node buffers its jitdump (--perf-prof) in 2 MiB and writes it out
+// 2 s of its CPU time. Node buffers its jitdump (--perf-prof) in 2 MiB and writes it out
 // when the buffer fills or the process exits, so that process spins for
 // 2 s of CPU time and is recorded until it exits: sprof reads the dump's
 // tail after the exit, from the file it kept open since it saw the
@@ -106,12 +113,16 @@ func TestRecordNodeJIT(t *testing.T) {
 		t.Run("perf-basic-prof"+ext, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := startJIT(t, dir, node, "--perf-basic-prof", "--allow-natives-syntax", script, "60")
-			recordRunning(t, cmd.Process.Pid, "2s", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+			recordRunning(t, cmd.Process.Pid, filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
 		})
 		t.Run("perf-prof"+ext, func(t *testing.T) {
 			dir := t.TempDir() // where node writes jit-PID.dump
 			cmd := startJIT(t, dir, node, "--perf-prof", "--allow-natives-syntax", script, "2")
-			recordRunning(t, cmd.Process.Pid, "10m", filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+			out := filepath.Join(dir, "cpu"+ext)
+			if ext == ".sprof" {
+				defer os.Remove(fmt.Sprintf("/tmp/perf-%d.map", cmd.Process.Pid))
+			}
+			checkJIT(t, out, "node", "hotLoop", "-p", strconv.Itoa(cmd.Process.Pid)) // until it exits
 		})
 	}
 }
@@ -143,7 +154,7 @@ func TestRecordNodeJITInContainer(t *testing.T) {
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d/root/tmp/perf-1.map", pid)); err != nil {
 		t.Fatalf("node's perf map is not in its own /tmp: %v", err)
 	}
-	recordRunning(t, pid, "2s", filepath.Join(dir, "cpu.pb.gz"), "node", "hotLoop")
+	recordRunning(t, pid, filepath.Join(dir, "cpu.pb.gz"), "node", "hotLoop")
 }
 
 // TestRecordJavaJIT: OpenJDK 17 keeping frame pointers in compiled code,
@@ -164,7 +175,7 @@ func TestRecordJavaJIT(t *testing.T) {
 			if out, err := exec.Command(jcmd, strconv.Itoa(pid), "Compiler.perfmap").CombinedOutput(); err != nil {
 				t.Fatalf("jcmd %d Compiler.perfmap: %v\n%s", pid, err, out)
 			}
-			recordRunning(t, pid, "2s", filepath.Join(dir, "cpu"+ext), "java", "Hot.spin")
+			recordRunning(t, pid, filepath.Join(dir, "cpu"+ext), "java", "Hot.spin")
 		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -158,12 +157,7 @@ func TestRecordPython(t *testing.T) {
 				dir := t.TempDir()
 				cmd := startJIT(t, dir, python, fx.path)
 				out := filepath.Join(dir, "cpu"+ext)
-				code, _, errs := runSprof("record", "-F", "499", "-d", "2s", "-p", strconv.Itoa(cmd.Process.Pid), "-o", out)
-				if code != 0 {
-					t.Fatalf("sprof record: exit %d\n%s", code, errs)
-				}
-				cmd.Process.Kill()
-				cmd.Wait()
+				recordCPU(t, cmd.Process.Pid, out)
 				if ext == ".sprof" {
 					pb := filepath.Join(dir, "cpu.pb.gz")
 					if code, _, errs := runSprof("report", out, "-o", pb); code != 0 {
@@ -188,7 +182,7 @@ func TestRecordPython(t *testing.T) {
 				}
 				t.Logf("%d of %d samples show the chain, %d through json's accelerator; others like %q", good, total, accelerated, bad)
 				if total < 40 {
-					t.Errorf("only %d samples at 499 Hz", total)
+					t.Errorf("only %d samples in 2 s of CPU time at 499 Hz", total)
 				}
 				if good*100 < total*95 {
 					t.Errorf("%d of %d samples show the chain, want >= 95%%", good, total)
