@@ -71,12 +71,19 @@ func TestReadyBeforeHalfFull(t *testing.T) {
 		User: true, Kernel: true, StackCopy: 16 << 10, CopyAll: true})
 	var avail []int // ring contents at each Ready
 	samples := 0
-	timeout := time.After(20 * time.Second)
+	// 30 wakeups take a fraction of a second of the fixtures' CPU time;
+	// give up after 20 s of it, however long a loaded host takes.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start, _ := filterCPU(t, s)
 	for len(avail) < 30 {
 		select {
 		case <-s.Ready():
-		case <-timeout:
-			t.Fatalf("Ready received %d times in 20 s, %d samples", len(avail), samples)
+		case <-tick.C:
+			if ran, running := filterCPU(t, s); !running || ran-start >= 20*time.Second {
+				t.Fatalf("Ready received %d times in %v of the fixtures' CPU time, %d samples", len(avail), ran-start, samples)
+			}
+			continue
 		}
 		avail = append(avail, s.reader.AvailableBytes())
 		if _, err := s.Read(func(*Sample) { samples++ }); err != nil {
