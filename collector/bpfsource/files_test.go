@@ -15,6 +15,7 @@ import (
 	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/collector/bpfsource"
+	"github.com/sprof/sprof/internal/proctime"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize"
@@ -62,17 +63,17 @@ func TestDeletedAndContainerBinaries(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return release
 	}
-	earlyCmd := exec.Command(early, "30")
+	earlyCmd := exec.Command(early, "600")
 	start(earlyCmd)
 	if err := os.Remove(early); err != nil {
 		t.Fatal(err)
 	}
 	// The other two wait for a line before they exec the fixture, so that
 	// their pids are in the filter first.
-	lateCmd := exec.Command("sh", "-c", `read x; exec "$0" 30`, late)
+	lateCmd := exec.Command("sh", "-c", `read x; exec "$0" 600`, late)
 	releaseLate := start(lateCmd)
 	nsCmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c",
-		`read x; mount -t tmpfs sprof-test "$0" && cp "$1" "$0/spin" && exec "$0/spin" 30`, nsDir, spin)
+		`read x; mount -t tmpfs sprof-test "$0" && cp "$1" "$0/spin" && exec "$0/spin" 600`, nsDir, spin)
 	releaseNS := start(nsCmd)
 	want := map[uint32]string{
 		uint32(earlyCmd.Process.Pid): early,
@@ -100,14 +101,30 @@ func TestDeletedAndContainerBinaries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// Until each process has run 300 ms of CPU time (about 150 samples),
+	// however long a loaded host takes to give them that.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ran := make(chan error, 1)
+	go func() {
+		defer cancel()
+		for pid := range want {
+			if err := proctime.Wait(int(pid), 300*time.Millisecond); err != nil {
+				ran <- err
+				return
+			}
+		}
+		ran <- nil
+	}()
 	go func() {
 		waitExec(t, lateCmd.Process.Pid, late)
 		os.Remove(late)
 	}()
 	prof, _, err := c.Run(ctx, bpfsource.New(s), nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(late); err == nil {
@@ -159,12 +176,17 @@ func realPath(t *testing.T, p string) string {
 	return r
 }
 
-// waitExec waits up to 5 s for process pid to run path.
+// waitExec waits for process pid to run path, however long a loaded host
+// takes to run it there, or to exit.
 func waitExec(t *testing.T, pid int, path string) {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if exe, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe")); strings.HasPrefix(exe, path) {
+	for ; ; time.Sleep(5 * time.Millisecond) {
+		exe, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
+		if strings.HasPrefix(exe, path) {
+			return
+		}
+		if _, err := proctime.CPU(pid); err != nil {
+			t.Errorf("pid %d did not exec %s: %v (%s)", pid, path, err, exe)
 			return
 		}
 	}
-	t.Errorf("pid %d did not exec %s in 5 s", pid, path)
 }
