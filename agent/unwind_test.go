@@ -149,7 +149,7 @@ func TestAgentUnwindsWithoutFramePointers(t *testing.T) {
 			// Building two tables costs the agent a fraction of a second
 			// of CPU; the fixture, as busy, runs about as long meanwhile.
 			proctime.Until(t, cmd.Process.Pid, 20*time.Second, "the tables of the fixture and libc", c.tablesReady)
-			// 300 samples at 99 Hz.
+			// About 300 samples at 99 Hz.
 			proctime.Ran(t, cmd.Process.Pid, 3*time.Second)
 			if err := stop(); err != nil {
 				t.Fatal(err)
@@ -168,8 +168,11 @@ func TestAgentUnwindsWithoutFramePointers(t *testing.T) {
 			share := float64(good) / float64(max(all, 1))
 			t.Logf("%d samples of the fixture in %d intervals after the tables were built, %.2f%% with the known chain; %d samples flushed without a table",
 				all, len(steady), 100*share, flushed)
-			if all < 200 {
-				t.Errorf("%d samples of the fixture in 3 s of its CPU time at 99 Hz, want ≥ 200", all)
+			// About 300 are taken; a starved agent loses some from its
+			// ring (counted, by design). 100 make 99% mean something, as
+			// record's chain tests want.
+			if all < 100 {
+				t.Errorf("%d samples of the fixture in 3 s of its CPU time at 99 Hz, want ≥ 100", all)
 			}
 			if share < 0.99 {
 				t.Errorf("%.2f%% of the samples show compare → libc → run → main, want ≥ 99%%; others: %v", 100*share, bad)
