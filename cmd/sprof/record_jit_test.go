@@ -129,7 +129,8 @@ func TestRecordNodeJIT(t *testing.T) {
 
 // TestRecordNodeJITInContainer: Node in its own pid and mount namespaces,
 // as in a container, writes /tmp/perf-1.map into a /tmp of its own, which
-// only /proc/PID/root reaches; its JIT frames are named all the same.
+// only /proc/PID/root reaches; its JIT frames are named all the same. The
+// script is copied into that /tmp, which hides a checkout under /tmp.
 func TestRecordNodeJITInContainer(t *testing.T) {
 	testenv.RequireRoot(t)
 	node := testenv.RequireTool(t, "node")
@@ -140,7 +141,8 @@ func TestRecordNodeJITInContainer(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cmd := startJIT(t, dir, unshare, "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "sh", "-c",
-		`mount -t tmpfs tmpfs /tmp && exec "$0" --perf-basic-prof --allow-natives-syntax "$1" 60`, node, script)
+		`js=$(cat "$1") && mount -t tmpfs tmpfs /tmp && printf '%s\n' "$js" >/tmp/hot.js &&
+		exec "$0" --perf-basic-prof --allow-natives-syntax /tmp/hot.js 60`, node, script)
 	// unshare forks the namespace's pid 1, which runs node and is
 	// killed with unshare.
 	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
