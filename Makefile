@@ -20,7 +20,7 @@ install:
 	@test -f sprof || { echo "install: no ./sprof; run make build first, as yourself"; exit 1; }
 	install -D -m 0755 sprof $(DESTDIR)$(PREFIX)/bin/sprof
 
-test: deps vet check-generate unit matrix
+test: deps vet check-generate unit
 
 deps:
 	./scripts/install-test-deps.sh
@@ -32,6 +32,11 @@ vet:
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
 
+# Not part of `test` yet: on the 2-core CI machine, nearly idle, the
+# matrix took 9.5 minutes warm after `unit`'s 7 (16.5 in all, over make
+# test's budget of about 15), and a first run downloads about 430 MB of
+# kernels; run it by hand before a change to bpf/ lands.
+#
 # Boot Debian's kernels (5.10, 6.1, 6.12, newest sid; amd64 and arm64) one
 # at a time under QEMU and run in each the end-to-end chain tests (frame
 # pointers, none through libc, threads, PLT leaves, kernel frames, pprof
