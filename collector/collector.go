@@ -19,6 +19,7 @@ import (
 	"github.com/sprof/sprof/stacks/locations"
 	"github.com/sprof/sprof/symbolize"
 	"github.com/sprof/sprof/symbolize/cpython"
+	"github.com/sprof/sprof/unwind"
 )
 
 // DefaultInterval is how often Run drains the sampler and the side band:
@@ -91,6 +92,9 @@ type Options struct {
 	StackCopy        bool
 	UnwindCacheBytes int64
 	DebugUnwind      bool
+	// UnwindStore keeps the unwind tables built, by build ID, for the
+	// next run to read instead of building them again; nil: none.
+	UnwindStore *unwind.Store
 	// KernelTables loads the unwind tables into a Source that is a
 	// TableLoader, for the sampler to walk stacks over them in the
 	// kernel, and describes each process's mappings to it (see
@@ -265,7 +269,7 @@ func New(opts Options) (*Collector, error) {
 	}
 	c.kernelTables = opts.KernelTables
 	if opts.StackCopy || opts.KernelTables {
-		c.unw = newUnwinder(c.table.files, opts.UnwindCacheBytes, opts.DebugUnwind, opts.StackCopy)
+		c.unw = newUnwinder(c.table.files, opts.UnwindCacheBytes, opts.DebugUnwind, opts.StackCopy, opts.UnwindStore)
 		for pid, img := range c.table.byPid {
 			c.unw.considerSet(pid, img.maps)
 		}
@@ -612,6 +616,14 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 				c.agg.entries[i].add(p.offCPU)
 				return
 			}
+		}
+	}
+	if p.key.truncated && c.unw != nil && c.unw.atRoot(p.key.set, user) {
+		p.key.truncated = false // the walk stopped at the process's root
+		h = c.agg.hash(&p.key, user, kernel)
+		if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
+			c.agg.entries[i].add(p.offCPU)
+			return
 		}
 	}
 	if n, partial := c.stackEnd(p.key.pid, p.key.set, user); partial && (n < len(user) || !p.key.truncated) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/sprof/sprof/internal/elfx"
@@ -85,6 +86,9 @@ type unwindInfo struct {
 	framePointers bool
 	hasSFrame     bool
 	loads         elfx.Segments
+	// entry is the ELF entry point (e_entry), where the kernel starts
+	// the process when the binary is its executable or its interpreter.
+	entry uint64
 	// built: the table was built (or failed to be: err); table is nil
 	// for a binary without one. building: it is being built.
 	built, building bool
@@ -168,7 +172,7 @@ type unwinder struct {
 	finalWait  time.Duration
 }
 
-func newUnwinder(fs *files, budget int64, debug, copies bool) *unwinder {
+func newUnwinder(fs *files, budget int64, debug, copies bool, store *unwind.Store) *unwinder {
 	if budget <= 0 {
 		budget = DefaultUnwindCacheBytes
 	}
@@ -182,7 +186,7 @@ func newUnwinder(fs *files, budget int64, debug, copies bool) *unwinder {
 		tables:     unwind.NewTableCache[*unwindInfo](budget),
 		marked:     map[uint32]bool{},
 		considered: map[uint32]*mapSet{},
-		builds:     unwind.NewBuilder[*unwindInfo](unwind.BuildTable),
+		builds:     unwind.NewBuilder[*unwindInfo](unwind.BuildTable, store),
 		maxHeld:    maxHeldBytes,
 		maxHoldAge: maxHoldAge,
 		clock:      monotonicNow,
@@ -262,6 +266,7 @@ func (u *unwinder) classify(in *unwindInfo, pid uint32, m *mapping) {
 			}
 		}
 		in.loads = elfx.LoadSegments(f)
+		in.entry = f.Entry
 		return nil
 	})
 	if err != nil {
@@ -602,4 +607,51 @@ func (u *unwinder) setCopy(pid uint32, on bool) {
 			u.stats.MarkErr = fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
 		}
 	}
+}
+
+// The process's root without CFI.
+//
+// The kernel starts a dynamically linked process at its interpreter's
+// entry point: ld.so's _start, which calls _dl_start and then, as
+// _dl_start_user, _dl_init (the libraries' constructors) before jumping
+// to the program's own _start. glibc writes that code without CFI, so a
+// walk from the loader's relocation work or from a constructor stops
+// there for want of a rule, although nothing lies above it: the stack
+// holds only argc, argv and the environment. A compiler run spends a few
+// percent of its samples there, all of them marked [truncated] before.
+// atRoot recognises such a stop: the last frame is in the entry block of
+// its binary, the code from the entry point to the first function the
+// binary's CFI describes, when none describes the entry point itself.
+
+// maxEntryBlock bounds an entry block: glibc's is under 100 bytes.
+const maxEntryBlock = 256
+
+// atRoot reports whether the last frame of user, a stack of a process
+// mapped as set, is in the entry block of its binary (see above).
+func (u *unwinder) atRoot(set *mapSet, user []uint64) bool {
+	if len(user) == 0 {
+		return false
+	}
+	addr := user[len(user)-1]
+	if len(user) > 1 {
+		addr-- // a return address: the call before it
+	}
+	m := set.find(addr)
+	if m == nil {
+		return false
+	}
+	in := u.byFile[m.bin]
+	if in == nil || !in.readable || in.table == nil || in.entry == 0 {
+		return false
+	}
+	pc := addr - in.bias(m)
+	if pc < in.entry || pc >= in.entry+maxEntryBlock {
+		return false
+	}
+	fdes := in.table.FDEs()
+	next := sort.Search(len(fdes), func(i int) bool { return fdes[i].Start > in.entry })
+	if next > 0 && in.entry < fdes[next-1].End() {
+		return false // the CFI describes the entry point: its rules decide
+	}
+	return next == len(fdes) || pc < fdes[next].Start
 }

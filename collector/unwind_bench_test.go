@@ -18,7 +18,7 @@ import (
 // calls back; a return address of 0 ends the unwind, as at _start.
 func benchStack(b testing.TB, depth int) (*unwinder, *mapSet, stackCopy) {
 	const nfuncs, fsize = 3000, 256
-	u := newUnwinder(newFiles("/proc"), 0, false, true)
+	u := newUnwinder(newFiles("/proc"), 0, false, true, nil)
 	set := &mapSet{}
 	sp := uint64(0x7ffc_0000_0000)
 	var stack []byte

@@ -30,7 +30,7 @@ func (u *unwinder) requestBuild(in *unwindInfo, pid uint32, m *mapping) {
 		return
 	}
 	in.building = true
-	u.builds.Submit(&unwind.Job[*unwindInfo]{Key: in, File: f, Name: m.bin.name, HasSFrame: in.hasSFrame, Cost: in.cfiBytes})
+	u.builds.Submit(&unwind.Job[*unwindInfo]{Key: in, File: f, Name: m.bin.name, HasSFrame: in.hasSFrame, Cost: in.cfiBytes, BuildID: in.buildID})
 }
 
 // openFile opens a descriptor of m's file for the builder: the file as
@@ -60,6 +60,15 @@ func (u *unwinder) install() {
 		in := j.Key
 		in.building = false
 		u.stats.BuildTime += j.Took
+		if j.Stored {
+			u.stats.TablesStored++
+		}
+		if j.StoreErr != nil {
+			u.stats.StoreErrors++
+			if u.stats.StoreErr == nil {
+				u.stats.StoreErr = j.StoreErr
+			}
+		}
 		if j.SFrameErr != nil {
 			u.stats.TableErrors++
 		}

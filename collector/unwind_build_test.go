@@ -37,7 +37,7 @@ func TestBuildBounds(t *testing.T) {
 	lib.bin.pinned = self
 	u.builds = unwind.NewBuilder[*unwindInfo](func(io.ReaderAt, string, bool) (*sframe.Table, unwind.Method, error, error) {
 		return table, unwind.MethodEHFrame, nil, nil
-	})
+	}, nil)
 	if u.ensureTable(in, 1, lib) || !in.building {
 		t.Fatalf("ensureTable: built %v, building %v; want a build under way", in.built, in.building)
 	}

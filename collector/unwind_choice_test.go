@@ -70,7 +70,7 @@ func TestConsider(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := map[uint32]bool{}
-	u := newUnwinder(newFiles("/proc"), 0, false, true)
+	u := newUnwinder(newFiles("/proc"), 0, false, true, nil)
 	u.attach(markSource(func(pid uint32, on bool) error { marker[pid] = on; return nil }))
 	pid := uint32(os.Getpid())
 	for _, tc := range []struct {

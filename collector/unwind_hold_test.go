@@ -63,7 +63,7 @@ func newHoldFixture(t testing.TB, sink Sink, slow bool) *holdFixture {
 			f.calls.Add(1)
 			<-f.release
 			return table, unwind.MethodEHFrame, nil, nil
-		})
+		}, nil)
 		t.Cleanup(f.finish)
 	}
 	c.table.newImage(pidLib, set)

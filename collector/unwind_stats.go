@@ -44,6 +44,13 @@ type UnwindStats struct {
 	Evicted     int
 	TableErrors int
 	BuildTime   time.Duration
+	// TablesStored counts the tables read from Options.UnwindStore
+	// rather than built; StoreErrors the stored tables that were damaged
+	// (and rebuilt) and those that could not be stored, StoreErr the
+	// first of them.
+	TablesStored int
+	StoreErrors  int
+	StoreErr     error
 	// Held counts the samples held back because a table their unwind
 	// needed was still being built; Released those unwound once it was
 	// there, and FlushedFull, FlushedAge and FlushedEnd those unwound
@@ -167,8 +174,12 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 	if s.MarkErr != nil {
 		fmt.Fprintf(tw, ", first: %v", s.MarkErr)
 	}
-	fmt.Fprintf(tw, ")\nunwind tables: %d, %.1f MiB, %d evicted, %d failed, built in %v\n",
-		s.Tables, float64(s.TableBytes)/(1<<20), s.Evicted, s.TableErrors, s.BuildTime.Round(time.Millisecond))
+	fmt.Fprintf(tw, ")\nunwind tables: %d, %.1f MiB, %d evicted, %d failed, built or read in %v, %d read from the store (%d store errors",
+		s.Tables, float64(s.TableBytes)/(1<<20), s.Evicted, s.TableErrors, s.BuildTime.Round(time.Millisecond), s.TablesStored, s.StoreErrors)
+	if s.StoreErr != nil {
+		fmt.Fprintf(tw, ", first: %v", s.StoreErr)
+	}
+	fmt.Fprintln(tw, ")")
 	if s.Kernel != nil {
 		fmt.Fprintln(tw, s.KernelText())
 	}

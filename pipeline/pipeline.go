@@ -13,6 +13,7 @@ import (
 	"github.com/sprof/sprof/collector/bpfsource"
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize"
+	"github.com/sprof/sprof/unwind"
 )
 
 // DefaultStackCopy is the user stack copied per sample of a process whose
@@ -103,6 +104,8 @@ type Config struct {
 	// UnwindCache bounds the memory of the unwind tables kept; 0 means
 	// collector.DefaultUnwindCacheBytes.
 	UnwindCache int64
+	// UnwindStore keeps built unwind tables for later runs; nil: none.
+	UnwindStore *unwind.Store
 	// Unwind says where stacks without frame pointers are unwound;
 	// UnwindBPF ignores StackCopy. UnwindTables is the kernel memory
 	// for tables with UnwindBPF and UnwindAuto; 0 means
@@ -176,6 +179,7 @@ func Open(cfg Config) (*Pipeline, error) {
 		StackCopy:        cfg.StackCopy > 0,
 		KernelTables:     tables > 0,
 		UnwindCacheBytes: cfg.UnwindCache,
+		UnwindStore:      cfg.UnwindStore,
 		DebugUnwind:      cfg.DebugUnwind,
 		Python:           cfg.Python && cfg.User,
 		Sink:             cfg.Sink,

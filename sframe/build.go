@@ -59,7 +59,7 @@ func NewTable(abi ABI, funcs []Function) (*Table, error) {
 	t.fdes = make([]FDE, 0, len(sorted))
 	t.rowStart = make([]uint32, 0, nrows)
 	t.rowRule = make([]uint32, 0, nrows)
-	t.ruleIDs = map[Row]uint32{}
+	t.interned = newInterner()
 	for i := range sorted {
 		f := &sorted[i]
 		if err := t.addFunction(f); err != nil {

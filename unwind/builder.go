@@ -1,7 +1,9 @@
 package unwind
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"slices"
@@ -26,7 +28,9 @@ import (
 // takes finished tables at its next pass.
 //
 // One build at a time: the host may have two CPUs, and a profiler must
-// stay cheap.
+// stay cheap. With a Store (store.go), tables built once are read from
+// it, on a second goroutine at the profiler's own priority, and only the
+// binaries it has not go to the builds.
 
 // buildNice is the nice value of the thread that builds tables.
 const buildNice = 10
@@ -43,33 +47,48 @@ type Job[K any] struct {
 	Name      string
 	HasSFrame bool
 	Cost      int64 // bytes of CFI: cheaper jobs go first
+	// BuildID is the binary's build ID: with a Store, its table is read
+	// from there when stored, and stored once built. "" bypasses the
+	// Store.
+	BuildID string
 
 	Table     *sframe.Table
 	Kind      Method
 	SFrameErr error // an error of .sframe that was worked around
 	Err       error // no table
 	Took      time.Duration
+	// Stored says the table was read from the Store; StoreErr is why it
+	// could not be read (a damaged file, rebuilt) or written.
+	Stored   bool
+	StoreErr error
 }
 
 // Builder runs Jobs on one worker goroutine, started when there is work
 // and gone when there is none.
 type Builder[K any] struct {
 	build BuildFunc
+	store *Store // nil: every table is built
 
-	mu      sync.Mutex
-	queue   []*Job[K] // waiting
-	done    []*Job[K] // finished, for Take
-	running bool
-	closed  bool
+	mu       sync.Mutex
+	stored   []*Job[K] // waiting for the store to be read
+	queue    []*Job[K] // waiting to be built
+	done     []*Job[K] // finished, for Take
+	reading  bool      // the reader goroutine runs
+	building bool      // the build goroutine runs
+	closed   bool
 	// finished is signalled, without blocking, when a job is done.
 	finished chan struct{}
-	// workers is the worker goroutine, for Close to wait for.
+	// workers are the reader and build goroutines, for Close to wait for.
 	workers sync.WaitGroup
 }
 
-// NewBuilder returns a Builder building tables with build.
-func NewBuilder[K any](build BuildFunc) *Builder[K] {
-	return &Builder[K]{build: build, finished: make(chan struct{}, 1)}
+// NewBuilder returns a Builder building tables with build, and keeping
+// them in store if not nil. With a store, a job's table is first looked
+// for there, by another goroutine at the profiler's own priority: reading
+// libLLVM's stored table takes about 0.1 s, and behind the builds at nice
+// 10 on a busy host it would wait for seconds.
+func NewBuilder[K any](build BuildFunc, store *Store) *Builder[K] {
+	return &Builder[K]{build: build, store: store, finished: make(chan struct{}, 1)}
 }
 
 // Submit queues j; the Builder closes j.File.
@@ -80,10 +99,59 @@ func (b *Builder[K]) Submit(j *Job[K]) {
 		j.File.Close()
 		return
 	}
+	if b.store != nil && j.BuildID != "" {
+		b.stored = append(b.stored, j)
+		if !b.reading {
+			b.reading = true
+			b.workers.Go(b.read)
+		}
+		return
+	}
+	b.queueBuild(j)
+}
+
+// queueBuild queues j for the build goroutine, starting it if needed;
+// b.mu is held.
+func (b *Builder[K]) queueBuild(j *Job[K]) {
 	b.queue = append(b.queue, j)
-	if !b.running {
-		b.running = true
+	if !b.building {
+		b.building = true
 		b.workers.Go(b.work)
+	}
+}
+
+// read takes the waiting jobs' tables from the store, in the order they
+// came, and passes those it has not (or has damaged) to the builds.
+func (b *Builder[K]) read() {
+	for {
+		b.mu.Lock()
+		if b.closed || len(b.stored) == 0 {
+			b.reading = false
+			b.mu.Unlock()
+			return
+		}
+		j := b.stored[0]
+		b.stored = slices.Delete(b.stored, 0, 1)
+		b.mu.Unlock()
+
+		began := time.Now()
+		t, kind, err := b.store.Load(j.BuildID, j.HasSFrame)
+		j.Took = time.Since(began)
+		if err == nil {
+			j.Table, j.Kind, j.Stored = t, kind, true
+			b.finish(j)
+			continue
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			j.StoreErr = err
+		}
+		b.mu.Lock()
+		if b.closed {
+			j.File.Close()
+		} else {
+			b.queueBuild(j)
+		}
+		b.mu.Unlock()
 	}
 }
 
@@ -96,7 +164,7 @@ func (b *Builder[K]) work() {
 	for {
 		b.mu.Lock()
 		if b.closed || len(b.queue) == 0 {
-			b.running = false
+			b.building = false
 			b.mu.Unlock()
 			return
 		}
@@ -112,16 +180,27 @@ func (b *Builder[K]) work() {
 
 		began := time.Now()
 		j.Table, j.Kind, j.SFrameErr, j.Err = b.build(j.File, j.Name, j.HasSFrame)
-		j.Took = time.Since(began)
-		j.File.Close()
-
-		b.mu.Lock()
-		b.done = append(b.done, j)
-		b.mu.Unlock()
-		select {
-		case b.finished <- struct{}{}:
-		default:
+		j.Took += time.Since(began)
+		// A table built with an .sframe error worked around is not
+		// stored: the error would not be reported again.
+		if b.store != nil && j.BuildID != "" && j.Err == nil && j.SFrameErr == nil {
+			if err := b.store.Save(j.BuildID, j.HasSFrame, j.Table, j.Kind); err != nil && j.StoreErr == nil {
+				j.StoreErr = err
+			}
 		}
+		b.finish(j)
+	}
+}
+
+// finish hands j over to Take.
+func (b *Builder[K]) finish(j *Job[K]) {
+	j.File.Close()
+	b.mu.Lock()
+	b.done = append(b.done, j)
+	b.mu.Unlock()
+	select {
+	case b.finished <- struct{}{}:
+	default:
 	}
 }
 
@@ -138,7 +217,7 @@ func (b *Builder[K]) Take() []*Job[K] {
 // closed Builder with nothing under way finishes nothing.
 func (b *Builder[K]) Wait(d time.Duration) bool {
 	b.mu.Lock()
-	idle := b.closed && !b.running
+	idle := b.closed && !b.reading && !b.building
 	b.mu.Unlock()
 	if idle {
 		return false
@@ -153,16 +232,16 @@ func (b *Builder[K]) Wait(d time.Duration) bool {
 	}
 }
 
-// Close drops the queued jobs and waits for the build under way, if any,
-// to end: nothing of the Builder's outlives it (its file descriptors, its
-// goroutine, a table half built).
+// Close drops the queued jobs and waits for the read and the build under
+// way, if any, to end: nothing of the Builder's outlives it (its file
+// descriptors, its goroutines, a table half built).
 func (b *Builder[K]) Close() {
 	b.mu.Lock()
 	b.closed = true
-	for _, j := range b.queue {
+	for _, j := range append(b.stored, b.queue...) {
 		j.File.Close()
 	}
-	b.queue = nil
+	b.stored, b.queue = nil, nil
 	b.mu.Unlock()
 	b.workers.Wait()
 }

@@ -3,6 +3,7 @@ package unwind
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -21,7 +22,7 @@ func TestBuildOrder(t *testing.T) {
 		started <- name
 		<-gate
 		return nil, 0, nil, io.EOF
-	})
+	}, nil)
 	defer b.Close()
 	submit := func(name string, cost int64) {
 		f, err := os.Open(os.Args[0])
@@ -66,7 +67,7 @@ func TestBuildClosed(t *testing.T) {
 	b := NewBuilder[int](func(io.ReaderAt, string, bool) (*sframe.Table, Method, error, error) {
 		t.Error("a closed builder built a table")
 		return nil, 0, nil, io.EOF
-	})
+	}, nil)
 	b.Close()
 	f, err := os.Open(os.Args[0])
 	if err != nil {
@@ -91,7 +92,7 @@ func TestBuildCloseWaits(t *testing.T) {
 			built = append(built, name)
 			<-gate
 			return nil, 0, nil, io.EOF
-		})
+		}, nil)
 		queued := make([]*os.File, 2)
 		for i, name := range []string{"first", "queued"} {
 			f, err := os.Open(os.Args[0])
@@ -125,4 +126,57 @@ func TestBuildCloseWaits(t *testing.T) {
 			t.Error("the built job's file is still open")
 		}
 	})
+}
+
+// TestBuilderStore: with a store, a table is built once and stored; the
+// next run's builder reads it instead of building it, and a damaged file
+// is built again, said in StoreErr, and replaced.
+func TestBuilderStore(t *testing.T) {
+	dir := t.TempDir()
+	builds := 0
+	run := func() *Job[string] {
+		s, err := OpenStore(dir, "producer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := NewBuilder[string](func(io.ReaderAt, string, bool) (*sframe.Table, Method, error, error) {
+			builds++
+			return smallTable(t), MethodEHFrame, nil, nil
+		}, s)
+		defer b.Close()
+		f, err := os.Open(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Submit(&Job[string]{Key: "app", File: f, Name: "app", BuildID: "ab12"})
+		for {
+			if done := b.Take(); len(done) > 0 {
+				return done[0]
+			}
+			b.Wait(time.Minute)
+		}
+	}
+	if j := run(); j.Err != nil || j.Stored || j.StoreErr != nil || builds != 1 {
+		t.Fatalf("first run: err %v, stored %v, store error %v, %d builds; want 1 build, stored after", j.Err, j.Stored, j.StoreErr, builds)
+	}
+	j := run()
+	if j.Err != nil || !j.Stored || j.StoreErr != nil || builds != 1 {
+		t.Fatalf("second run: err %v, stored %v, store error %v, %d builds; want the stored table", j.Err, j.Stored, j.StoreErr, builds)
+	}
+	sameTable(t, "app", smallTable(t), j.Table)
+	path := filepath.Join(dir, "ab12.eh.unwind")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 1
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if j := run(); j.Err != nil || j.Stored || j.StoreErr == nil || builds != 2 {
+		t.Fatalf("damaged file: err %v, stored %v, store error %v, %d builds; want a build and the damage said", j.Err, j.Stored, j.StoreErr, builds)
+	}
+	if j := run(); !j.Stored || builds != 2 {
+		t.Fatalf("after the rebuild: stored %v, %d builds; want the replaced file read", j.Stored, builds)
+	}
 }

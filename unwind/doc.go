@@ -2,8 +2,9 @@
 // depend on how a profiler tracks processes: why an unwind stopped (Stop)
 // and whether the stack it leaves is whole, how a frame was found
 // (Method), building a binary's unwind table from its .sframe and
-// .eh_frame (BuildTable), and building tables in the background, one at a
-// time, cheapest first (Builder).
+// .eh_frame (BuildTable), building tables in the background, one at a
+// time, cheapest first (Builder), and keeping built tables on disk by
+// build ID for later runs (Store).
 //
 // The collector keeps the process table, decides which processes need
 // stack copies, and walks each copy with sframe.Unwinder over the tables

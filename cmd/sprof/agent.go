@@ -234,6 +234,7 @@ func runAgent(e *env, args []string) error {
 	}
 	cfg := o.sampling.config(o.frequency)
 	cfg.Symbolizer = o.symbolizer.newSymbolizer(e, "agent")
+	cfg.UnwindStore = o.symbolizer.unwindStore(e, "agent")
 	rec, err := agent.OpenBPF(cfg)
 	if err != nil {
 		return err

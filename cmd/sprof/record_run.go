@@ -82,6 +82,7 @@ func runRecord(e *env, args []string) error {
 	cfg.RunTimeStats = o.stats
 	cfg.Pids, cfg.Command, cfg.CgroupID, cfg.IncludeIdle = pids, follow, cgroupID, o.includeIdle
 	cfg.Symbolizer = o.symbolizer.newSymbolizer(&env{e.stdin, e.stdout, &warnings}, "record")
+	cfg.UnwindStore = o.symbolizer.unwindStore(&env{e.stdin, e.stdout, &warnings}, "record")
 	if rec != nil {
 		cfg.Sink = rec
 	}

@@ -51,6 +51,35 @@ func linking(path string) string {
 	return "statically linked"
 }
 
+// goBuildID returns the Go build ID of the executable at path, from its
+// .note.go.buildid section: a hash of what the Go toolchain built it from,
+// which changes with any change of sprof's code, uncommitted ones too.
+func goBuildID(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := f.Section(".note.go.buildid")
+	if s == nil {
+		return "", fmt.Errorf("%s: no .note.go.buildid section", path)
+	}
+	note, err := s.Data()
+	if err != nil {
+		return "", fmt.Errorf("%s: .note.go.buildid: %w", path, err)
+	}
+	// A note: name size, desc size, type 4, the name "Go\x00\x00", the
+	// build ID.
+	if len(note) < 16 || f.ByteOrder.Uint32(note) != 4 || f.ByteOrder.Uint32(note[8:]) != 4 || string(note[12:16]) != "Go\x00\x00" {
+		return "", fmt.Errorf("%s: .note.go.buildid is not a Go build ID note", path)
+	}
+	n := f.ByteOrder.Uint32(note[4:])
+	if n == 0 || uint64(n) > uint64(len(note)-16) {
+		return "", fmt.Errorf("%s: .note.go.buildid: build ID of %d bytes in a note of %d", path, n, len(note))
+	}
+	return string(note[16 : 16+n]), nil
+}
+
 func buildVersion() string {
 	if version != "" {
 		return version
