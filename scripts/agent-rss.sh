@@ -11,8 +11,10 @@
 # /proc/PID/status; at the end it prints the steady RSS (the median and
 # the largest after the first two intervals), the peak (VmHWM), the
 # agent's CPU time (utime+stime from /proc/PID/stat, which other load on
-# the host does not inflate as it does a wall-clock share) and the host's
-# load average over the run, to judge it by. Needs root.
+# the host does not inflate as it does a wall-clock share) over the whole
+# run and after its first 30 s (start-up: loading the BPF programs,
+# reading every process, mapping the tables), and the host's load
+# average over the run, to judge it by. Needs root.
 # SPROF_BIN names a sprof binary to measure instead of building one
 # (for a host without Go); AGENT_PROFILE names a pprof file in which
 # sprof records the agent's own CPU profile over the measured run.
@@ -91,12 +93,18 @@ if [ -n "${AGENT_PROFILE:-}" ]; then
 	"$tmp/sprof" record -p "$agent" -F 499 -d "${secs}s" -o "$AGENT_PROFILE" 2>"$tmp/profile.log" &
 fi
 : >"$tmp/rss"
+cpu30= t30=
 while [ $(($(date +%s) - start)) -lt "$secs" ]; do
 	sleep 5
 	kill -0 "$agent" 2>/dev/null || { echo "agent exited:"; cat "$tmp/agent.log"; exit 1; }
-	awk -v t=$(($(date +%s) - start)) '/^VmRSS:/ {r=$2} /^VmHWM:/ {h=$2} END {print t, r, h}' "/proc/$agent/status" >>"$tmp/rss"
+	t=$(($(date +%s) - start))
+	awk -v t=$t '/^VmRSS:/ {r=$2} /^VmHWM:/ {h=$2} END {print t, r, h}' "/proc/$agent/status" >>"$tmp/rss"
+	if [ -z "$cpu30" ] && [ "$t" -ge 30 ]; then
+		cpu30=$(awk '{print $14 + $15}' "/proc/$agent/stat") t30=$t
+	fi
 done
 cpu=$(awk '{print $14 + $15}' "/proc/$agent/stat")
+tend=$(($(date +%s) - start))
 load1=$(cut -d' ' -f1 /proc/loadavg)
 # Where the RSS is at the end: the Go heap and runtime (anonymous), the
 # agent's own binary, the GSYM files mapped, the BPF maps and rings.
@@ -120,8 +128,9 @@ n=$(wc -l <"$tmp/steady")
 median=$(sed -n "$(((n + 1) / 2))p" "$tmp/steady")
 max=$(tail -n 1 "$tmp/steady")
 awk -v m="$median" -v x="$max" -v hwm="$hwm" -v cpu="$cpu" -v hz="$hz" -v secs="$secs" -v procs="$procs" -v busy="$busy" \
-	-v load0="$load0" -v load1="$load1" 'BEGIN {
-	printf "agent, %d s, 19 Hz host-wide, %d extra processes (%d busy): RSS steady median %.1f MB, max %.1f MB; peak (VmHWM) %.1f MB; CPU %.1f s (%.2f%% of one core); host load %s to %s\n",
-		secs, procs, busy, m / 1024, x / 1024, hwm / 1024, cpu / hz, 100 * cpu / hz / secs, load0, load1
+	-v load0="$load0" -v load1="$load1" -v cpu30="${cpu30:-0}" -v t30="${t30:-0}" -v tend="$tend" 'BEGIN {
+	printf "agent, %d s, 19 Hz host-wide, %d extra processes (%d busy): RSS steady median %.1f MB, max %.1f MB; peak (VmHWM) %.1f MB; CPU %.1f s (%.2f%% of one core), after the first %d s %.2f%%; host load %s to %s\n",
+		secs, procs, busy, m / 1024, x / 1024, hwm / 1024, cpu / hz, 100 * cpu / hz / secs,
+		t30, (tend > t30 ? 100 * (cpu - cpu30) / hz / (tend - t30) : 0), load0, load1
 }'
 cat "$tmp/smaps"
