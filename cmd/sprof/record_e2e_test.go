@@ -142,16 +142,32 @@ func sampleShare(t *testing.T, p *profile.Profile, comm, what string, match func
 // returns the profile.
 func chainOfRunning(t *testing.T, comm string, chain []string, bin string, args ...string) *profile.Profile {
 	t.Helper()
-	p := profileRunning(t, bin, args...)
+	p, _ := chainOfRunningWith(t, nil, comm, chain, bin, args...)
+	return p
+}
+
+// chainOfRunningWith is chainOfRunning with flags added to sprof record's;
+// it also returns what sprof wrote to stderr.
+func chainOfRunningWith(t *testing.T, flags []string, comm string, chain []string, bin string, args ...string) (*profile.Profile, string) {
+	t.Helper()
+	p, stderr := profileRunningWith(t, flags, bin, args...)
 	share, total := chainShare(t, p, comm, chain)
 	checkShare(t, share, total, strings.Join(chain, "<-"))
-	return p
+	return p, stderr
 }
 
 // profileRunning starts bin with args, waits until it has run for 100 ms
 // of CPU time (past ld.so or the Go runtime's start, into its loop), then
 // profiles it (recordCPU) and returns the profile.
 func profileRunning(t *testing.T, bin string, args ...string) *profile.Profile {
+	t.Helper()
+	p, _ := profileRunningWith(t, nil, bin, args...)
+	return p
+}
+
+// profileRunningWith is profileRunning with flags added to sprof record's;
+// it also returns what sprof wrote to stderr.
+func profileRunningWith(t *testing.T, flags []string, bin string, args ...string) (*profile.Profile, string) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	cmd := exec.Command(bin, args...)
@@ -165,21 +181,22 @@ func profileRunning(t *testing.T, bin string, args ...string) *profile.Profile {
 		return err == nil && ran >= 100*time.Millisecond
 	})
 	out := filepath.Join(t.TempDir(), "cpu.pb.gz")
-	recordCPU(t, pid, out)
-	return parseProfile(t, out)
+	stderr := recordCPU(t, pid, out, flags...)
+	return parseProfile(t, out), stderr
 }
 
 // recordCPU records process pid with `sprof record -F 499 -p` into out
 // until it has run 2 s more of CPU time (about 1,000 samples), however
 // long a loaded host takes to give it that, then kills it: the recording
 // ends as `record -p` does when its processes exit. The caller reaps it.
-func recordCPU(t *testing.T, pid int, out string) {
+// flags are added to sprof record's; it returns what sprof wrote to stderr.
+func recordCPU(t *testing.T, pid int, out string, flags ...string) string {
 	t.Helper()
 	ready := make(chan struct{})
 	stderr := &startWatch{ready: ready}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(&env{strings.NewReader(""), io.Discard, stderr}, []string{"record", "-F", "499", "-p", strconv.Itoa(pid), "-o", out})
+		done <- run(&env{strings.NewReader(""), io.Discard, stderr}, append([]string{"record", "-F", "499", "-p", strconv.Itoa(pid), "-o", out}, flags...))
 	}()
 	select {
 	case <-ready:
@@ -193,6 +210,7 @@ func recordCPU(t *testing.T, pid int, out string) {
 	if code := <-done; code != 0 {
 		t.Fatalf("sprof record -p %d: exit %d\n%s", pid, code, stderr.String())
 	}
+	return stderr.String()
 }
 
 // checkShare fails t unless share, of total samples of 2 s of a
@@ -235,7 +253,13 @@ func TestRecordCFramePointerChain(t *testing.T) {
 // stack copy with .eh_frame: >= 99% of the samples end in run <- main with
 // only libc's frames and compare, as the leaf, above run.
 func TestRecordNoFramePointerChain(t *testing.T) {
-	p := profileRunning(t, fixture("unwind", "spin-ehframe")) // spins until killed
+	checkThroughLibc(t, profileRunning(t, fixture("unwind", "spin-ehframe"))) // spins until killed
+}
+
+// checkThroughLibc checks that >= 99% of the samples of spin-ehframe in p
+// are whole (throughLibc).
+func checkThroughLibc(t *testing.T, p *profile.Profile) {
+	t.Helper()
 	var total, match int64
 	var bad []string
 	for _, s := range p.Sample {
@@ -284,6 +308,48 @@ func throughLibc(s *profile.Sample) bool {
 		}
 	}
 	return i == 1 || inLibc(locs[i-2])
+}
+
+// TestRecordAutoUnwindChains: the unwinding accuracy tests of code
+// without frame pointers (through libc, in a thread, PLT leaves) with
+// --unwind auto, at the same bars: the kernel walks the stacks over the
+// binaries' tables once loaded, the stack copy stands in until then.
+// Most of the samples must be the kernel's walks (--stats), or the test
+// would prove the copy path again.
+func TestRecordAutoUnwindChains(t *testing.T) {
+	auto := []string{"--unwind", "auto", "--stats"}
+	t.Run("libc", func(t *testing.T) {
+		p, stderr := profileRunningWith(t, auto, fixture("unwind", "spin-ehframe"))
+		checkThroughLibc(t, p)
+		checkKernelWalked(t, p, stderr)
+	})
+	t.Run("thread", func(t *testing.T) {
+		p, stderr := chainOfRunningWith(t, auto, "nofp", []string{"c", "b", "a", "thread"}, fixture("bpf", "nofp"), "thread")
+		checkKernelWalked(t, p, stderr)
+	})
+	t.Run("plt", func(t *testing.T) {
+		p, stderr := chainOfRunningWith(t, auto, "plt", []string{"c", "b", "a", "main"}, fixture("e2e", "plt"), "600")
+		checkKernelWalked(t, p, stderr)
+	})
+}
+
+// checkKernelWalked fails t unless sprof's --stats, in stderr, say the
+// kernel walked at least half of p's samples whole over tables.
+func checkKernelWalked(t *testing.T, p *profile.Profile, stderr string) {
+	t.Helper()
+	var total int64
+	for _, s := range p.Sample {
+		total += s.Value[0]
+	}
+	_, after, ok := strings.Cut(stderr, "unwinding in the kernel: ")
+	var whole int64
+	if ok {
+		whole, _ = strconv.ParseInt(strings.Fields(after)[0], 10, 64)
+	}
+	t.Logf("the kernel walked %d of %d samples whole", whole, total)
+	if whole*2 < total {
+		t.Errorf("the kernel walked %d of %d samples whole, want at least half; stderr:\n%s", whole, total, stderr)
+	}
 }
 
 // TestRecordThreadChain: the same chain without frame pointers in a second
