@@ -13,9 +13,9 @@
  * The switch itself is the hot path: a host may switch 100,000 times a
  * second, nearly all of them for waits far below the minimum. So a switch
  * costs two probes of one cache line of the table (switch_out, switch_in)
- * and, when either thread is followed, one clock read; no other helper
- * calls and no other memory. All the rest is paid for by waits that reach
- * the minimum.
+ * and, when either thread is followed, the time schedule() has just read
+ * into the runqueue (switch_time); no helper calls, no clock read and no
+ * other memory. All the rest is paid for by waits that reach the minimum.
  *
  * A thread's user stack can only be read in its own context. A thread that
  * waited in a system call runs no user code until the call returns, so its
@@ -97,6 +97,9 @@ volatile const __u64 off_cpu_min_ns;
  * process rather than those in copy_pids, as the sampler's. */
 volatile const __u32 stack_copy_size;
 volatile const bool copy_all;
+/* Whether to count the switch-ins below off_cpu_min_ns (COUNT_SHORT): a
+ * counter on the path of nearly every switch, kept for --stats. */
+volatile const bool count_short;
 
 /* Replaced by the sampler's maps of the same names at load time
  * (CollectionOptions.MapReplacements): one ring, one filter. */
@@ -137,13 +140,14 @@ enum offcpu_slot {
 	SLOT_WAYS = 4,
 	/* pid_max is at most 2^22 (PID_MAX_LIMIT on 64-bit). */
 	SLOT_TAG_BITS = 22 - SLOT_SET_BITS,
-	SLOT_STATE_BITS = 2,
-	/* 2^(64-9) units of 16 ns: 18 years of uptime. */
-	SLOT_TIME_SHIFT = 4,
+	/* enum offcpu_slot_state and the SLOT_YIELDED bit. */
+	SLOT_STATE_BITS = 3,
+	/* 2^(64-10) units of 32 ns: 18 years of uptime. */
+	SLOT_TIME_SHIFT = 5,
 };
 
 #define SLOT_TAG_MASK ((1ULL << SLOT_TAG_BITS) - 1)
-#define SLOT_STATE_MASK ((1ULL << SLOT_STATE_BITS) - 1)
+#define SLOT_STATE_MASK 3ULL
 #define SLOT_LOW_BITS (SLOT_TAG_BITS + SLOT_STATE_BITS)
 
 enum offcpu_slot_state {
@@ -157,6 +161,10 @@ enum offcpu_slot_state {
 	 * returned: the same wait goes on (a futex woken but taken by
 	 * another thread), and is added to the pending record. */
 	SLOT_PENDING_OFF = 3,
+	/* With SLOT_OFF: the thread left the CPU runnable, not preempted,
+	 * which is the kernel's schedule() on its way back to user space
+	 * (arm64 only; see yielded). */
+	SLOT_YIELDED = 4,
 };
 
 struct slot_set {
@@ -207,7 +215,7 @@ enum offcpu_counter {
 	COUNT_DROPPED, /* waits noted but never sent: their slot taken by
 			* another thread (switch_outs), or pending when the
 			* sys_exit hook went off */
-	COUNT_SHORT,   /* switch-ins below off_cpu_min_ns */
+	COUNT_SHORT,   /* switch-ins below off_cpu_min_ns, if count_short */
 	COUNT_CUT,     /* waits in system calls sent without their user stack
 			* while the sys_exit hook was off (exit_gen 0) */
 	COUNT_EXITS,   /* system call exits seen, for user space's budget */
@@ -235,13 +243,33 @@ struct {
 /* Kernel types beyond vmlinux.h's, as local CO-RE flavours (the ___offcpu
  * suffix is dropped when matching the kernel's BTF). */
 
+struct rq___offcpu {
+	__u64 clock;
+} __attribute__((preserve_access_index));
+
+struct cfs_rq___offcpu {
+	struct rq___offcpu *rq;
+} __attribute__((preserve_access_index));
+
+struct sched_entity___offcpu {
+	struct cfs_rq___offcpu *cfs_rq;
+} __attribute__((preserve_access_index));
+
+struct task_struct___offcpu {
+	void *stack;
+	char comm[16];
+	unsigned int __state;
+	struct sched_entity___offcpu se;
+} __attribute__((preserve_access_index));
+
 /* Whether the registers were saved on entry to a system call that has not
  * returned yet, so that its sys_exit is still to come. On x86-64 the
  * entry sets ax to -ENOSYS and the call's return value replaces it before
  * sys_exit: a thread preempted on its way back to user space, after
  * sys_exit, still has the call's number in orig_ax, and would otherwise
  * wait for the next call's exit and take that call's user stack. arm64
- * keeps no such mark (x0 is the first argument, then the return value). */
+ * keeps no such mark (x0 is the first argument, then the return value):
+ * there the switch-out tells (yielded). */
 #if defined(__TARGET_ARCH_x86)
 struct pt_regs___offcpu {
 	unsigned long orig_ax; /* the call's number; -1 for interrupts */
@@ -250,17 +278,38 @@ struct pt_regs___offcpu {
 #define OFFCPU_ENOSYS 38
 #define in_syscall(regs) ((long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), orig_ax) >= 0 && \
 			  (long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), ax) == -OFFCPU_ENOSYS)
+#define yielded(preempt, task) false
 #else
+/* arm64 sets syscallno on entry (NO_SYSCALL, -1, outside system calls)
+ * and leaves it until the next entry, so it alone cannot tell a thread
+ * that left the CPU on its way back to user space, past sys_exit, from
+ * one still in its call: such a thread would wait for the next call's
+ * exit and take that call's user stack. The switch-out tells: on its way
+ * out the thread calls schedule() while runnable, where a wait inside a
+ * call sleeps (not runnable) or is preempted (cond_resched, an interrupt
+ * in a preemptible kernel). sched_yield(2) looks the same, and its record
+ * is sent at once, with the user pc alone. */
 struct pt_regs___offcpu {
-	int syscallno; /* NO_SYSCALL (-1) outside system calls */
+	int syscallno;
 } __attribute__((preserve_access_index));
 #define in_syscall(regs) (BPF_CORE_READ((struct pt_regs___offcpu *)(regs), syscallno) >= 0)
-#endif
 
-struct task_struct___offcpu {
-	void *stack;
-	char comm[16];
+/* Linux 5.10-5.13's name and type for __state. */
+struct task_struct___pre514 {
+	long state;
 } __attribute__((preserve_access_index));
+
+static __always_inline long task_state(struct task_struct *task)
+{
+	struct task_struct___offcpu *t = (void *)task;
+
+	if (bpf_core_field_exists(t->__state))
+		return t->__state;
+	return ((struct task_struct___pre514 *)task)->state;
+}
+
+#define yielded(preempt, task) (!(preempt) && task_state(task) == 0 /* TASK_RUNNING */)
+#endif
 
 static __always_inline void count(__u32 which)
 {
@@ -348,6 +397,11 @@ static __always_inline __u64 slot_state(__u64 v)
 	return (v >> SLOT_TAG_BITS) & SLOT_STATE_MASK;
 }
 
+static __always_inline bool slot_yielded(__u64 v)
+{
+	return (v >> SLOT_TAG_BITS) & SLOT_YIELDED;
+}
+
 static __always_inline struct slot_set *set_of(__u32 tid)
 {
 	__u32 set = tid & (SLOT_SETS - 1);
@@ -371,30 +425,50 @@ static __always_inline int way_of(struct slot_set *set, __u32 tid)
 }
 
 /* The time of this switch, read once and only when a followed thread is
- * switched out or in: a clock read is most of a switch's cost. */
-static __always_inline __u64 switch_time(__u64 *now)
+ * switched out or in: the clock of this CPU's runqueue, which schedule()
+ * has just set (update_rq_clock), reached from the task's CFS runqueue
+ * (every task has one, whatever its class, for the CPU it is on). Three
+ * loads, where a clock read (bpf_ktime_get_ns) took about 140 ns on a
+ * paravirtual VM, most of a switch's cost. It is sched_clock's time: ns,
+ * from another origin than CLOCK_MONOTONIC, so only differences of it
+ * are used (records carry bpf_ktime_get_ns), and where sched_clock is not
+ * kept in step across CPUs (an unstable TSC) a wait that changed CPU may
+ * be off by up to a tick. Without CONFIG_FAIR_GROUP_SCHED (no cfs_rq in
+ * sched_entity), the clock read. 0: no time to be had. */
+static __always_inline __u64 switch_time(struct task_struct *task, __u64 *now)
 {
-	if (!*now)
+	struct task_struct___offcpu *t = (void *)task;
+
+	if (*now)
+		return *now;
+	if (bpf_core_field_exists(t->se.cfs_rq)) {
+		struct cfs_rq___offcpu *cfs = t->se.cfs_rq;
+
+		*now = cfs ? cfs->rq->clock : 0;
+	} else {
 		*now = bpf_ktime_get_ns();
+	}
 	return *now;
 }
 
 /* prev, the current task, leaves the CPU: note when, in its own slot, a
  * free one, or the one of the thread off the CPU longest. */
-static __always_inline void switch_out(struct task_struct *prev, __u64 *now)
+static __always_inline void switch_out(bool preempt, struct task_struct *prev, __u64 *now)
 {
 	__u32 tid = prev->pid;
 	struct slot_set *set;
-	__u64 v, state = SLOT_OFF, oldest = ~0ULL;
+	__u64 v, state = SLOT_OFF, oldest = ~0ULL, at;
 	int i, w;
 
-	if (!wanted(prev) || !(set = set_of(tid)))
+	if (!wanted(prev) || !(set = set_of(tid)) || !(at = switch_time(prev, now)))
 		return;
 	w = way_of(set, tid);
 	if (w < SLOT_WAYS) {
 		v = set->way[w];
 		if (slot_state(v) == SLOT_PENDING_ON)
 			state = SLOT_PENDING_OFF;
+		else if (yielded(preempt, prev))
+			state |= SLOT_YIELDED;
 	} else {
 #pragma unroll
 		for (i = 0; i < SLOT_WAYS; i++) {
@@ -410,9 +484,11 @@ static __always_inline void switch_out(struct task_struct *prev, __u64 *now)
 		}
 		if (i == SLOT_WAYS)
 			count(COUNT_DROPPED);
+		if (yielded(preempt, prev))
+			state |= SLOT_YIELDED;
 	}
 	if (w < SLOT_WAYS) /* for the verifier */
-		set->way[w] = slot_value(switch_time(now), state, tid);
+		set->way[w] = slot_value(at, state, tid);
 }
 
 /* Fills the record's header for a wait of off ns that ended at back on
@@ -464,13 +540,15 @@ static __always_inline void send(struct offcpu_buf *b)
 
 /* The wait of next, off the CPU for off ns, reached the minimum: send its
  * record now, with its kernel stack and user pc, or, for a wait in a
- * system call while the sys_exit hook is on, keep it for sys_exit. Returns
- * whether it is pending. */
-static __always_inline bool long_wait(struct task_struct *next, __u64 off, __u64 now)
+ * system call while the sys_exit hook is on, keep it for sys_exit. A
+ * thread that yielded on its way back to user space waits for no
+ * sys_exit. Returns whether it is pending. */
+static __always_inline bool long_wait(struct task_struct *next, __u64 off, bool yielded)
 {
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = next->pid, zero = 0, cpu = bpf_get_smp_processor_id();
 	struct pt_regs *regs = regs_of(next);
-	bool in_call = !regs || in_syscall(regs);
+	bool in_call = !regs || (!yielded && in_syscall(regs));
 	__u64 gen = exit_gen;
 	struct offcpu_buf *b;
 	struct pending *p, *blank;
@@ -535,8 +613,10 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *at)
 	if (w >= SLOT_WAYS)
 		return;
 	v = set->way[w];
-	now = switch_time(at);
-	off = now - slot_time(v);
+	now = switch_time(next, at);
+	/* No time, or a clock behind the switch-out's: a wait too short to
+	 * tell. */
+	off = now > slot_time(v) ? now - slot_time(v) : 0;
 	switch (slot_state(v)) {
 	case SLOT_PENDING_OFF:
 		p = bpf_map_lookup_elem(&pendings, &tid);
@@ -552,13 +632,14 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *at)
 	case SLOT_OFF:
 		if (off < off_cpu_min_ns) {
 			set->way[w] = 0;
-			count(COUNT_SHORT);
+			if (count_short)
+				count(COUNT_SHORT);
 			return;
 		}
 		/* Pending from here, so that the thread's next switch-out
 		 * (before its system call returns) finds it so. */
 		set->way[w] = slot_value(now, SLOT_PENDING_ON, tid);
-		if (!long_wait(next, off, now))
+		if (!long_wait(next, off, slot_yielded(v)))
 			set->way[w] = 0;
 		return;
 	}
@@ -571,7 +652,7 @@ int BPF_PROG(switch_task, bool preempt, struct task_struct *prev, struct task_st
 {
 	__u64 now = 0;
 
-	switch_out(prev, &now);
+	switch_out(preempt, prev, &now);
 	switch_in(next, &now);
 	return 0;
 }

@@ -43,7 +43,8 @@ type OffCPUStats struct {
 	// returned while the sys_exit hook was on.
 	Switches, SyscallExits, RunTimeNs uint64
 	// Sent counts the records put in the ring, Short the switch-ins of
-	// followed threads below OffCPUMin, which cost no record.
+	// followed threads below OffCPUMin, which cost no record (counted with
+	// Config.RunTimeStats only: a counter on nearly every switch).
 	Sent, Short uint64
 	// Lost counts waits of OffCPUMin or more that went unrecorded: their
 	// record found the ring full, another thread took their place in the
@@ -107,6 +108,7 @@ func (s *Sampler) loadOffCPU(cfg Config, ringSize int, cpus int) error {
 		"off_cpu_min_ns":  uint64(min),
 		"stack_copy_size": uint32(cfg.StackCopy),
 		"copy_all":        cfg.CopyAll,
+		"count_short":     cfg.RunTimeStats,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("set off-CPU BPF variable %s: %w", name, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +16,10 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize"
@@ -330,6 +334,9 @@ func TestOffCPUStorm(t *testing.T) {
 // between two threads on CPU 0, every process followed as a host-wide
 // profile does:
 //
+//   - empty-program: a program that returns at once on sched_switch, the
+//     floor of any hook there (the tracepoint's call into BPF), for the
+//     others to be read against;
 //   - no-emit: an OffCPUMin no wait reaches, no sys_exit hook: what every
 //     switch costs (the switch-out noted, the switch-in looked up);
 //   - emit-kernel: OffCPUMin 1 ns, kernel stacks only: a record with the
@@ -355,71 +362,114 @@ func BenchmarkOffCPU(b *testing.B) {
 		user   bool
 		budget int
 	}{
+		{"empty-program", 0, false, 0},
 		{"no-emit", time.Hour, false, 0},
 		{"emit-kernel", 1, false, 0},
 		{"emit-user", 1, true, -1},
 		{"min=1ms", time.Millisecond, true, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			var base, with, baseCPU, withCPU, switches, runNs, sent, lost, pauses uint64
+			var base, with, baseCPU, withCPU uint64
+			var total, st0, st OffCPUStats
 			for b.Loop() {
 				trips, cpu := storm(b, "1")
 				base, baseCPU = base+trips, baseCPU+cpu
-				s, err := Open(Config{User: tc.user, Kernel: true, OffCPU: true, OffCPUMin: tc.min,
-					OffCPUExitBudget: tc.budget, RunTimeStats: true})
-				if err != nil {
-					b.Fatal(err)
+				var stats func() OffCPUStats
+				var stop func()
+				if tc.name == "empty-program" {
+					stats, stop = emptySwitchProgram(b)
+				} else {
+					stats, stop = openOffCPU(b, Config{User: tc.user, Kernel: true, OffCPU: true, OffCPUMin: tc.min,
+						OffCPUExitBudget: tc.budget, RunTimeStats: true})
 				}
-				done := make(chan struct{})
-				go func() { // drain as the collector would
-					defer close(done)
-					for {
-						select {
-						case <-s.Ready():
-						case <-time.After(100 * time.Millisecond):
-						}
-						if _, err := s.Read(func(*Sample) {}); err != nil {
-							return
-						}
-					}
-				}()
 				storm(b, "0.5")
-				st0, err := s.Stats()
-				if err != nil {
-					b.Fatal(err)
-				}
+				st0 = stats()
 				trips, cpu = storm(b, "1")
 				with, withCPU = with+trips, withCPU+cpu
-				st, err := s.Stats()
-				if err != nil {
-					b.Fatal(err)
-				}
-				switches += st.OffCPU.Switches - st0.OffCPU.Switches
-				runNs += st.OffCPU.RunTimeNs - st0.OffCPU.RunTimeNs
-				sent += st.OffCPU.Sent - st0.OffCPU.Sent
-				lost += st.OffCPU.Lost - st0.OffCPU.Lost
-				pauses += st.OffCPU.ExitHookPauses
-				s.Close()
-				<-done
+				st = stats()
+				stop()
+				total.Switches += st.Switches - st0.Switches
+				total.RunTimeNs += st.RunTimeNs - st0.RunTimeNs
+				total.Sent += st.Sent - st0.Sent
+				total.Lost += st.Lost - st0.Lost
+				total.ExitHookPauses += st.ExitHookPauses
 			}
 			n := float64(b.N)
-			b.ReportMetric(float64(runNs)/float64(switches), "bpf-ns/switch")
-			b.ReportMetric(float64(sent)/float64(switches), "records/switch")
-			b.ReportMetric(float64(lost)/n, "lost/op")
-			b.ReportMetric(float64(pauses)/n, "exit-hook-pauses/op")
+			b.ReportMetric(float64(total.RunTimeNs)/float64(total.Switches), "bpf-ns/switch")
+			b.ReportMetric(float64(total.Sent)/float64(total.Switches), "records/switch")
+			b.ReportMetric(float64(total.Lost)/n, "lost/op")
+			b.ReportMetric(float64(total.ExitHookPauses)/n, "exit-hook-pauses/op")
 			b.ReportMetric(float64(base)/n, "baseline-trips/s")
 			b.ReportMetric(float64(with)/n, "storm-trips/s")
 			b.ReportMetric(float64(baseCPU)/float64(base), "baseline-cpu-ns/trip")
 			b.ReportMetric(float64(withCPU)/float64(with), "storm-cpu-ns/trip")
-			b.ReportMetric(float64(switches)/n, "switches/s")
+			b.ReportMetric(float64(total.Switches)/n, "switches/s")
 		})
 	}
 }
 
+// openOffCPU opens a sampler with cfg and drains its ring as the
+// collector would; it returns its off-CPU statistics and what closes it.
+func openOffCPU(b *testing.B, cfg Config) (stats func() OffCPUStats, stop func()) {
+	s, err := Open(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-s.Ready():
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := s.Read(func(*Sample) {}); err != nil {
+				return
+			}
+		}
+	}()
+	stats = func() OffCPUStats {
+		st, err := s.Stats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return st.OffCPU
+	}
+	return stats, func() { s.Close(); <-done }
+}
+
+// emptySwitchProgram attaches a program that returns at once to
+// sched_switch, with the kernel's run-time statistics on: its run count
+// is the switches, its run time what the statistics themselves cost.
+func emptySwitchProgram(b *testing.B) (stats func() OffCPUStats, stop func()) {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp,
+		AttachTo: "sched_switch", License: "GPL", Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	enabled, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stats = func() OffCPUStats {
+		ps, err := prog.Stats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return OffCPUStats{Switches: ps.RunCount, RunTimeNs: uint64(ps.Runtime)}
+	}
+	return stats, func() { l.Close(); enabled.Close(); prog.Close() }
+}
+
 // TestOffCPUStackCopy: with stack copies, an off-CPU record of a wait in
-// a system call carries the user stack from SP, whose first word, as the
-// frameless syscall(2) wrapper leaves it, is the return address into the
-// fixture's code that called it.
+// a system call carries the user stack from SP. The frameless syscall(2)
+// wrapper leaves on it a return address into the fixture's code that
+// called it: on x86-64 its first word; on arm64, where the call's return
+// address is in the link register, the caller's frame record at FP.
 func TestOffCPUStackCopy(t *testing.T) {
 	requireFixture(t)
 	fx := loadELF(t, offCPUPath)
@@ -438,16 +488,23 @@ func TestOffCPUStackCopy(t *testing.T) {
 			return
 		}
 		copies++
-		ret := binary.NativeEndian.Uint64(x.StackCopy)
+		at := uint64(0) // where the return address is in the copy
+		if runtime.GOARCH == "arm64" {
+			at = x.FP - x.SP + 8 // {fp, lr}
+			if x.FP < x.SP || at+8 > uint64(len(x.StackCopy)) {
+				return
+			}
+		}
+		ret := binary.NativeEndian.Uint64(x.StackCopy[at:])
 		if ret >= fx.text.Addr && ret < fx.text.Addr+fx.text.Size {
 			returns++
 		}
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d chain_b records, %d with a stack copy, %d of those starting with a return address into the fixture", records, copies, returns)
+	t.Logf("%d chain_b records, %d with a stack copy, %d of those with a return address into the fixture where it belongs", records, copies, returns)
 	if records == 0 || copies != records || returns != copies {
-		t.Errorf("%d records in chain_b, %d with copies, %d starting with a return address", records, copies, returns)
+		t.Errorf("%d records in chain_b, %d with copies, %d with a return address where it belongs", records, copies, returns)
 	}
 }
 

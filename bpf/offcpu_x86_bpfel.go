@@ -72,6 +72,7 @@ const (
 	offcpuVarCaptureUser    = "capture_user"
 	offcpuVarCgroupId       = "cgroup_id"
 	offcpuVarCopyAll        = "copy_all"
+	offcpuVarCountShort     = "count_short"
 	offcpuVarExitGen        = "exit_gen"
 	offcpuVarFilterPids     = "filter_pids"
 	offcpuVarOffCpuMinNs    = "off_cpu_min_ns"
@@ -150,6 +151,7 @@ type offcpuVariableSpecs struct {
 	CaptureUser    *ebpf.VariableSpec `ebpf:"capture_user"`
 	CgroupId       *ebpf.VariableSpec `ebpf:"cgroup_id"`
 	CopyAll        *ebpf.VariableSpec `ebpf:"copy_all"`
+	CountShort     *ebpf.VariableSpec `ebpf:"count_short"`
 	ExitGen        *ebpf.VariableSpec `ebpf:"exit_gen"`
 	FilterPids     *ebpf.VariableSpec `ebpf:"filter_pids"`
 	OffCpuMinNs    *ebpf.VariableSpec `ebpf:"off_cpu_min_ns"`
@@ -211,6 +213,7 @@ type offcpuVariables struct {
 	CaptureUser    *ebpf.Variable `ebpf:"capture_user"`
 	CgroupId       *ebpf.Variable `ebpf:"cgroup_id"`
 	CopyAll        *ebpf.Variable `ebpf:"copy_all"`
+	CountShort     *ebpf.Variable `ebpf:"count_short"`
 	ExitGen        *ebpf.Variable `ebpf:"exit_gen"`
 	FilterPids     *ebpf.Variable `ebpf:"filter_pids"`
 	OffCpuMinNs    *ebpf.Variable `ebpf:"off_cpu_min_ns"`
