@@ -278,7 +278,7 @@ echo "@@@ kernel \$(uname -r) \$(uname -m) \$(nproc) CPUs, perf_event_paranoid \
 run() { # suite dir binary pattern
 	cd /sprof/\$2
 	echo "@@@ begin \$1"
-	./\$3 -test.v -test.count=1 -test.timeout=$((vm_timeout * 2 / 3))s -test.run "\$4" 2>&1
+	./\$3 -test.v -test.count=1 -test.timeout=$((vm_timeout * 2 / 3))s -test.run "\$4" </dev/null 2>&1
 	echo "@@@ end \$1 rc=\$?"
 }
 run bpf bpf bpf.test '$bpf_tests'

@@ -717,14 +717,16 @@ func TestPlaceholderPattern(t *testing.T) {
 func TestRecordOffCPU(t *testing.T) {
 	// The fixture prints its own measure to its stdout, which sprof leaves
 	// to the command: a shell sends it to a file and execs the fixture in
-	// its place.
+	// its place, with stdin at its end, where the fixture starts (the
+	// test's own stdin may be a terminal or, in the kernel matrix's VMs, the
+	// console, which never ends).
 	bin, err := filepath.Abs(fixture("bpf", "offcpu"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	measured := filepath.Join(t.TempDir(), "measured")
 	p, errs := recordProfile(t, "--off-cpu", "--cpu", "-F", "499", "--stats", "--off-cpu-syscall-budget", "0", "--",
-		"sh", "-c", `exec "$0" pipe 100 5000 >"$1"`, bin, measured)
+		"sh", "-c", `exec "$0" pipe 100 5000 >"$1" </dev/null`, bin, measured)
 	out, err := os.ReadFile(measured)
 	if err != nil {
 		t.Fatal(err)
@@ -789,7 +791,7 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 	dir := t.TempDir()
 	out, measured := filepath.Join(dir, "waits.otlp.pb"), filepath.Join(dir, "measured")
 	code, _, errs := runSprof("record", "-o", out, "--off-cpu", "--off-cpu-syscall-budget", "0", "--",
-		"sh", "-c", `exec "$0" pipe 60 5000 >"$1"`, bin, measured)
+		"sh", "-c", `exec "$0" pipe 60 5000 >"$1" </dev/null`, bin, measured)
 	if code != 0 {
 		t.Fatalf("sprof record: exit %d\n%s", code, errs)
 	}
