@@ -463,27 +463,25 @@ static __always_inline void switch_out(bool preempt, struct task_struct *prev, _
 	if (!wanted(prev) || !(set = set_of(tid)) || !(at = switch_time(prev, now)))
 		return;
 	w = way_of(set, tid);
-	if (w < SLOT_WAYS) {
-		v = set->way[w];
-		if (slot_state(v) == SLOT_PENDING_ON)
-			state = SLOT_PENDING_OFF;
-		else if (yielded(preempt, prev))
-			state |= SLOT_YIELDED;
+	if (w < SLOT_WAYS && slot_state(set->way[w]) == SLOT_PENDING_ON) {
+		state = SLOT_PENDING_OFF;
 	} else {
+		if (w == SLOT_WAYS) {
 #pragma unroll
-		for (i = 0; i < SLOT_WAYS; i++) {
-			v = set->way[i];
-			if (!v) {
-				w = i;
-				break;
+			for (i = 0; i < SLOT_WAYS; i++) {
+				v = set->way[i];
+				if (!v) {
+					w = i;
+					break;
+				}
+				if (v < oldest) { /* the time is in the high bits */
+					oldest = v;
+					w = i;
+				}
 			}
-			if (v < oldest) { /* the time is in the high bits */
-				oldest = v;
-				w = i;
-			}
+			if (i == SLOT_WAYS)
+				count(COUNT_DROPPED);
 		}
-		if (i == SLOT_WAYS)
-			count(COUNT_DROPPED);
 		if (yielded(preempt, prev))
 			state |= SLOT_YIELDED;
 	}
