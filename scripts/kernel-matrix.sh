@@ -57,24 +57,26 @@ go=${GO:-go}
 #     minutes on 2 cores with all eight VMs): the end-to-end chain tests
 #     (frame pointers, none through libc, threads, PLT leaves, kernel
 #     frames, pprof output and what the kernel cannot do said at start),
-#     and loading the sampler with every option.
+#     loading the sampler with every option, and the off-CPU program's
+#     (1-3 s a VM).
 #   kernel (make kernel-matrix): also `sprof check` against the kernel's
 #     facts and the bpf tests of what differs between kernels: the
 #     frame-pointer walk with its leaf and PLT rules and stack switches,
 #     kernel stacks through the syscall entry, stack bounds and copies, the
-#     cgroup filter, fork hooks and off-CPU waits.
+#     cgroup filter, fork hooks, off-CPU waits and stack copies, and
+#     sprof record --off-cpu (the off-CPU tests took 30-140 s a VM).
 #   full (make kernel-matrix-full): all of ./bpf's tests and the end-to-end
 #     ones.
 chains='TestRecordCFramePointerChain|TestRecordNoFramePointerChain|TestRecordThreadChain|TestRecordPLTLeafChain|TestRecordKernelFrames|TestRecordPprofTop'
 scope=${SPROF_MATRIX_SCOPE:-chains}
 case $scope in
 chains)
-	bpf_tests='^TestEveryPathLoads$'
+	bpf_tests='^(TestEveryPathLoads|TestOffCPUProgramLoads)$'
 	sprof_tests="^($chains)\$"
 	;;
 kernel)
-	bpf_tests='^(TestEveryPathLoads|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits)$'
-	sprof_tests="^($chains|TestCheckAsRoot|TestCheckUnprivileged)\$"
+	bpf_tests='^(TestEveryPathLoads|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
+	sprof_tests="^($chains|TestCheckAsRoot|TestCheckUnprivileged|TestRecordOffCPU)\$"
 	;;
 full)
 	bpf_tests='.'
