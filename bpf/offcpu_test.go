@@ -275,14 +275,20 @@ func TestDecodeOffCPU(t *testing.T) {
 // storm runs the fixture's context-switch storm for the given seconds on
 // CPU 0, where its two threads must switch to hand over the byte, and
 // returns its round trips and the CPU time it used, BPF programs run in
-// its context included.
+// its context included. It runs SCHED_FIFO where chrt may set that, as
+// scripts/offcpu-storm.sh does, so that the host's other work takes
+// little of CPU 0 and its throughput measures the storm.
 func storm(t testing.TB, seconds string) (trips, cpuNs uint64) {
 	t.Helper()
 	taskset, err := exec.LookPath("taskset")
 	if err != nil {
 		t.Skipf("taskset pins the storm to one CPU: %v", err)
 	}
-	cmd := exec.Command(taskset, "-c", "0", offCPUPath, "storm", seconds)
+	args := []string{taskset, "-c", "0", offCPUPath, "storm", seconds}
+	if chrt, err := exec.LookPath("chrt"); err == nil && exec.Command(chrt, "-f", "1", "true").Run() == nil {
+		args = append([]string{chrt, "-f", "1"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin = strings.NewReader("go\n")
 	out, err := cmd.Output()
 	if err != nil {
