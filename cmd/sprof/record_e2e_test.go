@@ -772,7 +772,14 @@ func TestRecordOffCPU(t *testing.T) {
 		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of %v; the fixture measured %v in its waits",
 			time.Duration(offB), time.Duration(offPipe), time.Duration(offAll), time.Duration(waitNs))
 	}
-	if cpuA < cpuAll*3/4 {
+	// Emulated, the kernel's code (chain_b's system calls) runs many times
+	// slower than the fixture's spin: there the spin has most samples
+	// (71-79% on the matrix's kernels), not three quarters.
+	least := cpuAll * 3 / 4
+	if testenv.EmulatedCPU() {
+		least = cpuAll/2 + 1
+	}
+	if cpuA < least {
 		t.Errorf("CPU: %d of %d samples in chain_a", cpuA, cpuAll)
 	}
 }
