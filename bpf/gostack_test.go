@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/unwind/goruntime"
@@ -168,20 +167,10 @@ func BenchmarkGoMorestack(b *testing.B) {
 						}
 					}
 				}
-				for b.Loop() {
-					time.Sleep(10 * time.Millisecond)
-					if _, err := s.Read(count); err != nil {
-						b.Fatal(err)
-					}
+				drainEach10ms(b, s, count)
+				if samples == 0 {
+					b.Fatal("no samples")
 				}
-				st, err := s.Stats()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if st.RunCount == 0 || samples == 0 {
-					b.Fatalf("no runs (%+v) or samples (%d)", st, samples)
-				}
-				b.ReportMetric(float64(st.RunTimeNs)/float64(st.RunCount), "bpf-ns/run")
 				b.ReportMetric(float64(under)/float64(samples), "under-morestack")
 				b.ReportMetric(float64(past)/float64(max(under, 1)), "followed")
 			})
