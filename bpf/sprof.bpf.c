@@ -803,17 +803,19 @@ static __always_inline bool read_word(__u64 addr, __u64 *v)
 static __always_inline bool follow_goroutine(struct scratch_value *s)
 {
 	struct fp_walk *w = &s->walk;
-	__u32 tgid = s->rec.hdr.pid, at = w->at;
+	__u32 tgid = s->rec.hdr.pid, at = w->at - 1; /* the last frame's slot */
 	__u64 last, g, m, g0, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
 	struct go_proc *gp;
 
-	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0 || at == 0 ||
-	    at > MAX_FRAMES)
+	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0)
 		return false;
 	gp = bpf_map_lookup_elem(&go_procs, &tgid);
 	if (!gp)
 		return false;
-	last = s->rec.frames[at - 1];
+	/* As in put_user_frame, a bound the 5.10 verifier keeps. */
+	if (at >= MAX_FRAMES)
+		return false;
+	last = s->rec.frames[at];
 	if (w->n > 1)
 		last--; /* a return address: the call before it */
 	if (last < gp->morestack_start || last >= gp->morestack_end)
