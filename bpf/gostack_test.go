@@ -100,9 +100,15 @@ func TestWalkFollowsMorestack(t *testing.T) {
 		if err := s.SetGo(uint32(pid), g); err != nil {
 			t.Fatal(err)
 		}
-		got := collectN(t, s, 50, growing(pid, g))
-		if len(got) < 50 {
-			t.Fatalf("%d samples under morestack, want >= 50", len(got))
+		// An emulated CPU sustains a fraction of the rate: 21 were seen
+		// in the kernel matrix's arm64 VM on a loaded host.
+		want := 50
+		if testenv.EmulatedCPU() {
+			want = 15
+		}
+		got := collectN(t, s, want, growing(pid, g))
+		if len(got) < want {
+			t.Fatalf("%d samples under morestack, want >= %d", len(got), want)
 		}
 		whole := 0
 		var bad []string

@@ -551,6 +551,9 @@ struct fp_walk {
 	bool leaf_unsure;
 	/* follow_goroutine ran: a walk jumps to the goroutine once. */
 	bool goroutine;
+	/* The last user frame written: follow_goroutine's, read without a
+	 * variable index, which Linux 5.10's verifier cannot always bound. */
+	__u64 last;
 	/* arm64: the sample's g register, R28 (see follow_goroutine). */
 	__u64 g_reg;
 	/* The table walk (table_step): the registers of the frame to unwind
@@ -602,6 +605,7 @@ static __always_inline void put_user_frame(struct scratch_value *s, __u64 addr)
 		return;
 	}
 	s->rec.frames[at] = addr;
+	w->last = addr;
 	w->at = at + 1;
 	w->n++;
 }
@@ -803,8 +807,8 @@ static __always_inline bool read_word(__u64 addr, __u64 *v)
 static __always_inline bool follow_goroutine(struct scratch_value *s)
 {
 	struct fp_walk *w = &s->walk;
-	__u32 tgid = s->rec.hdr.pid, at = w->at - 1; /* the last frame's slot */
-	__u64 last, g, m, g0, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
+	__u32 tgid = s->rec.hdr.pid;
+	__u64 last = w->last, g, m, g0, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
 	struct go_proc *gp;
 
 	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0)
@@ -812,10 +816,6 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 	gp = bpf_map_lookup_elem(&go_procs, &tgid);
 	if (!gp)
 		return false;
-	/* As in put_user_frame, a bound the 5.10 verifier keeps. */
-	if (at >= MAX_FRAMES)
-		return false;
-	last = s->rec.frames[at];
 	if (w->n > 1)
 		last--; /* a return address: the call before it */
 	if (last < gp->morestack_start || last >= gp->morestack_end)

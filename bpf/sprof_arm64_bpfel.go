@@ -106,6 +106,7 @@ type sprofScratchValue struct {
 		LeafUnsure bool
 		Goroutine  bool
 		_          [5]byte
+		Last       uint64
 		G_reg      uint64
 		Tpc        uint64
 		Tsp        uint64
