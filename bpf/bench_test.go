@@ -39,30 +39,42 @@ func BenchmarkBPFRun(b *testing.B) {
 				startFixture(b, tc.stack...)
 				s := openSampler(b, Config{Frequency: tc.hz, User: true, Kernel: true, features: pathFeatures(path.without), RunTimeStats: true})
 				var samples, frames int
-				var reading time.Duration
 				count := func(x *Sample) { samples++; frames += len(x.User) + len(x.Kernel) }
-				for b.Loop() {
-					time.Sleep(10 * time.Millisecond)
-					start := time.Now()
-					if _, err := s.Read(count); err != nil {
-						b.Fatal(err)
-					}
-					reading += time.Since(start)
+				reading := drainEach10ms(b, s, count)
+				if samples == 0 {
+					b.Fatal("no samples")
 				}
-				st, err := s.Stats()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if st.RunCount == 0 || samples == 0 {
-					b.Fatalf("no runs (%+v) or samples (%d)", st, samples)
-				}
-				b.ReportMetric(float64(st.RunTimeNs)/float64(st.RunCount), "bpf-ns/run")
 				b.ReportMetric(float64(frames)/float64(samples), "frames/sample")
 				b.ReportMetric(float64(samples)/b.Elapsed().Seconds(), "samples/s")
 				b.ReportMetric(float64(reading.Nanoseconds())/float64(samples), "read-ns/sample")
 			})
 		}
 	}
+}
+
+// drainEach10ms reads s into count every 10 ms for b's loop, reports the
+// program's run time per run (bpf-ns/run) and returns the time reading
+// took.
+func drainEach10ms(b *testing.B, s *Sampler, count func(*Sample)) time.Duration {
+	b.Helper()
+	var reading time.Duration
+	for b.Loop() {
+		time.Sleep(10 * time.Millisecond)
+		start := time.Now()
+		if _, err := s.Read(count); err != nil {
+			b.Fatal(err)
+		}
+		reading += time.Since(start)
+	}
+	st, err := s.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if st.RunCount == 0 {
+		b.Fatalf("no runs (%+v)", st)
+	}
+	b.ReportMetric(float64(st.RunTimeNs)/float64(st.RunCount), "bpf-ns/run")
+	return reading
 }
 
 // BenchmarkStackCopyCost measures the program's cost per sample on the

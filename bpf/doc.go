@@ -29,7 +29,23 @@
 // goroutine stacks from the same heap arena, and runtime.systemstack links
 // g0's records back to a goroutine stack that may lie below. Without
 // it, a Go program calling time.Now lost its callers in ~45% of those
-// samples and a cgo program in ~90%. The one frame the records cannot give is the leaf's
+// samples and a cgo program in ~90%. Go's runtime.morestack, which grows a
+// goroutine's stack, leaves no such link: it saves the goroutine's context
+// in g.sched, switches to g0 and clears the frame pointer before calling
+// newstack, so the walk ends at morestack. In processes user space names
+// ([Sampler.SetGo], with what unwind/goruntime reads from the executable:
+// morestack's range from .gopclntab, g's thread-local slot, the offsets of
+// g, m and gobuf fields from the binary's DWARF or, without it, a per-version
+// table checked against DWARF of binaries the toolchain builds) the walk
+// goes on there as Go's traceback does: g0 from thread-local storage
+// (amd64: fsbase plus runtime.tlsg's offset) or R28 (arm64), its m, the
+// goroutine m.curg, and from curg.sched the function that called
+// morestack, its caller and the frame pointers within curg.stack; every
+// read checked (g is m.g0, curg.m is m, sched.pc follows a call, sched.sp
+// lies in curg.stack), a failed one leaving the stack ending at morestack,
+// which user space marks truncated (follow_goroutine in sprof.bpf.c). Go in
+// a shared object (its g in dynamic TLS) and g0 reached from a signal
+// handler are not followed. The one frame the records cannot give is the leaf's
 // caller when the frame-pointer register does not yet (prologue), no longer
 // (epilogue) or never (frameless leaf, which GCC emits even with
 // -fno-omit-frame-pointer) name the leaf's record; it is taken from the top of

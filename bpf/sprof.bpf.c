@@ -549,6 +549,13 @@ struct fp_walk {
 	/* The leaf's caller could not be told (see leaf_return): the record
 	 * is flagged truncated once the walk ends, which it must not stop. */
 	bool leaf_unsure;
+	/* follow_goroutine ran: a walk jumps to the goroutine once. */
+	bool goroutine;
+	/* The last user frame written: follow_goroutine's, read without a
+	 * variable index, which Linux 5.10's verifier cannot always bound. */
+	__u64 last;
+	/* arm64: the sample's g register, R28 (see follow_goroutine). */
+	__u64 g_reg;
 	/* The table walk (table_step): the registers of the frame to unwind
 	 * next, whether it is the topmost, why the walk stopped (enum
 	 * table_stop, 0 while it goes on), and the mapping last found, which
@@ -598,6 +605,7 @@ static __always_inline void put_user_frame(struct scratch_value *s, __u64 addr)
 		return;
 	}
 	s->rec.frames[at] = addr;
+	w->last = addr;
 	w->at = at + 1;
 	w->n++;
 }
@@ -710,6 +718,7 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 	w->stack_lo = stack->lo;
 	w->mapped_end = stack->mapped_end;
 	w->switches = 0;
+	w->goroutine = false;
 	w->fp = fp;
 	w->sp = sp;
 	w->stack_end = stack->end;
@@ -744,6 +753,123 @@ static __always_inline bool walk_chunk(struct scratch_value *s)
 		if (fp_step(s))
 			return true;
 	return false;
+}
+
+/* Per Go process (Sampler.SetGo): where runtime.morestack lies, absolute,
+ * and how to find the goroutine whose stack it grows: g's offset from the
+ * thread pointer (amd64) and the runtime's structure offsets (see
+ * unwind/goruntime). Shared with gostack.go. */
+struct go_proc {
+	__u64 morestack_start, morestack_end;
+	__s64 tls_g;
+	__u16 g_stack, g_m, g_sched, m_g0, m_curg;
+	__u16 gobuf_sp, gobuf_pc, gobuf_lr, gobuf_bp;
+	__u16 pad[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tgid */
+	__type(value, struct go_proc);
+} go_procs SEC(".maps");
+
+/* The aligned user word at addr, into *v. */
+static __always_inline bool read_word(__u64 addr, __u64 *v)
+{
+	return addr >= MIN_USER_ADDR && addr < MAX_USER_ADDR && !(addr & 7) &&
+	       bpf_probe_read_user(v, sizeof(*v), (void *)addr) == 0;
+}
+
+/*
+ * Go's runtime.morestack, called from a function's prologue when its
+ * goroutine's stack is too small, saves the function's context in
+ * g.sched, switches to the thread's g0 stack and clears the frame pointer
+ * before it calls newstack: the walk of a sample taken while a stack grows
+ * ends at morestack's return address, as if that were the outermost frame.
+ * There it goes on as Go's own traceback does, at the goroutine: g, the
+ * thread's g0 (amd64: in thread-local storage, at tls_g from fsbase; arm64:
+ * in R28), m = g0.m, and the goroutine m.curg, each read checked and
+ * required to agree (g is m.g0, curg.m is m, as Go's traceback requires);
+ * then the frames curg.sched.pc (the function whose prologue called
+ * morestack, which must follow a call), its caller's return address (amd64:
+ * the word at sched.sp; arm64: sched.lr) and the frame-pointer walk from
+ * sched.bp within the goroutine's stack [curg.stack.lo, curg.stack.hi).
+ * A failed check leaves the walk ended at morestack, which user space marks
+ * truncated (collector/gostack.go). Once per walk.
+ *
+ * From the goroutine's stack the walk may switch stacks once more: while
+ * copystack adjusts the frames it copied to the new stack, innermost
+ * first, the records not adjusted yet still link to their originals on the
+ * old stack, which is intact until copystack frees it, and whose chain goes
+ * on to the goroutine's root.
+ */
+static __always_inline bool follow_goroutine(struct scratch_value *s)
+{
+	struct fp_walk *w = &s->walk;
+	__u32 tgid = s->rec.hdr.pid;
+	__u64 last = w->last, g, m, g0, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
+	struct go_proc *gp;
+
+	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0)
+		return false;
+	gp = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!gp)
+		return false;
+	if (w->n > 1)
+		last--; /* a return address: the call before it */
+	if (last < gp->morestack_start || last >= gp->morestack_end)
+		return false;
+	w->goroutine = true;
+#if defined(__TARGET_ARCH_x86)
+	if (!read_word(BPF_CORE_READ(current_task(), thread.fsbase) + gp->tls_g, &g))
+		return false;
+#else
+	g = w->g_reg;
+#endif
+	if (!read_word(g + gp->g_m, &m) || !read_word(m + gp->m_g0, &g0) || g0 != g ||
+	    !read_word(m + gp->m_curg, &curg) || !read_word(curg + gp->g_m, &curg_m) || curg_m != m ||
+	    !read_word(curg + gp->g_stack, &stack[0]) || !read_word(curg + gp->g_stack + 8, &stack[1]))
+		return false;
+	sched = curg + gp->g_sched;
+	if (!read_word(sched + gp->gobuf_sp, &sp) || !read_word(sched + gp->gobuf_pc, &pc) ||
+	    !read_word(sched + gp->gobuf_bp, &bp) || sp < stack[0] || sp >= stack[1] || !after_call(pc))
+		return false;
+#if defined(__TARGET_ARCH_x86)
+	if (!read_word(sp, &ret))
+		return false;
+#else
+	if (!read_word(sched + gp->gobuf_lr, &ret))
+		return false;
+#endif
+	ret = code_addr(ret);
+	if (ret < MIN_USER_ADDR || ret >= MAX_USER_ADDR)
+		return false;
+	put_user_frame(s, pc);
+	put_user_frame(s, ret);
+	w->fp = bp;
+	w->lo = sp;
+	w->end = stack[1];
+	w->stack_lo = stack[0];
+	w->mapped_end = stack[1];
+	w->switches = MAX_STACK_SWITCHES - 1;
+	return true;
+}
+
+/* Runs the frame-pointer walk walk_user set up to its end, on to the
+ * goroutine where it ends in morestack (follow_goroutine): with bpf_loop,
+ * or a chunk here and the rest in tail calls of walk_compat. */
+static __always_inline void walk_rest(struct bpf_perf_event_data *ctx, struct scratch_value *s,
+				      const bool walk_helpers)
+{
+	if (walk_helpers) {
+		bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
+		if (follow_goroutine(s))
+			bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
+	} else if (!walk_chunk(s) || follow_goroutine(s)) {
+		bpf_tail_call(ctx, &walk_tail, 0);
+		s->walk.flags |= SAMPLE_USER_TRUNCATED; /* the tail calls ran out */
+	}
 }
 
 /* A copy that faults (bpf_probe_read_user fails whole and says nothing of
@@ -847,6 +973,7 @@ static __always_inline bool wants_copy(__u32 tgid)
 
 struct user_regs {
 	__u64 pc, sp, fp, lr;
+	__u64 g; /* arm64: R28, which Go code keeps g in */
 };
 
 /* Whether saved registers are those of a 64-bit user process: amd64's
@@ -906,6 +1033,7 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 		r->sp = ctx->regs.sp;
 		r->fp = ctx->regs.regs[29];
 		r->lr = ctx->regs.regs[30];
+		r->g = ctx->regs.regs[28];
 		return true;
 	}
 #endif
@@ -931,6 +1059,7 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 	r->fp = PT_REGS_FP_CORE(regs);
 #if defined(__TARGET_ARCH_arm64)
 	r->lr = PT_REGS_RET_CORE(regs);
+	r->g = BPF_CORE_READ((const struct user_pt_regs *)regs, regs[28]);
 #endif
 	return true;
 }
@@ -1303,6 +1432,7 @@ static __always_inline void table_start(struct scratch_value *s, struct user_reg
 
 	put_user_frame(s, r->pc);
 	w->leaf_unsure = false;
+	w->goroutine = false;
 	w->tpc = r->pc;
 	w->tsp = r->sp;
 	w->tfp = r->fp;
@@ -1334,23 +1464,26 @@ static __always_inline int after_tables(struct bpf_perf_event_data *ctx, struct 
 		return finish(s);
 	}
 	stack = stack_of(h->sp, true, walk_helpers);
+	w->sp = h->sp;
+	w->stack_end = stack.end;
+	w->guessed = stack.guessed;
+	/* A Go stack that grows: the walk went past morestack's return
+	 * address, where the frame pointer is 0, and on to the goroutine. */
+	w->fp = w->tfp;
+	if (w->n > 1 && follow_goroutine(s)) {
+		w->flags |= SAMPLE_USER_TABLES;
+		walk_rest(ctx, s, walk_helpers);
+		return finish(s);
+	}
 	if (w->n > 1) {
 		w->flags |= SAMPLE_USER_TABLES | SAMPLE_USER_TRUNCATED;
-		w->sp = h->sp;
-		w->stack_end = stack.end;
-		w->guessed = stack.guessed;
 		return finish(s);
 	}
 	w->at = h->kernel_frames;
 	w->n = 0;
 	w->flags = 0;
 	walk_user(s, h->pc, h->sp, h->fp, h->lr, &stack);
-	if (walk_helpers) {
-		bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
-	} else if (!walk_chunk(s)) {
-		bpf_tail_call(ctx, &walk_tail, 0);
-		s->walk.flags |= SAMPLE_USER_TRUNCATED; /* the tail calls ran out */
-	}
+	walk_rest(ctx, s, walk_helpers);
 	return finish(s);
 }
 
@@ -1398,6 +1531,7 @@ static __always_inline int sample_with(struct bpf_perf_event_data *ctx, const bo
 	h->sp = regs.sp;
 	h->fp = regs.fp;
 	h->lr = regs.lr;
+	s->walk.g_reg = regs.g;
 	if (!capture_user || !regs.pc)
 		return finish(s);
 	if (table_unwind) {
@@ -1410,12 +1544,7 @@ static __always_inline int sample_with(struct bpf_perf_event_data *ctx, const bo
 	}
 	stack = stack_of(regs.sp, true, walk_helpers);
 	walk_user(s, regs.pc, regs.sp, regs.fp, regs.lr, &stack);
-	if (walk_helpers) {
-		bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
-	} else if (!walk_chunk(s)) {
-		bpf_tail_call(ctx, &walk_tail, 0);
-		s->walk.flags |= SAMPLE_USER_TRUNCATED; /* never: the first tail call cannot fail */
-	}
+	walk_rest(ctx, s, walk_helpers);
 	return finish(s);
 }
 
@@ -1446,10 +1575,7 @@ int walk_compat(struct bpf_perf_event_data *ctx)
 
 	if (!s)
 		return 0;
-	if (!walk_chunk(s)) {
-		bpf_tail_call(ctx, &walk_tail, 0);
-		s->walk.flags |= SAMPLE_USER_TRUNCATED;
-	}
+	walk_rest(ctx, s, false);
 	return finish(s);
 }
 

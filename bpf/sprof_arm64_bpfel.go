@@ -13,6 +13,23 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sprofGoProc struct {
+	_              structs.HostLayout
+	MorestackStart uint64
+	MorestackEnd   uint64
+	TlsG           int64
+	G_stack        uint16
+	G_m            uint16
+	G_sched        uint16
+	M_g0           uint16
+	M_curg         uint16
+	GobufSp        uint16
+	GobufPc        uint16
+	GobufLr        uint16
+	GobufBp        uint16
+	Pad            [3]uint16
+}
+
 type sprofPyProc struct {
 	_                 structs.HostLayout
 	InterpHead        uint64
@@ -87,7 +104,10 @@ type sprofScratchValue struct {
 		StackEnd   uint64
 		Guessed    bool
 		LeafUnsure bool
-		_          [6]byte
+		Goroutine  bool
+		_          [5]byte
+		Last       uint64
+		G_reg      uint64
 		Tpc        uint64
 		Tsp        uint64
 		Tfp        uint64
@@ -168,6 +188,7 @@ type sprofUnwindTable struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	sprofMapCopyPids           = "copy_pids"
+	sprofMapGoProcs            = "go_procs"
 	sprofMapLost               = "lost"
 	sprofMapPids               = "pids"
 	sprofMapPyThreads          = "py_threads"
@@ -262,6 +283,7 @@ type sprofProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sprofMapSpecs struct {
 	CopyPids     *ebpf.MapSpec `ebpf:"copy_pids"`
+	GoProcs      *ebpf.MapSpec `ebpf:"go_procs"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	Pids         *ebpf.MapSpec `ebpf:"pids"`
 	PyThreads    *ebpf.MapSpec `ebpf:"py_threads"`
@@ -322,6 +344,7 @@ func (o *sprofObjects) Close() error {
 // It can be passed to loadSprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sprofMaps struct {
 	CopyPids     *ebpf.Map `ebpf:"copy_pids"`
+	GoProcs      *ebpf.Map `ebpf:"go_procs"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	Pids         *ebpf.Map `ebpf:"pids"`
 	PyThreads    *ebpf.Map `ebpf:"py_threads"`
@@ -344,6 +367,7 @@ type sprofMaps struct {
 func (m *sprofMaps) Close() error {
 	return _SprofClose(
 		m.CopyPids,
+		m.GoProcs,
 		m.Lost,
 		m.Pids,
 		m.PyThreads,

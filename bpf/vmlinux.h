@@ -98,6 +98,14 @@ struct css_set {
 	struct cgroup *dfl_cgrp; /* the cgroup v2 cgroup */
 };
 
+#if defined(__TARGET_ARCH_x86)
+/* The user thread pointer, saved here by arch_prctl(ARCH_SET_FS) and
+ * clone(CLONE_SETTLS), the ways Go's runtime and C libraries set it. */
+struct thread_struct {
+	unsigned long fsbase;
+};
+#endif
+
 struct task_struct {
 	unsigned int flags;
 	int pid;
@@ -106,6 +114,9 @@ struct task_struct {
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 	struct css_set *cgroups;
+#if defined(__TARGET_ARCH_x86)
+	struct thread_struct thread;
+#endif
 };
 
 #if defined(__TARGET_ARCH_x86)

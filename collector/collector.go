@@ -150,6 +150,7 @@ type Collector struct {
 	// kernelTables is Options.KernelTables.
 	kernelTables bool
 	py           *pythons // nil without Options.Python
+	gos          goStacks
 	jit          *jitProcesses
 	self         uint32
 	interval     time.Duration
@@ -261,6 +262,7 @@ func New(opts Options) (*Collector, error) {
 			c.watchJITDump(pid, m.bin)
 		}
 	}
+	c.readGo()
 	if opts.Python {
 		c.py = newPythons(opts.ProcRoot)
 		for pid, img := range c.table.byPid {
@@ -323,6 +325,7 @@ func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan s
 	if c.py != nil {
 		c.py.attach(src)
 	}
+	c.attachGo(src)
 	tick := time.NewTicker(c.interval)
 	defer tick.Stop()
 	var ready <-chan struct{} // nil, never ready, unless src is a Notifier
@@ -385,6 +388,7 @@ func (c *Collector) drain(src Source, final bool) error {
 		c.stats.Busy += threadCPU() - began
 	}()
 	c.pend, c.arena = c.pend[:0], c.arena[:0]
+	c.attachGo(src)
 	if c.py != nil {
 		c.py.attach(src)
 	}
@@ -514,6 +518,7 @@ func (c *Collector) apply(e *event) {
 	switch e.kind {
 	case eventExec:
 		c.table.exec(e.pid)
+		c.forgetGo(e.pid)
 		if c.py != nil {
 			c.py.forget(e.pid)
 		}
@@ -527,6 +532,7 @@ func (c *Collector) apply(e *event) {
 			c.table.mmap(e.pid, e.m, false)
 			c.table.files.pin(e.pid, &e.m)
 			c.watchJITDump(e.pid, e.m.bin)
+			c.markGo(e.pid, &e.m)
 			if c.unw != nil {
 				c.unw.consider(e.pid, &e.m)
 				c.unw.kernelMap(e.pid, &e.m)
@@ -548,6 +554,9 @@ func (c *Collector) apply(e *event) {
 		if c.py != nil && e.pid == e.tid {
 			c.py.forget(e.pid)
 		}
+		if e.pid == e.tid {
+			c.forgetGo(e.pid)
+		}
 	}
 }
 
@@ -566,6 +575,9 @@ func (c *Collector) add(p *pending) {
 	}
 	if c.py != nil && img != nil && img.exited == 0 {
 		c.py.consider(p.key.pid, img)
+	}
+	if img != nil && img.exited == 0 {
+		c.considerGo(p.key.pid, p.key.set, user)
 	}
 	if c.unw != nil && img != nil {
 		if img.exited == 0 {

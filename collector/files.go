@@ -9,6 +9,7 @@ import (
 
 	"github.com/sprof/sprof/symbolize"
 	"github.com/sprof/sprof/symbolize/buildid"
+	"github.com/sprof/sprof/unwind/goruntime"
 )
 
 // maxPinned bounds the files kept open for symbolization. The Go runtime
@@ -32,6 +33,9 @@ type binaryFile struct {
 	// looked up (gostack.go).
 	morestack      codeRange
 	morestackKnown bool
+	// goRuntime is what the sampler needs to follow morestack to the
+	// goroutine; nil where it cannot (see goruntime.Read).
+	goRuntime *goruntime.Runtime
 }
 
 // fileKey identifies a binaryFile: by build ID when there is one, else by

@@ -2,21 +2,82 @@ package collector
 
 import (
 	"debug/elf"
-	"debug/gosym"
+	"errors"
 
 	"github.com/sprof/sprof/internal/elfx"
+	"github.com/sprof/sprof/unwind/goruntime"
 )
 
 // Go's runtime.morestack, which a function's prologue calls when its
 // goroutine's stack is too small, runs newstack on the thread's g0 stack
 // with the frame pointer cleared ("as caller may execute on another M").
 // A frame-pointer walk of a sample taken while a stack grows therefore
-// ends at morestack's frame as if it were the outermost one, without the
-// goroutine's frames that called it: Go's own traceback jumps to the
-// goroutine there, through g.m.curg.sched, which the walk cannot read. So
-// a stack whose outermost frame is in runtime.morestack is marked
-// truncated rather than shown as whole. (runtime.systemstack keeps the
-// chain linked, and the walk follows it to the goroutine.)
+// ends at morestack's frame as if it were the outermost one. The sampler
+// goes on at the goroutine, as Go's own traceback does, in the processes
+// it is told of (GoMarker): each process that maps a Go executable, told
+// before sampling for those running then, when it maps the executable
+// for those started later, and at the first sample rooted in it for any
+// missed, with what unwind/goruntime reads from the executable. A stack that still ends there (a process not told
+// yet, a Go binary goruntime cannot follow, a check in the sampler that
+// failed) is marked truncated rather than shown as whole.
+// (runtime.systemstack keeps the chain linked, and the walk follows it to
+// the goroutine.)
+
+// GoMarker is implemented by a Source whose sampler follows
+// runtime.morestack to the goroutine in the processes it is told of
+// (collector/bpfsource does, over bpf.Sampler.SetGo): rt is the
+// executable's, which pid maps with morestack at [start, end); a nil rt
+// unmarks pid.
+type GoMarker interface {
+	SetGo(pid uint32, start, end uint64, rt *goruntime.Runtime) error
+}
+
+// goStacks tracks the processes the sampler was told to follow
+// morestack in.
+type goStacks struct {
+	attached bool
+	marker   GoMarker
+	marked   map[uint32]bool
+}
+
+// executable returns the mapping of set's lowest file, where a program's
+// executable lies (PIE or not, below its libraries); nil if none.
+func executable(set *mapSet) *mapping {
+	for i := range set.maps {
+		if m := &set.maps[i]; m.bin.name[0] != '[' {
+			return m
+		}
+	}
+	return nil
+}
+
+// readGo reads the executables of the processes running now, before
+// sampling starts, for attachGo.
+func (c *Collector) readGo() {
+	for pid, img := range c.table.byPid {
+		if m := executable(img.maps); m != nil {
+			c.table.files.morestackOf(pid, m)
+		}
+	}
+}
+
+// attachGo tells the sampler behind src, once, of the Go processes
+// running now.
+func (c *Collector) attachGo(src Source) {
+	g := &c.gos
+	if g.attached {
+		return
+	}
+	g.attached = true
+	if g.marker, _ = src.(GoMarker); g.marker == nil {
+		return
+	}
+	for pid, img := range c.table.byPid {
+		if m := executable(img.maps); m != nil {
+			c.markGo(pid, m)
+		}
+	}
+}
 
 // stackEnd returns how many frames of a user stack of pid, sampled under
 // set, to keep, and whether what is kept is partial: cut where the walk
@@ -39,14 +100,59 @@ func (c *Collector) stackEnd(pid uint32, set *mapSet, user []uint64) (int, bool)
 	return n, r.start <= off && off < r.limit
 }
 
-// maxPclntab bounds the Go function table morestackOf reads: a very
-// large Go binary's is tens of MiB.
-const maxPclntab = 256 << 20
+// considerGo tells the sampler to follow morestack in pid, if not told
+// yet, when user, a stack it sampled under set, is rooted in a Go
+// executable: a goroutine's in runtime.goexit, a thread's in
+// runtime.mstart, every stack of a Go program but those of C threads.
+func (c *Collector) considerGo(pid uint32, set *mapSet, user []uint64) {
+	if c.gos.marker == nil || len(user) == 0 || c.gos.marked[pid] {
+		return
+	}
+	if m := set.find(user[len(user)-1]); m != nil {
+		c.markGo(pid, m)
+	}
+}
+
+// markGo tells the sampler to follow morestack in pid, if not told yet,
+// when m maps the code of a Go executable goruntime can follow; it
+// reports whether pid is marked. Each binary is read once (morestackOf),
+// then this costs a lookup.
+func (c *Collector) markGo(pid uint32, m *mapping) bool {
+	g := &c.gos
+	if g.marker == nil || g.marked[pid] {
+		return g.marked[pid]
+	}
+	if m.bin.name[0] == '[' {
+		return false
+	}
+	r := c.table.files.morestackOf(pid, m)
+	rt := m.bin.goRuntime
+	if rt == nil || r.start < m.offset || r.limit-m.offset > m.limit-m.start {
+		return false
+	}
+	if g.marked == nil {
+		g.marked = map[uint32]bool{}
+	}
+	g.marked[pid] = true
+	start := m.start + r.start - m.offset
+	c.note(g.marker.SetGo(pid, start, start+r.limit-r.start, rt))
+	return true
+}
+
+// forgetGo unmarks pid, which exited or exec'd.
+func (c *Collector) forgetGo(pid uint32) {
+	g := &c.gos
+	if !g.marked[pid] || g.marker == nil {
+		return
+	}
+	delete(g.marked, pid)
+	c.note(g.marker.SetGo(pid, 0, 0, nil))
+}
 
 // morestackOf returns where runtime.morestack lies in the binary pid maps
-// at m, in file offsets, read the first time from the Go function table
-// (.gopclntab, which stripping leaves); empty for a binary that is not
-// Go's, whose stacks are then not marked.
+// at m, in file offsets, read the first time with what else the sampler
+// needs to follow it (m.bin.goRuntime, nil where goruntime cannot);
+// empty for a binary that is not Go's, whose stacks are then not marked.
 func (fs *files) morestackOf(pid uint32, m *mapping) codeRange {
 	f := m.bin
 	if f.morestackKnown {
@@ -61,31 +167,23 @@ func (fs *files) morestackOf(pid uint32, m *mapping) codeRange {
 		defer h.Close()
 	}
 	elfx.Read(h, f.name, func(ef *elf.File) error {
-		pcln := ef.Section(".gopclntab")
-		if pcln == nil {
-			pcln = ef.Section(".data.rel.ro.gopclntab")
-		}
-		text := ef.Section(".text")
-		if pcln == nil || text == nil || pcln.Size > maxPclntab {
-			return nil
-		}
-		data, err := pcln.Data()
+		entry, end, err := goruntime.Morestack(ef)
 		if err != nil {
 			return err
-		}
-		tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
-		if err != nil {
-			return err
-		}
-		fn := tab.LookupFunc("runtime.morestack")
-		if fn == nil {
-			return nil
 		}
 		loads := elfx.LoadSegments(ef)
-		lo, ok1 := loads.FileOffset(fn.Entry)
-		hi, ok2 := loads.FileOffset(fn.End - 1)
-		if ok1 && ok2 {
-			f.morestack = codeRange{lo, hi + 1}
+		lo, ok1 := loads.FileOffset(entry)
+		hi, ok2 := loads.FileOffset(end - 1)
+		if !ok1 || !ok2 {
+			return nil
+		}
+		f.morestack = codeRange{lo, hi + 1}
+		rt, err := goruntime.Read(ef, h)
+		if err != nil && !errors.Is(err, goruntime.ErrUnsupported) {
+			return err
+		}
+		if rt != nil && rt.MorestackEnd-rt.MorestackStart == hi+1-lo {
+			f.goRuntime = rt
 		}
 		return nil
 	})

@@ -61,7 +61,8 @@ go=${GO:-go}
 #     (1-3 s a VM).
 #   kernel (make kernel-matrix): also `sprof check` against the kernel's
 #     facts and the bpf tests of what differs between kernels: the
-#     frame-pointer walk with its leaf and PLT rules and stack switches,
+#     frame-pointer walk with its leaf and PLT rules and stack switches
+#     (Go's runtime.morestack on the fixture built for the VMs),
 #     kernel stacks through the syscall entry, stack bounds and copies, the
 #     cgroup filter, fork hooks, off-CPU waits and stack copies, and
 #     sprof record --off-cpu (the off-CPU tests took 30-140 s a VM).
@@ -75,7 +76,7 @@ chains)
 	sprof_tests="^($chains)\$"
 	;;
 kernel)
-	bpf_tests='^(TestEveryPathLoads|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
+	bpf_tests='^(TestEveryPathLoads|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
 	sprof_tests="^($chains|TestCheckAsRoot|TestCheckUnprivileged|TestRecordOffCPU)\$"
 	;;
 full)
@@ -244,6 +245,9 @@ build_initrd() {
 	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go test -c -o "$t/sprof/bpf/bpf.test" ./bpf)
 	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go test -c -o "$t/sprof/cmd/sprof/sprof.test" ./cmd/sprof)
 	build_pprof "$arch" "$t/bin/pprof"
+	# The Go fixture the tests of the walk through runtime.morestack build
+	# with the toolchain where there is one (SPROF_GOSTACK in the VM).
+	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go build -o "$t/sprof/gostack" ./testdata/e2e/gostack)
 	for d in bpf e2e unwind; do
 		cp -r "$root/testdata/$d" "$t/sprof/testdata/"
 	done
@@ -265,7 +269,7 @@ build_initrd() {
 	cat >"$t/init" <<EOF
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
-export PATH=/usr/bin:/bin HOME=/tmp TMPDIR=/tmp CI=true SPROF_EMULATED_CPU=tcg
+export PATH=/usr/bin:/bin HOME=/tmp TMPDIR=/tmp CI=true SPROF_EMULATED_CPU=tcg SPROF_GOSTACK=/sprof/gostack
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev

@@ -17,6 +17,7 @@ import (
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/sframe"
 	"github.com/sprof/sprof/symbolize/cpython"
+	"github.com/sprof/sprof/unwind/goruntime"
 )
 
 // Source is a collector.Source reading from a *bpf.Sampler.
@@ -65,6 +66,15 @@ func (src *Source) SetCopy(pid uint32, on bool) error { return src.sampler.SetCo
 // (collector.PythonMarker).
 func (src *Source) SetPython(pid uint32, p *cpython.Process) error {
 	return src.sampler.SetPython(pid, p)
+}
+
+// SetGo has the sampler follow runtime.morestack to the goroutine in pid
+// (collector.GoMarker).
+func (src *Source) SetGo(pid uint32, start, end uint64, rt *goruntime.Runtime) error {
+	if rt == nil {
+		return src.sampler.SetGo(pid, nil)
+	}
+	return src.sampler.SetGo(pid, &bpf.GoProcess{MorestackStart: start, MorestackEnd: end, TLSG: rt.TLSG, Layout: rt.Layout})
 }
 
 // Stop stops the sampler's events before the last drain (collector.Stopper).

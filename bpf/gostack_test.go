@@ -1,0 +1,185 @@
+package bpf
+
+import (
+	"debug/elf"
+	"debug/gosym"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/unwind/goruntime"
+)
+
+// goStackFixture builds testdata/e2e/gostack with the installed toolchain
+// (or takes $SPROF_GOSTACK, built so by the kernel matrix for its VMs,
+// which have none) and returns its path, its function table and the
+// GoProcess of a process running it: the Go linker's default executable
+// is not position independent, so its addresses are the run-time ones.
+func goStackFixture(t testing.TB) (string, *gosym.Table, *GoProcess) {
+	t.Helper()
+	requireFixture(t)
+	bin := os.Getenv("SPROF_GOSTACK")
+	if bin == "" {
+		if _, err := exec.LookPath("go"); err != nil {
+			testenv.Unavailable(t, "no go toolchain to build testdata/e2e/gostack, and no $SPROF_GOSTACK")
+		}
+		bin = filepath.Join(t.TempDir(), "gostack")
+		if out, err := exec.Command("go", "build", "-o", bin, "../testdata/e2e/gostack").CombinedOutput(); err != nil {
+			t.Fatalf("build gostack: %v\n%s", err, out)
+		}
+	}
+	fh, err := os.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	f, err := elf.NewFile(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Type != elf.ET_EXEC {
+		t.Fatalf("gostack is %v, want a fixed-address executable", f.Type)
+	}
+	rt, err := goruntime.Read(f, fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcln, err := f.Section(".gopclntab").Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pcln, f.Section(".text").Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, tab, &GoProcess{MorestackStart: rt.MorestackStart, MorestackEnd: rt.MorestackEnd, TLSG: rt.TLSG, Layout: rt.Layout}
+}
+
+// funcName names the function holding user frame i of stack.
+func funcName(tab *gosym.Table, stack []uint64, i int) string {
+	pc := stack[i]
+	if i > 0 {
+		pc-- // a return address: the call before it
+	}
+	if fn := tab.PCToFunc(pc); fn != nil {
+		return fn.Name
+	}
+	return fmt.Sprintf("%#x", pc)
+}
+
+// growing keeps the samples of pid that ran under runtime.newstack: the
+// walk reached a return address into morestack.
+func growing(pid int, g *GoProcess) func(*Sample) bool {
+	return func(x *Sample) bool {
+		if x.Pid != uint32(pid) {
+			return false
+		}
+		for _, ret := range x.User[1:] {
+			if g.MorestackStart < ret && ret <= g.MorestackEnd {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// A goroutine whose stack grows runs newstack on the g0 stack with the
+// frame pointer cleared; with the process marked (SetGo), its samples go
+// on past morestack to the function that called it and the goroutine's
+// root, on every kernel path; unmarked, they end at morestack, truncated
+// or not (user space marks them).
+func TestWalkFollowsMorestack(t *testing.T) {
+	bin, tab, g := goStackFixture(t)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startBinary(t, bin, "grow")
+		pid := cmd.Process.Pid
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, features: features})
+		if err := s.SetGo(uint32(pid), g); err != nil {
+			t.Fatal(err)
+		}
+		// An emulated CPU sustains a fraction of the rate: 21 were seen
+		// in the kernel matrix's arm64 VM on a loaded host.
+		want := 50
+		if testenv.EmulatedCPU() {
+			want = 15
+		}
+		got := collectN(t, s, want, growing(pid, g))
+		if len(got) < want {
+			t.Fatalf("%d samples under morestack, want >= %d", len(got), want)
+		}
+		whole := 0
+		var bad []string
+		for _, x := range got {
+			n := len(x.user)
+			i := 1
+			for i < n && !(g.MorestackStart < x.user[i] && x.user[i] <= g.MorestackEnd) {
+				i++
+			}
+			if !x.UserTruncated && i+2 < n && funcName(tab, x.user, i+1) == "main.recurse" &&
+				funcName(tab, x.user, n-1) == "runtime.goexit" {
+				whole++
+			} else if len(bad) < 5 {
+				bad = append(bad, fmt.Sprintf("truncated %v, past morestack %d frames, %s ... %s", x.UserTruncated, n-i-1,
+					funcName(tab, x.user, min(i+1, n-1)), funcName(tab, x.user, n-1)))
+			}
+		}
+		t.Logf("%d of %d samples under morestack go on to main.recurse and runtime.goexit; others: %q", whole, len(got), bad)
+		if whole < len(got)*95/100 {
+			t.Errorf("%d of %d samples under morestack reach the goroutine's root, want >= 95%%", whole, len(got))
+		}
+		if err := s.SetGo(uint32(pid), nil); err != nil {
+			t.Fatal(err)
+		}
+		collect(t, s, 0, func(*Sample) bool { return false }) // what was sampled marked
+		for _, x := range collectN(t, s, 20, growing(pid, g)) {
+			if last := x.user[len(x.user)-1]; !(g.MorestackStart < last && last <= g.MorestackEnd) {
+				t.Fatalf("unmarked, a walk went on past morestack to %s", funcName(tab, x.user, len(x.user)-1))
+			}
+		}
+	})
+}
+
+// BenchmarkGoMorestack measures the program's run time on a Go program
+// whose goroutines' stacks keep growing (testdata/e2e/gostack grow), at
+// 999 Hz, with the process marked (follow=true: samples under morestack
+// go on to the goroutine) and not (they end at morestack), on each kernel
+// path. bpf-ns/run is over every run, the filtered ones included;
+// followed is the share of samples whose walk went past morestack. The
+// difference of the two is the follow's cost spread over all samples;
+// samples not under morestack pay a hash lookup at the walk's end.
+func BenchmarkGoMorestack(b *testing.B) {
+	bin, _, g := goStackFixture(b)
+	for _, path := range kernelPaths {
+		for _, follow := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/follow=%v", path.name, follow), func(b *testing.B) {
+				cmd, _ := startBinary(b, bin, "grow")
+				pid := cmd.Process.Pid
+				s := openSampler(b, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true, features: pathFeatures(path.without), RunTimeStats: true})
+				if follow {
+					if err := s.SetGo(uint32(pid), g); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var samples, under, past int
+				count := func(x *Sample) {
+					samples++
+					if growing(pid, g)(x) {
+						under++
+						if last := x.User[len(x.User)-1]; !(g.MorestackStart < last && last <= g.MorestackEnd) {
+							past++
+						}
+					}
+				}
+				drainEach10ms(b, s, count)
+				if samples == 0 {
+					b.Fatal("no samples")
+				}
+				b.ReportMetric(float64(under)/float64(samples), "under-morestack")
+				b.ReportMetric(float64(past)/float64(max(under, 1)), "followed")
+			})
+		}
+	}
+}

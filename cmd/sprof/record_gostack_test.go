@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/sprof/sprof/internal/testenv"
+)
+
+// goStackShare profiles the gostack fixture (testdata/e2e/gostack) in
+// mode and returns the share of its samples holding marker whose stacks
+// go on, past marker, through each of callers in turn (the runtime
+// function that ran marker's caller on another stack, first), on to a
+// function of package main and the goroutine's root, runtime.goexit,
+// unmarked; and how many samples held marker.
+func goStackShare(t *testing.T, mode, marker string, callers ...string) (float64, int64) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	bin := filepath.Join(t.TempDir(), "gostack")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../testdata/e2e/gostack").CombinedOutput(); err != nil {
+		t.Fatalf("build gostack: %v\n%s", err, out)
+	}
+	p := profileRunning(t, bin, mode)
+	p.Sample = slices.DeleteFunc(p.Sample, func(s *profile.Sample) bool {
+		return !slices.Contains(names(s), marker)
+	})
+	want := append([]string{marker}, callers...)
+	return sampleShare(t, p, "gostack", strings.Join(want, " <- ")+" <- main.* <- runtime.goexit", func(fns []string) bool {
+		if len(fns) == 0 || fns[len(fns)-1] != "runtime.goexit" {
+			return false
+		}
+		i := slices.Index(fns, marker)
+		for _, fn := range callers {
+			j := slices.Index(fns[i+1:], fn)
+			if j < 0 {
+				return false
+			}
+			i += 1 + j
+		}
+		return slices.ContainsFunc(fns[i+1:], func(fn string) bool { return strings.HasPrefix(fn, "main.") })
+	})
+}
+
+// checkGoStackShare fails t unless share of total samples is at least
+// least, of at least 30 samples.
+func checkGoStackShare(t *testing.T, share float64, total int64, least float64) {
+	t.Helper()
+	if total < 30 {
+		t.Errorf("only %d samples in 2 s of CPU time at 499 Hz, want >= 30", total)
+	}
+	if share < least {
+		t.Errorf("%.2f%% of them reach the goroutine's root, want >= %.0f%%", 100*share, 100*least)
+	}
+}
+
+// TestRecordGoAssistChain: the GC work a goroutine is made to do when it
+// allocates during marking runs on the thread's g0 stack through
+// runtime.systemstack, whose frame record links back to the goroutine's
+// stack: samples in runtime.gcAssistAlloc1 go on through systemstack to
+// the allocating goroutine's functions and its root, charged to it as
+// Go's own profiler charges them.
+func TestRecordGoAssistChain(t *testing.T) {
+	share, total := goStackShare(t, "assist", "runtime.gcAssistAlloc1", "runtime.systemstack",
+		"runtime.gcAssistAlloc", "runtime.mallocgc")
+	checkGoStackShare(t, share, total, 0.95)
+}
+
+// TestRecordGoMorestackChain: a goroutine whose stack grows runs
+// runtime.newstack on the g0 stack with no frame-pointer link back, which
+// the sampler follows through g0.m.curg.sched (sprof.bpf.c,
+// follow_goroutine): samples in newstack go on through runtime.morestack
+// to the function whose prologue called it, its callers and the
+// goroutine's root.
+func TestRecordGoMorestackChain(t *testing.T) {
+	share, total := goStackShare(t, "grow", "runtime.newstack", "runtime.morestack", "main.recurse", "main.grow")
+	checkGoStackShare(t, share, total, 0.95)
+}

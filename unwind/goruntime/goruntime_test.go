@@ -1,0 +1,108 @@
+package goruntime
+
+import (
+	"debug/elf"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/sprof/sprof/internal/testenv"
+)
+
+// build compiles a minimal Go program with the installed toolchain for
+// goarch, with extra go build arguments; "" when the toolchain is missing.
+func build(t *testing.T, goarch string, cgo bool, args ...string) string {
+	t.Helper()
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		testenv.Unavailable(t, "no go toolchain at "+gobin)
+	}
+	dir := t.TempDir()
+	src := "package main\n\nfunc main() { println(\"hello\") }\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.22\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "hello")
+	cmd := exec.Command(gobin, append(append([]string{"build", "-o", out}, args...), ".")...)
+	cmd.Dir = dir
+	cgoEnabled := "0"
+	if cgo {
+		cgoEnabled = "1"
+	}
+	cmd.Env = append(os.Environ(), "GOARCH="+goarch, "GOOS=linux", "CGO_ENABLED="+cgoEnabled, "GOFLAGS=", "GOTOOLCHAIN=local")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return out
+}
+
+func read(t *testing.T, path string) (*Runtime, error) {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	f, err := elf.NewFile(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Read(f, fh)
+}
+
+// The table for binaries without DWARF is what the DWARF of binaries the
+// installed toolchain builds says, on both architectures.
+func TestKnownLayouts(t *testing.T) {
+	for _, goarch := range []string{"amd64", "arm64"} {
+		t.Run(goarch, func(t *testing.T) {
+			rt, err := read(t, build(t, goarch, false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rt.LayoutFrom != "DWARF" {
+				t.Fatalf("layout from %s, want DWARF", rt.LayoutFrom)
+			}
+			stripped, err := read(t, build(t, goarch, false, "-ldflags=-s -w"))
+			if err != nil {
+				t.Fatalf("%s without DWARF: %v", rt.Version, err)
+			}
+			if stripped.LayoutFrom != "table" || stripped.Layout != rt.Layout {
+				t.Errorf("%s: table %+v, DWARF %+v", rt.Version, stripped.Layout, rt.Layout)
+			}
+			if stripped.MorestackStart != rt.MorestackStart || stripped.MorestackEnd <= stripped.MorestackStart {
+				t.Errorf("morestack [%#x, %#x) stripped, [%#x, %#x) with symbols",
+					stripped.MorestackStart, stripped.MorestackEnd, rt.MorestackStart, rt.MorestackEnd)
+			}
+		})
+	}
+}
+
+// g's thread-local slot: -8 from the thread pointer for internally
+// linked amd64 binaries, runtime.tlsg's place for externally linked ones.
+func TestTLSG(t *testing.T) {
+	rt, err := read(t, build(t, "amd64", false))
+	if err != nil || rt.TLSG != -8 {
+		t.Errorf("internal linking: TLSG %v, %v; want -8", rt, err)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testenv.Unavailable(t, "no gcc for external linking")
+	}
+	ext := build(t, "amd64", true, "-ldflags=-linkmode=external")
+	rt, err = read(t, ext)
+	if err != nil || rt.TLSG != -8 {
+		t.Errorf("external linking: TLSG %v, %v; want -8", rt, err)
+	}
+}
+
+func TestNotGo(t *testing.T) {
+	if _, err := read(t, "/bin/sh"); !errors.Is(err, ErrNotGo) {
+		t.Errorf("/bin/sh: %v, want ErrNotGo", err)
+	}
+}
