@@ -130,11 +130,12 @@ func (fx pythonFixture) chainOK(frames []pyFrame) (ok, accelerated bool) {
 	return true, accelerated
 }
 
-// pythons lists the interpreters to test: Debian's python3.11, which CI
-// installs, and pyenv's 3.12 and 3.13 where pyenv is installed.
+// pythonInterpreters lists the interpreters to test: Debian's python3.11,
+// which CI installs, and pyenv's 3.9, 3.10, 3.12 and 3.13 where pyenv is
+// installed.
 func pythonInterpreters(t *testing.T) []string {
 	found := []string{testenv.RequireTool(t, "/usr/bin/python3.11")}
-	for _, v := range []string{"3.12", "3.13"} {
+	for _, v := range []string{"3.9", "3.10", "3.12", "3.13"} {
 		if m, _ := filepath.Glob("/root/.pyenv/versions/" + v + ".*/bin/python" + v); len(m) > 0 {
 			found = append(found, m[0])
 		} else {
