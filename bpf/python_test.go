@@ -1,76 +1,18 @@
 package bpf
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/internal/pychain"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize/cpython"
 )
-
-// debianPython is the interpreter of Debian bookworm's python3.11 package.
-const debianPython = "/usr/bin/python3.11"
-
-// startPython runs the Python chain fixture under interpreter and returns
-// it once it printed that it runs.
-func startPython(t testing.TB, interpreter string) *exec.Cmd {
-	t.Helper()
-	return startPythonScript(t, interpreter, "../testdata/python/chain.py")
-}
-
-// startPythonScript runs a Python fixture and returns it once it printed
-// that it runs.
-func startPythonScript(t testing.TB, interpreter string, args ...string) *exec.Cmd {
-	t.Helper()
-	testenv.RequireTool(t, interpreter)
-	cmd := exec.Command(interpreter, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", interpreter, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("%s chain.py said %q, %v", interpreter, line, err)
-	}
-	return cmd
-}
-
-// pythons are the interpreters the live tests run: Debian's python3.11,
-// which CI installs, and pyenv's 3.9, 3.10, 3.12 and 3.13 builds where
-// pyenv is installed (the builders' machines have them).
-func pythons(t *testing.T) []string {
-	testenv.RequireTool(t, debianPython)
-	found := []string{debianPython}
-	for _, v := range []string{"3.9", "3.10", "3.12", "3.13"} {
-		if m := pyenvPython(v); m != "" {
-			found = append(found, m)
-		} else {
-			t.Logf("no pyenv build of Python %s: not tested (pyenv install %s)", v, v)
-		}
-	}
-	return found
-}
-
-// pyenvPython is pyenv's build of Python version v, "" when there is none.
-func pyenvPython(v string) string {
-	if m, _ := filepath.Glob("/root/.pyenv/versions/" + v + ".*/bin/python" + v); len(m) > 0 {
-		return m[0]
-	}
-	return ""
-}
 
 // allEntries reports whether every frame of python is an entry frame:
 // 3.9 and 3.10 run each in a _PyEval_EvalFrameDefault call of its own.
@@ -85,7 +27,7 @@ func allEntries(python string) bool {
 // the frames a C call started (<module>, and the json callback).
 func TestPythonFrames(t *testing.T) {
 	requireFixture(t)
-	for _, python := range pythons(t) {
+	for _, python := range pychain.Interpreters(t) {
 		t.Run(filepath.Base(python), func(t *testing.T) { testPythonFrames(t, python) })
 	}
 }
@@ -134,7 +76,7 @@ type pySample struct {
 // the frames.
 func sampleChains(t *testing.T, python string, features *Features, args ...string) []pySample {
 	t.Helper()
-	cmd := startPythonScript(t, python, args...)
+	cmd := pychain.Start(t, python, args...)
 	pid := uint32(cmd.Process.Pid)
 	maps, err := cpython.ReadMaps("/proc", pid)
 	if err != nil {
@@ -185,7 +127,7 @@ func sampleChains(t *testing.T, python string, features *Features, args ...strin
 // branch.
 func TestPythonShapes(t *testing.T) {
 	requireFixture(t)
-	for _, python := range pythons(t) {
+	for _, python := range pychain.Interpreters(t) {
 		t.Run(filepath.Base(python), func(t *testing.T) { testPythonShapes(t, python) })
 	}
 }
@@ -235,8 +177,8 @@ func testPythonShapes(t *testing.T, python string) {
 // 10 ms drain.
 func BenchmarkPythonWalk(b *testing.B) {
 	requireFixture(b)
-	testenv.RequireTool(b, debianPython)
-	for _, python := range []string{debianPython, pyenvPython("3.10")} {
+	testenv.RequireTool(b, pychain.Debian)
+	for _, python := range []string{pychain.Debian, pychain.Pyenv("3.10")} {
 		if python == "" {
 			b.Log("no pyenv build of Python 3.10: its walk not measured (pyenv install 3.10)")
 			continue
@@ -251,7 +193,7 @@ func benchmarkPythonWalk(b *testing.B, python string) {
 			var pids []uint32
 			var procs []*cpython.Process
 			for range 2 {
-				cmd := startPythonScript(b, python, "../testdata/python/deep.py", "30")
+				cmd := pychain.Start(b, python, "../testdata/python/deep.py", "30")
 				pid := uint32(cmd.Process.Pid)
 				maps, err := cpython.ReadMaps("/proc", pid)
 				if err != nil {

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/sprof/sprof/internal/pychain"
 )
 
 // startInterpreter runs python until the test ends and returns its pid
@@ -74,12 +75,12 @@ func TestDetectRejects(t *testing.T) {
 	if _, err := Detect("/proc", self, maps); !errors.Is(err, ErrNotPython) {
 		t.Errorf("the test binary: %v, want ErrNotPython", err)
 	}
-	old, _ := filepath.Glob("/root/.pyenv/versions/3.8.*/bin/python3.8")
-	if len(old) == 0 {
+	old := pychain.Pyenv("3.8")
+	if old == "" {
 		t.Log("no pyenv build of Python 3.8: its rejection not tested")
 		return
 	}
-	pid := startInterpreter(t, old[0])
+	pid := startInterpreter(t, old)
 	if maps, err = ReadMaps("/proc", pid); err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +96,11 @@ func TestDetectRejects(t *testing.T) {
 func TestDetectPthreadTID(t *testing.T) {
 	for _, v := range []string{"3.9", "3.10"} {
 		t.Run(v, func(t *testing.T) {
-			python, _ := filepath.Glob("/root/.pyenv/versions/" + v + ".*/bin/python" + v)
-			if len(python) == 0 {
+			python := pychain.Pyenv(v)
+			if python == "" {
 				t.Skipf("no pyenv build of Python %s (pyenv install %s)", v, v)
 			}
-			pid := startInterpreter(t, python[0])
+			pid := startInterpreter(t, python)
 			maps, err := ReadMaps("/proc", pid)
 			if err != nil {
 				t.Fatal(err)

@@ -92,30 +92,8 @@ const maxOffset = 1<<16 - 1
 // theirs, from their headers (Include/internal/pycore_*.h), checked against
 // DWARF by TestLayoutsMatchDWARF.
 var tableLayouts = map[Version]Layout{
-	{3, 9}: {
-		RuntimeInterpretersHead: 32,
-		InterpThreadsHead:       8,
-		ThreadNext:              8, ThreadNativeID: 176, ThreadPthread: true, ThreadFrame: 24, CFrameCurrentFrame: NoField,
-		FramePrevious: 24, FrameCode: 32, FrameInstr: 104, FrameOwner: NoField, FrameIsEntry: NoField,
-		FrameLastiUnit: 1,
-		CodeFilename:   104, CodeName: 112, CodeQualname: NoField, CodeLinetable: 120, CodeFirstLineno: 40,
-		CodeAdaptive: NoField, CodeCode: 48,
-		ObType:       8,
-		UnicodeState: 32, UnicodeLength: 16, ASCIISize: 48, CompactSize: 72,
-		BytesSize: 16, BytesData: 32,
-	},
-	{3, 10}: {
-		RuntimeInterpretersHead: 32,
-		InterpThreadsHead:       8,
-		ThreadNext:              8, ThreadNativeID: 176, ThreadPthread: true, ThreadFrame: 24, CFrameCurrentFrame: NoField,
-		FramePrevious: 24, FrameCode: 32, FrameInstr: 96, FrameOwner: NoField, FrameIsEntry: NoField,
-		FrameLastiUnit: 2,
-		CodeFilename:   104, CodeName: 112, CodeQualname: NoField, CodeLinetable: 120, CodeFirstLineno: 40,
-		CodeAdaptive: NoField, CodeCode: 48,
-		ObType:       8,
-		UnicodeState: 32, UnicodeLength: 16, ASCIISize: 48, CompactSize: 72,
-		BytesSize: 16, BytesData: 32,
-	},
+	{3, 9}:  frameObjects(104, 1),
+	{3, 10}: frameObjects(96, 2),
 	{3, 11}: {
 		RuntimeInterpretersHead: 40,
 		InterpThreadsHead:       16,
@@ -140,6 +118,24 @@ var tableLayouts = map[Version]Layout{
 		UnicodeState: 32, UnicodeLength: 16, ASCIISize: 40, CompactSize: 56,
 		BytesSize: 16, BytesData: 32,
 	},
+}
+
+// frameObjects is the layout of 3.9 and 3.10, which keep frames as
+// PyFrameObjects: they differ only in where f_lasti is (lasti) and in
+// what it counts (unit bytes).
+func frameObjects(lasti, unit uint64) Layout {
+	return Layout{
+		RuntimeInterpretersHead: 32,
+		InterpThreadsHead:       8,
+		ThreadNext:              8, ThreadNativeID: 176, ThreadPthread: true, ThreadFrame: 24, CFrameCurrentFrame: NoField,
+		FramePrevious: 24, FrameCode: 32, FrameInstr: lasti, FrameOwner: NoField, FrameIsEntry: NoField,
+		FrameLastiUnit: unit,
+		CodeFilename:   104, CodeName: 112, CodeQualname: NoField, CodeLinetable: 120, CodeFirstLineno: 40,
+		CodeAdaptive: NoField, CodeCode: 48,
+		ObType:       8,
+		UnicodeState: 32, UnicodeLength: 16, ASCIISize: 48, CompactSize: 72,
+		BytesSize: 16, BytesData: 32,
+	}
 }
 
 // tableLayout returns the layout of version v from the table.

@@ -137,68 +137,13 @@ func (s structs) offset(t *testing.T, name string, path ...string) uint64 {
 
 // fromDWARF is the Layout the DWARF of an interpreter of version v gives.
 func fromDWARF(t *testing.T, s structs, v Version) Layout {
-	if v.Minor < 11 {
-		return frameObjectsFromDWARF(t, s, v)
-	}
-	frameCode, instr, thread, cframe := "f_executable", "instr_ptr", "current_frame", NoField
-	if v.Minor < 13 {
-		frameCode, instr, thread, cframe = "f_code", "prev_instr", "cframe", s.offset(t, "_PyCFrame", "current_frame")
-	}
-	l := Layout{
-		RuntimeInterpretersHead: s.offset(t, "pyruntimestate", "interpreters", "head"),
-		InterpThreadsHead:       s.offset(t, "_is", "threads", "head"),
-		ThreadNext:              s.offset(t, "_ts", "next"),
-		ThreadNativeID:          s.offset(t, "_ts", "native_thread_id"),
-		ThreadFrame:             s.offset(t, "_ts", thread),
-		CFrameCurrentFrame:      cframe,
-		FramePrevious:           s.offset(t, "_PyInterpreterFrame", "previous"),
-		FrameCode:               s.offset(t, "_PyInterpreterFrame", frameCode),
-		FrameInstr:              s.offset(t, "_PyInterpreterFrame", instr),
-		FrameOwner:              s.offset(t, "_PyInterpreterFrame", "owner"),
-		FrameIsEntry:            s.offset(t, "_PyInterpreterFrame", "is_entry"),
-		CodeFilename:            s.offset(t, "PyCodeObject", "co_filename"),
-		CodeName:                s.offset(t, "PyCodeObject", "co_name"),
-		CodeQualname:            s.offset(t, "PyCodeObject", "co_qualname"),
-		CodeLinetable:           s.offset(t, "PyCodeObject", "co_linetable"),
-		CodeFirstLineno:         s.offset(t, "PyCodeObject", "co_firstlineno"),
-		CodeAdaptive:            s.offset(t, "PyCodeObject", "co_code_adaptive"),
-		CodeCode:                s.offset(t, "PyCodeObject", "co_code"),
-		ObType:                  s.offset(t, "PyVarObject", "ob_base", "ob_type"),
-		UnicodeState:            s.offset(t, "PyASCIIObject", "state"),
-		UnicodeLength:           s.offset(t, "PyASCIIObject", "length"),
-		ASCIISize:               uint64(s["PyASCIIObject"].ByteSize),
-		CompactSize:             uint64(s["PyCompactUnicodeObject"].ByteSize),
-		BytesSize:               s.offset(t, "PyBytesObject", "ob_base", "ob_size"),
-		BytesData:               s.offset(t, "PyBytesObject", "ob_sval"),
-	}
-	// The owner of C-stack shim frames is an enum constant, not in the
-	// structures; it is checked by the live tests.
-	return l
-}
-
-// frameObjectsFromDWARF is the Layout the DWARF of a 3.9 or 3.10
-// interpreter gives, whose frames are PyFrameObjects (struct _frame).
-func frameObjectsFromDWARF(t *testing.T, s structs, v Version) Layout {
 	lines := "co_linetable"
 	if v.Minor < 10 {
 		lines = "co_lnotab"
 	}
-	if s.offset(t, "_ts", "native_thread_id") != NoField {
-		t.Errorf("PyThreadState of %v has a native_thread_id: the layout need not go through pthread_t", v)
-	}
 	l := Layout{
 		RuntimeInterpretersHead: s.offset(t, "pyruntimestate", "interpreters", "head"),
-		InterpThreadsHead:       s.offset(t, "_is", "tstate_head"),
 		ThreadNext:              s.offset(t, "_ts", "next"),
-		ThreadNativeID:          s.offset(t, "_ts", "thread_id"),
-		ThreadPthread:           true,
-		ThreadFrame:             s.offset(t, "_ts", "frame"),
-		CFrameCurrentFrame:      NoField,
-		FramePrevious:           s.offset(t, "_frame", "f_back"),
-		FrameCode:               s.offset(t, "_frame", "f_code"),
-		FrameInstr:              s.offset(t, "_frame", "f_lasti"),
-		FrameOwner:              NoField,
-		FrameIsEntry:            NoField,
 		CodeFilename:            s.offset(t, "PyCodeObject", "co_filename"),
 		CodeName:                s.offset(t, "PyCodeObject", "co_name"),
 		CodeQualname:            s.offset(t, "PyCodeObject", "co_qualname"),
@@ -214,12 +159,40 @@ func frameObjectsFromDWARF(t *testing.T, s structs, v Version) Layout {
 		BytesSize:               s.offset(t, "PyBytesObject", "ob_base", "ob_size"),
 		BytesData:               s.offset(t, "PyBytesObject", "ob_sval"),
 	}
-	// f_lasti counts bytes in 3.9 and code units (_Py_CODEUNIT, 2 bytes)
-	// in 3.10: the unit is no field; the line tests check it.
-	l.FrameLastiUnit = 1
-	if v.Minor >= 10 {
-		l.FrameLastiUnit = 2
+	if v.Minor < 11 {
+		// PyFrameObjects (struct _frame); threads named by pthread_t.
+		if s.offset(t, "_ts", "native_thread_id") != NoField {
+			t.Errorf("PyThreadState of %v has a native_thread_id: the layout need not go through pthread_t", v)
+		}
+		l.InterpThreadsHead = s.offset(t, "_is", "tstate_head")
+		l.ThreadNativeID, l.ThreadPthread = s.offset(t, "_ts", "thread_id"), true
+		l.ThreadFrame, l.CFrameCurrentFrame = s.offset(t, "_ts", "frame"), NoField
+		l.FramePrevious = s.offset(t, "_frame", "f_back")
+		l.FrameCode = s.offset(t, "_frame", "f_code")
+		l.FrameInstr = s.offset(t, "_frame", "f_lasti")
+		l.FrameOwner, l.FrameIsEntry = NoField, NoField
+		// f_lasti counts bytes in 3.9 and code units (_Py_CODEUNIT, 2
+		// bytes) in 3.10: the unit is no field; the line tests check it.
+		l.FrameLastiUnit = 1
+		if v.Minor >= 10 {
+			l.FrameLastiUnit = 2
+		}
+		return l
 	}
+	frameCode, instr, thread, cframe := "f_executable", "instr_ptr", "current_frame", NoField
+	if v.Minor < 13 {
+		frameCode, instr, thread, cframe = "f_code", "prev_instr", "cframe", s.offset(t, "_PyCFrame", "current_frame")
+	}
+	l.InterpThreadsHead = s.offset(t, "_is", "threads", "head")
+	l.ThreadNativeID = s.offset(t, "_ts", "native_thread_id")
+	l.ThreadFrame, l.CFrameCurrentFrame = s.offset(t, "_ts", thread), cframe
+	l.FramePrevious = s.offset(t, "_PyInterpreterFrame", "previous")
+	l.FrameCode = s.offset(t, "_PyInterpreterFrame", frameCode)
+	l.FrameInstr = s.offset(t, "_PyInterpreterFrame", instr)
+	l.FrameOwner = s.offset(t, "_PyInterpreterFrame", "owner")
+	l.FrameIsEntry = s.offset(t, "_PyInterpreterFrame", "is_entry")
+	// The owner of C-stack shim frames is an enum constant, not in the
+	// structures; it is checked by the live tests.
 	return l
 }
 

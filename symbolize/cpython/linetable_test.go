@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/internal/pychain"
 )
 
 // dumpLines prints, for every code object compiled from the files given,
@@ -52,14 +52,7 @@ print(json.dumps(out))
 // CPython gives every code unit of every code object of the fixture and of
 // the json module's encoder, for each interpreter installed.
 func TestLineAtMatchesCPython(t *testing.T) {
-	pythons := []string{"/usr/bin/python3.11"}
-	for _, v := range []string{"3.9", "3.10", "3.12", "3.13"} {
-		if m, _ := filepath.Glob("/root/.pyenv/versions/" + v + ".*/bin/python" + v); len(m) > 0 {
-			pythons = append(pythons, m[0])
-		}
-	}
-	testenv.RequireTool(t, pythons[0])
-	for _, python := range pythons {
+	for _, python := range pychain.Interpreters(t) {
 		t.Run(filepath.Base(python), func(t *testing.T) {
 			v, ok := Interpreter(python)
 			if !ok {
