@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * The Python part of a sample: CPython's own call stack, read at sample
- * time. CPython keeps it on the heap as a chain of _PyInterpreterFrame
- * (3.11 and later), from the current frame of the sampled thread's
- * PyThreadState to the first frame the thread ran; a native walk sees only
- * the _PyEval_EvalFrameDefault calls that run them. User space names the
- * frames (package symbolize/cpython) and splices them into the native
- * stack at those calls.
+ * time. CPython keeps it on the heap as a chain of frames, from the
+ * current frame of the sampled thread's PyThreadState to the first frame
+ * the thread ran: _PyInterpreterFrames from 3.11, PyFrameObjects in 3.9
+ * and 3.10. A native walk sees only the _PyEval_EvalFrameDefault calls
+ * that run them. User space names the frames (package symbolize/cpython)
+ * and splices them into the native stack at those calls.
  *
  * Included by sprof.bpf.c, whose finish() calls python_frames() before the
  * stack copy, on every path (sample, sample_compat, walk_compat): it needs
@@ -16,7 +16,8 @@
  * the Python frame count in bits 0-15 and PY_* flags above, and then two
  * words per frame, leaf first: the code object's address, with
  * PY_FRAME_ENTRY in bit 0 on the first frame its _PyEval_EvalFrameDefault
- * call ran, and the address of the frame's instruction. Then the stack
+ * call ran (every frame in 3.9 and 3.10), and the address of the frame's
+ * instruction (3.11 and later) or its f_lasti (3.9, 3.10). Then the stack
  * copy, if any.
  *
  * The process may be hostile: every read is a checked user read, the
@@ -28,10 +29,12 @@
 enum python_limits {
 	PY_MAX_FRAMES = 128,
 	PY_MAX_THREADS = 64,
-	/* Bytes of each frame read at once; every frame field sprof uses
-	 * lies in the first 80 bytes in 3.11 to 3.13. Offsets are masked with
-	 * PY_FIELD_MASK, and the buffer is large enough for any masked one. */
-	PY_FRAME_READ = 80,
+	/* Bytes of each frame read at once (py_proc.frame_read) at most:
+	 * every frame field sprof uses lies in the first 80 bytes of a
+	 * _PyInterpreterFrame (3.11 to 3.13) and the first 112 of a
+	 * PyFrameObject (3.9, 3.10). Offsets are masked with PY_FIELD_MASK,
+	 * and the buffer is large enough for any masked one. */
+	PY_FRAME_READ_MAX = 128,
 	PY_FIELD_MASK = 0x7f,
 	PY_FRAME_BUF = 256,
 };
@@ -64,8 +67,16 @@ struct py_proc {
 	__u16 frame_instr;
 	__u16 frame_owner;
 	__u16 frame_is_entry; /* 3.11; PY_NO_FIELD later */
+	/* 3.9, 3.10: thread_native_id is the thread's pthread_t, and the
+	 * kernel's id is this far into the struct pthread it points to;
+	 * PY_NO_FIELD otherwise. */
+	__u16 pthread_tid;
 	__u8 owned_by_cstack; /* 3.12+: the owner of a C-stack shim frame */
-	__u8 pad[3];
+	/* 3.9, 3.10: frames are PyFrameObjects, each run by a call of its
+	 * own, and frame_instr is f_lasti, a 32-bit index. */
+	__u8 frame_objects;
+	__u8 frame_read; /* bytes of each frame read, <= PY_FRAME_READ_MAX */
+	__u8 pad[1];
 };
 
 volatile const bool python_enabled;
@@ -118,14 +129,29 @@ static __always_inline __u64 py_word(struct py_walk *w, __u16 off)
 	return *(__u64 *)&w->b[off & PY_FIELD_MASK];
 }
 
+/* The kernel's id of the thread whose PyThreadState is ts, in *tid; false
+ * when it cannot be read. */
+static __always_inline bool py_thread_tid(struct py_proc *p, __u64 ts, __u64 *tid)
+{
+	__u32 pthread_tid = 0;
+
+	if (bpf_probe_read_user(tid, sizeof(*tid), (void *)(ts + p->thread_native_id)))
+		return false;
+	if (p->pthread_tid == PY_NO_FIELD)
+		return true;
+	if (bpf_probe_read_user(&pthread_tid, sizeof(pthread_tid), (void *)(*tid + p->pthread_tid)))
+		return false;
+	*tid = pthread_tid;
+	return true;
+}
+
 /* The sampled thread's PyThreadState, 0 when it has none. */
 static __always_inline __u64 py_thread_state(struct py_proc *p, __u64 id)
 {
 	struct py_thread *known = bpf_map_lookup_elem(&py_threads, &id), found = {};
 	__u64 interp = 0, ts = 0, tid = 0, want = (__u32)id;
 
-	if (known && known->tstate &&
-	    !bpf_probe_read_user(&tid, sizeof(tid), (void *)(known->tstate + p->thread_native_id)) && tid == want)
+	if (known && known->tstate && py_thread_tid(p, known->tstate, &tid) && tid == want)
 		return known->tstate;
 	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)p->interp_head) || !interp ||
 	    bpf_probe_read_user(&found.head, sizeof(found.head), (void *)(interp + p->interp_threads_head)))
@@ -134,7 +160,7 @@ static __always_inline __u64 py_thread_state(struct py_proc *p, __u64 id)
 		return 0;
 	ts = found.head;
 	for (int i = 0; i < PY_MAX_THREADS && ts; i++) {
-		if (bpf_probe_read_user(&tid, sizeof(tid), (void *)(ts + p->thread_native_id)))
+		if (!py_thread_tid(p, ts, &tid))
 			break;
 		if (tid == want) {
 			found.tstate = ts;
@@ -168,12 +194,13 @@ static __always_inline bool py_step(struct scratch_value *s, struct py_proc *p, 
 
 	if (!frame)
 		return true;
-	if (bpf_probe_read_user(w->b, PY_FRAME_READ, (void *)frame)) {
+	if (bpf_probe_read_user(w->b, p->frame_read & (PY_FRAME_BUF - 1), (void *)frame)) {
 		w->flags |= PY_TRUNCATED;
 		return true;
 	}
 	w->frame = py_word(w, p->frame_previous);
-	if (p->frame_is_entry == PY_NO_FIELD && w->b[p->frame_owner & PY_FIELD_MASK] == p->owned_by_cstack) {
+	if (p->frame_owner != PY_NO_FIELD && p->frame_is_entry == PY_NO_FIELD &&
+	    w->b[p->frame_owner & PY_FIELD_MASK] == p->owned_by_cstack) {
 		/* 3.12+: the shim frame of a _PyEval_EvalFrameDefault call;
 		 * the frame before it was the call's first. */
 		last = at - 2;
@@ -186,10 +213,10 @@ static __always_inline bool py_step(struct scratch_value *s, struct py_proc *p, 
 		return true;
 	}
 	code = py_word(w, p->frame_code) & ~PY_FRAME_ENTRY;
-	if (p->frame_is_entry != PY_NO_FIELD && w->b[p->frame_is_entry & PY_FIELD_MASK])
+	if (p->frame_objects || (p->frame_is_entry != PY_NO_FIELD && w->b[p->frame_is_entry & PY_FIELD_MASK]))
 		code |= PY_FRAME_ENTRY;
 	s->rec.frames[at] = code;
-	s->rec.frames[at + 1] = py_word(w, p->frame_instr);
+	s->rec.frames[at + 1] = p->frame_objects ? (__u32)py_word(w, p->frame_instr) : py_word(w, p->frame_instr);
 	w->at = at + 2;
 	w->n++;
 	return false;

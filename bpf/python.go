@@ -16,9 +16,9 @@ var ErrNoPython = errors.New("Python frames not enabled")
 // pyNoField is python.bpf.h's PY_NO_FIELD.
 const pyNoField = 0xffff
 
-// maxPyFrameField bounds the offsets of frame fields: the sampler reads
-// PY_FRAME_READ (80) bytes of each frame.
-const maxPyFrameField = 80 - 8
+// maxPyFrameRead is python.bpf.h's PY_FRAME_READ_MAX: the most bytes of
+// each frame the sampler reads, which bounds the offsets of frame fields.
+const maxPyFrameRead = 128
 
 // SetPython has the samples of process pid (a tgid) carry the Python
 // frames of the sampled thread (Sample.Python), read where p's layout
@@ -58,6 +58,14 @@ func pyProc(p *cpython.Process) (sprofPyProc, error) {
 		}
 		return uint16(o)
 	}
+	span := l.FrameSpan()
+	if span > maxPyFrameRead {
+		return sprofPyProc{}, fmt.Errorf("python %v layout: frame fields span %d bytes, beyond %d", p.Version, span, maxPyFrameRead)
+	}
+	pthreadTID := uint64(cpython.NoField)
+	if l.ThreadPthread {
+		pthreadTID = p.PthreadTID
+	}
 	v := sprofPyProc{
 		InterpHead:        p.Runtime + l.RuntimeInterpretersHead,
 		InterpThreadsHead: off(l.InterpThreadsHead, pyNoField-1),
@@ -65,12 +73,17 @@ func pyProc(p *cpython.Process) (sprofPyProc, error) {
 		ThreadNativeId:    off(l.ThreadNativeID, pyNoField-1),
 		ThreadFrame:       off(l.ThreadFrame, pyNoField-1),
 		CframeFrame:       off(l.CFrameCurrentFrame, pyNoField-1),
-		FramePrevious:     off(l.FramePrevious, maxPyFrameField),
-		FrameCode:         off(l.FrameCode, maxPyFrameField),
-		FrameInstr:        off(l.FrameInstr, maxPyFrameField),
-		FrameOwner:        off(l.FrameOwner, maxPyFrameField),
-		FrameIsEntry:      off(l.FrameIsEntry, maxPyFrameField),
+		FramePrevious:     off(l.FramePrevious, span-8),
+		FrameCode:         off(l.FrameCode, span-8),
+		FrameInstr:        off(l.FrameInstr, span-8),
+		FrameOwner:        off(l.FrameOwner, span-8),
+		FrameIsEntry:      off(l.FrameIsEntry, span-8),
+		PthreadTid:        off(pthreadTID, pyNoField-1),
 		OwnedByCstack:     l.OwnedByCStack,
+		FrameRead:         uint8(span),
+	}
+	if l.FrameLastiUnit != 0 {
+		v.FrameObjects = 1
 	}
 	return v, err
 }

@@ -1,65 +1,24 @@
 package bpf
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sprof/sprof/internal/pychain"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize/cpython"
 )
 
-// debianPython is the interpreter of Debian bookworm's python3.11 package.
-const debianPython = "/usr/bin/python3.11"
-
-// startPython runs the Python chain fixture under interpreter and returns
-// it once it printed that it runs.
-func startPython(t testing.TB, interpreter string) *exec.Cmd {
-	t.Helper()
-	return startPythonScript(t, interpreter, "../testdata/python/chain.py")
-}
-
-// startPythonScript runs a Python fixture and returns it once it printed
-// that it runs.
-func startPythonScript(t testing.TB, interpreter string, args ...string) *exec.Cmd {
-	t.Helper()
-	testenv.RequireTool(t, interpreter)
-	cmd := exec.Command(interpreter, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", interpreter, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("%s chain.py said %q, %v", interpreter, line, err)
-	}
-	return cmd
-}
-
-// pythons are the interpreters the live tests run: Debian's python3.11,
-// which CI installs, and pyenv's 3.12 and 3.13 builds where pyenv is
-// installed (the builders' machines have them).
-func pythons(t *testing.T) []string {
-	testenv.RequireTool(t, debianPython)
-	found := []string{debianPython}
-	for _, v := range []string{"3.12", "3.13"} {
-		if m, _ := filepath.Glob("/root/.pyenv/versions/" + v + ".*/bin/python" + v); len(m) > 0 {
-			found = append(found, m[0])
-		}
-	}
-	return found
+// allEntries reports whether every frame of python is an entry frame:
+// 3.9 and 3.10 run each in a _PyEval_EvalFrameDefault call of its own.
+func allEntries(python string) bool {
+	v, _ := cpython.Interpreter(python)
+	return v.Minor < 11
 }
 
 // TestPythonFrames checks the Python frames the sampler records against
@@ -68,7 +27,7 @@ func pythons(t *testing.T) []string {
 // the frames a C call started (<module>, and the json callback).
 func TestPythonFrames(t *testing.T) {
 	requireFixture(t)
-	for _, python := range pythons(t) {
+	for _, python := range pychain.Interpreters(t) {
 		t.Run(filepath.Base(python), func(t *testing.T) { testPythonFrames(t, python) })
 	}
 }
@@ -76,12 +35,20 @@ func TestPythonFrames(t *testing.T) {
 func testPythonFrames(t *testing.T, python string) {
 	onEveryPath(t, func(t *testing.T, features *Features) {
 		got := sampleChains(t, python, features, "../testdata/python/chain.py")
+		mark := func(names ...string) []string {
+			for i := range names {
+				if i == 0 || allEntries(python) {
+					names[i] += "*"
+				}
+			}
+			return names
+		}
+		leaf, encode := mark("<module>", "outer", "middle", "leaf"), mark("<module>", "outer", "middle", "encode")
 		good := 0
 		for _, x := range got {
 			switch {
 			case x.truncated:
-			case slices.Equal(x.chain, []string{"<module>*", "outer", "middle", "leaf"}),
-				len(x.chain) >= 4 && slices.Equal(x.chain[:4], []string{"<module>*", "outer", "middle", "encode"}):
+			case slices.Equal(x.chain, leaf), len(x.chain) >= 4 && slices.Equal(x.chain[:4], encode):
 				good++
 			default:
 				t.Logf("chain %v", x.chain)
@@ -89,6 +56,8 @@ func testPythonFrames(t *testing.T, python string) {
 		}
 		if good < len(got)*95/100 {
 			t.Errorf("%d of %d samples have the fixture's chain", good, len(got))
+		} else {
+			t.Logf("%d of %d samples have the fixture's chain", good, len(got))
 		}
 	})
 }
@@ -107,7 +76,7 @@ type pySample struct {
 // the frames.
 func sampleChains(t *testing.T, python string, features *Features, args ...string) []pySample {
 	t.Helper()
-	cmd := startPythonScript(t, python, args...)
+	cmd := pychain.Start(t, python, args...)
 	pid := uint32(cmd.Process.Pid)
 	maps, err := cpython.ReadMaps("/proc", pid)
 	if err != nil {
@@ -135,7 +104,7 @@ func sampleChains(t *testing.T, python string, features *Features, args ...strin
 	for _, x := range got {
 		ps := pySample{tid: x.Tid, truncated: x.PythonTruncated}
 		for i := len(x.Python) - 2; i >= 0; i -= 2 {
-			f := cpython.Sampled{Code: x.Python[i], Instr: x.Python[i+1]}
+			f := r.Locate(cpython.Sampled{Code: x.Python[i], Instr: x.Python[i+1]})
 			fr, ok := r.Frame(f.CodeAddr(), f.Instr)
 			name := fr.Function
 			if !ok {
@@ -158,7 +127,12 @@ func sampleChains(t *testing.T, python string, features *Features, args ...strin
 // branch.
 func TestPythonShapes(t *testing.T) {
 	requireFixture(t)
-	testenv.RequireTool(t, debianPython)
+	for _, python := range pychain.Interpreters(t) {
+		t.Run(filepath.Base(python), func(t *testing.T) { testPythonShapes(t, python) })
+	}
+}
+
+func testPythonShapes(t *testing.T, python string) {
 	for _, tc := range []struct {
 		mode    string
 		ends    []string // the chain's last frames, entry marks dropped
@@ -170,7 +144,7 @@ func TestPythonShapes(t *testing.T) {
 		{"async", []string{"amain", "amiddle", "aleaf"}, 1},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			got := sampleChains(t, debianPython, nil, "../testdata/python/shapes.py", tc.mode)
+			got := sampleChains(t, python, nil, "../testdata/python/shapes.py", tc.mode)
 			good, tids := 0, map[uint32]bool{}
 			for _, x := range got {
 				var chain []string
@@ -186,6 +160,8 @@ func TestPythonShapes(t *testing.T) {
 			}
 			if good < len(got)*95/100 || len(tids) < tc.threads {
 				t.Errorf("%d of %d samples, on %d threads, end in %v; want >= 95%% on %d", good, len(got), len(tids), tc.ends, tc.threads)
+			} else {
+				t.Logf("%d of %d samples, on %d threads, end in %v", good, len(got), len(tids), tc.ends)
 			}
 		})
 	}
@@ -193,19 +169,31 @@ func TestPythonShapes(t *testing.T) {
 
 // BenchmarkPythonWalk measures what the Python walk adds to a sample of a
 // Python stack 30 frames deep (testdata/python/deep.py under Debian's
-// python3.11), from the kernel's BPF run-time statistics: two samplers
-// follow the same two processes, one recording their Python frames and
-// one not, and python-ns/sample is the difference of their run times per
-// sample sent. Each iteration is one 10 ms drain.
+// python3.11, whose frames are _PyInterpreterFrames, and pyenv's 3.10,
+// whose are PyFrameObjects, where installed), from the kernel's BPF
+// run-time statistics: two samplers follow the same two processes, one
+// recording their Python frames and one not, and python-ns/sample is the
+// difference of their run times per sample sent. Each iteration is one
+// 10 ms drain.
 func BenchmarkPythonWalk(b *testing.B) {
 	requireFixture(b)
-	testenv.RequireTool(b, debianPython)
+	testenv.RequireTool(b, pychain.Debian)
+	for _, python := range []string{pychain.Debian, pychain.Pyenv("3.10")} {
+		if python == "" {
+			b.Log("no pyenv build of Python 3.10: its walk not measured (pyenv install 3.10)")
+			continue
+		}
+		b.Run(filepath.Base(python), func(b *testing.B) { benchmarkPythonWalk(b, python) })
+	}
+}
+
+func benchmarkPythonWalk(b *testing.B, python string) {
 	for _, path := range kernelPaths {
 		b.Run(path.name, func(b *testing.B) {
 			var pids []uint32
 			var procs []*cpython.Process
 			for range 2 {
-				cmd := startPythonScript(b, debianPython, "../testdata/python/deep.py", "30")
+				cmd := pychain.Start(b, python, "../testdata/python/deep.py", "30")
 				pid := uint32(cmd.Process.Pid)
 				maps, err := cpython.ReadMaps("/proc", pid)
 				if err != nil {

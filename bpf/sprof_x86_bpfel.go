@@ -43,8 +43,12 @@ type sprofPyProc struct {
 	FrameInstr        uint16
 	FrameOwner        uint16
 	FrameIsEntry      uint16
+	PthreadTid        uint16
 	OwnedByCstack     uint8
-	Pad               [3]uint8
+	FrameObjects      uint8
+	FrameRead         uint8
+	Pad               [1]uint8
+	_                 [6]byte
 }
 
 type sprofPyThread struct {

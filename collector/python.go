@@ -231,7 +231,7 @@ func (c *Collector) splicePython(p *pending, user, words []uint64) []uint64 {
 	}
 	py.frames = py.frames[:0]
 	for i := 0; i+1 < len(words); i += 2 {
-		f := cpython.Sampled{Code: words[i], Instr: words[i+1]}
+		f := pp.reader.Locate(cpython.Sampled{Code: words[i], Instr: words[i+1]})
 		py.frames = append(py.frames, f)
 		addr := f.Addr()
 		if _, ok := pp.names[addr]; ok || len(pp.names) >= maxPythonNames {

@@ -112,7 +112,7 @@ type Config struct {
 	// bpf.DefaultUnwindTables.
 	Unwind       Unwind
 	UnwindTables int64
-	// Python reads the Python frames of CPython 3.11 to 3.13 processes and
+	// Python reads the Python frames of CPython 3.9 to 3.13 processes and
 	// splices them into their stacks (package symbolize/cpython).
 	Python bool
 	// DebugUnwind counts the unwinder's frames per binary and method,

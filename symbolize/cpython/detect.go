@@ -35,6 +35,9 @@ type Process struct {
 	// Eval holds the code of _PyEval_EvalFrameDefault (and of its cold
 	// part, where the symbol table names one).
 	Eval []Range
+	// PthreadTID is where libc's struct pthread keeps the thread's kernel
+	// id, for a Layout.ThreadPthread layout; NoField for others.
+	PthreadTID uint64
 }
 
 // InEval reports whether the native frame at addr runs
@@ -92,7 +95,7 @@ func Detect(procRoot string, pid uint32, maps []Mapping) (*Process, error) {
 			if !ok || (filepath.Base(m.Path)[0] == 'l') != (pass == 0) {
 				continue
 			}
-			p, err := detectIn(procRoot, pid, m, v)
+			p, err := detectIn(procRoot, pid, m, v, maps)
 			if err == nil {
 				return p, nil
 			}
@@ -112,13 +115,13 @@ const (
 	symCodeType = "PyCode_Type"
 )
 
-func detectIn(procRoot string, pid uint32, m Mapping, v Version) (*Process, error) {
+func detectIn(procRoot string, pid uint32, m Mapping, v Version, maps []Mapping) (*Process, error) {
 	f, err := openMapped(procRoot, pid, m)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	p := &Process{Version: v, File: m.Path}
+	p := &Process{Version: v, File: m.Path, PthreadTID: NoField}
 	var order binary.ByteOrder
 	err = elfx.Read(f, m.Path, func(ef *elf.File) error {
 		order = ef.ByteOrder
@@ -174,7 +177,84 @@ func detectIn(procRoot string, pid uint32, m Mapping, v Version) (*Process, erro
 	if p.Layout, err = tableLayout(v); err != nil {
 		return nil, err
 	}
+	if p.Layout.ThreadPthread {
+		if p.PthreadTID, err = pthreadTID(procRoot, pid, maps); err != nil {
+			return nil, fmt.Errorf("%w: Python %v names its threads by pthread_t: %w", ErrUnsupported, v, err)
+		}
+	}
 	return p, nil
+}
+
+// libcName matches the files glibc's thread descriptor may be in:
+// libc.so.6 from 2.34 on, libpthread before.
+var libcName = regexp.MustCompile(`^lib(?:c|pthread)(?:\.so\.[0-9]+|-2\.[0-9]+\.so)$`)
+
+// symPthreadTID is glibc's description of struct pthread's tid field, for
+// libthread_db: three 32-bit words, the field's size in bits, its count
+// and its offset. glibc exports it (GLIBC_PRIVATE) so that a debugger
+// needs no debug information to find a thread's id; so does sprof.
+const symPthreadTID = "_thread_db_pthread_tid"
+
+// maxPthreadTID bounds the offset of the tid in struct pthread: it is in
+// the first cache lines in every glibc (720 on x86-64, 208 on arm64).
+const maxPthreadTID = 4096
+
+// pthreadTID finds where the libc that process pid maps keeps a thread's
+// kernel id in struct pthread, from glibc's descriptor of that field.
+func pthreadTID(procRoot string, pid uint32, maps []Mapping) (uint64, error) {
+	for _, m := range maps {
+		if !libcName.MatchString(filepath.Base(m.Path)) {
+			continue
+		}
+		f, err := openMapped(procRoot, pid, m)
+		if err != nil {
+			return 0, err
+		}
+		var off uint64
+		err = elfx.Read(f, m.Path, func(ef *elf.File) error {
+			var err error
+			off, err = readPthreadTID(ef)
+			return err
+		})
+		f.Close()
+		if err == nil {
+			return off, nil
+		}
+		if !errors.Is(err, errNoDescriptor) {
+			return 0, fmt.Errorf("%s: %w", m.Path, err)
+		}
+	}
+	return 0, fmt.Errorf("no glibc with %s mapped (musl and static binaries are not supported)", symPthreadTID)
+}
+
+var errNoDescriptor = errors.New("no " + symPthreadTID)
+
+// readPthreadTID reads glibc's descriptor of struct pthread's tid from f.
+func readPthreadTID(f *elf.File) (uint64, error) {
+	syms, _ := f.DynamicSymbols()
+	for _, s := range syms {
+		if s.Name != symPthreadTID {
+			continue
+		}
+		if int(s.Section) >= len(f.Sections) || s.Section == elf.SHN_UNDEF {
+			return 0, fmt.Errorf("%s in section %d of %d", symPthreadTID, s.Section, len(f.Sections))
+		}
+		sec := f.Sections[s.Section]
+		var raw [12]byte
+		if s.Value < sec.Addr {
+			return 0, fmt.Errorf("%s at %#x, before its section at %#x", symPthreadTID, s.Value, sec.Addr)
+		}
+		if _, err := sec.ReadAt(raw[:], int64(s.Value-sec.Addr)); err != nil {
+			return 0, fmt.Errorf("reading %s at %#x: %w", symPthreadTID, s.Value, err)
+		}
+		bits, count, off := f.ByteOrder.Uint32(raw[0:]), f.ByteOrder.Uint32(raw[4:]), f.ByteOrder.Uint32(raw[8:])
+		if bits != 32 || count != 1 || off >= maxPthreadTID {
+			return 0, fmt.Errorf("%s says %d bits, %d of them, at offset %d; want one 32-bit field below %d",
+				symPthreadTID, bits, count, off, maxPthreadTID)
+		}
+		return uint64(off), nil
+	}
+	return 0, errNoDescriptor
 }
 
 // openMapped opens the file of mapping m of process pid.

@@ -2,11 +2,14 @@ package cpython
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/sprof/sprof/internal/pychain"
 )
 
 // startInterpreter runs python until the test ends and returns its pid
@@ -61,7 +64,7 @@ func TestDetectDebian(t *testing.T) {
 	}
 }
 
-// TestDetectRejects: a process without Python is not one; pyenv's 3.10,
+// TestDetectRejects: a process without Python is not one; pyenv's 3.8,
 // where installed, is one sprof cannot read.
 func TestDetectRejects(t *testing.T) {
 	self := uint32(os.Getpid())
@@ -72,16 +75,62 @@ func TestDetectRejects(t *testing.T) {
 	if _, err := Detect("/proc", self, maps); !errors.Is(err, ErrNotPython) {
 		t.Errorf("the test binary: %v, want ErrNotPython", err)
 	}
-	old, _ := filepath.Glob("/root/.pyenv/versions/3.10.*/bin/python3.10")
-	if len(old) == 0 {
-		t.Log("no pyenv build of Python 3.10: its rejection not tested")
+	old := pychain.Pyenv("3.8")
+	if old == "" {
+		t.Log("no pyenv build of Python 3.8: its rejection not tested")
 		return
 	}
-	pid := startInterpreter(t, old[0])
+	pid := startInterpreter(t, old)
 	if maps, err = ReadMaps("/proc", pid); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Detect("/proc", pid, maps); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("Python 3.10: %v, want ErrUnsupported", err)
+		t.Errorf("Python 3.8: %v, want ErrUnsupported", err)
+	}
+}
+
+// TestDetectPthreadTID: for 3.9 and 3.10, which name a thread by its
+// pthread_t, Detect finds where glibc keeps the thread's kernel id; the
+// kernel's word is the oracle: the main thread's id is the pid, in the
+// struct pthread its PyThreadState names.
+func TestDetectPthreadTID(t *testing.T) {
+	for _, v := range []string{"3.9", "3.10"} {
+		t.Run(v, func(t *testing.T) {
+			python := pychain.Pyenv(v)
+			if python == "" {
+				t.Skipf("no pyenv build of Python %s (pyenv install %s)", v, v)
+			}
+			pid := startInterpreter(t, python)
+			maps, err := ReadMaps("/proc", pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Detect("/proc", pid, maps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !p.Layout.ThreadPthread || p.PthreadTID == NoField {
+				t.Fatalf("detected %+v", p)
+			}
+			mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			word := func(addr uint64) uint64 {
+				var b [8]byte
+				if _, err := mem.ReadAt(b[:], int64(addr)); err != nil {
+					t.Fatalf("reading %#x: %v", addr, err)
+				}
+				return binary.LittleEndian.Uint64(b[:])
+			}
+			l := &p.Layout
+			interp := word(p.Runtime + l.RuntimeInterpretersHead)
+			ts := word(interp + l.InterpThreadsHead)
+			pthread := word(ts + l.ThreadNativeID)
+			if tid := uint32(word(pthread + p.PthreadTID)); tid != pid {
+				t.Errorf("the main thread's struct pthread at %#x says tid %d at offset %d; its pid is %d", pthread, tid, p.PthreadTID, pid)
+			}
+		})
 	}
 }

@@ -31,20 +31,34 @@ type Layout struct {
 	// PyThreadState: the next thread, the thread's kernel thread id, and
 	// where its current frame is: ThreadFrame points to a _PyCFrame whose
 	// field CFrameCurrentFrame is the frame (3.11, 3.12), or is the frame
-	// itself (CFrameCurrentFrame NoField, 3.13).
+	// itself (CFrameCurrentFrame NoField, 3.9, 3.10, 3.13).
 	ThreadNext, ThreadNativeID, ThreadFrame, CFrameCurrentFrame uint64
-	// _PyInterpreterFrame: the caller's frame, the code object, the
-	// instruction (prev_instr before 3.13, instr_ptr from 3.13: both give
-	// the instruction executing, see Reader.Name), and the frame's owner.
+	// ThreadPthread says that ThreadNativeID is the thread's pthread_t
+	// (thread_id, 3.9 and 3.10 have no native_thread_id): the kernel's
+	// id is in libc's struct pthread it points to, at Process.PthreadTID.
+	ThreadPthread bool
+	// The frame: the caller's frame, the code object, the instruction,
+	// and the frame's owner (NoField before 3.11). From 3.11 frames are
+	// _PyInterpreterFrames and the instruction is an address (prev_instr
+	// before 3.13, instr_ptr from 3.13: both give the instruction
+	// executing, see Reader.Frame). 3.9 and 3.10 keep PyFrameObjects, each
+	// run by a _PyEval_EvalFrameDefault call of its own, whose instruction
+	// is f_lasti, an int index in units of FrameLastiUnit bytes (1 in 3.9,
+	// 2 in 3.10; 0 from 3.11).
 	FramePrevious, FrameCode, FrameInstr, FrameOwner uint64
+	FrameLastiUnit                                   uint64
 	// FrameIsEntry is 3.11's flag for the first frame a
 	// _PyEval_EvalFrameDefault call runs; NoField later, where such a call
 	// instead links its first frame to a shim frame owned by the C stack,
 	// whose owner is OwnedByCStack.
 	FrameIsEntry  uint64
 	OwnedByCStack uint8
-	// PyCodeObject.
-	CodeFilename, CodeName, CodeQualname, CodeLinetable, CodeFirstLineno, CodeAdaptive uint64
+	// PyCodeObject. The instructions are inline from CodeAdaptive on
+	// (3.11 and later), or in the bytes object at CodeCode (co_code, 3.9
+	// and 3.10); the other is NoField. CodeLinetable is co_lnotab in 3.9,
+	// co_linetable later, each in its version's format (linetable.go).
+	// CodeQualname is NoField before 3.11: frames are named by co_name.
+	CodeFilename, CodeName, CodeQualname, CodeLinetable, CodeFirstLineno, CodeAdaptive, CodeCode uint64
 	// PyObject.ob_type.
 	ObType uint64
 	// PyUnicodeObject: the state bits, the length in code points, and the
@@ -54,9 +68,22 @@ type Layout struct {
 	BytesSize, BytesData uint64
 }
 
-// frameSpan bounds the frame fields the sampler reads: it copies this many
-// bytes of each frame at once (PY_FRAME_READ in bpf/python.bpf.h).
+// frameSpan bounds the frame fields of _Py_DebugOffsets: the sampler copies
+// this many bytes of each _PyInterpreterFrame at once (bpf/python.bpf.h),
+// and more of a PyFrameObject only (FrameSpan).
 const frameSpan = 80
+
+// FrameSpan is the number of bytes of each frame the sampler reads at once
+// to find the fields it uses.
+func (l *Layout) FrameSpan() uint64 {
+	span := uint64(frameSpan)
+	for _, off := range []uint64{l.FramePrevious, l.FrameCode, l.FrameInstr, l.FrameOwner, l.FrameIsEntry} {
+		if off != NoField && off+8 > span {
+			span = off + 8
+		}
+	}
+	return span
+}
 
 // maxOffset bounds every other offset: the sampler keeps them in 16 bits.
 const maxOffset = 1<<16 - 1
@@ -65,6 +92,8 @@ const maxOffset = 1<<16 - 1
 // theirs, from their headers (Include/internal/pycore_*.h), checked against
 // DWARF by TestLayoutsMatchDWARF.
 var tableLayouts = map[Version]Layout{
+	{3, 9}:  frameObjects(104, 1),
+	{3, 10}: frameObjects(96, 2),
 	{3, 11}: {
 		RuntimeInterpretersHead: 40,
 		InterpThreadsHead:       16,
@@ -72,7 +101,7 @@ var tableLayouts = map[Version]Layout{
 		FramePrevious: 48, FrameCode: 32, FrameInstr: 56, FrameOwner: 69, FrameIsEntry: 68,
 		OwnedByCStack: 0xff, // 3.11 marks entry frames with is_entry
 		CodeFilename:  112, CodeName: 120, CodeQualname: 128, CodeLinetable: 136, CodeFirstLineno: 72,
-		CodeAdaptive: 184,
+		CodeAdaptive: 184, CodeCode: NoField,
 		ObType:       8,
 		UnicodeState: 32, UnicodeLength: 16, ASCIISize: 48, CompactSize: 72,
 		BytesSize: 16, BytesData: 32,
@@ -84,11 +113,29 @@ var tableLayouts = map[Version]Layout{
 		FramePrevious: 8, FrameCode: 0, FrameInstr: 56, FrameOwner: 70, FrameIsEntry: NoField,
 		OwnedByCStack: 3, // FRAME_OWNED_BY_CSTACK
 		CodeFilename:  112, CodeName: 120, CodeQualname: 128, CodeLinetable: 136, CodeFirstLineno: 68,
-		CodeAdaptive: 192,
+		CodeAdaptive: 192, CodeCode: NoField,
 		ObType:       8,
 		UnicodeState: 32, UnicodeLength: 16, ASCIISize: 40, CompactSize: 56,
 		BytesSize: 16, BytesData: 32,
 	},
+}
+
+// frameObjects is the layout of 3.9 and 3.10, which keep frames as
+// PyFrameObjects: they differ only in where f_lasti is (lasti) and in
+// what it counts (unit bytes).
+func frameObjects(lasti, unit uint64) Layout {
+	return Layout{
+		RuntimeInterpretersHead: 32,
+		InterpThreadsHead:       8,
+		ThreadNext:              8, ThreadNativeID: 176, ThreadPthread: true, ThreadFrame: 24, CFrameCurrentFrame: NoField,
+		FramePrevious: 24, FrameCode: 32, FrameInstr: lasti, FrameOwner: NoField, FrameIsEntry: NoField,
+		FrameLastiUnit: unit,
+		CodeFilename:   104, CodeName: 112, CodeQualname: NoField, CodeLinetable: 120, CodeFirstLineno: 40,
+		CodeAdaptive: NoField, CodeCode: 48,
+		ObType:       8,
+		UnicodeState: 32, UnicodeLength: 16, ASCIISize: 48, CompactSize: 72,
+		BytesSize: 16, BytesData: 32,
+	}
 }
 
 // tableLayout returns the layout of version v from the table.
@@ -182,6 +229,7 @@ func parseDebugOffsets(raw []byte, v Version, order binary.ByteOrder) (Layout, e
 		CodeLinetable:           field(dbgCodeLinetable, maxOffset),
 		CodeFirstLineno:         field(dbgCodeFirstLineno, maxOffset),
 		CodeAdaptive:            field(dbgCodeAdaptive, maxOffset),
+		CodeCode:                NoField,
 		ObType:                  field(dbgObType, maxOffset),
 		BytesSize:               field(dbgBytesSize, maxOffset),
 		BytesData:               field(dbgBytesData, maxOffset),

@@ -70,7 +70,7 @@ func readStructs(t *testing.T, path string) structs {
 		t.Fatalf("%s: %v", path, err)
 	}
 	want := map[string]bool{"pyruntimestate": true, "pyinterpreters": true, "_is": true, "pythreads": true,
-		"_ts": true, "_PyCFrame": true, "_PyInterpreterFrame": true, "PyCodeObject": true,
+		"_ts": true, "_PyCFrame": true, "_PyInterpreterFrame": true, "_frame": true, "PyCodeObject": true,
 		"PyASCIIObject": true, "PyCompactUnicodeObject": true, "PyBytesObject": true, "PyVarObject": true,
 		"PyObject": true, "_object": true}
 	out := structs{}
@@ -137,28 +137,20 @@ func (s structs) offset(t *testing.T, name string, path ...string) uint64 {
 
 // fromDWARF is the Layout the DWARF of an interpreter of version v gives.
 func fromDWARF(t *testing.T, s structs, v Version) Layout {
-	frameCode, instr, thread, cframe := "f_executable", "instr_ptr", "current_frame", NoField
-	if v.Minor < 13 {
-		frameCode, instr, thread, cframe = "f_code", "prev_instr", "cframe", s.offset(t, "_PyCFrame", "current_frame")
+	lines := "co_linetable"
+	if v.Minor < 10 {
+		lines = "co_lnotab"
 	}
 	l := Layout{
 		RuntimeInterpretersHead: s.offset(t, "pyruntimestate", "interpreters", "head"),
-		InterpThreadsHead:       s.offset(t, "_is", "threads", "head"),
 		ThreadNext:              s.offset(t, "_ts", "next"),
-		ThreadNativeID:          s.offset(t, "_ts", "native_thread_id"),
-		ThreadFrame:             s.offset(t, "_ts", thread),
-		CFrameCurrentFrame:      cframe,
-		FramePrevious:           s.offset(t, "_PyInterpreterFrame", "previous"),
-		FrameCode:               s.offset(t, "_PyInterpreterFrame", frameCode),
-		FrameInstr:              s.offset(t, "_PyInterpreterFrame", instr),
-		FrameOwner:              s.offset(t, "_PyInterpreterFrame", "owner"),
-		FrameIsEntry:            s.offset(t, "_PyInterpreterFrame", "is_entry"),
 		CodeFilename:            s.offset(t, "PyCodeObject", "co_filename"),
 		CodeName:                s.offset(t, "PyCodeObject", "co_name"),
 		CodeQualname:            s.offset(t, "PyCodeObject", "co_qualname"),
-		CodeLinetable:           s.offset(t, "PyCodeObject", "co_linetable"),
+		CodeLinetable:           s.offset(t, "PyCodeObject", lines),
 		CodeFirstLineno:         s.offset(t, "PyCodeObject", "co_firstlineno"),
 		CodeAdaptive:            s.offset(t, "PyCodeObject", "co_code_adaptive"),
+		CodeCode:                s.offset(t, "PyCodeObject", "co_code"),
 		ObType:                  s.offset(t, "PyVarObject", "ob_base", "ob_type"),
 		UnicodeState:            s.offset(t, "PyASCIIObject", "state"),
 		UnicodeLength:           s.offset(t, "PyASCIIObject", "length"),
@@ -167,6 +159,38 @@ func fromDWARF(t *testing.T, s structs, v Version) Layout {
 		BytesSize:               s.offset(t, "PyBytesObject", "ob_base", "ob_size"),
 		BytesData:               s.offset(t, "PyBytesObject", "ob_sval"),
 	}
+	if v.Minor < 11 {
+		// PyFrameObjects (struct _frame); threads named by pthread_t.
+		if s.offset(t, "_ts", "native_thread_id") != NoField {
+			t.Errorf("PyThreadState of %v has a native_thread_id: the layout need not go through pthread_t", v)
+		}
+		l.InterpThreadsHead = s.offset(t, "_is", "tstate_head")
+		l.ThreadNativeID, l.ThreadPthread = s.offset(t, "_ts", "thread_id"), true
+		l.ThreadFrame, l.CFrameCurrentFrame = s.offset(t, "_ts", "frame"), NoField
+		l.FramePrevious = s.offset(t, "_frame", "f_back")
+		l.FrameCode = s.offset(t, "_frame", "f_code")
+		l.FrameInstr = s.offset(t, "_frame", "f_lasti")
+		l.FrameOwner, l.FrameIsEntry = NoField, NoField
+		// f_lasti counts bytes in 3.9 and code units (_Py_CODEUNIT, 2
+		// bytes) in 3.10: the unit is no field; the line tests check it.
+		l.FrameLastiUnit = 1
+		if v.Minor >= 10 {
+			l.FrameLastiUnit = 2
+		}
+		return l
+	}
+	frameCode, instr, thread, cframe := "f_executable", "instr_ptr", "current_frame", NoField
+	if v.Minor < 13 {
+		frameCode, instr, thread, cframe = "f_code", "prev_instr", "cframe", s.offset(t, "_PyCFrame", "current_frame")
+	}
+	l.InterpThreadsHead = s.offset(t, "_is", "threads", "head")
+	l.ThreadNativeID = s.offset(t, "_ts", "native_thread_id")
+	l.ThreadFrame, l.CFrameCurrentFrame = s.offset(t, "_ts", thread), cframe
+	l.FramePrevious = s.offset(t, "_PyInterpreterFrame", "previous")
+	l.FrameCode = s.offset(t, "_PyInterpreterFrame", frameCode)
+	l.FrameInstr = s.offset(t, "_PyInterpreterFrame", instr)
+	l.FrameOwner = s.offset(t, "_PyInterpreterFrame", "owner")
+	l.FrameIsEntry = s.offset(t, "_PyInterpreterFrame", "is_entry")
 	// The owner of C-stack shim frames is an enum constant, not in the
 	// structures; it is checked by the live tests.
 	return l
@@ -180,7 +204,7 @@ func TestLayoutsMatchDWARF(t *testing.T) {
 		testenv.Unavailable(t, "no python3.11 with DWARF: apt-get install python3.11-dbg (scripts/install-test-deps.sh)")
 	}
 	for v, paths := range found {
-		if v.Minor < 11 || v.Minor > 13 {
+		if v.Minor < 9 || v.Minor > 13 {
 			continue // no layout: Detect says so (TestDetectUnsupported)
 		}
 		for _, path := range paths {

@@ -1,5 +1,62 @@
 package cpython
 
+// lineReader returns the reader of version v's line table: each gives the
+// source line of the code unit (2 bytes) at index lasti in a code object
+// whose table is table and whose first line is firstLine, false when the
+// table gives none or does not parse. A negative lasti (a frame that has
+// not run its first instruction) is on the first line, as CPython says.
+func lineReader(v Version) func(table []byte, firstLine, lasti int) (int, bool) {
+	switch {
+	case v.Minor <= 9:
+		return lnotabLineAt
+	case v.Minor == 10:
+		return linetable310LineAt
+	}
+	return lineAt
+}
+
+// lnotabLineAt reads 3.9's co_lnotab: pairs of bytes, the first the
+// bytecode offset's increment (unsigned), the second the line's (signed);
+// a line increment applies from its offset on.
+func lnotabLineAt(table []byte, firstLine, lasti int) (int, bool) {
+	if lasti < 0 {
+		return firstLine, true
+	}
+	line, addr, at := firstLine, 0, 2*lasti
+	for i := 0; i+1 < len(table); i += 2 {
+		if addr += int(table[i]); addr > at {
+			break
+		}
+		line += int(int8(table[i+1]))
+	}
+	return line, true
+}
+
+// noLine310 is 3.10's line delta for bytecode with no line.
+const noLine310 = -128
+
+// linetable310LineAt reads 3.10's co_linetable: pairs of bytes, the first
+// the number of bytecode bytes a range covers (unsigned), the second the
+// line's increment from the previous range's (signed), noLine310 for a
+// range without a line, which leaves the line as it was for the next.
+func linetable310LineAt(table []byte, firstLine, lasti int) (int, bool) {
+	if lasti < 0 {
+		return firstLine, true
+	}
+	line, end, at := firstLine, 0, 2*lasti
+	for i := 0; i+1 < len(table); i += 2 {
+		end += int(table[i])
+		delta := int(int8(table[i+1]))
+		if delta != noLine310 {
+			line += delta
+		}
+		if at < end {
+			return line, delta != noLine310
+		}
+	}
+	return 0, false
+}
+
 // The location table of 3.11 and later (co_linetable; the format is
 // described in CPython's Objects/locations.md): a sequence of entries,
 // each starting with a byte whose top bit is set, whose bits 3-6 are a
@@ -23,11 +80,7 @@ const (
 	locOneLine = 10
 )
 
-// lineAt returns the source line of the code unit at index lasti in a code
-// object whose location table is table and whose first line is firstLine;
-// false when the table gives none or does not parse. A negative lasti (a
-// frame that has not run its first instruction) is on the first line, as
-// CPython says.
+// lineAt reads the location table of 3.11 and later, as lineReader says.
 func lineAt(table []byte, firstLine, lasti int) (int, bool) {
 	if lasti < 0 {
 		return firstLine, true

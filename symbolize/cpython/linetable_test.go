@@ -7,14 +7,33 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sprof/sprof/internal/testenv"
+	"github.com/sprof/sprof/internal/pychain"
 )
 
 // dumpLines prints, for every code object compiled from the files given,
-// its first line, its location table and the line CPython's own
-// co_positions gives each code unit: the oracle for lineAt.
+// its first line, its line table and the line CPython's own accessors
+// give each code unit: co_positions from 3.11, co_lines in 3.10, and in
+// 3.9 dis.findlinestarts. The oracle for the line readers.
 const dumpLines = `
-import json, sys
+import dis, json, sys
+def lines(co):
+    n = len(co.co_code) // 2
+    if hasattr(co, "co_positions"):
+        return [p[0] if p[0] is not None else 0 for p in co.co_positions()]
+    out = [0] * n
+    if hasattr(co, "co_lines"):
+        for start, end, line in co.co_lines():
+            for i in range(start // 2, min(end // 2, n)):
+                out[i] = line if line is not None else 0
+        return out
+    starts = dict(dis.findlinestarts(co))
+    line = co.co_firstlineno
+    for i in range(n):
+        line = starts.get(2 * i, line)
+        out[i] = line
+    return out
+def table(co):
+    return co.co_linetable if hasattr(co, "co_linetable") else co.co_lnotab
 def walk(co):
     yield co
     for c in co.co_consts:
@@ -25,24 +44,21 @@ for path in sys.argv[1:]:
     with open(path) as f:
         top = compile(f.read(), path, "exec")
     for co in walk(top):
-        out.append({"name": co.co_qualname, "first": co.co_firstlineno, "table": co.co_linetable.hex(),
-                    "lines": [p[0] if p[0] is not None else 0 for p in co.co_positions()]})
+        out.append({"name": co.co_name, "first": co.co_firstlineno, "table": table(co).hex(), "lines": lines(co)})
 print(json.dumps(out))
 `
 
-// TestLineAtMatchesCPython checks lineAt against the line CPython gives
-// every code unit of every code object of the fixture and of the json
-// module's encoder, for each interpreter installed.
+// TestLineAtMatchesCPython checks the line readers against the line
+// CPython gives every code unit of every code object of the fixture and of
+// the json module's encoder, for each interpreter installed.
 func TestLineAtMatchesCPython(t *testing.T) {
-	pythons := []string{"/usr/bin/python3.11"}
-	for _, v := range []string{"3.12", "3.13"} {
-		if m, _ := filepath.Glob("/root/.pyenv/versions/" + v + ".*/bin/python" + v); len(m) > 0 {
-			pythons = append(pythons, m[0])
-		}
-	}
-	testenv.RequireTool(t, pythons[0])
-	for _, python := range pythons {
+	for _, python := range pychain.Interpreters(t) {
 		t.Run(filepath.Base(python), func(t *testing.T) {
+			v, ok := Interpreter(python)
+			if !ok {
+				t.Fatalf("%s: no version in its name", python)
+			}
+			lineAt := lineReader(v)
 			lib, err := exec.Command(python, "-c", "import json.encoder; print(json.encoder.__file__, end='')").Output()
 			if err != nil {
 				t.Fatal(err)

@@ -44,41 +44,83 @@ type Reader struct {
 	order binary.ByteOrder
 	codes map[uint64]*code
 	buf   []byte
+	// head is how much of a code object holds the fields read.
+	head uint64
+	// lineAt is the reader of the version's line table.
+	lineAt func(table []byte, firstLine, lasti int) (int, bool)
 }
 
 // NewReader returns a Reader of the process whose memory is mem
 // (/proc/PID/mem), whose interpreter is p.
 func NewReader(mem io.ReaderAt, p *Process) *Reader {
-	return &Reader{mem: mem, proc: p, order: binary.LittleEndian, codes: map[uint64]*code{}}
+	l := &p.Layout
+	head := l.CodeAdaptive
+	if head == NoField { // 3.9, 3.10: up to the last field read
+		head = 0
+		for _, off := range []uint64{l.ObType, l.CodeFilename, l.CodeName, l.CodeQualname, l.CodeLinetable, l.CodeFirstLineno, l.CodeCode} {
+			if off != NoField && off+8 > head {
+				head = off + 8
+			}
+		}
+	}
+	return &Reader{mem: mem, proc: p, order: binary.LittleEndian, codes: map[uint64]*code{}, head: head, lineAt: lineReader(p.Version)}
+}
+
+// Locate returns s with Instr the address of its instruction. The sampler
+// records that address itself from 3.11 on; from 3.9 and 3.10 it records
+// the frame's f_lasti, which the code object's co_code turns into an
+// address, so that every instruction of every code object is a location of
+// its own in a spliced stack (Sampled.Addr). s is returned as it is where
+// its code object cannot be read: it has no name then.
+func (r *Reader) Locate(s Sampled) Sampled {
+	unit := int64(r.proc.Layout.FrameLastiUnit)
+	if unit == 0 {
+		return s
+	}
+	c := r.code(s.CodeAddr())
+	lasti := int64(int32(uint32(s.Instr)))
+	if !c.ok || c.start == 0 || lasti < -1 || lasti >= maxLasti {
+		return s
+	}
+	// -1 (not started) is before the first code unit, as in Frame.
+	s.Instr = c.start + uint64(max(lasti*unit, -2))
+	return s
 }
 
 // Frame names the frame running code object codeAddr at instruction
-// address instr (the sampler's record of it); false when codeAddr is not a
-// code object that can be read.
+// address instr (the sampler's record of it, through Locate); false when
+// codeAddr is not a code object that can be read.
 func (r *Reader) Frame(codeAddr, instr uint64) (Frame, bool) {
-	c := r.codes[codeAddr]
-	if c == nil {
-		if len(r.codes) >= MaxCodes {
-			clear(r.codes)
-		}
-		c = r.readCode(codeAddr)
-		r.codes[codeAddr] = c
-	}
+	c := r.code(codeAddr)
 	if !c.ok {
 		return Frame{}, false
 	}
 	f := Frame{Function: c.name, File: c.file}
 	// Code units are 2 bytes. Before 3.13 the frame points at the
-	// instruction executing (prev_instr), from 3.13 at the one executing
-	// or, for a caller, the one its call returns to (instr_ptr): both
-	// are the call's own line.
+	// instruction executing (prev_instr, f_lasti), from 3.13 at the one
+	// executing or, for a caller, the one its call returns to
+	// (instr_ptr): both are the call's own line.
 	lasti := (int64(instr) - int64(c.start)) / 2
 	if lasti >= -1 && lasti < maxLasti {
-		if line, ok := lineAt(c.lines, c.firstLine, int(lasti)); ok {
+		if line, ok := r.lineAt(c.lines, c.firstLine, int(lasti)); ok {
 			f.Line = line
 		}
 	}
 	return f, true
+}
+
+// code returns what the Reader knows of the code object at addr, read on
+// first use.
+func (r *Reader) code(addr uint64) *code {
+	c := r.codes[addr]
+	if c == nil {
+		if len(r.codes) >= MaxCodes {
+			clear(r.codes)
+		}
+		c = r.readCode(addr)
+		r.codes[addr] = c
+	}
+	return c
 }
 
 // readCode reads the code object at addr; a code with ok false when it
@@ -86,11 +128,17 @@ func (r *Reader) Frame(codeAddr, instr uint64) (Frame, bool) {
 func (r *Reader) readCode(addr uint64) *code {
 	l := &r.proc.Layout
 	c := &code{}
-	head, err := r.read(addr, int(l.CodeAdaptive))
+	head, err := r.read(addr, int(r.head))
 	if err != nil || r.word(head, l.ObType) != r.proc.CodeType {
 		return c
 	}
-	c.start = addr + l.CodeAdaptive
+	if l.CodeCode != NoField {
+		if bytecode := r.word(head, l.CodeCode); bytecode != 0 {
+			c.start = bytecode + l.BytesData
+		}
+	} else {
+		c.start = addr + l.CodeAdaptive
+	}
 	c.firstLine = int(int32(r.order.Uint32(head[l.CodeFirstLineno:])))
 	nameAt := l.CodeQualname
 	if nameAt == NoField {
