@@ -346,19 +346,38 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		spec.Programs[sprofProgSample] = spec.Programs[sprofProgSampleCompat]
 	}
 	delete(spec.Programs, sprofProgSampleCompat)
-	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
+	// Only the programs this path runs: the verifier's time is most of a
+	// start's, and each program it need not check saves some.
+	// sample_compat tail-calls walk_compat, and table_compat when it walks
+	// tables; sample calls neither.
+	var to any = &s.objs.sampleObjects
+	switch {
+	case s.features.LoopWalk():
+	case cfg.UnwindTables > 0:
+		to = &s.objs
+	default:
+		to = &struct {
+			*sampleObjects
+			*walkChunk
+		}{&s.objs.sampleObjects, &s.objs.walkChunk}
+	}
+	if err := spec.LoadAndAssign(to, nil); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			return fmt.Errorf("%w: the kernel refused to load the BPF program (%v); run sprof as root", ErrPermission, err)
 		}
 		return fmt.Errorf("load BPF program: %w", err)
 	}
-	if err := s.objs.WalkTail.Put(uint32(0), s.objs.WalkCompat); err != nil {
-		s.objs.Close()
-		return fmt.Errorf("install the walk's tail call: %w", err)
+	if s.objs.WalkCompat != nil {
+		if err := s.objs.WalkTail.Put(uint32(0), s.objs.WalkCompat); err != nil {
+			s.objs.Close()
+			return fmt.Errorf("install the walk's tail call: %w", err)
+		}
 	}
-	if err := s.objs.TableTail.Put(uint32(0), s.objs.TableCompat); err != nil {
-		s.objs.Close()
-		return fmt.Errorf("install the table walk's tail call: %w", err)
+	if s.objs.TableCompat != nil {
+		if err := s.objs.TableTail.Put(uint32(0), s.objs.TableCompat); err != nil {
+			s.objs.Close()
+			return fmt.Errorf("install the table walk's tail call: %w", err)
+		}
 	}
 	if cfg.UnwindTables > 0 {
 		s.tables = newTableSpace(&s.objs, cfg.UnwindTables)
@@ -385,15 +404,30 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 }
 
 // objects are what the Sampler loads of the BPF object: the sampling
-// program the kernel's features chose, the hooks and the maps.
+// program the kernel's features chose, the hooks and the maps, and the
+// chunks sample_compat tail-calls where it runs (nil elsewhere).
 type objects struct {
+	sampleObjects
+	walkChunk
+	tableChunk
+}
+
+// sampleObjects are the objects every path loads.
+type sampleObjects struct {
 	Sample     *ebpf.Program `ebpf:"sample"`
-	WalkCompat *ebpf.Program `ebpf:"walk_compat"` // tail-called by sample_compat
-	// TableCompat is tail-called by sample_compat's table walk.
-	TableCompat *ebpf.Program `ebpf:"table_compat"`
-	FollowFork  *ebpf.Program `ebpf:"follow_fork"`
-	ForgetExit  *ebpf.Program `ebpf:"forget_exit"`
+	FollowFork *ebpf.Program `ebpf:"follow_fork"`
+	ForgetExit *ebpf.Program `ebpf:"forget_exit"`
 	sprofMaps
+}
+
+// walkChunk is tail-called by sample_compat's frame-pointer walk.
+type walkChunk struct {
+	WalkCompat *ebpf.Program `ebpf:"walk_compat"`
+}
+
+// tableChunk is tail-called by sample_compat's table walk.
+type tableChunk struct {
+	TableCompat *ebpf.Program `ebpf:"table_compat"`
 }
 
 func (o *objects) Close() error {

@@ -777,6 +777,27 @@ func userMappings(t *testing.T, pid int) (code, stack ranges) {
 	return code, stack
 }
 
+// Open loads only the programs its path runs: the verifier's time is most
+// of a start's (on a 6.18 host, table_compat alone took 187 ms of the 327
+// the three walk programs took to verify), and far more on an emulated
+// CPU. sample_compat tail-calls walk_compat, and table_compat only when it
+// walks unwind tables; sample calls neither.
+func TestOpenLoadsItsPathOnly(t *testing.T) {
+	requireBPF(t)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		for _, tables := range []int64{0, DefaultUnwindTables} {
+			s := openSampler(t, Config{Frequency: 99, User: true, Kernel: true, UnwindTables: tables, features: features})
+			compat := !s.features.LoopWalk()
+			if loaded := s.objs.WalkCompat != nil; loaded != compat {
+				t.Errorf("UnwindTables %d, tail-call path %v: walk_compat loaded %v", tables, compat, loaded)
+			}
+			if loaded := s.objs.TableCompat != nil; loaded != (compat && tables > 0) {
+				t.Errorf("UnwindTables %d, tail-call path %v: table_compat loaded %v", tables, compat, loaded)
+			}
+		}
+	})
+}
+
 // Every kernel path's program loads with every option on (the verifier
 // checks what the options leave reachable) on this kernel and architecture:
 // the kernel matrix runs this on each kernel, fixtures or not.

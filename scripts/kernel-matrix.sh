@@ -33,7 +33,9 @@
 #   SPROF_MATRIX_BPF_RUN, SPROF_MATRIX_SPROF_RUN  go test -run patterns that
 #                       replace the scope's for ./bpf and ./cmd/sprof
 # Arguments: none (fetch, build, boot, table), prepare (fetch and build
-# only), or table (the table of the last run's logs).
+# only), fetch (the downloads only), fetch-background (fetch, in the
+# background, logging to $SPROF_MATRIX_OUT/fetch.out: make test starts it
+# first) or table (the table of the last run's logs).
 # Needs root (apt-get), go, qemu-system-x86 and qemu-system-arm, cpio and the
 # aarch64 cross libc (libc6-arm64-cross); scripts/install-test-deps.sh
 # installs them. Without root or one of them the matrix is skipped with the
@@ -76,7 +78,7 @@ chains)
 	sprof_tests="^($chains)\$"
 	;;
 kernel)
-	bpf_tests='^(TestEveryPathLoads|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
+	bpf_tests='^(TestEveryPathLoads|TestOpenLoadsItsPathOnly|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
 	sprof_tests="^($chains|TestCheckAsRoot|TestCheckUnprivileged|TestRecordOffCPU)\$"
 	;;
 full)
@@ -113,8 +115,11 @@ aptopts="-q -o Dir::State=$aptdir -o Dir::State::Lists=$aptdir/lists -o Dir::Sta
  -o Acquire::IndexTargets::deb::DEP-11-icons-hidpi::DefaultEnabled=false"
 apt_updated=
 
+# apt_update updates the lists once a run; it fails, once with apt's words,
+# when any of them could not be fetched.
 apt_update() {
-	[ -n "$apt_updated" ] && return
+	[ -n "$apt_updated" ] && return "$apt_updated"
+	apt_updated=1
 	mkdir -p "$aptdir/lists/partial" "$aptdir/archives/partial" "$aptdir/preferences.d"
 	: >"$aptdir/status"
 	: >"$aptdir/preferences"
@@ -123,20 +128,30 @@ apt_update() {
 	done >"$aptdir/sources.list"
 	log "apt-get update (bullseye bookworm trixie sid, amd64 arm64)"
 	# shellcheck disable=SC2086
-	if ! apt-get $aptopts update >"$out/apt-update.log" 2>&1; then
-		cat "$out/apt-update.log" >&2
+	if ! apt-get $aptopts --error-on=any update >"$out/apt-update.log" 2>&1; then
+		grep -v '^Ign:' "$out/apt-update.log" >&2
 		log "apt-get update failed"
 		return 1
 	fi
-	apt_updated=1
+	apt_updated=0
 }
 
-# stale FILE WHAT says, when FILE exists but apt's lists could not be
-# updated to refresh it, that the cached WHAT is used as it is: a week-old
-# cache must not fail a run without network.
+# stale FILE WHAT says, when FILE exists but could not be refreshed, that
+# the cached WHAT is used as it is: a week-old cache must not fail a run
+# without network. Without FILE, WHAT is unavailable.
 stale() {
-	[ -e "$1" ] || die "nothing cached for $2 and apt-get update failed"
+	[ -e "$1" ] || unavailable "$2"
 	log "$2: using the cached copy from $(date -r "$1" +%F) (no network to refresh it)"
+}
+
+# unavailable WHAT ends the matrix for want of WHAT, which could not be
+# downloaded and is not cached: under CI=true it fails, naming it; on a
+# developer's machine without network it is skipped with the reason, as
+# the kernel tests are without root. apt's own words are above it.
+unavailable() {
+	[ "${CI:-}" = true ] && die "CI=true and $1 could not be downloaded from deb.debian.org, nor is it cached in $cache"
+	log "skipped: $1 could not be downloaded from deb.debian.org, nor is it cached in $cache"
+	exit 0
 }
 
 # newest_kernel SUITE ARCH prints "package version" of the package that
@@ -156,14 +171,15 @@ newest_kernel() {
 
 # fetch_deb DIR PKG... downloads packages (PKG:ARCH=VERSION or
 # PKG:ARCH/SUITE) into DIR, in one apt-get run: each run reads the lists of
-# four suites, which takes a while on a loaded machine.
+# four suites, which takes a while on a loaded machine. On failure it
+# prints apt's log and returns 1.
 fetch_deb() {
 	dir=$1
 	shift
 	(cd "$dir" && rm -f ./*.deb &&
 		# shellcheck disable=SC2086
 		apt-get $aptopts download "$@" >"$out/apt-download.log" 2>&1) ||
-		{ cat "$out/apt-download.log" >&2; die "apt-get download $* failed"; }
+		{ cat "$out/apt-download.log" >&2; log "apt-get download $* failed"; return 1; }
 }
 
 # fresh FILE says whether FILE exists and was written less than a week ago.
@@ -173,7 +189,7 @@ fresh() { [ -e "$1" ] && [ -z "$(find "$1" -mtime +7)" ]; }
 fetch_kernel() {
 	d=$cache/kernels/$1-$2
 	[ -s "$d/vmlinuz" ] && fresh "$d/release" && return
-	apt_update || { stale "$d/vmlinuz" "$1/$2" && return; }
+	apt_update || { stale "$d/vmlinuz" "$1/$2's kernel" && return; }
 	set -- "$1" "$2" $(newest_kernel "$1" "$2")
 	[ $# -eq 4 ] || die "no linux-image for $2 in $1"
 	# The week-old kernel is still the suite's newest: keep it.
@@ -183,7 +199,7 @@ fetch_kernel() {
 	fi
 	log "$1/$2: apt-get download $3 ($4)"
 	mkdir -p "$d/deb"
-	fetch_deb "$d/deb" "$3:$2=$4"
+	fetch_deb "$d/deb" "$3:$2=$4" || { stale "$d/vmlinuz" "$1/$2's kernel ($3 $4)" && return; }
 	# /boot/vmlinuz-VERSION, or /usr/lib/modules/VERSION/vmlinuz (sid).
 	img=$(dpkg-deb -c "$d"/deb/*.deb | awk '$NF ~ /^\.\/(boot\/vmlinuz-|usr\/lib\/modules\/[^\/]+\/vmlinuz$)/ && !n++ { print $NF }')
 	[ -n "$img" ] || die "$3 holds no vmlinuz"
@@ -200,17 +216,20 @@ fetch_tools() {
 	d=$cache/tools/$1
 	fresh "$d/stamp" && return
 	apt_update || { stale "$d/stamp" "busybox for $1" && return; }
-	rm -rf "$d" && mkdir -p "$d/deb"
+	n=$d.new
+	rm -rf "$n" && mkdir -p "$n/deb"
 	log "$1: apt-get download busybox-static util-linux libcap-ng0 (bookworm)"
-	fetch_deb "$d/deb" "busybox-static:$1/bookworm" "util-linux:$1/bookworm" "libcap-ng0:$1/bookworm"
-	for deb in "$d"/deb/*.deb; do
-		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$d" --wildcards ./bin/busybox ./usr/bin/setpriv './lib/*/libcap-ng.so.0*' 2>/dev/null || true
+	fetch_deb "$n/deb" "busybox-static:$1/bookworm" "util-linux:$1/bookworm" "libcap-ng0:$1/bookworm" ||
+		{ stale "$d/stamp" "busybox for $1" && return; }
+	for deb in "$n"/deb/*.deb; do
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$n" --wildcards ./bin/busybox ./usr/bin/setpriv './lib/*/libcap-ng.so.0*' 2>/dev/null || true
 	done
-	rm -rf "$d/deb"
+	rm -rf "$n/deb"
 	for f in bin/busybox usr/bin/setpriv; do
-		[ -x "$d/$f" ] || die "no $f in bookworm's packages for $1"
+		[ -x "$n/$f" ] || die "no $f in bookworm's packages for $1"
 	done
-	touch "$d/stamp"
+	touch "$n/stamp"
+	rm -rf "$d" && mv "$n" "$d"
 }
 
 # --- initramfs -----------------------------------------------------------
@@ -227,7 +246,7 @@ build_pprof() {
 		(cd "$m" && $go mod init sprof-matrix/pprof >/dev/null 2>&1 && $go get "github.com/google/pprof@$v" >/dev/null 2>&1) ||
 			die "go get github.com/google/pprof@$v failed"
 	fi
-	(cd "$m" && CGO_ENABLED=0 GOARCH=$1 $go build -o "$2" github.com/google/pprof)
+	(cd "$m" && CGO_ENABLED=0 GOARCH=$1 $go build -ldflags='-s -w' -o "$2" github.com/google/pprof)
 }
 
 # build_initrd ARCH writes $out/initrd-ARCH.cpio, an uncompressed
@@ -241,9 +260,14 @@ build_initrd() {
 	mkdir -p "$t/proc" "$t/sys" "$t/dev" "$t/tmp" "$t/sprof/bpf" "$t/sprof/cmd/sprof" "$t/sprof/testdata"
 	cp -a "$cache/tools/$arch/." "$t/"
 	rm "$t/stamp"
+	# Without DWARF (-w): the tests profile fixtures, not themselves, but
+	# `sprof record -- CMD` launches CMD through its own binary (the test
+	# binary here), whose few samples before the exec had sprof convert
+	# the test binary's DWARF, 8-10 s of an emulated VM's time; and a
+	# smaller initramfs boots sooner.
 	log "$arch: go test -c ./bpf ./cmd/sprof"
-	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go test -c -o "$t/sprof/bpf/bpf.test" ./bpf)
-	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go test -c -o "$t/sprof/cmd/sprof/sprof.test" ./cmd/sprof)
+	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go test -c -ldflags=-w -o "$t/sprof/bpf/bpf.test" ./bpf)
+	(cd "$root" && CGO_ENABLED=0 GOARCH=$arch $go test -c -ldflags=-w -o "$t/sprof/cmd/sprof/sprof.test" ./cmd/sprof)
 	build_pprof "$arch" "$t/bin/pprof"
 	# The Go fixture the tests of the walk through runtime.morestack build
 	# with the toolchain where there is one (SPROF_GOSTACK in the VM).
@@ -476,6 +500,17 @@ if [ "${1:-}" = table ]; then
 	exit
 fi
 
+if [ "${1:-}" = fetch-background ]; then
+	# make test's first step: the downloads (network, little CPU) run
+	# while the unit tests do; the matrix's own run, at the end, waits for
+	# them (the cache's lock) and says what failed, if anything did.
+	[ "$(id -u)" -eq 0 ] || exit 0
+	mkdir -p "$out"
+	log "fetching the kernels in the background (log: $out/fetch.out)"
+	"$0" fetch </dev/null >"$out/fetch.out" 2>&1 &
+	exit 0
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
 	# Like the tests that need root: skip on a developer's machine, fail in CI.
 	[ "${CI:-}" = true ] && die "CI=true but not root: the matrix needs root (apt-get into $cache)"
@@ -486,7 +521,7 @@ fi
 # of them it is skipped with the reason on a developer's machine, and
 # fails under CI=true.
 missing=
-tools="apt-get dpkg-deb cpio sha256sum $go"
+tools="apt-get dpkg-deb cpio sha256sum flock $go"
 case $matrix in *amd64*) tools="$tools qemu-system-x86_64" ;; esac
 case $matrix in *arm64*) tools="$tools qemu-system-aarch64" ;; esac
 for tool in $tools; do
@@ -501,7 +536,11 @@ if [ -n "$missing" ]; then
 fi
 mkdir -p "$out" "$cache"
 start=$(date +%s)
-rm -f "$out/walls" "$out"/*.log "$out"/*.retry "$out"/*.raw "$out"/initrd-*.gz
+[ "${1:-}" = fetch ] || rm -f "$out/walls" "$out"/*.log "$out"/*.retry "$out"/*.raw "$out"/initrd-*.gz
+# One fetch at a time in the cache: make test's background one, or another
+# run's.
+exec 9>"$cache/lock"
+flock 9
 arches=
 for k in $matrix; do
 	case $k in
@@ -517,6 +556,13 @@ for k in $matrix; do
 done
 for a in $arches; do
 	fetch_tools "$a"
+done
+exec 9>&-
+if [ "${1:-}" = fetch ]; then
+	log "fetched in $(($(date +%s) - start)) s: kernels and tools in $cache"
+	exit 0
+fi
+for a in $arches; do
 	build_initrd "$a"
 done
 if [ "${1:-}" = prepare ]; then
