@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/sprof/sprof/internal/hexnum"
 	"io"
 	"math"
 	"os"
@@ -193,7 +194,7 @@ func parseKallsymsLine(line []byte, modules map[string]string) (symbol, []byte, 
 	if nf < 3 || len(fields[1]) != 1 {
 		return symbol{}, nil, fmt.Errorf("%q is not ADDRESS TYPE NAME [MODULE]", line)
 	}
-	addr, ok := parseHex(fields[0])
+	addr, ok := hexnum.Parse(fields[0])
 	if !ok {
 		return symbol{}, nil, fmt.Errorf("address %q: not a 64-bit hexadecimal number", fields[0])
 	}
@@ -224,28 +225,6 @@ func parseKallsymsLine(line []byte, modules map[string]string) (symbol, []byte, 
 // isSpace says whether c separates the fields of a kallsyms line: ASCII
 // white space.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r' }
-
-// parseHex parses 1 to 16 hexadecimal digits.
-func parseHex(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 16 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | uint64(c)
-	}
-	return v, true
-}
 
 // Symbolize appends the frame of the kernel function containing addr to
 // dst. It appends nothing when no function covers addr, and for a nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"github.com/sprof/sprof/internal/hexnum"
 	"io"
 	"os"
 	"slices"
@@ -306,22 +307,10 @@ func (c *lookupChunk) answer(w *bufio.Writer) {
 // parseAddress parses an address as strconv.ParseUint with base 0 does,
 // the usual "0x" hex form without allocating.
 func parseAddress(b []byte) (uint64, bool) {
-	if len(b) > 2 && len(b) <= 18 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
-		var v uint64
-		for _, c := range b[2:] {
-			switch {
-			case '0' <= c && c <= '9':
-				c -= '0'
-			case 'a' <= c && c <= 'f':
-				c -= 'a' - 10
-			case 'A' <= c && c <= 'F':
-				c -= 'A' - 10
-			default:
-				return parseUint(b)
-			}
-			v = v<<4 | uint64(c)
+	if len(b) > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
+		if v, ok := hexnum.Parse(b[2:]); ok {
+			return v, true
 		}
-		return v, true
 	}
 	return parseUint(b)
 }
