@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/sprof/sprof/internal/hexnum"
 	"io"
 	"math"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sprof/sprof/internal/hexnum"
 	"github.com/sprof/sprof/internal/readall"
 	"github.com/sprof/sprof/stacks"
 )

@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
-	"github.com/sprof/sprof/internal/hexnum"
 	"io"
 	"os"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/sprof/sprof/internal/hexnum"
 	"github.com/sprof/sprof/symbolize/gsym"
 	"github.com/sprof/sprof/symbolize/gsym/convert"
 )
