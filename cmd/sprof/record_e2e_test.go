@@ -584,10 +584,14 @@ func TestRecordKernelFrames(t *testing.T) {
 	t.Logf("syscalls: %d samples in main, %d with a kernel leaf, %d through the syscall entry, %d in interrupts of user code; others like %q",
 		total, kernel, entry, irq, others)
 	// Emulated, the share depends on how fast the emulator runs kernel
-	// code against user code: 43-54% in the kernel matrix's arm64 5.10.
+	// code against user code: 43-54% in the kernel matrix's arm64 5.10 on
+	// a loaded host, 14-30% in its arm64 VMs (5.10 to 7.2) on an idle one,
+	// while the amd64 VMs kept above a third. There a tenth is enough for
+	// the check below, that the kernel stacks pass through the syscall
+	// entry, to mean something.
 	least := total / 2
 	if testenv.EmulatedCPU() {
-		least = total / 3
+		least = total / 10
 	}
 	if kernel < least {
 		t.Errorf("%d of %d samples have a kernel leaf, want %d or more", kernel, total, least)
