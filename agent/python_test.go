@@ -3,8 +3,6 @@ package agent
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,15 +55,38 @@ func TestBPFAgentPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := start(t, a)
-	// samples returns the samples of each fixture in the profiles written
-	// after the first interval, in which the agent builds the unwind
-	// tables of the interpreters and their first samples wait for them.
+	// The first samples of each interpreter wait, held back, for the
+	// unwind tables of python and libpython (built at a low priority,
+	// seconds on a loaded host), and are cut short, marked truncated,
+	// when they waited 2 s: the warm-up, not the steady state this test
+	// is about. So the samples counted are those of the intervals that
+	// began after a cut at which no table was being built and no sample
+	// was held (the metrics' copy of the unwinder's statistics, set at
+	// each cut). warmFrom is the first stamp of those intervals.
+	var warmFrom string
+	warm := func() bool {
+		if warmFrom != "" {
+			return true
+		}
+		st := a.metrics.unwind.Load()
+		if st == nil || st.Building > 0 || st.Tables == 0 || st.Held > st.Released+st.FlushedFull+st.FlushedAge+st.FlushedEnd {
+			return false
+		}
+		// The intervals counted start after now, which is after the
+		// warm cut (the names' stamps are their intervals' starts).
+		warmFrom = time.Now().UTC().Format(stampLayout)
+		return true
+	}
+	// samples returns the samples of each fixture in the profiles of the
+	// intervals that began once the unwinder was warm, none before.
 	samples := func() map[int64][]*profile.Sample {
 		out := map[int64][]*profile.Sample{}
+		if !warm() {
+			return out
+		}
 		files, _ := filepath.Glob(filepath.Join(dir, "*.pb.gz"))
-		slices.Sort(files) // by interval: the names start with its time
 		for _, f := range files {
-			if stamp, _, _ := strings.Cut(filepath.Base(f), "_"); strings.HasPrefix(filepath.Base(files[0]), stamp+"_") {
+			if stamp, _ := stampOf(filepath.Base(f)); stamp < warmFrom {
 				continue
 			}
 			for _, s := range readPprof(t, f).Sample {
@@ -79,7 +100,7 @@ func TestBPFAgentPython(t *testing.T) {
 	// At 499 Hz, 200 samples are 0.4 s of a fixture's CPU time; the
 	// profiles come an interval later, once named.
 	const enough = 200
-	proctime.Until(t, int(pids[len(pids)-1]), 30*time.Second, fmt.Sprintf("%d samples of each fixture in the agent's profiles", enough), func() bool {
+	proctime.Until(t, int(pids[len(pids)-1]), 30*time.Second, fmt.Sprintf("%d samples of each fixture in the agent's profiles once the unwinder is warm", enough), func() bool {
 		got := samples()
 		for pid := range fixtures {
 			if sampleCount(got[pid]) < enough {
@@ -90,6 +111,10 @@ func TestBPFAgentPython(t *testing.T) {
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+	if st := a.metrics.unwind.Load(); st != nil {
+		t.Logf("unwinder: %d tables built in %v; samples held %d, released %d, cut short after 2 s %d; counted from %s",
+			st.Tables, st.BuildTime, st.Held, st.Released, st.FlushedAge, warmFrom)
 	}
 	for pid, ss := range samples() {
 		var good int64
