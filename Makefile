@@ -22,11 +22,14 @@ install:
 
 # The kernel matrix's downloads start first, in the background (network,
 # little CPU), and its VMs boot last, after the unit tests whether or not
-# they passed: its table ends the output, and make test fails if either did.
+# they passed: its table comes next, then, if a unit test failed, what each
+# failing test said (the log of a long run is often read from its end), and
+# make test fails if either did.
 test: deps matrix-fetch vet check-generate
 	@status=0; \
 	$(MAKE) --no-print-directory unit || status=1; \
 	$(MAKE) --no-print-directory matrix || status=1; \
+	./scripts/test-failures.sh $(UNIT_LOG); \
 	exit $$status
 
 deps:
@@ -36,8 +39,12 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 
+# The unit tests' output is kept in UNIT_LOG for make test's summary of
+# failures.
+UNIT_LOG ?= $(or $(TMPDIR),/tmp)/sprof-unit-tests.log
 unit:
-	$(GO) test -count=1 -timeout 20m ./...
+	@echo "$(GO) test -count=1 -timeout 20m ./..."
+	@bash -o pipefail -c '$(GO) test -count=1 -timeout 20m ./... 2>&1 | tee $(UNIT_LOG)'
 
 # Boot Debian's kernels (5.10, 6.1, 6.12, newest sid; amd64 and arm64) one
 # at a time under QEMU and run in each the end-to-end chain tests (frame
