@@ -15,6 +15,7 @@ import (
 	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/collector/bpfsource"
+	"github.com/sprof/sprof/internal/proctime"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/internal/unwindcheck"
 	"github.com/sprof/sprof/stacks"
@@ -22,8 +23,10 @@ import (
 )
 
 const (
-	accuracyHz       = 999
-	accuracyDuration = 2 * time.Second
+	accuracyHz = 999
+	// accuracyCPU is the fixture's CPU time each recording samples, about
+	// 2,000 samples however loaded the host is.
+	accuracyCPU = 2 * time.Second
 )
 
 // TestUnwindAccuracy records the unwinding fixtures (-O2
@@ -73,16 +76,17 @@ func TestUnwindAccuracy(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer s.Close()
-				prof, lost := recordAccuracy(t, col, bpfsource.New(s), mode == "bpf")
+				prof, lost := recordAccuracy(t, col, bpfsource.New(s), int(pid), mode == "bpf")
 				st := col.UnwindStats()
 				var text bytes.Buffer
 				st.WriteText(&text)
 				share, all, bad := unwindcheck.Share(prof, pid, path)
 				reach := unwindcheck.ReachMain(prof, pid, path)
 				t.Logf("sprof: %d samples (%d lost), %.2f%% with the known chain, %.2f%% reach main\n%s", all, lost, 100*share, 100*reach, text.String())
-				// The fixture spins on one CPU; a loaded host leaves it less.
+				// About 2,000 (accuracyCPU at accuracyHz); far fewer means
+				// the sampler or the pid filter lost the fixture.
 				if all < 100 {
-					t.Fatalf("only %d samples in %v at %d Hz", all, accuracyDuration, accuracyHz)
+					t.Fatalf("only %d samples in %v of the fixture's CPU time at %d Hz", all, accuracyCPU, accuracyHz)
 				}
 				if copies && st.Copies == 0 && st.KernelWhole == 0 {
 					t.Fatalf("no sample carried a stack copy: the collector did not mark pid %d", pid)
@@ -110,18 +114,34 @@ func TestUnwindAccuracy(t *testing.T) {
 	}
 }
 
-// recordAccuracy records src for accuracyDuration and returns the profile
-// and the samples lost. With warm, it first drains until the collector
-// has loaded the fixture's tables into the kernel and none is being
-// built, and leaves that interval out.
-func recordAccuracy(t *testing.T, col *collector.Collector, src *bpfsource.Source, warm bool) (*stacks.Profile, uint64) {
+// recordAccuracy records src while process pid runs accuracyCPU of CPU
+// time, and returns the profile and the samples lost. With warm, it first
+// drains until the collector has loaded the fixture's tables into the
+// kernel and none is being built, and leaves that interval out.
+func recordAccuracy(t *testing.T, col *collector.Collector, src *bpfsource.Source, pid int, warm bool) (*stacks.Profile, uint64) {
 	t.Helper()
+	// ran says, once pid has run accuracyCPU from now on, nil, or why it
+	// could not.
+	ran := func() <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- proctime.Wait(pid, accuracyCPU) }()
+		return done
+	}
 	if !warm {
-		ctx, cancel := context.WithTimeout(context.Background(), accuracyDuration)
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		end := ran()
+		var waitErr error
+		go func() {
+			waitErr = <-end
+			cancel()
+		}()
 		prof, stats, err := col.Run(ctx, src, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if waitErr != nil {
+			t.Fatal(waitErr)
 		}
 		return prof, stats.Lost
 	}
@@ -140,10 +160,13 @@ func recordAccuracy(t *testing.T, col *collector.Collector, src *bpfsource.Sourc
 		}
 	}
 	col.CutInterval(src)
-	end := time.After(accuracyDuration)
+	end := ran()
 	for done := false; !done; {
 		select {
-		case <-end:
+		case err := <-end:
+			if err != nil {
+				t.Fatal(err)
+			}
 			done = true
 		case <-tick.C:
 		}
@@ -161,7 +184,7 @@ func recordAccuracy(t *testing.T, col *collector.Collector, src *bpfsource.Sourc
 func perfReachMain(t *testing.T, pid uint32, fixture string) (float64, int) {
 	perf := testenv.RequireTool(t, "perf")
 	data := filepath.Join(t.TempDir(), "perf.data")
-	rec := exec.Command(perf, "record", "-q", "--call-graph", "dwarf", "-F", "999", "-p", strconv.FormatUint(uint64(pid), 10), "-o", data, "--", "sleep", accuracyDuration.String())
+	rec := exec.Command(perf, "record", "-q", "--call-graph", "dwarf", "-F", "999", "-p", strconv.FormatUint(uint64(pid), 10), "-o", data, "--", "sleep", accuracyCPU.String())
 	if out, err := rec.CombinedOutput(); err != nil {
 		t.Fatalf("perf record: %v\n%s", err, out)
 	}
