@@ -312,13 +312,16 @@ func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{})
 	return p, iv.Stats, nil
 }
 
-// RunInterval is Run that leaves naming the frames to the caller
-// (Interval.Resolve): a second Ctrl-C may cut that short. The Interval is
-// nil with a Sink.
-func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan struct{}) (*Interval, Stats, error) {
-	defer c.Close()
-	c.start = time.Now()
-	if c.unw != nil { // mark processes for stack copies now, not at the first drain
+// Attach tells src, once, what the collector knows of the processes
+// running now and will tell it from then on: those whose stacks need
+// copies, the mappings whose unwind tables the kernel walks, the CPython
+// processes whose Python frames it reads, and the Go processes whose
+// growing stacks it follows to the goroutine. The source samples from
+// the moment it is opened, so a caller attaches it then (pipeline.Open
+// does), before anything slow: a sample taken before gets none of these.
+// Run and Drain attach the source they are given, if not done yet.
+func (c *Collector) Attach(src Source) {
+	if c.unw != nil {
 		c.unw.attach(src)
 		c.attachKernel(src)
 	}
@@ -326,6 +329,15 @@ func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan s
 		c.py.attach(src)
 	}
 	c.attachGo(src)
+}
+
+// RunInterval is Run that leaves naming the frames to the caller
+// (Interval.Resolve): a second Ctrl-C may cut that short. The Interval is
+// nil with a Sink.
+func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan struct{}) (*Interval, Stats, error) {
+	defer c.Close()
+	c.start = time.Now()
+	c.Attach(src) // now, not at the first drain
 	tick := time.NewTicker(c.interval)
 	defer tick.Stop()
 	var ready <-chan struct{} // nil, never ready, unless src is a Notifier
@@ -388,13 +400,8 @@ func (c *Collector) drain(src Source, final bool) error {
 		c.stats.Busy += threadCPU() - began
 	}()
 	c.pend, c.arena = c.pend[:0], c.arena[:0]
-	c.attachGo(src)
-	if c.py != nil {
-		c.py.attach(src)
-	}
+	c.Attach(src)
 	if c.unw != nil {
-		c.unw.attach(src)
-		c.attachKernel(src)
 		c.unw.stack = c.unw.stack[:0]
 		c.releaseHeld(false, flushEnd)
 	}

@@ -152,7 +152,8 @@ type Pipeline struct {
 
 // Open opens the collector and then the sampler, in that order so that
 // no process starts unseen in between, and marks the running processes
-// that need stack copies before the first sample.
+// that need stack copies before the first sample, and those it treats
+// apart otherwise (collector.Attach) right after it.
 func Open(cfg Config) (*Pipeline, error) {
 	if !cfg.User && !cfg.Kernel {
 		return nil, errors.New("pipeline: neither user nor kernel stacks selected")
@@ -220,12 +221,18 @@ func Open(cfg Config) (*Pipeline, error) {
 		UnwindTables:     tables,
 		Python:           cfg.Python && cfg.User,
 	})
-	p.KernelErr = <-read
 	if err != nil {
+		<-read
 		col.Close()
 		return nil, err
 	}
+	// The sampler samples already: the processes it must treat apart (Go
+	// stacks to follow, Python frames, tables to walk) are marked now,
+	// not after kallsyms is read (up to 0.7 s on a loaded host, whose
+	// samples of a growing Go stack then stopped at runtime.morestack).
 	p.col, p.sampler, p.src = col, s, bpfsource.New(s)
+	col.Attach(p.src)
+	p.KernelErr = <-read
 	p.Limits = s.Limits()
 	return p, nil
 }
