@@ -114,7 +114,9 @@ func TestCutAtData(t *testing.T) {
 // runtime.morestack (which clears the frame pointer before it runs
 // newstack on g0) is marked truncated, one that ends in runtime.goexit,
 // a goroutine's true root, is not, and neither is one of a binary that
-// is not Go. The Go program is this test's own binary, stripped as go test
+// is not Go. A Go program's stack of the sampled pc alone (newstack's
+// entry, before it sets its frame pointer) is marked too; another
+// program's is not. The Go program is this test's own binary, stripped as go test
 // links it; its functions are found in its function table by debug/gosym.
 func TestMorestackMarksTruncated(t *testing.T) {
 	exe, err := os.Executable()
@@ -148,7 +150,7 @@ func TestMorestackMarksTruncated(t *testing.T) {
 		t.Fatalf("%s at %#x is in no executable segment", name, fn.Entry)
 		return 0
 	}
-	morestack, goexit := fileOffset("runtime.morestack"), fileOffset("runtime.goexit")
+	morestack, goexit, newstack := fileOffset("runtime.morestack"), fileOffset("runtime.goexit"), fileOffset("runtime.newstack")
 
 	const lo, hi = 0x1000_0000, 0x2000_0000
 	proc := newFakeProc(t)
@@ -163,6 +165,8 @@ func TestMorestackMarksTruncated(t *testing.T) {
 	src.add(40, 10, lo+goexit, lo+morestack+5)
 	src.add(40, 10, lo+goexit, lo+goexit+5)
 	src.add(41, 10, lo+goexit, lo+morestack+5)
+	src.add(40, 10, lo+newstack)
+	src.add(41, 10, lo+newstack)
 	if err := c.Drain(src); err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +182,8 @@ func TestMorestackMarksTruncated(t *testing.T) {
 		fmt.Sprintf("40 [%x %x] true", goexit, morestack+5),
 		fmt.Sprintf("40 [%x %x] false", goexit, goexit+5),
 		fmt.Sprintf("41 [%x %x] false", goexit, morestack+5),
+		fmt.Sprintf("40 [%x] true", newstack),
+		fmt.Sprintf("41 [%x] false", newstack),
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("stacks (addresses less the mapping's start)\n%q\nwant\n%q", got, want)

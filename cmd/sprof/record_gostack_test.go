@@ -17,7 +17,8 @@ import (
 // go on, past marker, through each of callers in turn (the runtime
 // function that ran marker's caller on another stack, first), on to a
 // function of package main and the goroutine's root, runtime.goexit,
-// unmarked; and how many samples held marker.
+// unmarked; and how many samples held marker. t fails if a stack holding
+// marker that stops short of runtime.goexit is not marked truncated.
 func goStackShare(t *testing.T, mode, marker string, callers ...string) (float64, int64) {
 	t.Helper()
 	testenv.RequireRoot(t)
@@ -29,6 +30,12 @@ func goStackShare(t *testing.T, mode, marker string, callers ...string) (float64
 	p.Sample = slices.DeleteFunc(p.Sample, func(s *profile.Sample) bool {
 		return !slices.Contains(names(s), marker)
 	})
+	// A stack that stops short of the goroutine's root says so.
+	for _, s := range p.Sample {
+		if fns := names(s); len(fns) > 0 && !exiting(s) && fns[len(fns)-1] != "runtime.goexit" && fns[len(fns)-1] != "[truncated]" {
+			t.Errorf("a stack through %s ends in %s, unmarked: %s", marker, fns[len(fns)-1], strings.Join(fns, " <- "))
+		}
+	}
 	want := append([]string{marker}, callers...)
 	return sampleShare(t, p, "gostack", strings.Join(want, " <- ")+" <- main.* <- runtime.goexit", func(fns []string) bool {
 		if len(fns) == 0 || fns[len(fns)-1] != "runtime.goexit" {
