@@ -301,6 +301,18 @@ func (ts *tableSpace) drop(slot int) {
 	ts.stats.Used -= lt.size
 }
 
+// TableLoaded reports whether id is still loaded: LoadTable evicts the
+// tables used least recently to make room for others.
+func (s *Sampler) TableLoaded(id TableID) bool {
+	ts := s.tables
+	if ts == nil || int(id.slot) >= maxTables {
+		return false
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.slots[id.slot] != nil && ts.gens[id.slot] == id.gen
+}
+
 // DropTable unloads a table, e.g. once no process maps its binary.
 func (s *Sampler) DropTable(id TableID) {
 	ts := s.tables

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sprof/sprof/internal/elfx"
+	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/unwind"
 )
 
@@ -228,5 +230,53 @@ func BenchmarkTableWalk(b *testing.B) {
 				b.ReportMetric(copySize.mean(copySize.bytes), "copy-bytes/sample")
 			})
 		}
+	}
+}
+
+// TestTableEviction: when the tables outgrow Config.UnwindTables, loading
+// one evicts the one used least recently (here the first loaded: no walk
+// used any), which TableLoaded then reports gone, so that its user can
+// load it again; the last one loaded stays.
+func TestTableEviction(t *testing.T) {
+	testenv.RequireRoot(t)
+	libc, err := filepath.Glob("/lib/*-linux-gnu/libc.so.6")
+	if err != nil || len(libc) == 0 {
+		t.Skip("no libc.so.6 under /lib/*-linux-gnu")
+	}
+	f, err := os.Open(libc[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _, _, err := unwind.BuildTable(f, libc[0], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ut, err := NewUnwindTable(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openSampler(t, Config{Frequency: 19, User: true, UnwindTables: minUnwindTables})
+	var ids []TableID
+	for i := 0; ; i++ {
+		id, err := s.LoadTable(ut)
+		if err != nil {
+			t.Fatalf("load %d of libc's table (%d rows): %v", i+1, ut.Rows(), err)
+		}
+		ids = append(ids, id)
+		if st, err := s.TableStats(); err != nil {
+			t.Fatal(err)
+		} else if st.Evicted > 0 {
+			break
+		}
+		if i == 64 {
+			t.Fatalf("64 loads of libc's table (%d rows) into %d bytes evicted none", ut.Rows(), minUnwindTables)
+		}
+	}
+	if s.TableLoaded(ids[0]) {
+		t.Errorf("the first table, evicted, is still loaded")
+	}
+	if !s.TableLoaded(ids[len(ids)-1]) {
+		t.Errorf("the last table loaded is not loaded")
 	}
 }

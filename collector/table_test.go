@@ -1,11 +1,13 @@
 package collector
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,15 +136,27 @@ func (f *fakeProc) set(pid uint32, startTime uint64, lo, hi uint64, file string)
 }
 
 // addMapping adds an executable mapping of file at [lo, hi) to pid, a
-// process set up by set.
+// process set up by set. The maps file stays in address order, as the
+// kernel lists mappings and as a mapSet must be: a mapping out of order
+// is one that mapSet.find does not find.
 func (f *fakeProc) addMapping(pid uint32, lo, hi uint64, file string) {
 	dir := filepath.Join(f.root, fmt.Sprint(pid))
-	maps, err := os.OpenFile(filepath.Join(dir, "maps"), os.O_APPEND|os.O_WRONLY, 0)
+	b, err := os.ReadFile(filepath.Join(dir, "maps"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	defer maps.Close()
-	if _, err := fmt.Fprintf(maps, "%x-%x r-xp 00000000 08:01 %d %s\n", lo, hi, lo, file); err != nil {
+	lines := append(strings.SplitAfter(string(b), "\n"), fmt.Sprintf("%x-%x r-xp 00000000 08:01 %d %s\n", lo, hi, lo, file))
+	lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
+	start := func(line string) uint64 {
+		hex, _, _ := strings.Cut(line, "-")
+		v, err := strconv.ParseUint(hex, 16, 64)
+		if err != nil {
+			f.t.Fatalf("maps line %q: %v", line, err)
+		}
+		return v
+	}
+	slices.SortStableFunc(lines, func(a, b string) int { return cmp.Compare(start(a), start(b)) })
+	if err := os.WriteFile(filepath.Join(dir, "maps"), []byte(strings.Join(lines, "")), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := os.Symlink(file, filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", lo, hi))); err != nil {

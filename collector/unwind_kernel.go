@@ -31,8 +31,12 @@ import (
 // TableLoader is implemented by a Source whose sampler walks user stacks
 // over unwind tables in the kernel.
 type TableLoader interface {
-	// LoadTable loads the table of a binary, named id from then on.
+	// LoadTable loads the table of a binary, named id from then on. To
+	// make room it may evict others, which Evicted then returns.
 	LoadTable(id uint64, t *sframe.Table) error
+	// Evicted returns the tables evicted since the last call: the
+	// mappings that named them are no longer walked.
+	Evicted() []uint64
 	// MapTable says pid maps the code of table id at [start, end), at
 	// bias from the binary's addresses.
 	MapTable(pid uint32, id uint64, start, end, bias uint64) error
@@ -70,6 +74,8 @@ type kernelTables struct {
 	// eager asks for the build as soon as a mapping waits.
 	waiting map[*unwindInfo][]kernelWait
 	eager   bool
+	// loaded holds the binaries whose tables are loaded, by table id.
+	loaded map[uint64]*unwindInfo
 }
 
 type kernelWait struct {
@@ -86,7 +92,7 @@ func (c *Collector) attachKernel(src Source) {
 		return
 	}
 	u.kt = &kernelTables{loader: l, mapped: map[uint32]map[uint64]*binaryFile{}, sets: map[uint32]*mapSet{},
-		waiting: map[*unwindInfo][]kernelWait{}, eager: c.table.follow != nil}
+		waiting: map[*unwindInfo][]kernelWait{}, eager: c.table.follow != nil, loaded: map[uint64]*unwindInfo{}}
 	for pid, img := range c.table.byPid {
 		if img.exited == 0 {
 			u.kernelSet(pid, img.maps)
@@ -166,12 +172,41 @@ func (u *unwinder) kernelLoad(in *unwindInfo, t *sframe.Table) {
 			u.kernelError(in.kernelErr)
 		} else {
 			in.kernelID = kt.nextID
+			kt.loaded[in.kernelID] = in
 			u.stats.KernelTables++
+			u.kernelEvicted()
 		}
 	}
 	for _, w := range waits {
 		if kt.sets[w.pid] != nil && in.kernelID != 0 {
 			u.kernelMap(w.pid, &w.m)
+		}
+	}
+}
+
+// kernelEvicted forgets the tables the kernel evicted: their binaries'
+// mappings wait for the table to be loaded again, which a sample whose
+// walk ends in one of them asks for (kernelDemand). The kernel evicts
+// the tables its walks used least recently.
+func (u *unwinder) kernelEvicted() {
+	kt := u.kt
+	for _, id := range kt.loader.Evicted() {
+		in := kt.loaded[id]
+		delete(kt.loaded, id)
+		if in == nil || in.kernelID != id {
+			continue
+		}
+		in.kernelID = 0
+		for pid, mapped := range kt.mapped {
+			for start, bin := range mapped {
+				if u.byFile[bin] != in {
+					continue
+				}
+				delete(mapped, start)
+				if m := kt.sets[pid].find(start); m != nil && m.start == start {
+					kt.waiting[in] = append(kt.waiting[in], kernelWait{pid, *m})
+				}
+			}
 		}
 	}
 }
@@ -223,7 +258,13 @@ func (u *unwinder) kernelDemand(pid uint32, set *mapSet, user []uint64) {
 			continue
 		}
 		in := u.info(m)
-		if in.kernelID == 0 && in.kernelErr == nil && !in.building && !in.built {
+		switch {
+		case in.kernelID != 0 || in.kernelErr != nil || in.building:
+		case in.table != nil:
+			// Evicted from the kernel, still here: load it again.
+			u.stats.KernelReloaded++
+			u.kernelLoad(in, in.table)
+		case !in.built:
 			u.classify(in, pid, m)
 			if !in.framePointers && in.readable {
 				u.ensureTable(in, pid, m)

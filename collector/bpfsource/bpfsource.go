@@ -101,6 +101,19 @@ func (src *Source) LoadTable(id uint64, t *sframe.Table) error {
 	return nil
 }
 
+// Evicted returns the tables the sampler evicted, to make room for others,
+// since the last call (collector.TableLoader).
+func (src *Source) Evicted() []uint64 {
+	var out []uint64
+	for id, tid := range src.tables {
+		if !src.sampler.TableLoaded(tid) {
+			out = append(out, id)
+			delete(src.tables, id)
+		}
+	}
+	return out
+}
+
 // MapTable says pid maps table id's binary at [start, end)
 // (collector.TableLoader).
 func (src *Source) MapTable(pid uint32, id uint64, start, end, bias uint64) error {
