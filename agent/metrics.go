@@ -217,6 +217,7 @@ func writeUnwind(p promWriter, us *collector.UnwindStats) {
 		p.one("sprof_agent_unwind_kernel_tables", g, "Unwind tables loaded into the kernel.", float64(k.Loaded))
 		p.one("sprof_agent_unwind_kernel_table_bytes", g, "Kernel memory the loaded unwind tables use, of --unwind-tables.", float64(k.Used))
 		p.one("sprof_agent_unwind_kernel_tables_evicted_total", c, "Unwind tables evicted from the kernel to make room for others.", float64(k.Evicted))
+		p.one("sprof_agent_unwind_kernel_tables_reloaded_total", c, "Evicted unwind tables loaded into the kernel again when a walk ended in their binary.", float64(us.KernelReloaded))
 		p.one("sprof_agent_unwind_kernel_tables_refused_total", c, "Unwind tables and mappings the kernel could not take (larger than the space, the lookup map full).", float64(us.KernelErrors))
 		p.family("sprof_agent_unwind_kernel_walks_total", c, "Walks over unwind tables in the kernel by how they ended; all but \"outermost frame\" are partial or gave way to the fallback.")
 		for _, r := range slices.Sorted(maps.Keys(k.Walks)) {

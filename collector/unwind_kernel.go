@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/sprof/sprof/sframe"
 )
@@ -23,6 +24,13 @@ import (
 // table is loaded (or when it cannot be: no CFI, the kernel's space for
 // tables is full), the stack copy and the userspace unwinder (unwind.go)
 // remain the fallback where Options.StackCopy is on.
+//
+// The kernel's space for tables is bounded: to load one, the sampler
+// evicts those its walks used least recently. A binary whose table went
+// has its mappings wait for it as for a table not built yet, and a
+// sample whose walk ends in the binary has it loaded again from the
+// table kept here (UnwindStats.KernelReloaded), built again only if the
+// unwind cache let it go too.
 //
 // A process whose mappings change so that one described to the kernel is
 // gone (munmap, exec) has all its mappings described again: a stale one
@@ -66,12 +74,15 @@ type KernelTableStats struct {
 type kernelTables struct {
 	loader TableLoader
 	nextID uint64
-	// mapped holds, per process, the mappings described, by start;
-	// sets the mapSet last examined.
-	mapped map[uint32]map[uint64]*binaryFile
+	// mapped holds, per process, the mappings described, by start:
+	// those of an evicted table wait for it again as they were
+	// described, whatever mapSet the process has now; sets the mapSet
+	// last examined.
+	mapped map[uint32]map[uint64]mapping
 	sets   map[uint32]*mapSet
-	// waiting holds the mappings whose binary's table is not built yet;
-	// eager asks for the build as soon as a mapping waits.
+	// waiting holds the mappings whose binary's table is not loaded:
+	// not built yet, or evicted by the kernel for others; eager asks for
+	// the build as soon as a mapping waits.
 	waiting map[*unwindInfo][]kernelWait
 	eager   bool
 	// loaded holds the binaries whose tables are loaded, by table id.
@@ -91,7 +102,7 @@ func (c *Collector) attachKernel(src Source) {
 	if u == nil || !c.kernelTables || u.kt != nil || !ok {
 		return
 	}
-	u.kt = &kernelTables{loader: l, mapped: map[uint32]map[uint64]*binaryFile{}, sets: map[uint32]*mapSet{},
+	u.kt = &kernelTables{loader: l, mapped: map[uint32]map[uint64]mapping{}, sets: map[uint32]*mapSet{},
 		waiting: map[*unwindInfo][]kernelWait{}, eager: c.table.follow != nil, loaded: map[uint64]*unwindInfo{}}
 	for pid, img := range c.table.byPid {
 		if img.exited == 0 {
@@ -107,8 +118,8 @@ func (u *unwinder) kernelSet(pid uint32, set *mapSet) {
 		return
 	}
 	kt.sets[pid] = set
-	for start, bin := range kt.mapped[pid] {
-		if m := set.find(start); m == nil || m.start != start || m.bin != bin {
+	for start, d := range kt.mapped[pid] {
+		if m := set.find(start); m == nil || m.start != start || m.bin != d.bin {
 			kt.loader.UnmapPid(pid)
 			delete(kt.mapped, pid)
 			break
@@ -123,7 +134,7 @@ func (u *unwinder) kernelSet(pid uint32, set *mapSet) {
 // table and describes it once the table is loaded.
 func (u *unwinder) kernelMap(pid uint32, m *mapping) {
 	kt := u.kt
-	if kt == nil || m.bin.name[0] == '[' || kt.mapped[pid][m.start] == m.bin {
+	if kt == nil || m.bin.name[0] == '[' || kt.mapped[pid][m.start].bin == m.bin {
 		return
 	}
 	in := u.info(m)
@@ -137,13 +148,15 @@ func (u *unwinder) kernelMap(pid uint32, m *mapping) {
 		err = kt.loader.MapFramePointers(pid, m.start, m.limit)
 	case in.kernelID != 0:
 		err = kt.loader.MapTable(pid, in.kernelID, m.start, m.limit, in.bias(m))
-	case in.built || in.kernelErr != nil:
+	case in.built && in.table == nil || in.kernelErr != nil:
 		return // no table, or the kernel refused it: the copy, if any, stays the way
 	default:
+		// Being built, or evicted from the kernel and kept here: a
+		// sample that needs it has it loaded again (kernelDemand).
 		if kt.eager {
 			u.ensureTable(in, pid, m)
 		}
-		kt.waiting[in] = append(kt.waiting[in], kernelWait{pid, *m})
+		u.kernelWait(in, pid, m)
 		return
 	}
 	if err != nil {
@@ -151,9 +164,18 @@ func (u *unwinder) kernelMap(pid uint32, m *mapping) {
 		return
 	}
 	if kt.mapped[pid] == nil {
-		kt.mapped[pid] = map[uint64]*binaryFile{}
+		kt.mapped[pid] = map[uint64]mapping{}
 	}
-	kt.mapped[pid][m.start] = m.bin
+	kt.mapped[pid][m.start] = *m
+}
+
+// kernelWait has pid's mapping m wait for in's table, once: a process's
+// mappings are examined again with each of its mapSets.
+func (u *unwinder) kernelWait(in *unwindInfo, pid uint32, m *mapping) {
+	w := kernelWait{pid, *m}
+	if !slices.Contains(u.kt.waiting[in], w) {
+		u.kt.waiting[in] = append(u.kt.waiting[in], w)
+	}
 }
 
 // kernelLoad loads t, in's table just built (nil: none could be), and
@@ -174,8 +196,10 @@ func (u *unwinder) kernelLoad(in *unwindInfo, t *sframe.Table) {
 			in.kernelID = kt.nextID
 			kt.loaded[in.kernelID] = in
 			u.stats.KernelTables++
-			u.kernelEvicted()
 		}
+		// The sampler evicts to make room before it writes the table:
+		// a load refused then has evicted tables too.
+		u.kernelEvicted()
 	}
 	for _, w := range waits {
 		if kt.sets[w.pid] != nil && in.kernelID != 0 {
@@ -198,13 +222,10 @@ func (u *unwinder) kernelEvicted() {
 		}
 		in.kernelID = 0
 		for pid, mapped := range kt.mapped {
-			for start, bin := range mapped {
-				if u.byFile[bin] != in {
-					continue
-				}
-				delete(mapped, start)
-				if m := kt.sets[pid].find(start); m != nil && m.start == start {
-					kt.waiting[in] = append(kt.waiting[in], kernelWait{pid, *m})
+			for start, m := range mapped {
+				if u.byFile[m.bin] == in {
+					delete(mapped, start)
+					u.kernelWait(in, pid, &m)
 				}
 			}
 		}
@@ -262,8 +283,9 @@ func (u *unwinder) kernelDemand(pid uint32, set *mapSet, user []uint64) {
 		case in.kernelID != 0 || in.kernelErr != nil || in.building:
 		case in.table != nil:
 			// Evicted from the kernel, still here: load it again.
-			u.stats.KernelReloaded++
-			u.kernelLoad(in, in.table)
+			if u.kernelLoad(in, in.table); in.kernelID != 0 {
+				u.stats.KernelReloaded++
+			}
 		case !in.built:
 			u.classify(in, pid, m)
 			if !in.framePointers && in.readable {

@@ -2,11 +2,11 @@ package collector
 
 import (
 	"debug/elf"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,13 +17,16 @@ import (
 
 // tableSource is a fakeSource that records what a TableLoader is told.
 // With room set, it holds that many tables, evicting the one loaded first
-// to make room, as the sampler evicts the one used least recently.
+// to make room, as the sampler evicts the one used least recently. The
+// load of table refuse evicts as any other, then fails, as the sampler's
+// does when writing the table into its maps fails.
 type tableSource struct {
 	fakeSource
 	calls   []string
 	loaded  map[uint64]*sframe.Table
 	order   []uint64
 	room    int
+	refuse  uint64
 	evicted []uint64
 }
 
@@ -36,6 +39,10 @@ func (s *tableSource) LoadTable(id uint64, t *sframe.Table) error {
 		s.evicted = append(s.evicted, s.order[0])
 		delete(s.loaded, s.order[0])
 		s.order = s.order[1:]
+	}
+	if id == s.refuse {
+		s.calls = append(s.calls, fmt.Sprintf("refuse %d", id))
+		return fmt.Errorf("table %d: cannot write into the maps", id)
 	}
 	s.loaded[id] = t
 	s.order = append(s.order, id)
@@ -146,67 +153,174 @@ func TestKernelTables(t *testing.T) {
 	}
 }
 
-// TestKernelTableReload: when the kernel evicts a binary's table to make
-// room for another's, the binary's mappings are no longer described by
-// it; a sample whose walk ends in that binary has the table loaded again
-// and the process's mapping of it described again, without a rebuild.
-func TestKernelTableReload(t *testing.T) {
+// walked queues a sample of pid at time whose user stack the kernel
+// walked over tables from pc and did not finish.
+func (s *tableSource) walked(pid uint32, time, pc uint64) {
+	var comm [16]byte
+	copy(comm[:], fmt.Sprint("p", pid))
+	s.samples = append(s.samples, Sample{Time: time, Pid: pid, Tid: pid, Comm: comm, User: []uint64{pc},
+		UserTables: true, UserTruncated: true})
+}
+
+// tableCalls returns calls with the bias left out of each "map" call.
+func tableCalls(calls []string) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i], _, _ = strings.Cut(c, " bias ")
+	}
+	return out
+}
+
+// kernelPair is process 500 of a fake /proc, followed with tables in the
+// kernel: the Go test binary, then two C fixtures without frame pointers
+// at 0x7f0000000000 and 0x7f1000000000, both tables offered to src.
+type kernelPair struct {
+	proc *fakeProc
+	c    *Collector
+	src  *tableSource
+	// at holds the start of the fixture mapping described by table id,
+	// for the tables src loaded; path the fixtures, by start.
+	at   map[uint64]uint64
+	path map[uint64]string
+}
+
+// newKernelPair follows pids (500 among them) and drains until both
+// fixtures' tables were offered to src, loaded or refused. Which is
+// built first, table 1, is the builder's choice.
+func newKernelPair(t *testing.T, src *tableSource, pids ...uint32) *kernelPair {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc := newFakeProc(t)
-	proc.set(500, 1, 0x400000, 0x500000, self)
+	k := &kernelPair{proc: newFakeProc(t), src: src, at: map[uint64]uint64{}, path: map[uint64]string{}}
+	k.proc.set(500, 1, 0x400000, 0x500000, self)
 	for i, lib := range []string{"../testdata/unwind/spin-ehframe", "../testdata/unwind/spin-sframe"} {
 		abs, err := filepath.Abs(lib)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := 0x7f0000000000 + uint64(i)<<36
-		proc.addMapping(500, start, start+0x1000, abs)
+		k.proc.addMapping(500, start, start+0x1000, abs)
+		k.path[start] = abs
 	}
-	c, err := New(Options{Frequency: 100, ProcRoot: proc.root, NoSideband: true, Pids: []uint32{500}, KernelTables: true})
+	k.c, err = New(Options{Frequency: 100, ProcRoot: k.proc.root, NoSideband: true, Pids: pids, KernelTables: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	src := &tableSource{room: 1}
-	for c.UnwindStats().KernelTables < 2 {
-		if err := c.Drain(src); err != nil {
+	t.Cleanup(func() { k.c.Close() })
+	for {
+		if err := k.c.Drain(src); err != nil {
 			t.Fatal(err)
 		}
-		if c.UnwindStats().KernelTables < 2 && !c.unw.builds.Wait(30*time.Second) {
+		if st := k.c.UnwindStats(); st.KernelTables+st.KernelErrors == 2 {
+			break
+		}
+		if !k.c.unw.builds.Wait(30 * time.Second) {
 			t.Fatalf("tables not built in 30 s: %q", src.calls)
 		}
 	}
-	// Table 1 was loaded first and evicted for table 2.
-	var first string
 	for _, call := range src.calls {
-		if strings.HasPrefix(call, "map 500 ") && strings.Contains(call, " table 1 ") {
-			first = call
+		var start, limit, id uint64
+		if _, err := fmt.Sscanf(call, "map 500 %v-%v table %d", &start, &limit, &id); err == nil {
+			k.at[id] = start
 		}
 	}
-	if first == "" || !slices.Contains(src.calls, "evict 1") {
-		t.Fatalf("calls %q: want table 1 mapped, then evicted", src.calls)
-	}
-	lo, _, _ := strings.Cut(strings.Fields(first)[2], "-")
-	start, err := strconv.ParseUint(lo, 0, 64)
-	if err != nil {
-		t.Fatalf("call %q: %v", first, err)
-	}
 	src.calls = nil
-	var comm [16]byte
-	copy(comm[:], "p500")
-	src.samples = append(src.samples, Sample{Time: 100, Pid: 500, Tid: 500, Comm: comm, User: []uint64{start + 0x100},
-		UserTables: true, UserTruncated: true})
-	if err := c.Drain(src); err != nil {
+	return k
+}
+
+// drain drains once and returns what src was told, without biases.
+func (k *kernelPair) drain(t *testing.T) []string {
+	t.Helper()
+	if err := k.c.Drain(k.src); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"evict 2", "load 3", strings.Replace(first, " table 1 ", " table 3 ", 1)}
-	if !slices.Equal(src.calls, want) {
-		t.Fatalf("a walk ending in the evicted table's binary: %q, want %q", src.calls, want)
+	calls := tableCalls(k.src.calls)
+	k.src.calls = nil
+	return calls
+}
+
+// TestKernelTableReload: when the kernel evicts a binary's table to make
+// room for another's, the binary's mappings are no longer described by
+// it; a sample whose walk ends in that binary has the table loaded again
+// and the process's mapping of it described again, without a rebuild.
+func TestKernelTableReload(t *testing.T) {
+	k := newKernelPair(t, &tableSource{room: 1}, 500)
+	first, ok := k.at[1]
+	if !ok || !slices.Contains(k.src.order, 2) || slices.Contains(k.src.order, 1) {
+		t.Fatalf("tables %v mapped, %v loaded: want 1 mapped, then evicted for 2", k.at, k.src.order)
 	}
-	if st := c.UnwindStats(); st.KernelReloaded != 1 || st.KernelTables != 3 {
+	k.src.walked(500, 100, first+0x100)
+	want := []string{"evict 2", "load 3", fmt.Sprintf("map 500 %#x-%#x table 3", first, first+0x1000)}
+	if calls := k.drain(t); !slices.Equal(calls, want) {
+		t.Fatalf("a walk ending in the evicted table's binary: %q, want %q", calls, want)
+	}
+	if st := k.c.UnwindStats(); st.KernelReloaded != 1 || st.KernelTables != 3 {
 		t.Errorf("stats: %d tables reloaded, %d loads; want 1, 3", st.KernelReloaded, st.KernelTables)
 	}
+}
+
+// TestKernelTableRefusedEvicts: a load the kernel refuses after evicting
+// tables to make room still evicted them: their binaries' mappings wait,
+// and a walk ending in one has its table loaded again.
+func TestKernelTableRefusedEvicts(t *testing.T) {
+	k := newKernelPair(t, &tableSource{room: 1, refuse: 2}, 500)
+	first, ok := k.at[1]
+	if st := k.c.UnwindStats(); !ok || st.KernelTables != 1 || st.KernelErrors != 1 {
+		t.Fatalf("tables %v mapped, %d loaded, %d refused: want 1 mapped, then 2 refused", k.at, st.KernelTables, st.KernelErrors)
+	}
+	k.src.walked(500, 100, first+0x100)
+	want := []string{"load 3", fmt.Sprintf("map 500 %#x-%#x table 3", first, first+0x1000)}
+	if calls := k.drain(t); !slices.Equal(calls, want) {
+		t.Fatalf("a walk ending in the binary whose table a refused load evicted: %q, want %q", calls, want)
+	}
+}
+
+// TestKernelTableEvictedMappings: the mappings of a binary whose table
+// the kernel evicted wait for it, whether described before the eviction
+// or mapped after it, and whatever the process's mappings are known by:
+// here process 600 is known by its mmap records alone (no fork record,
+// no sample yet). Each is described again when the table is loaded again.
+func TestKernelTableEvictedMappings(t *testing.T) {
+	k := newKernelPair(t, &tableSource{room: 1}, 500, 600)
+	x, y := k.at[1], k.at[2] // table 1, x's, was evicted for y's
+	if x == 0 || y == 0 {
+		t.Fatalf("tables %v mapped: want 1 and 2", k.at)
+	}
+	const x2, y600 = 0x7f4000000000, 0x7f2000000000
+	k.c.events = append(k.c.events,
+		mmapEvent(10, 500, x2, x2+0x1000, 0, k.path[x], buildIDBytes(t, k.path[x])),
+		mmapEvent(11, 600, y600, y600+0x1000, 0, k.path[y], buildIDBytes(t, k.path[y])))
+	want := []string{fmt.Sprintf("map 600 %#x-%#x table 2", y600, y600+0x1000)}
+	if calls := k.drain(t); !slices.Equal(calls, want) {
+		t.Fatalf("after the mmap records: %q, want %q", calls, want)
+	}
+	// x's table is loaded again, evicting y's, which 600 maps.
+	k.src.walked(500, 20, x+0x100)
+	want = []string{"evict 2", "load 3", fmt.Sprintf("map 500 %#x-%#x table 3", x, x+0x1000), fmt.Sprintf("map 500 %#x-%#x table 3", x2, x2+0x1000)}
+	if calls := k.drain(t); !slices.Equal(calls, want) {
+		t.Fatalf("a walk ending in x: %q, want %q", calls, want)
+	}
+	k.src.walked(600, 30, y600+0x100)
+	calls := k.drain(t)
+	want = []string{"evict 3", "load 4", fmt.Sprintf("map 500 %#x-%#x table 4", y, y+0x1000), fmt.Sprintf("map 600 %#x-%#x table 4", y600, y600+0x1000)}
+	if len(calls) > 2 {
+		slices.Sort(calls[2:]) // the processes' mappings come in no order
+	}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("a walk of 600 ending in y: %q, want %q", calls, want)
+	}
+	if st := k.c.UnwindStats(); st.KernelReloaded != 2 {
+		t.Errorf("%d tables reloaded, want 2", st.KernelReloaded)
+	}
+}
+
+// buildIDBytes returns the build ID of the file at p, as an mmap record
+// carries it.
+func buildIDBytes(t *testing.T, p string) []byte {
+	b, err := hex.DecodeString(fileBuildID(t, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
