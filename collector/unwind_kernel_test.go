@@ -4,15 +4,18 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/sframe"
+	"github.com/sprof/sprof/unwind"
 )
 
 // tableSource is a fakeSource that records what a TableLoader is told.
@@ -75,7 +78,9 @@ func (s *tableSource) TableStats() (KernelTableStats, error) { return KernelTabl
 // test binary as frame-pointer code at once, the C fixture by its table
 // once built (asked for at once, not at a sample) with the fixture's load
 // bias; an exec that replaces a described mapping has the process
-// described again from scratch, and its exit forgets it.
+// described again from scratch, and its exit forgets it. The build waits
+// for the test to let it go: a drain installs the tables finished before
+// it looks, the one it asked for among them if the builder was that quick.
 func TestKernelTables(t *testing.T) {
 	fixture, err := filepath.Abs("../testdata/unwind/spin-ehframe")
 	if err != nil {
@@ -93,6 +98,13 @@ func TestKernelTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	gate := make(chan struct{})
+	build := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(build) // before Close, which waits for the build under way
+	c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
+		<-gate
+		return unwind.BuildTable(r, name, hasSFrame)
+	}, nil)
 	src := &tableSource{}
 	if err := c.Drain(src); err != nil {
 		t.Fatal(err)
@@ -100,6 +112,7 @@ func TestKernelTables(t *testing.T) {
 	if want := []string{"fp 500 0x400000-0x500000"}; !slices.Equal(src.calls, want) {
 		t.Fatalf("before the fixture's table is built: %q, want %q", src.calls, want)
 	}
+	build()
 	if !c.unw.builds.Wait(30 * time.Second) {
 		t.Fatal("the fixture's table was not built in 30 s")
 	}
