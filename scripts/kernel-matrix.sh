@@ -41,10 +41,13 @@
 # installs them. Without root or one of them the matrix is skipped with the
 # reason, as the kernel tests are; under CI=true it fails instead.
 #
-# A VM whose kernel dies or hangs before /init has started any test (an
-# emulator's fault: sid's amd64 kernel has oopsed on an int3 of its own
-# text patching under multi-threaded TCG) is booted once more, with one
-# emulator thread, and the table says so; a test that fails is never rerun.
+# A VM whose kernel dies or hangs before /init has started any test, or
+# whose kernel stalls (a soft lockup or an RCU stall: under multi-threaded
+# TCG a CPU can stop taking interrupts while another spins in the kernel,
+# as bookworm's amd64 kernel did once while bpf's tests attached programs)
+# is booted once more, with one emulator thread, and the table says so:
+# those are the emulator's faults (sid's amd64 kernel has also oopsed on
+# an int3 of its own text patching). A test that fails is never rerun.
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -337,7 +340,8 @@ EOF
 # -accel ACCEL and writes the serial console to $out/SUITE-ARCH.log. It
 # sets ended to how the VM ended: "off" (it powered off: /init ran to its
 # end, or the kernel panicked), "timeout" (it ran for vm_timeout seconds)
-# or "boot-timeout" (no /init after boot_timeout seconds), and cpu to the
+# "boot-timeout" (no /init after boot_timeout seconds) or "stall" (the
+# kernel reported a soft lockup or an RCU stall), and cpu to the
 # emulator's CPU seconds (user and system), which on a loaded host say
 # more than the wall time. No network device: nothing needs one, and on
 # q35 it would bring the firmware's network boot ROM.
@@ -366,6 +370,8 @@ boot() {
 			ended=timeout
 		elif [ "$elapsed" -ge "$boot_timeout" ] && ! grep -q '@@@ init' "$raw"; then
 			ended=boot-timeout
+		elif grep -a -q -E 'BUG: soft lockup|rcu: INFO: rcu_[a-z]+ (self-)?detected stall' "$raw"; then
+			ended=stall
 		else
 			sleep 0.5
 			continue
@@ -385,6 +391,7 @@ boot_failure() {
 	case $ended in
 	boot-timeout) why="no /init after $boot_timeout s${why:+; $why}" ;;
 	timeout) why="no test started in $vm_timeout s${why:+; $why}" ;;
+	stall) why="the kernel stalled: $(grep -a -m 1 -E 'BUG: soft lockup|detected stall' "$1" | cut -c1-160)" ;;
 	*) why=${why:-"the emulator exited before /init started any test"} ;;
 	esac
 	echo "$why"
@@ -466,9 +473,9 @@ table() {
 		row("boot to /init", boot)
 		row("VM wall time", vw)
 		row("emulator CPU time", vc)
-		if (nretry) row("booted twice (fault at boot)", vr)
+		if (nretry) row("booted twice (emulator fault)", vr)
 		for (c = 1; c <= ncol; c++) {
-			if (c in retry) printf "\n%s %s: booted twice; the first boot failed before any test: %s\n", arch[c], ver[c], retry[c]
+			if (c in retry) printf "\n%s %s: booted twice, the second time with one emulator thread; the first boot failed: %s\n", arch[c], ver[c], retry[c]
 			if (!done[c]) {
 				failed = 1
 				e = ended[key[c]]
@@ -582,12 +589,12 @@ for k in $matrix; do
 	s=$(date +%s)
 	boot "$suite" "$arch" tcg
 	retried=0
-	if ! grep -q '^@@@ begin' "$out/$suite-$arch.log"; then
-		# The emulator failed before any test ran: once more, in one thread.
+	if [ "$ended" = stall ] || ! grep -q '^@@@ begin' "$out/$suite-$arch.log"; then
+		# The emulator failed: once more, in one thread.
 		why=$(boot_failure "$out/$suite-$arch.log")
 		mv "$out/$suite-$arch.log" "$out/$suite-$arch.boot1.log"
 		echo "$why (first boot's log: $out/$suite-$arch.boot1.log)" >"$out/$suite-$arch.retry"
-		log "$k: the VM failed before any test ran ($why); booting it once more with one emulator thread"
+		log "$k: the VM failed ($why); booting it once more with one emulator thread"
 		boot "$suite" "$arch" tcg,thread=single
 		retried=1
 	fi
