@@ -157,17 +157,7 @@ func TestBPFAgentInline(t *testing.T) {
 				}
 				sym = g
 			}
-			rec, err := OpenBPF(pipeline.Config{Frequency: 99, User: true, StackCopy: pipeline.DefaultStackCopy, Symbolizer: sym})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { rec.Close() })
-			dir := t.TempDir()
-			a, err := New(rec, Config{Interval: time.Second, OutputDir: dir, FlushTimeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := start(t, a)
+			rec, _, dir, stop := startBPFAgent(t, pipeline.Config{Frequency: 99, User: true, StackCopy: pipeline.DefaultStackCopy, Symbolizer: sym})
 			var files []string
 			// Two intervals of 1 s take 2 s of sprofinl's CPU time on an
 			// idle host; a loaded one gives the agent, naming them, about
@@ -298,4 +288,22 @@ func inPLT(f *elf.File, vaddr uint64) bool {
 		}
 	}
 	return false
+}
+
+// startBPFAgent opens the real sampler with cfg and runs an agent over it
+// that writes a profile per 1 s interval into dir, until stop or the end
+// of the test.
+func startBPFAgent(t *testing.T, cfg pipeline.Config) (rec *BPF, a *Agent, dir string, stop func() error) {
+	t.Helper()
+	rec, err := OpenBPF(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	dir = t.TempDir()
+	a, err = New(rec, Config{Interval: time.Second, OutputDir: dir, FlushTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, a, dir, start(t, a)
 }

@@ -43,18 +43,8 @@ func TestBPFAgentPython(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := OpenBPF(pipeline.Config{Frequency: 499, User: true, StackCopy: pipeline.DefaultStackCopy, Python: true,
+	_, a, dir, stop := startBPFAgent(t, pipeline.Config{Frequency: 499, User: true, StackCopy: pipeline.DefaultStackCopy, Python: true,
 		Pids: pids, Symbolizer: sym})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rec.Close() })
-	dir := t.TempDir()
-	a, err := New(rec, Config{Interval: time.Second, OutputDir: dir, FlushTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := start(t, a)
 	// The first samples of each interpreter wait, held back, for the
 	// unwind tables of python and libpython (built at a low priority,
 	// seconds on a loaded host), and are cut short, marked truncated,
