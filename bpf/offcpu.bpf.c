@@ -213,8 +213,9 @@ enum offcpu_counter {
 	COUNT_SENT,    /* records put in the ring */
 	COUNT_LOST,    /* records that found the ring full */
 	COUNT_DROPPED, /* waits noted but never sent: their slot taken by
-			* another thread (switch_outs), or pending when the
-			* sys_exit hook went off */
+			* another thread (switch_outs), pending when the
+			* sys_exit hook went off, or their sys_exit preempted
+			* another's record on the CPU */
 	COUNT_SHORT,   /* switch-ins below off_cpu_min_ns, if count_short */
 	COUNT_CUT,     /* waits in system calls sent without their user stack
 			* while the sys_exit hook was off (exit_gen 0) */
@@ -229,16 +230,39 @@ struct {
 	__type(value, __u64);
 } offcpu_counts SEC(".maps");
 
-/* The record is assembled here, then copied into the ring with its used
- * length. One entry per possible CPU (the loader sets max_entries and
- * adds stack_copy_size to the value size, as for the sampler's scratch).
- * Tracing programs do not nest on a CPU. */
+/* A record is assembled in a scratch buffer, then copied into the ring
+ * with its used length. One entry per possible CPU (the loader sets
+ * max_entries and adds stack_copy_size to the value size, as for the
+ * sampler's scratch). switch_task runs with preemption off and does not
+ * nest, so offcpu_scratch is its own; syscall_done has exit_scratch,
+ * because on a preemptible kernel (PREEMPT or PREEMPT_LAZY, where the
+ * system call tracepoints may fault) it runs with only migration off and
+ * can be preempted mid-record, which runs switch_task on the same CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct offcpu_buf);
 } offcpu_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_buf);
+} exit_scratch SEC(".maps");
+
+/* How many syscall_done runs hold this CPU's exit_scratch: one that finds
+ * another inside (the one it preempted) drops its record rather than
+ * overwrite the other's. Incremented then read, which needs only an
+ * atomic add whose result is unused (BPF_XADD, see pending_threads); exchange
+ * is 5.12. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} exit_holders SEC(".maps");
 
 /* Kernel types beyond vmlinux.h's, as local CO-RE flavours (the ___offcpu
  * suffix is dropped when matching the kernel's BTF). */
@@ -489,12 +513,14 @@ static __always_inline void switch_out(bool preempt, struct task_struct *prev, _
 		set->way[w] = slot_value(at, state, tid);
 }
 
-/* Fills the record's header for a wait of off ns that ended at back on
- * cpu; the caller adds the frames and sends it. */
-static __always_inline struct offcpu_buf *start_record(struct task_struct *task, __u64 off, __u64 back, __u32 cpu)
+/* Fills the record's header, in this CPU's entry of scratch, for a wait
+ * of off ns that ended at back on cpu; the caller adds the frames and
+ * sends it. */
+static __always_inline struct offcpu_buf *start_record(void *scratch, struct task_struct *task, __u64 off, __u64 back,
+						       __u32 cpu)
 {
 	__u32 at = bpf_get_smp_processor_id();
-	struct offcpu_buf *b = bpf_map_lookup_elem(&offcpu_scratch, &at);
+	struct offcpu_buf *b = bpf_map_lookup_elem(scratch, &at);
 	struct offcpu_header *h;
 
 	if (!b)
@@ -571,7 +597,7 @@ static __always_inline bool long_wait(struct task_struct *next, __u64 off, bool 
 		}
 		/* No room: send it as if the hook were off. */
 	}
-	b = start_record(next, off, now, cpu);
+	b = start_record(&offcpu_scratch, next, off, now, cpu);
 	if (!b)
 		return false;
 	if (capture_kernel) {
@@ -708,7 +734,8 @@ int BPF_PROG(syscall_done, struct pt_regs *regs, long ret)
 	struct task_struct *task;
 	struct pending *p;
 	struct offcpu_buf *b;
-	__u32 at, nk;
+	__u32 at, nk, zero = 0;
+	__u64 *holders;
 	long n;
 
 	count(COUNT_EXITS);
@@ -736,11 +763,20 @@ int BPF_PROG(syscall_done, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	__atomic_fetch_add(&pending_threads, -1, __ATOMIC_RELAXED);
+	holders = bpf_map_lookup_elem(&exit_holders, &zero);
+	if (!holders)
+		return 0;
+	__atomic_fetch_add(holders, 1, __ATOMIC_RELAXED);
+	if (*holders != 1) {
+		p->off_ns = 0;
+		count(COUNT_DROPPED);
+		goto out;
+	}
 	task = (struct task_struct *)bpf_get_current_task();
-	b = start_record(task, p->off_ns, p->back, p->cpu);
+	b = start_record(&exit_scratch, task, p->off_ns, p->back, p->cpu);
 	p->off_ns = 0;
 	if (!b)
-		return 0;
+		goto out;
 	nk = p->kernel_frames;
 	if (nk > OFFCPU_KERNEL_FRAMES)
 		nk = OFFCPU_KERNEL_FRAMES;
@@ -763,5 +799,7 @@ int BPF_PROG(syscall_done, struct pt_regs *regs, long ret)
 			copy_stack(b, at + b->hdr.user_frames);
 	}
 	send(b);
+out:
+	__atomic_fetch_add(holders, -1, __ATOMIC_RELAXED);
 	return 0;
 }

@@ -115,12 +115,7 @@ func (s *Sampler) loadOffCPU(cfg Config, ringSize int, cpus int) error {
 		}
 	}
 	spec.Maps["samples"].MaxEntries = uint32(ringSize)
-	scratch := spec.Maps["offcpu_scratch"]
-	scratch.MaxEntries = uint32(cpus)
-	if cfg.StackCopy > 0 {
-		scratch.ValueSize += uint32(cfg.StackCopy)
-		scratch.Key, scratch.Value = nil, nil
-	}
+	sizeOffCPUScratch(spec, cpus, cfg.StackCopy)
 	budget := cfg.OffCPUExitBudget
 	if budget == 0 {
 		budget = DefaultOffCPUExitBudget
@@ -360,4 +355,18 @@ func (s *Sample) decodeOffCPU(raw []byte) error {
 	}
 	s.PC, s.SP, s.FP, s.LR = h.Pc, h.Sp, h.Fp, h.Lr
 	return nil
+}
+
+// sizeOffCPUScratch gives the off-CPU programs' scratch maps an entry per
+// possible CPU, each with room for a stack copy of stackCopy bytes after
+// the record's frames.
+func sizeOffCPUScratch(spec *ebpf.CollectionSpec, cpus, stackCopy int) {
+	for _, name := range []string{"offcpu_scratch", "exit_scratch"} {
+		m := spec.Maps[name]
+		m.MaxEntries = uint32(cpus)
+		if stackCopy > 0 {
+			m.ValueSize += uint32(stackCopy)
+			m.Key, m.Value = nil, nil
+		}
+	}
 }

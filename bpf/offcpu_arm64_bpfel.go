@@ -59,6 +59,8 @@ type offcpuSlotSet struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	offcpuMapCopyPids       = "copy_pids"
+	offcpuMapExitHolders    = "exit_holders"
+	offcpuMapExitScratch    = "exit_scratch"
 	offcpuMapOffcpuCounts   = "offcpu_counts"
 	offcpuMapOffcpuScratch  = "offcpu_scratch"
 	offcpuMapPendingBlank   = "pending_blank"
@@ -134,6 +136,8 @@ type offcpuProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuMapSpecs struct {
 	CopyPids      *ebpf.MapSpec `ebpf:"copy_pids"`
+	ExitHolders   *ebpf.MapSpec `ebpf:"exit_holders"`
+	ExitScratch   *ebpf.MapSpec `ebpf:"exit_scratch"`
 	OffcpuCounts  *ebpf.MapSpec `ebpf:"offcpu_counts"`
 	OffcpuScratch *ebpf.MapSpec `ebpf:"offcpu_scratch"`
 	PendingBlank  *ebpf.MapSpec `ebpf:"pending_blank"`
@@ -183,6 +187,8 @@ func (o *offcpuObjects) Close() error {
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuMaps struct {
 	CopyPids      *ebpf.Map `ebpf:"copy_pids"`
+	ExitHolders   *ebpf.Map `ebpf:"exit_holders"`
+	ExitScratch   *ebpf.Map `ebpf:"exit_scratch"`
 	OffcpuCounts  *ebpf.Map `ebpf:"offcpu_counts"`
 	OffcpuScratch *ebpf.Map `ebpf:"offcpu_scratch"`
 	PendingBlank  *ebpf.Map `ebpf:"pending_blank"`
@@ -195,6 +201,8 @@ type offcpuMaps struct {
 func (m *offcpuMaps) Close() error {
 	return _OffcpuClose(
 		m.CopyPids,
+		m.ExitHolders,
+		m.ExitScratch,
 		m.OffcpuCounts,
 		m.OffcpuScratch,
 		m.PendingBlank,

@@ -531,15 +531,13 @@ func TestOffCPUProgramLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.Maps["offcpu_scratch"].MaxEntries = uint32(cpus)
+	sizeOffCPUScratch(spec, cpus, 4096)
 	for name, v := range map[string]any{"capture_user": true, "capture_kernel": true, "stack_copy_size": uint32(4096),
 		"off_cpu_min_ns": uint64(time.Millisecond), "copy_all": true} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	spec.Maps["offcpu_scratch"].ValueSize += 4096
-	spec.Maps["offcpu_scratch"].Key, spec.Maps["offcpu_scratch"].Value = nil, nil
 	var objs offcpuObjects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		t.Fatalf("load: %v", err)
