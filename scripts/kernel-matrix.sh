@@ -45,9 +45,12 @@
 # whose kernel stalls (a soft lockup or an RCU stall: under multi-threaded
 # TCG a CPU can stop taking interrupts while another spins in the kernel,
 # as bookworm's amd64 kernel did once while bpf's tests attached programs)
-# is booted once more, with one emulator thread, and the table says so:
-# those are the emulator's faults (sid's amd64 kernel has also oopsed on
-# an int3 of its own text patching). A test that fails is never rerun.
+# or oopses on an int3 (multi-threaded TCG can run a stale copy of kernel
+# code that another CPU is patching, with the breakpoint the patching puts
+# there for a moment: sid's amd64 kernel did, in __schedule, as a test
+# turned the sched_switch tracepoint on; sprof sets no breakpoints) is
+# booted once more, with one emulator thread, and the table says so: those
+# are the emulator's faults. A test that fails is never rerun.
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -340,8 +343,9 @@ EOF
 # -accel ACCEL and writes the serial console to $out/SUITE-ARCH.log. It
 # sets ended to how the VM ended: "off" (it powered off: /init ran to its
 # end, or the kernel panicked), "timeout" (it ran for vm_timeout seconds)
-# "boot-timeout" (no /init after boot_timeout seconds) or "stall" (the
-# kernel reported a soft lockup or an RCU stall), and cpu to the
+# "boot-timeout" (no /init after boot_timeout seconds), "stall" (the
+# kernel reported a soft lockup or an RCU stall) or "int3" (the kernel
+# oopsed on a breakpoint of its own text patching), and cpu to the
 # emulator's CPU seconds (user and system), which on a loaded host say
 # more than the wall time. No network device: nothing needs one, and on
 # q35 it would bring the firmware's network boot ROM.
@@ -372,6 +376,8 @@ boot() {
 			ended=boot-timeout
 		elif grep -a -q -E 'BUG: soft lockup|rcu: INFO: rcu_[a-z]+ (self-)?detected stall' "$raw"; then
 			ended=stall
+		elif grep -a -q 'Oops: int3' "$raw"; then
+			ended=int3
 		else
 			sleep 0.5
 			continue
@@ -384,7 +390,7 @@ boot() {
 	rm -f "$raw"
 }
 
-# boot_failure LOG prints why a VM that ran no test failed at boot: the
+# boot_failure LOG prints why a VM failed by no fault of a test: the
 # kernel's first panic, oops or BUG line, else what ended it.
 boot_failure() {
 	why=$(grep -a -m 1 -E 'Kernel panic|Oops|BUG:|general protection fault' "$1" | cut -c1-200)
@@ -392,6 +398,7 @@ boot_failure() {
 	boot-timeout) why="no /init after $boot_timeout s${why:+; $why}" ;;
 	timeout) why="no test started in $vm_timeout s${why:+; $why}" ;;
 	stall) why="the kernel stalled: $(grep -a -m 1 -E 'BUG: soft lockup|detected stall' "$1" | cut -c1-160)" ;;
+	int3) why="the kernel hit a breakpoint of its own text patching: $(grep -a -m 1 -A 3 'Oops: int3' "$1" | grep -a -m 1 'RIP:' | sed 's/^\[[^]]*\] *//' | cut -c1-160)" ;;
 	*) why=${why:-"the emulator exited before /init started any test"} ;;
 	esac
 	echo "$why"
@@ -589,7 +596,7 @@ for k in $matrix; do
 	s=$(date +%s)
 	boot "$suite" "$arch" tcg
 	retried=0
-	if [ "$ended" = stall ] || ! grep -q '^@@@ begin' "$out/$suite-$arch.log"; then
+	if [ "$ended" = stall ] || [ "$ended" = int3 ] || ! grep -q '^@@@ begin' "$out/$suite-$arch.log"; then
 		# The emulator failed: once more, in one thread.
 		why=$(boot_failure "$out/$suite-$arch.log")
 		mv "$out/$suite-$arch.log" "$out/$suite-$arch.boot1.log"
