@@ -7,12 +7,14 @@
 #   sprof record --off-cpu --cpu=false --off-cpu-min 1ms
 #
 # (every process on the host) alternately, RUNS times each. Every storm
-# lasts SECONDS; under sprof a one-second storm runs first, unmeasured,
-# for the sys_exit hook's governor to settle (the storm's system calls are
-# over its budget). It prints each run's round trips per second and per
-# CPU-second of the storm's own threads (the steadier figure on a loaded
-# host), the medians, their spread (lowest..highest) and the change under
-# sprof, with the load average before and after; then one more storm
+# lasts SECONDS; under sprof, once sprof's start-up is over (at most one
+# 10 ms tick of its CPU time in a second), a one-second storm runs first,
+# unmeasured, for the sys_exit hook's governor to settle (the storm's
+# system calls are over its budget). It prints each run's round trips per
+# second and per CPU-second of the storm's own threads (the steadier
+# figure on a loaded host), the medians, their spread (lowest..highest)
+# and the change under sprof, with the load average before and after, and
+# sprof's own CPU time during the measured storms; then one more storm
 # under sprof with --stats, whose BPF run-time statistics cost every BPF
 # program two clock reads a run (so it is not one of the measured runs),
 # for sprof's figures: its BPF ns per context switch, records, drops.
@@ -56,6 +58,26 @@ storm() {
 	echo "$out" | awk -v s="$1" -F'[= ]' '{ printf "%.0f %.0f\n", $2 / s, $2 / ($4 / 1e9) }'
 }
 
+# cputicks PID: the process's CPU time (utime+stime) in clock ticks.
+cputicks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+
+# settle PID: waits, at most 60 s, until sprof's start-up (reading every
+# process, loading the programs) is over, that is until it takes at most
+# one tick of CPU in a second: start-up work on the storm's CPU is not the
+# steady cost the storm measures.
+settle() {
+	t=0
+	prev=$(cputicks "$1")
+	while [ $t -lt 60 ]; do
+		sleep 1
+		now=$(cputicks "$1")
+		[ $((now - prev)) -le 1 ] && return
+		prev=$now
+		t=$((t + 1))
+	done
+	echo "offcpu-storm: sprof still busy after 60 s; measuring anyway" >&2
+}
+
 # under_sprof SECONDS [FLAG]: one storm under sprof, which is given FLAG.
 under_sprof() {
 	log=$tmp/sprof.log
@@ -71,8 +93,11 @@ under_sprof() {
 		fi
 		sleep 0.1
 	done
+	settle $pid
 	storm 1 >/dev/null
+	t0=$(cputicks $pid)
 	storm "$1"
+	echo $(($(cputicks $pid) - t0)) >>"$tmp/sprof-ticks.txt"
 	kill -INT $pid
 	wait $pid || { cat "$log" >&2; echo "offcpu-storm: sprof failed" >&2; exit 1; }
 }
@@ -80,6 +105,7 @@ under_sprof() {
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)${rt:+; storm under $rt}"
 : >"$tmp/alone.txt"
 : >"$tmp/under.txt"
+: >"$tmp/sprof-ticks.txt"
 i=1
 while [ $i -le "$runs" ]; do
 	a=$(storm "$seconds")
@@ -106,6 +132,8 @@ for col in 1 2; do
 	echo "$what: alone median $ma ($(spread "$tmp/alone.txt" $col)), under sprof median $ms ($(spread "$tmp/under.txt" $col)): $(awk -v a="$ma" -v s="$ms" 'BEGIN { printf "%+.1f%%", 100 * (s - a) / a }');" \
 		"change per run median $(median "$tmp/change.txt" $col)% ($(spread "$tmp/change.txt" $col)%)"
 done
+awk '{ print $1 * 10 }' "$tmp/sprof-ticks.txt" >"$tmp/sprof-ms.txt"
+echo "sprof's own CPU time during each measured storm: median $(median "$tmp/sprof-ms.txt" 1) ms ($(spread "$tmp/sprof-ms.txt" 1) ms) in $seconds s"
 echo "with --stats: $(under_sprof "$seconds" --stats)"
 grep -E "off-CPU|BPF run-time" "$tmp/sprof.log" | sed 's/^/  /'
 grep -q "off-CPU programs:" "$tmp/sprof.log" || { echo "offcpu-storm: sprof --stats printed no off-CPU statistics" >&2; exit 1; }
