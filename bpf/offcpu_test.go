@@ -514,10 +514,10 @@ func TestOffCPUStackCopy(t *testing.T) {
 	}
 }
 
-// TestOffCPUProgramLoads loads and attaches offcpu.bpf.c alone, with maps
-// of its own: the verifier of every kernel of the matrix must take it,
-// whatever the sampler needs (Linux 5.10 lacks helpers sprof.bpf.c uses).
-func TestOffCPUProgramLoads(t *testing.T) {
+// loadOffCPUAlone loads offcpu.bpf.c alone, with maps of its own, as
+// for every process with user and kernel stacks and 4 KiB copies.
+func loadOffCPUAlone(t *testing.T) *offCPU {
+	t.Helper()
 	requireBPF(t)
 	// Kernels before 5.11 charge maps to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
@@ -542,13 +542,76 @@ func TestOffCPUProgramLoads(t *testing.T) {
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	defer objs.Close()
-	o := &offCPU{objs: objs, user: true}
+	t.Cleanup(func() { objs.Close() })
+	return &offCPU{objs: objs, user: true}
+}
+
+// TestOffCPUProgramLoads loads and attaches offcpu.bpf.c alone: the
+// verifier of every kernel of the matrix must take it, whatever the
+// sampler needs (Linux 5.10 lacks helpers sprof.bpf.c uses), and the
+// sys_exit hook must fire.
+func TestOffCPUProgramLoads(t *testing.T) {
+	o := loadOffCPUAlone(t)
 	if err := o.attach(); err != nil {
 		t.Fatal(err)
 	}
+	if fires, err := o.exitsCounted(); err != nil || !fires {
+		t.Errorf("the sys_exit hook counts no exit (%v)", err)
+	}
+	st, err := o.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", st)
 	if err := o.detach(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// silentLink is an attachment that never fires: a kernel that accepted a
+// hook and never calls it, as seen under emulation.
+type silentLink struct{ link.Link }
+
+func (silentLink) Close() error { return nil }
+
+// TestExitHookSilent makes the sys_exit hook's first attachment silent:
+// exitHookOn must see it, attach again and count it, and give up with an
+// error, and no hook, when none fires. (The kernel's own attachments can
+// be silent too, rarely, under emulation: they count as well.)
+func TestExitHookSilent(t *testing.T) {
+	o := loadOffCPUAlone(t)
+	silent := true
+	o.attachExit = func() (link.Link, error) {
+		if silent {
+			silent = false
+			return silentLink{}, nil
+		}
+		return link.AttachTracing(link.TracingOptions{Program: o.objs.SyscallDone})
+	}
+	if err := o.exitHookOn(); err != nil {
+		t.Fatal(err)
+	}
+	if fires, err := o.exitsCounted(); err != nil || !fires {
+		t.Errorf("after a silent attachment the sys_exit hook counts no exit (%v)", err)
+	}
+	if err := o.exitHookOff(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := o.stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExitHookSilent < 1 {
+		t.Errorf("ExitHookSilent = %d after a silent attachment", st.ExitHookSilent)
+	}
+
+	o.attachExit = func() (link.Link, error) { return silentLink{}, nil }
+	err = o.exitHookOn()
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("did not fire in %d attachments", exitHookAttempts)) {
+		t.Errorf("exitHookOn with every attachment silent: %v", err)
+	}
+	if o.exit != nil {
+		t.Error("a silent attachment was kept")
 	}
 }
 

@@ -332,6 +332,9 @@ func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 			fmt.Fprintf(e.stderr, "sprof: off-CPU: system calls were too many for the sys_exit hook's budget %d times; %d waits in system calls recorded meanwhile with their user pc alone\n",
 				off.ExitHookPauses, off.Cut)
 		}
+		if off.ExitHookSilent > 0 {
+			fmt.Fprintf(e.stderr, "sprof: off-CPU: the kernel took the sys_exit hook %d times without calling it; attached again\n", off.ExitHookSilent)
+		}
 	}
 	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
 		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)
