@@ -341,17 +341,22 @@ func (o *offCPU) attachExitHook() (link.Link, error) {
 // exits: the exit of the first of two reads of the counter is seen by the
 // second.
 func (o *offCPU) exitsCounted() (bool, error) {
-	var n [2]uint64
-	for i := range n {
-		perCPU, err := o.perCPU(offCPUExits)
-		if err != nil {
-			return false, err
-		}
-		for _, c := range perCPU {
-			n[i] += c
-		}
+	first, err := o.total(offCPUExits)
+	if err != nil {
+		return false, err
 	}
-	return n[1] > n[0], nil
+	second, err := o.total(offCPUExits)
+	return second > first, err
+}
+
+// total returns one of the program's per-CPU counters, summed.
+func (o *offCPU) total(counter int) (uint64, error) {
+	perCPU, err := o.perCPU(counter)
+	var n uint64
+	for _, c := range perCPU {
+		n += c
+	}
+	return n, err
 }
 
 // perCPU returns one of the program's per-CPU counters, per CPU.
@@ -377,13 +382,11 @@ func (o *offCPU) stats() (OffCPUStats, error) {
 	}
 	var counts [offCPUCounters]uint64
 	for i := range counts {
-		perCPU, err := o.perCPU(i)
+		n, err := o.total(i)
 		if err != nil {
 			return st, err
 		}
-		for _, n := range perCPU {
-			counts[i] += n
-		}
+		counts[i] = n
 	}
 	st.Sent, st.Short, st.Cut = counts[offCPUSent], counts[offCPUShort], counts[offCPUCut]
 	st.SyscallExits = counts[offCPUExits]
