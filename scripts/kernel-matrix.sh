@@ -388,6 +388,11 @@ boot() {
 	wait "$qemu" || true
 	tr -d '\r' <"$raw" >"$out/$1-$2.log"
 	rm -f "$raw"
+	# The oops may have ended the kernel (a second oops in the interrupt
+	# handler panics it) before the loop above saw it.
+	if [ "$ended" = off ] && grep -a -q 'Oops: int3' "$out/$1-$2.log"; then
+		ended=int3
+	fi
 }
 
 # boot_failure LOG prints why a VM failed by no fault of a test: the
