@@ -835,7 +835,7 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out, measured := filepath.Join(dir, "waits.otlp.pb"), filepath.Join(dir, "measured")
-	code, _, errs := runSprof("record", "-o", out, "--off-cpu", "--off-cpu-syscall-budget", "0", "--",
+	code, _, errs := runSprof("record", "-o", out, "--off-cpu", "--off-cpu-syscall-budget", "0", "--stats", "--",
 		"sh", "-c", `exec "$0" pipe 60 5000 >"$1" </dev/null`, bin, measured)
 	if code != 0 {
 		t.Fatalf("sprof record: exit %d\n%s", code, errs)
@@ -903,5 +903,6 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 		for stack, ns := range others {
 			t.Logf("not in chain_b: %v %s", time.Duration(ns), stack)
 		}
+		t.Logf("sprof said:\n%s", errs) // --stats: records sent, waits below --off-cpu-min, lost
 	}
 }
