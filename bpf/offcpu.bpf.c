@@ -255,8 +255,8 @@ struct {
 /* How many syscall_done runs hold this CPU's exit_scratch: one that finds
  * another inside (the one it preempted) drops its record rather than
  * overwrite the other's. Incremented then read, which needs only an
- * atomic add whose result is unused (BPF_XADD, see pending_threads); exchange
- * is 5.12. */
+ * atomic add whose result is unused (BPF_XADD, see pending_threads);
+ * exchange is 5.12. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

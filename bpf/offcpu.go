@@ -177,15 +177,15 @@ func (o *offCPU) attach() error {
 //
 // An attachment that the kernel accepted is checked to fire before it is
 // trusted, because one that does not loses every wait in a system call
-// without a trace: each stays pending for an exit that never comes. In
-// Debian 11's arm64 kernel (5.10), under emulation, 6 of the 40
+// without a trace: each stays pending for an exit that never comes. The
+// check (exitsCounted) reads the exit counter twice: the first read is a
+// system call, whose exit a working hook counts before the second. A
+// silent attachment is detached and made again, at most exitHookAttempts
+// times. In Debian 11's arm64 kernel (5.10), under emulation, 6 of the 40
 // attachments that ten runs of the off-CPU tests logged counted no exit
 // while the tests made system calls (none in the matrix's seven other
 // kernels); attached again, each fired. The check sees a hook that fires
-// for no system call, not one that some CPUs would skip. The check reads the exit counter twice: the first
-// read is a system call, whose exit a working hook counts before the
-// second. A silent attachment is detached and made again, at most
-// exitHookAttempts times.
+// for no system call, not one that some CPUs would skip.
 func (o *offCPU) exitHookOn() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -8,7 +8,7 @@
 #
 # (every process on the host) alternately, RUNS times each. Every storm
 # lasts SECONDS; under sprof, once sprof's start-up is over (at most one
-# 10 ms tick of its CPU time in a second), a one-second storm runs first,
+# clock tick, 10 ms, of its CPU time in a second), a one-second storm runs first,
 # unmeasured, for the sys_exit hook's governor to settle (the storm's
 # system calls are over its budget). It prints each run's round trips per
 # second and per CPU-second of the storm's own threads (the steadier
@@ -58,8 +58,10 @@ storm() {
 	echo "$out" | awk -v s="$1" -F'[= ]' '{ printf "%.0f %.0f\n", $2 / s, $2 / ($4 / 1e9) }'
 }
 
-# cputicks PID: the process's CPU time (utime+stime) in clock ticks.
+# cputicks PID: the process's CPU time (utime+stime) in clock ticks, of
+# which there are hz a second.
 cputicks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
 
 # settle PID: waits, at most 60 s, until sprof's start-up (reading every
 # process, loading the programs) is over, that is until it takes at most
@@ -132,7 +134,7 @@ for col in 1 2; do
 	echo "$what: alone median $ma ($(spread "$tmp/alone.txt" $col)), under sprof median $ms ($(spread "$tmp/under.txt" $col)): $(awk -v a="$ma" -v s="$ms" 'BEGIN { printf "%+.1f%%", 100 * (s - a) / a }');" \
 		"change per run median $(median "$tmp/change.txt" $col)% ($(spread "$tmp/change.txt" $col)%)"
 done
-awk '{ print $1 * 10 }' "$tmp/sprof-ticks.txt" >"$tmp/sprof-ms.txt"
+awk -v hz="$hz" '{ print $1 * 1000 / hz }' "$tmp/sprof-ticks.txt" >"$tmp/sprof-ms.txt"
 echo "sprof's own CPU time during each measured storm: median $(median "$tmp/sprof-ms.txt" 1) ms ($(spread "$tmp/sprof-ms.txt" 1) ms) in $seconds s"
 echo "with --stats: $(under_sprof "$seconds" --stats)"
 grep -E "off-CPU|BPF run-time" "$tmp/sprof.log" | sed 's/^/  /'
