@@ -90,7 +90,12 @@ func growing(pid int, g *GoProcess) func(*Sample) bool {
 // frame pointer cleared; with the process marked (SetGo), its samples go
 // on past morestack to the function that called it and the goroutine's
 // root, on every kernel path; unmarked, they end at morestack, truncated
-// or not (user space marks them).
+// or not (user space marks them). Samples taken while copystack adjusts
+// the new stack's chain reach the root through the old stack's first
+// record (switch_stack); without that 1-6% of them ended truncated at the
+// goroutine's first function, with it about 0.2% end early (the few
+// instructions in which the goroutine's registers and stack bounds
+// disagree), so the bar is 97%.
 func TestWalkFollowsMorestack(t *testing.T) {
 	bin, tab, g := goStackFixture(t)
 	onEveryPath(t, func(t *testing.T, features *Features) {
@@ -127,8 +132,8 @@ func TestWalkFollowsMorestack(t *testing.T) {
 			}
 		}
 		t.Logf("%d of %d samples under morestack go on to main.recurse and runtime.goexit; others: %q", whole, len(got), bad)
-		if whole < len(got)*95/100 {
-			t.Errorf("%d of %d samples under morestack reach the goroutine's root, want >= 95%%", whole, len(got))
+		if whole*100 < len(got)*97 {
+			t.Errorf("%d of %d samples under morestack reach the goroutine's root, want >= 97%%", whole, len(got))
 		}
 		if err := s.SetGo(uint32(pid), nil); err != nil {
 			t.Fatal(err)
