@@ -735,9 +735,9 @@ func TestPlaceholderPattern(t *testing.T) {
 // TestRecordOffCPU records the off-CPU fixture (testdata/bpf/offcpu: a
 // thread alternating a spin in chain_a with a pipe read in chain_b) with
 // --off-cpu --cpu: go tool pprof's model of the output must hold both
-// sample types, the wait time on chain_b within 5% of the wall time the
-// fixture measured in its waits, with the kernel's pipe read below it, and
-// the CPU samples on chain_a.
+// sample types, the wait time on chain_b within 5% of the time off the CPU
+// the fixture measured in its waits (offCPUMeasure), with the kernel's
+// pipe read below it, and the CPU samples on chain_a.
 func TestRecordOffCPU(t *testing.T) {
 	// The fixture prints its own measure to its stdout, which sprof leaves
 	// to the command: a shell sends it to a file and execs the fixture in
@@ -751,14 +751,7 @@ func TestRecordOffCPU(t *testing.T) {
 	measured := filepath.Join(t.TempDir(), "measured")
 	p, errs := recordProfile(t, "--off-cpu", "--cpu", "-F", "499", "--stats", "--off-cpu-syscall-budget", "0", "--",
 		"sh", "-c", `exec "$0" pipe 100 5000 >"$1" </dev/null`, bin, measured)
-	out, err := os.ReadFile(measured)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tid, waitNs, spinNs int64
-	if _, err := fmt.Sscanf(string(out), "tid=%d wait_ns=%d spin_ns=%d", &tid, &waitNs, &spinNs); err != nil {
-		t.Fatalf("fixture output %q: %v", out, err)
-	}
+	_, waitNs, offNs := offCPUMeasure(t, measured)
 	if !strings.Contains(errs, "off-CPU programs:") {
 		t.Errorf("--stats says nothing of the off-CPU programs:\n%s", errs)
 	}
@@ -787,14 +780,15 @@ func TestRecordOffCPU(t *testing.T) {
 			cpuA += s.Value[0]
 		}
 	}
-	t.Logf("worker: %v off the CPU, %v in chain_b, %v of it in pipe_read (the fixture measured %v); %d CPU samples, %d in chain_a",
-		time.Duration(offAll), time.Duration(offB), time.Duration(offPipe), time.Duration(waitNs), cpuAll, cpuA)
+	t.Logf("worker: %v off the CPU, %v in chain_b, %v of it in pipe_read (the fixture measured %v in its waits, %v of it off the CPU); %d CPU samples, %d in chain_a",
+		time.Duration(offAll), time.Duration(offB), time.Duration(offPipe), waitNs, offNs, cpuAll, cpuA)
 	// The pipe helper answers 5 ms after the request made before each
 	// spin, so each wait is what remains of the 5 ms after the spin: the
-	// fixture's own clock is the measure.
-	if d := offB - waitNs; d > waitNs/20 || -d > offCPUMissing(waitNs) || offB < offAll*3/4 || offPipe < offB*9/10 {
-		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of %v; the fixture measured %v in its waits",
-			time.Duration(offB), time.Duration(offPipe), time.Duration(offAll), time.Duration(waitNs))
+	// fixture's own clocks are the measure. Pieces of a wait shorter than
+	// the default --off-cpu-min (1 ms) are not recorded.
+	if d := offB - int64(offNs); d > int64(offNs/20) || -d > offCPUMissing(int64(offNs)) || offB < offAll*3/4 || offPipe < offB*9/10 {
+		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of %v; the fixture measured %v off the CPU in its waits",
+			time.Duration(offB), time.Duration(offPipe), time.Duration(offAll), offNs)
 	}
 	// Emulated, the kernel's code (chain_b's system calls) runs many times
 	// slower than the fixture's spin: there the spin has most samples
@@ -822,11 +816,33 @@ func offCPUMissing(waitNs int64) int64 {
 	return waitNs / 20
 }
 
+// offCPUMeasure is what the off-CPU fixture printed to the file at path:
+// its worker's thread id, the wall time it measured around its waits,
+// and the part of it off the CPU: that wall time less the CPU time the
+// kernel accounted to the thread inside the waits (the system calls'
+// entry and exit, the wakeup; a tenth of a millisecond a wait when a slow
+// or loaded CPU stretches them), which no off-CPU record can hold.
+func offCPUMeasure(t *testing.T, path string) (tid int64, waitNs, offNs time.Duration) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spinNs, cpuNs int64
+	if _, err := fmt.Sscanf(string(raw), "tid=%d wait_ns=%d spin_ns=%d wait_cpu_ns=%d", &tid, &waitNs, &spinNs, &cpuNs); err != nil {
+		t.Fatalf("fixture output %q: %v", raw, err)
+	}
+	return tid, waitNs, waitNs - time.Duration(cpuNs)
+}
+
 // TestRecordOffCPUOTLP records the off-CPU fixture with --off-cpu into an
 // OTLP file and decodes it with the official bindings: off-CPU time alone
 // is off_cpu/nanoseconds profiles only, every wait counted (period 1),
 // and the fixture's thread waits in chain_b, with the kernel's pipe read
-// below it, within 5% of the wall time the fixture measured in its waits.
+// below it, within 5% of the time off the CPU the fixture measured in its
+// waits (offCPUMeasure). With --off-cpu-min 10us every piece of each wait
+// is recorded: 0.1-0.5% apart here, where the default minimum leaves out
+// 1-3% (pieces of a wait under 1 ms).
 func TestRecordOffCPUOTLP(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin, err := filepath.Abs(fixture("bpf", "offcpu"))
@@ -835,17 +851,12 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out, measured := filepath.Join(dir, "waits.otlp.pb"), filepath.Join(dir, "measured")
-	code, _, errs := runSprof("record", "-o", out, "--off-cpu", "--off-cpu-syscall-budget", "0", "--stats", "--",
+	code, _, errs := runSprof("record", "-o", out, "--off-cpu", "--off-cpu-min", "10us", "--off-cpu-syscall-budget", "0", "--stats", "--",
 		"sh", "-c", `exec "$0" pipe 60 5000 >"$1" </dev/null`, bin, measured)
 	if code != 0 {
 		t.Fatalf("sprof record: exit %d\n%s", code, errs)
 	}
-	var tid, waitNs, spinNs int64
-	if raw, err := os.ReadFile(measured); err != nil {
-		t.Fatal(err)
-	} else if _, err := fmt.Sscanf(string(raw), "tid=%d wait_ns=%d spin_ns=%d", &tid, &waitNs, &spinNs); err != nil {
-		t.Fatalf("fixture output %q: %v", raw, err)
-	}
+	tid, waitNs, offNs := offCPUMeasure(t, measured)
 	raw, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -895,11 +906,11 @@ func TestRecordOffCPUOTLP(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("thread %d: %v off the CPU, %v in chain_b, %v of it in pipe_read; the fixture measured %v",
-		tid, time.Duration(offThread), time.Duration(offB), time.Duration(offPipe), time.Duration(waitNs))
-	if d := offB - waitNs; d > waitNs/20 || -d > offCPUMissing(waitNs) || offPipe < offB*9/10 {
-		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of the thread's %v; the fixture measured %v in its waits",
-			time.Duration(offB), time.Duration(offPipe), time.Duration(offThread), time.Duration(waitNs))
+	t.Logf("thread %d: %v off the CPU, %v in chain_b, %v of it in pipe_read; the fixture measured %v in its waits, %v of it off the CPU",
+		tid, time.Duration(offThread), time.Duration(offB), time.Duration(offPipe), waitNs, offNs)
+	if d := offB - int64(offNs); d > int64(offNs/20) || -d > offCPUMissing(int64(offNs)) || offPipe < offB*9/10 {
+		t.Errorf("off-CPU: %v in chain_b (%v in pipe_read) of the thread's %v; the fixture measured %v off the CPU in its waits",
+			time.Duration(offB), time.Duration(offPipe), time.Duration(offThread), offNs)
 		for stack, ns := range others {
 			t.Logf("not in chain_b: %v %s", time.Duration(ns), stack)
 		}
