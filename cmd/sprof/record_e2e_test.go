@@ -841,8 +841,8 @@ func offCPUMeasure(t *testing.T, path string) (tid int64, waitNs, offNs time.Dur
 // and the fixture's thread waits in chain_b, with the kernel's pipe read
 // below it, within 5% of the time off the CPU the fixture measured in its
 // waits (offCPUMeasure). With --off-cpu-min 10us every piece of each wait
-// is recorded: 0.1-0.5% apart here, where the default minimum leaves out
-// 1-3% (pieces of a wait under 1 ms).
+// is recorded: 0.0-1.5% apart in 6 runs here, where the default minimum
+// left out 1-3% (pieces of a wait under 1 ms).
 func TestRecordOffCPUOTLP(t *testing.T) {
 	testenv.RequireRoot(t)
 	bin, err := filepath.Abs(fixture("bpf", "offcpu"))

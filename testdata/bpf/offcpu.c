@@ -175,10 +175,8 @@ static void *worker(void *arg)
 	/* Root runs the worker SCHED_FIFO (else at nice -10, below): no
 	 * ordinary thread then preempts it inside the windows it times, where
 	 * a preemption is time off the CPU that sprof records with the user
-	 * pc alone (see bpf/offcpu.bpf.c), not in chain B; at nice -10 a host
-	 * loaded by the kernel matrix's emulators still did, for up to 7% of
-	 * the wait. Its spins are 2 ms, well inside the kernel's real-time
-	 * budget. */
+	 * pc alone (see bpf/offcpu.bpf.c), not in chain B. Its spins are 2 ms,
+	 * well inside the kernel's real-time budget. */
 	pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo);
 	for (long i = 0; i < rounds; i++) {
 		chain_a();
