@@ -87,8 +87,10 @@ func TestRingBufferSize(t *testing.T) {
 	for _, tc := range []struct {
 		hz, cpus, copy, want int
 	}{
-		{99, 2, 0, minRingSize},               // 198 KiB of typical records a second → the floor
-		{99, 64, 0, 8 << 20},                  // 6.2 MiB a second → next power of two
+		// Without copies, 250 ms of records:
+		{99, 2, 0, minRingSize},               // 50 KiB → the floor
+		{499, 16, 0, 2 << 20},                 // 1.95 MiB → next power of two
+		{99, 64, 0, 2 << 20},                  // 1.55 MiB
 		{100000, 4096, 0, maxDefaultRingSize}, // capped
 		// With copies, 64 ms of records:
 		{99, 2, 16384, minRingSize},       // 216 KiB → the floor

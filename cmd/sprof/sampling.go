@@ -45,7 +45,7 @@ func (f *samplingFlags) add(fs *pflag.FlagSet, unwindCache int, offCPUUsage stri
 	fs.Var((*sizeValue)(&f.unwindCache), "unwind-cache", "memory for the unwind tables of binaries without frame pointers (libc's takes about 1M, a large C++ program's tens); the least recently used are dropped when over it")
 	fs.BoolVar(&f.python, "python", true, "show the Python functions of CPython 3.9-3.13 processes (read from the interpreter's memory), spliced into their native stacks at _PyEval_EvalFrameDefault; --python=false shows the interpreter's C frames only")
 	fs.BoolVar(&f.debugUnwind, "debug-unwind", false, "count per binary how many frames each unwinding method found and why unwinds stopped (record prints it at the end, agent logs it every interval)")
-	fs.Var((*sizeValue)(&f.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = rate × CPUs × record size for 1s, or with --stack-copy 64-128ms: small enough to stay in the CPU caches, drained when a quarter full")
+	fs.Var((*sizeValue)(&f.ringBuffer), "ring-buffer", "BPF ring buffer size, a power of two (64K, 8M); 0 = rate × CPUs × record size for 250-500ms, or with --stack-copy 64-128ms: small enough to stay in the CPU caches, drained when a quarter full")
 }
 
 // check checks the values given on fs, and turns stack copies off where
