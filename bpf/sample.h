@@ -71,7 +71,7 @@ static __always_inline __u64 wakeup(void *ring, __u64 size)
 {
 	__u64 ring_size = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE);
 	__u64 avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + size;
-	__u64 at = bpf_ringbuf_query(ring, BPF_RB_CONS_POS) + 1;
+	__u64 at;
 	int level;
 
 	if (avail >= ring_size / 2)
@@ -80,6 +80,8 @@ static __always_inline __u64 wakeup(void *ring, __u64 size)
 		level = WAKE_DRAIN;
 	else
 		return BPF_RB_NO_WAKEUP;
+	/* Asked only here: each query is a helper call. */
+	at = bpf_ringbuf_query(ring, BPF_RB_CONS_POS) + 1;
 	if (woken_at[level] == at)
 		return BPF_RB_NO_WAKEUP;
 	woken_at[level] = at;

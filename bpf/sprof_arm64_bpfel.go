@@ -133,6 +133,10 @@ type sprofScratchValue struct {
 		RuleKind   uint8
 		RuleFlags  uint8
 		_          [6]byte
+		WinLo      uint64
+		WinLen     uint32
+		_          [4]byte
+		Win        [128]uint64
 	}
 	Rec sprofSampleBuf
 }
