@@ -106,7 +106,14 @@
 //   - Mappings are in an LPM trie keyed by big-endian pid and pc, each
 //     mapping split into aligned power-of-two prefixes (about 2 per bit of
 //     its size): one lookup per frame that leaves the previous frame's
-//     mapping, none otherwise (the walk remembers it). An LPM trie is
+//     mapping, none otherwise (the walk remembers it), and none for a
+//     mapping among the last 8 found on the CPU while unwind_epoch, which
+//     user space bumps after each change to the trie, stays the same.
+//   - The rules found for the last 512 (table, offset) pairs are kept per
+//     CPU in a direct-mapped cache, each checked against the table's
+//     generation: samples repeat the return addresses of the ones before,
+//     and a hit reads one cache line where a lookup reads a dozen or more
+//     (page index, rows, rule). An LPM trie is
 //     never preallocated, which perf_event programs allow for every map
 //     type but hashes. A sorted per-process array would need a bound on
 //     mappings per process and a second search.

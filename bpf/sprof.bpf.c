@@ -568,6 +568,7 @@ struct fp_walk {
 	__u8 tstop;
 	__u64 map_start, map_end, map_base;
 	__u32 map_table, map_kind, map_gen;
+	__u32 epoch; /* unwind_epoch at the walk's start */
 	/* The rule last found and the pc it was found for: a recursion
 	 * finds the same one frame after frame. */
 	__u64 rule_pc;
@@ -580,9 +581,39 @@ struct fp_walk {
 	__u64 win[STACK_WINDOW / 8];
 };
 
+/* The table walk's memory of earlier samples on this CPU (see
+ * find_mapping and table_rule): most samples of a process repeat the
+ * mappings and the return addresses of the ones before, and looking them
+ * up again touches a dozen or more cold cache lines each time (an LPM
+ * trie's nodes; a page index and a binary search's rows). */
+#define MAPPING_SLOTS 8
+#define RULE_SLOTS 512 /* a power of two */
+
+struct mapping_slot {
+	__u64 start, end, base;
+	__u32 pid, epoch; /* epoch: unwind_epoch when found; 0: empty */
+	__u32 table, kind, gen, pad;
+};
+
+struct rule_slot {
+	__u64 key; /* (table << 32 | offset) + 1; 0: empty */
+	__u32 gen;
+	__s32 cfa_off;
+	__s16 ra_off, fp_off;
+	__u8 kind, flags;
+	__u16 pad;
+};
+
+struct walk_cache {
+	struct mapping_slot maps[MAPPING_SLOTS];
+	__u32 next_map; /* the slot the next mapping found replaces */
+	struct rule_slot rules[RULE_SLOTS];
+};
+
 /* Followed in the map value by stack_copy_size bytes of room for the copy. */
 struct scratch_value {
 	struct fp_walk walk;
+	struct walk_cache cache;
 	struct sample_buf rec;
 };
 
@@ -1314,14 +1345,41 @@ static __always_inline long table_end(struct fp_walk *w, __u8 why)
 	return 1;
 }
 
-/* Finds the mapping of pc, remembering it for the frames that follow. */
-static __always_inline bool find_mapping(struct fp_walk *w, __u32 pid, __u64 pc)
+/* Bumped by user space after every change to unwind_maps: a mapping slot
+ * found under another epoch may name what is no longer mapped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} unwind_epoch SEC(".maps");
+
+/* Finds the mapping of pc, remembering it for the frames that follow: the
+ * walk's own, else one of the last MAPPING_SLOTS found on this CPU under
+ * the same epoch, else the LPM trie's (then remembered in a slot, round
+ * robin). */
+static __always_inline bool find_mapping(struct scratch_value *s, __u32 pid, __u64 pc)
 {
 	struct unwind_key key = {96, __builtin_bswap32(pid), __builtin_bswap64(pc)};
+	struct fp_walk *w = &s->walk;
+	struct mapping_slot *slot;
 	struct unwind_mapping *m;
+	__u32 i;
 
 	if (w->map_start <= pc && pc < w->map_end)
 		return true;
+	for (i = 0; i < MAPPING_SLOTS; i++) {
+		slot = &s->cache.maps[i];
+		if (slot->epoch == w->epoch && slot->pid == pid && slot->start <= pc && pc < slot->end) {
+			w->map_start = slot->start;
+			w->map_end = slot->end;
+			w->map_base = slot->base;
+			w->map_table = slot->table;
+			w->map_kind = slot->kind;
+			w->map_gen = slot->gen;
+			return true;
+		}
+	}
 	m = bpf_map_lookup_elem(&unwind_maps, &key);
 	if (!m || pc < m->start || pc >= m->end)
 		return false;
@@ -1331,6 +1389,17 @@ static __always_inline bool find_mapping(struct fp_walk *w, __u32 pid, __u64 pc)
 	w->map_table = m->table;
 	w->map_kind = m->kind;
 	w->map_gen = m->gen;
+	if (!w->epoch)
+		return true;
+	slot = &s->cache.maps[s->cache.next_map++ & (MAPPING_SLOTS - 1)];
+	slot->start = m->start;
+	slot->end = m->end;
+	slot->base = m->base;
+	slot->table = m->table;
+	slot->kind = m->kind;
+	slot->gen = m->gen;
+	slot->pid = pid;
+	slot->epoch = w->epoch;
 	return true;
 }
 
@@ -1371,6 +1440,39 @@ static __always_inline struct unwind_rule *find_rule(struct unwind_table *t, __u
 	return bpf_map_lookup_elem(&unwind_rules, &at);
 }
 
+/* The rule for the pc at offset off of table t (w->map_table), into the
+ * walk's rule fields: from the rule slot of (table, generation, offset),
+ * else found in the table and kept in that slot. False when the table has
+ * none. */
+static __always_inline bool table_rule(struct scratch_value *s, struct unwind_table *t, __u64 off)
+{
+	struct fp_walk *w = &s->walk;
+	__u64 key = ((__u64)w->map_table << 32 | (__u32)off) + 1;
+	struct rule_slot *slot = &s->cache.rules[(key * 0x9e3779b97f4a7c15ULL) >> 55 & (RULE_SLOTS - 1)];
+	struct unwind_rule *rule;
+
+	if (off >> 32) /* rows hold 32-bit offsets */
+		return false;
+	if (slot->key != key || slot->gen != w->map_gen) {
+		rule = find_rule(t, off);
+		if (!rule)
+			return false;
+		slot->key = key;
+		slot->gen = w->map_gen;
+		slot->kind = rule->kind;
+		slot->cfa_off = rule->cfa_off;
+		slot->ra_off = rule->ra_off;
+		slot->fp_off = rule->fp_off;
+		slot->flags = rule->flags;
+	}
+	w->rule_kind = slot->kind;
+	w->rule_cfa_off = slot->cfa_off;
+	w->rule_ra_off = slot->ra_off;
+	w->rule_fp_off = slot->fp_off;
+	w->rule_flags = slot->flags;
+	return true;
+}
+
 /* One frame of the table walk: the caller's registers from the frame's,
  * and its return address into the record; nonzero when the walk ends. */
 static __always_inline long table_step(struct scratch_value *s)
@@ -1378,11 +1480,10 @@ static __always_inline long table_step(struct scratch_value *s)
 	struct fp_walk *w = &s->walk;
 	__u64 look = w->top ? w->tpc : w->tpc - 1;
 	__u64 now = s->rec.hdr.time, fp = w->tfp, cfa, ra;
-	struct unwind_rule *rule;
 	struct unwind_table *t;
 	__u32 at;
 
-	if (!find_mapping(w, s->rec.hdr.pid, look))
+	if (!find_mapping(s, s->rec.hdr.pid, look))
 		return table_end(w, TABLE_NO_MAPPING);
 	if (w->map_kind == MAPPING_FRAME_POINTERS) {
 		/* In the topmost frame fp may still name the caller's record
@@ -1402,15 +1503,9 @@ static __always_inline long table_step(struct scratch_value *s)
 			return table_end(w, TABLE_NO_RULE);
 		if (t->used + TABLE_USED_GRAIN < now)
 			t->used = now;
-		rule = find_rule(t, look - w->map_base);
-		if (!rule)
+		if (!table_rule(s, t, look - w->map_base))
 			return table_end(w, TABLE_NO_RULE);
 		w->rule_pc = look;
-		w->rule_kind = rule->kind;
-		w->rule_cfa_off = rule->cfa_off;
-		w->rule_ra_off = rule->ra_off;
-		w->rule_fp_off = rule->fp_off;
-		w->rule_flags = rule->flags;
 	}
 	switch (w->rule_kind) {
 	case RULE_CFA_SP:
@@ -1486,6 +1581,7 @@ struct {
 static __always_inline void table_start(struct scratch_value *s, struct user_regs *r)
 {
 	struct fp_walk *w = &s->walk;
+	__u32 zero = 0, *epoch;
 
 	put_user_frame(s, r->pc);
 	w->leaf_unsure = false;
@@ -1499,6 +1595,8 @@ static __always_inline void table_start(struct scratch_value *s, struct user_reg
 	w->map_start = 0;
 	w->map_end = 0;
 	w->rule_pc = 0;
+	epoch = bpf_map_lookup_elem(&unwind_epoch, &zero);
+	w->epoch = epoch ? *epoch : 0;
 }
 
 /* Ends a run after the table walk: a whole stack goes as it is; a partial

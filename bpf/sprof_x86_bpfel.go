@@ -125,7 +125,7 @@ type sprofScratchValue struct {
 		MapTable   uint32
 		MapKind    uint32
 		MapGen     uint32
-		_          [4]byte
+		Epoch      uint32
 		RulePc     uint64
 		RuleCfaOff int32
 		RuleRaOff  int16
@@ -137,6 +137,34 @@ type sprofScratchValue struct {
 		WinLen     uint32
 		_          [4]byte
 		Win        [128]uint64
+	}
+	Cache struct {
+		_    structs.HostLayout
+		Maps [8]struct {
+			_     structs.HostLayout
+			Start uint64
+			End   uint64
+			Base  uint64
+			Pid   uint32
+			Epoch uint32
+			Table uint32
+			Kind  uint32
+			Gen   uint32
+			Pad   uint32
+		}
+		NextMap uint32
+		_       [4]byte
+		Rules   [512]struct {
+			_      structs.HostLayout
+			Key    uint64
+			Gen    uint32
+			CfaOff int32
+			RaOff  int16
+			FpOff  int16
+			Kind   uint8
+			Flags  uint8
+			Pad    uint16
+		}
 	}
 	Rec sprofSampleBuf
 }
@@ -208,6 +236,7 @@ const (
 	sprofMapStackVmas          = "stack_vmas"
 	sprofMapTableStops         = "table_stops"
 	sprofMapTableTail          = "table_tail"
+	sprofMapUnwindEpoch        = "unwind_epoch"
 	sprofMapUnwindMaps         = "unwind_maps"
 	sprofMapUnwindPages        = "unwind_pages"
 	sprofMapUnwindRows         = "unwind_rows"
@@ -303,6 +332,7 @@ type sprofMapSpecs struct {
 	StackVmas    *ebpf.MapSpec `ebpf:"stack_vmas"`
 	TableStops   *ebpf.MapSpec `ebpf:"table_stops"`
 	TableTail    *ebpf.MapSpec `ebpf:"table_tail"`
+	UnwindEpoch  *ebpf.MapSpec `ebpf:"unwind_epoch"`
 	UnwindMaps   *ebpf.MapSpec `ebpf:"unwind_maps"`
 	UnwindPages  *ebpf.MapSpec `ebpf:"unwind_pages"`
 	UnwindRows   *ebpf.MapSpec `ebpf:"unwind_rows"`
@@ -364,6 +394,7 @@ type sprofMaps struct {
 	StackVmas    *ebpf.Map `ebpf:"stack_vmas"`
 	TableStops   *ebpf.Map `ebpf:"table_stops"`
 	TableTail    *ebpf.Map `ebpf:"table_tail"`
+	UnwindEpoch  *ebpf.Map `ebpf:"unwind_epoch"`
 	UnwindMaps   *ebpf.Map `ebpf:"unwind_maps"`
 	UnwindPages  *ebpf.Map `ebpf:"unwind_pages"`
 	UnwindRows   *ebpf.Map `ebpf:"unwind_rows"`
@@ -387,6 +418,7 @@ func (m *sprofMaps) Close() error {
 		m.StackVmas,
 		m.TableStops,
 		m.TableTail,
+		m.UnwindEpoch,
 		m.UnwindMaps,
 		m.UnwindPages,
 		m.UnwindRows,

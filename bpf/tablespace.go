@@ -141,6 +141,7 @@ type tableSpace struct {
 	seq                uint64
 	keys               map[uint32][]unwindKey // per pid
 	nkeys              int
+	epoch              uint32 // unwind_epoch's value
 	stats              TableStats
 }
 
@@ -339,8 +340,7 @@ func (s *Sampler) MapFramePointers(pid uint32, start, end uint64) error {
 	return s.mapRange(pid, start, end, unwindMapping{Start: start, End: end, Kind: mappingFramePointers})
 }
 
-// mapRange puts [start, end) of pid into unwind_maps as the aligned
-// power-of-two blocks that cover it, each an LPM prefix.
+// mapRange maps [start, end) of pid to v for the table walk.
 func (s *Sampler) mapRange(pid uint32, start, end uint64, v unwindMapping) error {
 	ts := s.tables
 	if ts == nil {
@@ -348,6 +348,31 @@ func (s *Sampler) mapRange(pid uint32, start, end uint64, v unwindMapping) error
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	if err := ts.changeMaps(func() error { return ts.putRange(pid, start, end, v) }); err != nil {
+		return fmt.Errorf("map pid %d [%#x, %#x): %w", pid, start, end, err)
+	}
+	return nil
+}
+
+// changeMaps runs change, which writes unwind_maps, and then bumps
+// unwind_epoch, which the program's memory of the mappings it found
+// (find_mapping) must match: what change replaced or removed is found no
+// more. Called with mu held.
+func (ts *tableSpace) changeMaps(change func() error) error {
+	err := change()
+	ts.epoch++
+	if ts.epoch == 0 { // 0 is the program's empty slot
+		ts.epoch = 1
+	}
+	if e := ts.objs.UnwindEpoch.Update(uint32(0), ts.epoch, ebpf.UpdateAny); e != nil {
+		err = errors.Join(err, fmt.Errorf("unwind_epoch: %w", e))
+	}
+	return err
+}
+
+// putRange puts [start, end) of pid into unwind_maps as the aligned
+// power-of-two blocks that cover it, each an LPM prefix.
+func (ts *tableSpace) putRange(pid uint32, start, end uint64, v unwindMapping) error {
 	for at := start; at < end; {
 		size := uint64(1) << min(bits.TrailingZeros64(at), 63)
 		for at+size > end || at+size < at {
@@ -355,13 +380,13 @@ func (s *Sampler) mapRange(pid uint32, start, end uint64, v unwindMapping) error
 		}
 		if ts.nkeys >= maxMapEntries {
 			ts.stats.MappingsFailed++
-			return fmt.Errorf("map pid %d [%#x, %#x): %d prefixes in the lookup map already", pid, start, end, ts.nkeys)
+			return fmt.Errorf("%d prefixes in the lookup map already", ts.nkeys)
 		}
 		k := unwindKey{PrefixLen: 32 + 64 - uint32(bits.TrailingZeros64(size)),
 			Pid: bswap32(pid), PC: bswap64(at)}
 		if err := ts.objs.UnwindMaps.Update(&k, &v, ebpf.UpdateAny); err != nil {
 			ts.stats.MappingsFailed++
-			return fmt.Errorf("map pid %d [%#x, %#x): %w", pid, start, end, err)
+			return err
 		}
 		ts.keys[pid] = append(ts.keys[pid], k)
 		ts.nkeys++
@@ -379,9 +404,14 @@ func (s *Sampler) UnmapPid(pid uint32) {
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	for _, k := range ts.keys[pid] {
-		ts.objs.UnwindMaps.Delete(&k)
-	}
+	// Errors are left out as before the epoch: writing an array's one
+	// entry or deleting a key the map holds fails only without memory.
+	ts.changeMaps(func() error {
+		for _, k := range ts.keys[pid] {
+			ts.objs.UnwindMaps.Delete(&k)
+		}
+		return nil
+	})
 	ts.nkeys -= len(ts.keys[pid])
 	delete(ts.keys, pid)
 }

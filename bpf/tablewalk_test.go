@@ -168,6 +168,51 @@ func TestTableWalkDeep(t *testing.T) {
 	}
 }
 
+// TestTableWalkForgetsUnmapped: the walk remembers the mappings it found
+// in earlier samples on each CPU (find_mapping's slots), and forgets them
+// when the mappings change: after UnmapPid no sample of the process is
+// walked over its tables, and once they are mapped again its walks are
+// whole again. Without the epoch that UnmapPid bumps, the slots would go
+// on naming the unmapped code.
+func TestTableWalkForgetsUnmapped(t *testing.T) {
+	requireFixture(t)
+	chain := newDeepChain(t, 32)
+	cmd, _ := startBinary(t, deepPath, "32")
+	pid := cmd.Process.Pid
+	waitCPUTime(t, pid, 50*time.Millisecond)
+	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
+		UnwindTables: DefaultUnwindTables})
+	collect := func() []sampleCopy {
+		since := monotonic(t)
+		return collectN(t, s, 100, func(x *Sample) bool { return x.Pid == uint32(pid) && x.Time > since })
+	}
+	wholeWalks := func(step string, got []sampleCopy) {
+		good := 0
+		for _, x := range got {
+			if ok, _ := chain.whole(x.user); ok && x.UserTables && !x.UserTruncated {
+				good++
+			}
+		}
+		if float64(good) < 0.99*float64(len(got)) {
+			t.Errorf("%s: %d of %d samples walked whole over the tables, want 99%%", step, good, len(got))
+		}
+	}
+	loadProcessTables(t, s, pid)
+	wholeWalks("mapped", collect())
+	s.UnmapPid(uint32(pid))
+	walked := 0
+	for _, x := range collect() {
+		if x.UserTables {
+			walked++
+		}
+	}
+	if walked > 0 {
+		t.Errorf("unmapped: %d samples walked over the tables, want none", walked)
+	}
+	loadProcessTables(t, s, pid)
+	wholeWalks("mapped again", collect())
+}
+
 // BenchmarkTableWalk measures the program's cost per sample walking
 // stacks without frame pointers over unwind tables in the kernel, from
 // the kernel's BPF run-time statistics counted after the tables are
