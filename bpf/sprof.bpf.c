@@ -527,6 +527,24 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr,
 }
 #endif
 
+/* Two layouts of the table walk's (see below), shared with tables.go: a
+ * rule, and a process's mapping. */
+struct unwind_rule {
+	__s32 cfa_off;
+	__s16 ra_off; /* from the CFA */
+	__s16 fp_off; /* from the CFA */
+	__u8 kind;    /* enum rule_kind */
+	__u8 flags;   /* enum rule_flag */
+	__u16 pad;
+};
+
+/* A process's executable mapping [start, end): a table's (pc - base is the
+ * offset the rows hold) or code with frame pointers. */
+struct unwind_mapping {
+	__u64 start, end, base;
+	__u32 table, kind, gen, pad;
+};
+
 /* The bytes of stack the walks read at once (see stack_word). */
 #define STACK_WINDOW 1024
 
@@ -566,15 +584,12 @@ struct fp_walk {
 	__u64 tpc, tsp, tfp, tlr;
 	bool top;
 	__u8 tstop;
-	__u64 map_start, map_end, map_base;
-	__u32 map_table, map_kind, map_gen;
+	struct unwind_mapping map;
 	__u32 epoch; /* unwind_epoch at the walk's start */
 	/* The rule last found and the pc it was found for: a recursion
 	 * finds the same one frame after frame. */
 	__u64 rule_pc;
-	__s32 rule_cfa_off;
-	__s16 rule_ra_off, rule_fp_off;
-	__u8 rule_kind, rule_flags;
+	struct unwind_rule rule;
 	/* The stack window (stack_word): win_len bytes from win_lo. */
 	__u64 win_lo;
 	__u32 win_len;
@@ -590,18 +605,14 @@ struct fp_walk {
 #define RULE_SLOTS 512 /* a power of two */
 
 struct mapping_slot {
-	__u64 start, end, base;
+	struct unwind_mapping m;
 	__u32 pid, epoch; /* epoch: unwind_epoch when found; 0: empty */
-	__u32 table, kind, gen, pad;
 };
 
 struct rule_slot {
 	__u64 key; /* (table << 32 | offset) + 1; 0: empty */
 	__u32 gen;
-	__s32 cfa_off;
-	__s16 ra_off, fp_off;
-	__u8 kind, flags;
-	__u16 pad;
+	struct unwind_rule rule;
 };
 
 struct walk_cache {
@@ -1238,16 +1249,8 @@ enum mapping_kind {
 	MAPPING_FRAME_POINTERS,
 };
 
-/* The layouts below are shared with tables.go. */
-struct unwind_rule {
-	__s32 cfa_off;
-	__s16 ra_off; /* from the CFA */
-	__s16 fp_off; /* from the CFA */
-	__u8 kind;    /* enum rule_kind */
-	__u8 flags;   /* enum rule_flag */
-	__u16 pad;
-};
-
+/* The layouts below are shared with tables.go, as are unwind_rule and
+ * unwind_mapping above. */
 /* A row: from pc (an offset from its mapping's base) to the next row's, the
  * rule at index rule of unwind_rules. */
 struct unwind_row {
@@ -1274,13 +1277,6 @@ struct unwind_key {
 	__u32 prefixlen; /* bits of pid and pc that must match */
 	__u32 pid;       /* big-endian, as LPM keys compare bytes */
 	__u64 pc;        /* big-endian */
-};
-
-/* A process's executable mapping [start, end): a table's (pc - base is the
- * offset the rows hold) or code with frame pointers. */
-struct unwind_mapping {
-	__u64 start, end, base;
-	__u32 table, kind, gen, pad;
 };
 
 #define TABLE_PAGE_SHIFT 12
@@ -1366,38 +1362,23 @@ static __always_inline bool find_mapping(struct scratch_value *s, __u32 pid, __u
 	struct unwind_mapping *m;
 	__u32 i;
 
-	if (w->map_start <= pc && pc < w->map_end)
+	if (w->map.start <= pc && pc < w->map.end)
 		return true;
 	for (i = 0; i < MAPPING_SLOTS; i++) {
 		slot = &s->cache.maps[i];
-		if (slot->epoch == w->epoch && slot->pid == pid && slot->start <= pc && pc < slot->end) {
-			w->map_start = slot->start;
-			w->map_end = slot->end;
-			w->map_base = slot->base;
-			w->map_table = slot->table;
-			w->map_kind = slot->kind;
-			w->map_gen = slot->gen;
+		if (slot->epoch == w->epoch && slot->pid == pid && slot->m.start <= pc && pc < slot->m.end) {
+			w->map = slot->m;
 			return true;
 		}
 	}
 	m = bpf_map_lookup_elem(&unwind_maps, &key);
 	if (!m || pc < m->start || pc >= m->end)
 		return false;
-	w->map_start = m->start;
-	w->map_end = m->end;
-	w->map_base = m->base;
-	w->map_table = m->table;
-	w->map_kind = m->kind;
-	w->map_gen = m->gen;
+	w->map = *m;
 	if (!w->epoch)
 		return true;
 	slot = &s->cache.maps[s->cache.next_map++ & (MAPPING_SLOTS - 1)];
-	slot->start = m->start;
-	slot->end = m->end;
-	slot->base = m->base;
-	slot->table = m->table;
-	slot->kind = m->kind;
-	slot->gen = m->gen;
+	slot->m = *m;
 	slot->pid = pid;
 	slot->epoch = w->epoch;
 	return true;
@@ -1440,36 +1421,28 @@ static __always_inline struct unwind_rule *find_rule(struct unwind_table *t, __u
 	return bpf_map_lookup_elem(&unwind_rules, &at);
 }
 
-/* The rule for the pc at offset off of table t (w->map_table), into the
+/* The rule for the pc at offset off of table t (w->map.table), into the
  * walk's rule fields: from the rule slot of (table, generation, offset),
  * else found in the table and kept in that slot. False when the table has
  * none. */
 static __always_inline bool table_rule(struct scratch_value *s, struct unwind_table *t, __u64 off)
 {
 	struct fp_walk *w = &s->walk;
-	__u64 key = ((__u64)w->map_table << 32 | (__u32)off) + 1;
+	__u64 key = ((__u64)w->map.table << 32 | (__u32)off) + 1;
 	struct rule_slot *slot = &s->cache.rules[(key * 0x9e3779b97f4a7c15ULL) >> 55 & (RULE_SLOTS - 1)];
 	struct unwind_rule *rule;
 
 	if (off >> 32) /* rows hold 32-bit offsets */
 		return false;
-	if (slot->key != key || slot->gen != w->map_gen) {
+	if (slot->key != key || slot->gen != w->map.gen) {
 		rule = find_rule(t, off);
 		if (!rule)
 			return false;
 		slot->key = key;
-		slot->gen = w->map_gen;
-		slot->kind = rule->kind;
-		slot->cfa_off = rule->cfa_off;
-		slot->ra_off = rule->ra_off;
-		slot->fp_off = rule->fp_off;
-		slot->flags = rule->flags;
+		slot->gen = w->map.gen;
+		slot->rule = *rule;
 	}
-	w->rule_kind = slot->kind;
-	w->rule_cfa_off = slot->cfa_off;
-	w->rule_ra_off = slot->ra_off;
-	w->rule_fp_off = slot->fp_off;
-	w->rule_flags = slot->flags;
+	w->rule = slot->rule;
 	return true;
 }
 
@@ -1485,34 +1458,34 @@ static __always_inline long table_step(struct scratch_value *s)
 
 	if (!find_mapping(s, s->rec.hdr.pid, look))
 		return table_end(w, TABLE_NO_MAPPING);
-	if (w->map_kind == MAPPING_FRAME_POINTERS) {
+	if (w->map.kind == MAPPING_FRAME_POINTERS) {
 		/* In the topmost frame fp may still name the caller's record
 		 * (a prologue, a frameless leaf): leaf_return's business. */
 		if (w->top)
 			return table_end(w, TABLE_FP_LEAF);
 		w->rule_pc = 0;
-		w->rule_kind = RULE_CFA_FP;
-		w->rule_cfa_off = 16;
-		w->rule_ra_off = -8;
-		w->rule_fp_off = -16;
-		w->rule_flags = RULE_RA_SAVED | RULE_FP_SAVED;
+		w->rule.kind = RULE_CFA_FP;
+		w->rule.cfa_off = 16;
+		w->rule.ra_off = -8;
+		w->rule.fp_off = -16;
+		w->rule.flags = RULE_RA_SAVED | RULE_FP_SAVED;
 	} else if (look != w->rule_pc) {
-		at = w->map_table;
+		at = w->map.table;
 		t = bpf_map_lookup_elem(&unwind_tables, &at);
-		if (!t || t->gen != w->map_gen)
+		if (!t || t->gen != w->map.gen)
 			return table_end(w, TABLE_NO_RULE);
 		if (t->used + TABLE_USED_GRAIN < now)
 			t->used = now;
-		if (!table_rule(s, t, look - w->map_base))
+		if (!table_rule(s, t, look - w->map.base))
 			return table_end(w, TABLE_NO_RULE);
 		w->rule_pc = look;
 	}
-	switch (w->rule_kind) {
+	switch (w->rule.kind) {
 	case RULE_CFA_SP:
-		cfa = w->tsp + w->rule_cfa_off;
+		cfa = w->tsp + w->rule.cfa_off;
 		break;
 	case RULE_CFA_FP:
-		cfa = fp + w->rule_cfa_off;
+		cfa = fp + w->rule.cfa_off;
 		break;
 	case RULE_OUTERMOST:
 		return table_end(w, TABLE_OUTERMOST);
@@ -1528,10 +1501,10 @@ static __always_inline long table_step(struct scratch_value *s)
 	/* fp first: where both are saved it lies below the return address
 	 * (amd64's push rbp, arm64's frame record), so one window serves
 	 * both. */
-	if ((w->rule_flags & RULE_FP_SAVED) && !stack_word(w, cfa + w->rule_fp_off, &fp))
+	if ((w->rule.flags & RULE_FP_SAVED) && !stack_word(w, cfa + w->rule.fp_off, &fp))
 		return table_end(w, TABLE_FAULT);
-	if (w->rule_flags & RULE_RA_SAVED) {
-		if (!stack_word(w, cfa + w->rule_ra_off, &ra))
+	if (w->rule.flags & RULE_RA_SAVED) {
+		if (!stack_word(w, cfa + w->rule.ra_off, &ra))
 			return table_end(w, TABLE_FAULT);
 	} else if (w->top) {
 		ra = w->tlr;
@@ -1592,8 +1565,8 @@ static __always_inline void table_start(struct scratch_value *s, struct user_reg
 	w->tlr = r->lr;
 	w->top = true;
 	w->tstop = TABLE_GOING;
-	w->map_start = 0;
-	w->map_end = 0;
+	w->map.start = 0;
+	w->map.end = 0;
 	w->rule_pc = 0;
 	epoch = bpf_map_lookup_elem(&unwind_epoch, &zero);
 	w->epoch = epoch ? *epoch : 0;

@@ -119,20 +119,12 @@ type sprofScratchValue struct {
 		Top        bool
 		Tstop      uint8
 		_          [6]byte
-		MapStart   uint64
-		MapEnd     uint64
-		MapBase    uint64
-		MapTable   uint32
-		MapKind    uint32
-		MapGen     uint32
+		Map        sprofUnwindMapping
 		Epoch      uint32
+		_          [4]byte
 		RulePc     uint64
-		RuleCfaOff int32
-		RuleRaOff  int16
-		RuleFpOff  int16
-		RuleKind   uint8
-		RuleFlags  uint8
-		_          [6]byte
+		Rule       sprofUnwindRule
+		_          [4]byte
 		WinLo      uint64
 		WinLen     uint32
 		_          [4]byte
@@ -142,28 +134,17 @@ type sprofScratchValue struct {
 		_    structs.HostLayout
 		Maps [8]struct {
 			_     structs.HostLayout
-			Start uint64
-			End   uint64
-			Base  uint64
+			M     sprofUnwindMapping
 			Pid   uint32
 			Epoch uint32
-			Table uint32
-			Kind  uint32
-			Gen   uint32
-			Pad   uint32
 		}
 		NextMap uint32
 		_       [4]byte
 		Rules   [512]struct {
-			_      structs.HostLayout
-			Key    uint64
-			Gen    uint32
-			CfaOff int32
-			RaOff  int16
-			FpOff  int16
-			Kind   uint8
-			Flags  uint8
-			Pad    uint16
+			_    structs.HostLayout
+			Key  uint64
+			Gen  uint32
+			Rule sprofUnwindRule
 		}
 	}
 	Rec sprofSampleBuf
