@@ -109,6 +109,12 @@
 //     mapping, none otherwise (the walk remembers it), and none for a
 //     mapping among the last 8 found on the CPU while unwind_epoch, which
 //     user space bumps after each change to the trie, stays the same.
+//   - A described process ([Sampler.MapProcess]) also has a prefix of its
+//     pid alone, which covers no pc: a walk that finds no entry at all for
+//     a pid meets a process user space has not described yet, and wakes
+//     the reader at once (at most every 10 ms on the host) rather than
+//     leave it to the next drain, up to 250 ms of samples that end at
+//     their first frame.
 //   - The rules found for the last 512 (table, offset) pairs are kept per
 //     CPU in a direct-mapped cache, each checked against the table's
 //     generation: samples repeat the return addresses of the ones before,

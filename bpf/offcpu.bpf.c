@@ -556,7 +556,7 @@ static __always_inline void send(struct offcpu_buf *b)
 	struct offcpu_header *h = &b->hdr;
 	__u64 size = sizeof(*h) + ((__u64)h->kernel_frames + h->user_frames) * sizeof(__u64) + h->stack_bytes;
 
-	if (send_record(&samples, b, size, sizeof(*b) + stack_copy_size))
+	if (send_record(&samples, b, size, sizeof(*b) + stack_copy_size, wakeup(&samples, size)))
 		count(COUNT_LOST);
 	else
 		count(COUNT_SENT);

@@ -89,12 +89,13 @@ static __always_inline __u64 wakeup(void *ring, __u64 size)
 }
 
 /* Puts the first size bytes of rec, at most max (its buffer's size, which
- * the verifier needs to see), into ring. Nonzero when the ring was full. */
-static __always_inline long send_record(void *ring, void *rec, __u64 size, __u64 max)
+ * the verifier needs to see), into ring with the wakeup flags wake
+ * (wakeup's, as a rule). Nonzero when the ring was full. */
+static __always_inline long send_record(void *ring, void *rec, __u64 size, __u64 max, __u64 wake)
 {
 	if (size > max)
 		size = max;
-	return bpf_ringbuf_output(ring, rec, size, wakeup(ring, size));
+	return bpf_ringbuf_output(ring, rec, size, wake);
 }
 
 /* Whether a cgroup v2 ancestor of cg (its parent, its parent's parent...)

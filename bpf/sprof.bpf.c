@@ -586,6 +586,9 @@ struct fp_walk {
 	__u8 tstop;
 	struct unwind_mapping map;
 	__u32 epoch; /* unwind_epoch at the walk's start */
+	/* The walk met a pid user space has not described (find_mapping):
+	 * finish wakes the reader, so that it does so soon. */
+	bool undescribed;
 	/* The rule last found and the pc it was found for: a recursion
 	 * finds the same one frame after frame. */
 	__u64 rule_pc;
@@ -732,9 +735,9 @@ static __always_inline bool stack_word(struct fp_walk *w, __u64 addr, __u64 *v)
 {
 	__u64 off = addr - w->win_lo, len;
 
+	if (addr & 7) /* the window holds aligned words */
+		return !bpf_probe_read_user(v, sizeof(*v), (void *)addr);
 	if (addr < w->win_lo || off + sizeof(*v) > w->win_len) {
-		if (addr & 7)
-			return !bpf_probe_read_user(v, sizeof(*v), (void *)addr);
 		len = MIN_PAGE_SIZE - (addr & (MIN_PAGE_SIZE - 1));
 		if (len > STACK_WINDOW)
 			len = STACK_WINDOW;
@@ -1125,8 +1128,8 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 	struct pt_regs *regs = 0;
 	__u64 stack, size = bpf_core_type_size(struct pt_regs);
 
-	if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
-		return false;
+	/* Most samples: user mode, which no kernel thread runs in, so the
+	 * task's flags need not be read. */
 #if defined(__TARGET_ARCH_x86)
 	if (interrupted_user(ctx)) {
 		r->pc = ctx->regs.ip;
@@ -1144,6 +1147,8 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 		return true;
 	}
 #endif
+	if (BPF_CORE_READ(task, flags) & PF_KTHREAD)
+		return false;
 	if (have_task_pt_regs) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	} else {
@@ -1175,11 +1180,20 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 
 /* Ends a run: the Python frames of a CPython process, the stack copy, when
  * wanted, and the record into the ring. */
+/* A table walk that meets a process user space has not described yet
+ * wakes the reader at once rather than at its next drain (up to 250 ms):
+ * until the process's mappings reach unwind_maps its samples end at the
+ * first frame without a table, and a compile's first 250 ms is a few
+ * percent of its samples. At most once per UNDESCRIBED_WAKE_NS on the
+ * host: a process user space never describes does not wake it more. */
+#define UNDESCRIBED_WAKE_NS 10000000ULL
+__u64 undescribed_woken;
+
 static __always_inline int finish(struct scratch_value *s)
 {
 	struct sample_header *h = &s->rec.hdr;
 	__u32 zero = 0;
-	__u64 size, *count;
+	__u64 size, wake, *count;
 
 	python_frames(s);
 	/* The walk ran, and tables did not find the whole stack. */
@@ -1192,7 +1206,12 @@ static __always_inline int finish(struct scratch_value *s)
 		h->flags |= SAMPLE_USER_TRUNCATED;
 
 	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
-	if (send_record(&samples, &s->rec, size, sizeof(s->rec) + stack_copy_size))
+	wake = wakeup(&samples, size);
+	if (s->walk.undescribed && h->time - undescribed_woken >= UNDESCRIBED_WAKE_NS) {
+		undescribed_woken = h->time;
+		wake = BPF_RB_FORCE_WAKEUP;
+	}
+	if (send_record(&samples, &s->rec, size, sizeof(s->rec) + stack_copy_size, wake))
 		count = bpf_map_lookup_elem(&lost, &zero);
 	else
 		count = bpf_map_lookup_elem(&sent, &zero);
@@ -1247,6 +1266,9 @@ enum rule_flag {
 enum mapping_kind {
 	MAPPING_TABLE,
 	MAPPING_FRAME_POINTERS,
+	/* Keyed by the pid alone (prefix 32): user space has described the
+	 * process, whose pcs no longer prefix covers have no table. */
+	MAPPING_PROCESS,
 };
 
 /* The layouts below are shared with tables.go, as are unwind_rule and
@@ -1372,7 +1394,11 @@ static __always_inline bool find_mapping(struct scratch_value *s, __u32 pid, __u
 		}
 	}
 	m = bpf_map_lookup_elem(&unwind_maps, &key);
-	if (!m || pc < m->start || pc >= m->end)
+	if (!m) {
+		w->undescribed = true;
+		return false;
+	}
+	if (pc < m->start || pc >= m->end)
 		return false;
 	w->map = *m;
 	if (!w->epoch)
@@ -1568,6 +1594,7 @@ static __always_inline void table_start(struct scratch_value *s, struct user_reg
 	w->map.start = 0;
 	w->map.end = 0;
 	w->rule_pc = 0;
+	w->undescribed = false;
 	epoch = bpf_map_lookup_elem(&unwind_epoch, &zero);
 	w->epoch = epoch ? *epoch : 0;
 }

@@ -93,42 +93,43 @@ type sprofSampleHeader struct {
 type sprofScratchValue struct {
 	_    structs.HostLayout
 	Walk struct {
-		_          structs.HostLayout
-		Fp         uint64
-		Lo         uint64
-		End        uint64
-		StackLo    uint64
-		MappedEnd  uint64
-		At         uint32
-		N          uint32
-		Flags      uint16
-		Switches   uint16
-		_          [4]byte
-		Sp         uint64
-		StackEnd   uint64
-		Guessed    bool
-		LeafUnsure bool
-		Goroutine  bool
-		_          [5]byte
-		Last       uint64
-		G_reg      uint64
-		Tpc        uint64
-		Tsp        uint64
-		Tfp        uint64
-		Tlr        uint64
-		Top        bool
-		Tstop      uint8
-		_          [6]byte
-		Map        sprofUnwindMapping
-		Epoch      uint32
-		_          [4]byte
-		RulePc     uint64
-		Rule       sprofUnwindRule
-		_          [4]byte
-		WinLo      uint64
-		WinLen     uint32
-		_          [4]byte
-		Win        [128]uint64
+		_           structs.HostLayout
+		Fp          uint64
+		Lo          uint64
+		End         uint64
+		StackLo     uint64
+		MappedEnd   uint64
+		At          uint32
+		N           uint32
+		Flags       uint16
+		Switches    uint16
+		_           [4]byte
+		Sp          uint64
+		StackEnd    uint64
+		Guessed     bool
+		LeafUnsure  bool
+		Goroutine   bool
+		_           [5]byte
+		Last        uint64
+		G_reg       uint64
+		Tpc         uint64
+		Tsp         uint64
+		Tfp         uint64
+		Tlr         uint64
+		Top         bool
+		Tstop       uint8
+		_           [6]byte
+		Map         sprofUnwindMapping
+		Epoch       uint32
+		Undescribed bool
+		_           [3]byte
+		RulePc      uint64
+		Rule        sprofUnwindRule
+		_           [4]byte
+		WinLo       uint64
+		WinLen      uint32
+		_           [4]byte
+		Win         [128]uint64
 	}
 	Cache struct {
 		_    structs.HostLayout
@@ -243,6 +244,7 @@ const (
 	sprofVarSelfTgid           = "self_tgid"
 	sprofVarStackCopySize      = "stack_copy_size"
 	sprofVarTableUnwind        = "table_unwind"
+	sprofVarUndescribedWoken   = "undescribed_woken"
 	sprofVarWokenAt            = "woken_at"
 )
 
@@ -339,6 +341,7 @@ type sprofVariableSpecs struct {
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.VariableSpec `ebpf:"stack_copy_size"`
 	TableUnwind        *ebpf.VariableSpec `ebpf:"table_unwind"`
+	UndescribedWoken   *ebpf.VariableSpec `ebpf:"undescribed_woken"`
 	WokenAt            *ebpf.VariableSpec `ebpf:"woken_at"`
 }
 
@@ -426,6 +429,7 @@ type sprofVariables struct {
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.Variable `ebpf:"stack_copy_size"`
 	TableUnwind        *ebpf.Variable `ebpf:"table_unwind"`
+	UndescribedWoken   *ebpf.Variable `ebpf:"undescribed_woken"`
 	WokenAt            *ebpf.Variable `ebpf:"woken_at"`
 }
 

@@ -340,6 +340,39 @@ func (s *Sampler) MapFramePointers(pid uint32, start, end uint64) error {
 	return s.mapRange(pid, start, end, unwindMapping{Start: start, End: end, Kind: mappingFramePointers})
 }
 
+// MapProcess says that pid's mappings have been described (MapTable and
+// MapFramePointers for those that have tables or frame pointers): a walk
+// that finds no mapping for a pc of pid's then knows there is none,
+// rather than taking pid for a process not described yet, for which it
+// wakes the reader at once (at most every 10 ms) so that it is described
+// soon. Until UnmapPid.
+func (s *Sampler) MapProcess(pid uint32) error {
+	ts := s.tables
+	if ts == nil {
+		return ErrNoTables
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	// The pid alone, as a 32-bit prefix: the longest prefix that matches
+	// a pc no mapping covers. It covers no pcs itself (start = end = 0),
+	// so the mappings the walk remembers stay valid without an epoch.
+	k := unwindKey{PrefixLen: 32, Pid: bswap32(pid)}
+	if slices.Contains(ts.keys[pid], k) {
+		return nil
+	}
+	if ts.nkeys >= maxMapEntries {
+		ts.stats.MappingsFailed++
+		return fmt.Errorf("describe pid %d: %d prefixes in the lookup map already", pid, ts.nkeys)
+	}
+	if err := ts.objs.UnwindMaps.Update(&k, &unwindMapping{Kind: mappingProcess}, ebpf.UpdateAny); err != nil {
+		ts.stats.MappingsFailed++
+		return fmt.Errorf("describe pid %d: %w", pid, err)
+	}
+	ts.keys[pid] = append(ts.keys[pid], k)
+	ts.nkeys++
+	return nil
+}
+
 // mapRange maps [start, end) of pid to v for the table walk.
 func (s *Sampler) mapRange(pid uint32, start, end uint64, v unwindMapping) error {
 	ts := s.tables

@@ -213,6 +213,46 @@ func TestTableWalkForgetsUnmapped(t *testing.T) {
 	wholeWalks("mapped again", collect())
 }
 
+// TestTableWalkWakesForUndescribed: a table walk that meets a process
+// user space has not described (no MapProcess, no mapping) wakes the
+// reader at once, in a ring that would not reach its quarter-full wakeup
+// for minutes at this rate; once the process is described (MapProcess,
+// though none of its mappings has a table), its walks no longer do.
+func TestTableWalkWakesForUndescribed(t *testing.T) {
+	requireFixture(t)
+	cmd, _ := startBinary(t, deepPath, "32")
+	pid := uint32(cmd.Process.Pid)
+	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{pid}, User: true, UnwindTables: minUnwindTables,
+		RingBufferSize: 16 << 20})
+	select {
+	case <-s.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("no wakeup in 30 s for a process not described")
+	}
+	if err := s.MapProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	// A sample of the fixture's one thread begun after MapProcess comes
+	// after every sample begun before, 10 ms apart at this rate: the
+	// wakeup one of those asked for is pending then, if any.
+	since := monotonic(t)
+	after := func(x *Sample) bool { return x.Pid == pid && x.Time > since }
+	collectN(t, s, 1, after)
+	select {
+	case <-s.Ready():
+	default:
+	}
+	got := collectN(t, s, 20, after)
+	if len(got) < 20 {
+		t.Fatalf("%d samples in 10 s, want 20", len(got))
+	}
+	select {
+	case <-s.Ready():
+		t.Errorf("a wakeup while %d samples of the described process were taken", len(got))
+	default:
+	}
+}
+
 // BenchmarkTableWalk measures the program's cost per sample walking
 // stacks without frame pointers over unwind tables in the kernel, from
 // the kernel's BPF run-time statistics counted after the tables are

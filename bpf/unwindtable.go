@@ -61,6 +61,7 @@ const (
 const (
 	mappingTable = iota
 	mappingFramePointers
+	mappingProcess
 )
 
 // tablePageShift is TABLE_PAGE_SHIFT: the page index has an entry per

@@ -51,6 +51,9 @@ type TableLoader interface {
 	// MapFramePointers says pid maps code keeping frame pointers at
 	// [start, end).
 	MapFramePointers(pid uint32, start, end uint64) error
+	// MapProcess says pid's mappings have all been described (those
+	// that could be), until UnmapPid.
+	MapProcess(pid uint32) error
 	// UnmapPid forgets every mapping of pid.
 	UnmapPid(pid uint32)
 	// TableStats says how the kernel's tables and walks fare, for
@@ -127,6 +130,9 @@ func (u *unwinder) kernelSet(pid uint32, set *mapSet) {
 	}
 	for i := range set.maps {
 		u.kernelMap(pid, &set.maps[i])
+	}
+	if err := kt.loader.MapProcess(pid); err != nil {
+		u.kernelError(err)
 	}
 }
 

@@ -25,12 +25,15 @@ import (
 // does when writing the table into its maps fails.
 type tableSource struct {
 	fakeSource
-	calls   []string
-	loaded  map[uint64]*sframe.Table
-	order   []uint64
-	room    int
-	refuse  uint64
-	evicted []uint64
+	calls []string
+	// described holds the pids MapProcess was given, apart from calls,
+	// whose order the tests check.
+	described []uint32
+	loaded    map[uint64]*sframe.Table
+	order     []uint64
+	room      int
+	refuse    uint64
+	evicted   []uint64
 }
 
 func (s *tableSource) LoadTable(id uint64, t *sframe.Table) error {
@@ -66,6 +69,11 @@ func (s *tableSource) MapTable(pid uint32, id uint64, start, end, bias uint64) e
 
 func (s *tableSource) MapFramePointers(pid uint32, start, end uint64) error {
 	s.calls = append(s.calls, fmt.Sprintf("fp %d %#x-%#x", pid, start, end))
+	return nil
+}
+
+func (s *tableSource) MapProcess(pid uint32) error {
+	s.described = append(s.described, pid)
 	return nil
 }
 
@@ -111,6 +119,11 @@ func TestKernelTables(t *testing.T) {
 	}
 	if want := []string{"fp 500 0x400000-0x500000"}; !slices.Equal(src.calls, want) {
 		t.Fatalf("before the fixture's table is built: %q, want %q", src.calls, want)
+	}
+	// Described, though a mapping waits for its table: the walk stops
+	// there as at any pc without one, and need not wake the reader.
+	if want := []uint32{500}; !slices.Equal(src.described, want) {
+		t.Fatalf("described pids %v, want %v", src.described, want)
 	}
 	build()
 	if !c.unw.builds.Wait(30 * time.Second) {

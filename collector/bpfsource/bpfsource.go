@@ -130,6 +130,9 @@ func (src *Source) MapFramePointers(pid uint32, start, end uint64) error {
 	return src.sampler.MapFramePointers(pid, start, end)
 }
 
+// MapProcess says pid is described (collector.TableLoader).
+func (src *Source) MapProcess(pid uint32) error { return src.sampler.MapProcess(pid) }
+
 // UnmapPid forgets the mappings of pid (collector.TableLoader).
 func (src *Source) UnmapPid(pid uint32) { src.sampler.UnmapPid(pid) }
 
