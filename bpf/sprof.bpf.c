@@ -1178,8 +1178,6 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 
 #include "python.bpf.h"
 
-/* Ends a run: the Python frames of a CPython process, the stack copy, when
- * wanted, and the record into the ring. */
 /* A table walk that meets a process user space has not described yet
  * wakes the reader at once rather than at its next drain (up to 250 ms):
  * until the process's mappings reach unwind_maps its samples end at the
@@ -1189,6 +1187,8 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 #define UNDESCRIBED_WAKE_NS 10000000ULL
 __u64 undescribed_woken;
 
+/* Ends a run: the Python frames of a CPython process, the stack copy, when
+ * wanted, and the record into the ring. */
 static __always_inline int finish(struct scratch_value *s)
 {
 	struct sample_header *h = &s->rec.hdr;
@@ -1267,7 +1267,8 @@ enum mapping_kind {
 	MAPPING_TABLE,
 	MAPPING_FRAME_POINTERS,
 	/* Keyed by the pid alone (prefix 32): user space has described the
-	 * process, whose pcs no longer prefix covers have no table. */
+	 * process, and a pc of its that no longer prefix covers has no
+	 * table. */
 	MAPPING_PROCESS,
 };
 

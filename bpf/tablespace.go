@@ -437,8 +437,8 @@ func (s *Sampler) UnmapPid(pid uint32) {
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	// Errors are left out as before the epoch: writing an array's one
-	// entry or deleting a key the map holds fails only without memory.
+	// No error to report, as ever: deleting a key the map holds and
+	// writing an array's one entry fail only for want of memory.
 	ts.changeMaps(func() error {
 		for _, k := range ts.keys[pid] {
 			ts.objs.UnwindMaps.Delete(&k)
