@@ -50,7 +50,11 @@
 # there for a moment: sid's amd64 kernel did, in __schedule, as a test
 # turned the sched_switch tracepoint on; sprof sets no breakpoints) is
 # booted once more, with one emulator thread, and the table says so: those
-# are the emulator's faults. A test that fails is never rerun.
+# are the emulator's faults. A test that fails is never rerun. The kernels
+# boot with softlockup_panic=1, and a VM that stalls gets a few seconds
+# before it is killed: the panic prints the stuck CPU's stack, which quiet
+# would keep off the console otherwise, into the first boot's log
+# (SUITE-ARCH.boot1.log), for telling the emulator's fault from sprof's.
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -339,6 +343,20 @@ EOF
 
 # --- VMs -----------------------------------------------------------------
 
+# What a kernel prints when it stalls.
+stall_lines='BUG: soft lockup|rcu: INFO: rcu_[a-z]+ (self-)?detected stall'
+
+# settle PID SECONDS waits at most SECONDS for the emulator PID to exit
+# (a zombie until waited for): a stalled kernel's panic, printing the
+# stuck CPU's stack, then powering off.
+settle() {
+	for _ in $(seq $(($2 * 2))); do
+		st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 0
+		[ -z "$st" ] || [ "$st" = Z ] && return 0
+		sleep 0.5
+	done
+}
+
 # boot SUITE ARCH ACCEL boots the kernel with its arch's initramfs under
 # -accel ACCEL and writes the serial console to $out/SUITE-ARCH.log. It
 # sets ended to how the VM ended: "off" (it powered off: /init ran to its
@@ -357,7 +375,7 @@ boot() {
 	arm64) set -- "$1" "$2" "$3" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on console=ttyAMA0 ;;
 	esac
 	"$4" -accel "$3" "$5" "$6" "$7" "$8" -m 1536 -smp 2 -nographic -no-reboot -nic none \
-		-kernel "$vmlinuz" -initrd "$out/initrd-$2.cpio" -append "$9 panic=-1 quiet" \
+		-kernel "$vmlinuz" -initrd "$out/initrd-$2.cpio" -append "$9 panic=-1 softlockup_panic=1 quiet" \
 		</dev/null >"$raw" 2>&1 &
 	qemu=$!
 	t0=$(date +%s)
@@ -374,8 +392,9 @@ boot() {
 			ended=timeout
 		elif [ "$elapsed" -ge "$boot_timeout" ] && ! grep -q '@@@ init' "$raw"; then
 			ended=boot-timeout
-		elif grep -a -q -E 'BUG: soft lockup|rcu: INFO: rcu_[a-z]+ (self-)?detected stall' "$raw"; then
+		elif grep -a -q -E "$stall_lines" "$raw"; then
 			ended=stall
+			settle "$qemu" 10
 		elif grep -a -q 'Oops: int3' "$raw"; then
 			ended=int3
 		else
@@ -389,9 +408,12 @@ boot() {
 	tr -d '\r' <"$raw" >"$out/$1-$2.log"
 	rm -f "$raw"
 	# The oops may have ended the kernel (a second oops in the interrupt
-	# handler panics it) before the loop above saw it.
+	# handler panics it) before the loop above saw it, and so may a stall
+	# (softlockup_panic).
 	if [ "$ended" = off ] && grep -a -q 'Oops: int3' "$out/$1-$2.log"; then
 		ended=int3
+	elif [ "$ended" = off ] && grep -a -q -E "$stall_lines" "$out/$1-$2.log"; then
+		ended=stall
 	fi
 }
 
