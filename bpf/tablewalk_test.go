@@ -258,7 +258,8 @@ func TestTableWalkWakesForUndescribed(t *testing.T) {
 // the kernel's BPF run-time statistics counted after the tables are
 // loaded, at 499 Hz while two deep fixtures (32 and 400 frames of
 // recursion) keep both CPUs busy; on each kernel path, with the ring the
-// sampler sizes by default. Each iteration is one 50 ms drain. Then, for
+// sampler sizes by default. Each iteration is one drain, at the ring's
+// quarter-full wakeup. Then, for
 // as many drains, a sampler that copies 16 KiB of stack instead, as
 // --unwind copy does, follows the same processes: copy-bpf-ns/sample and
 // copy-bytes/sample compare. One after the other, not side by side: the
@@ -312,7 +313,8 @@ func BenchmarkTableWalk(b *testing.B) {
 }
 
 // drainCost opens a sampler with cfg, runs setup on it, then drains it
-// into each every 50 ms while more says so, and returns the program's run
+// into each at each of its wakeups (a quarter of the ring, as the
+// collector drains) while more says so, and returns the program's run
 // time per sample it sent meanwhile; the sampler is closed on return.
 func drainCost(b *testing.B, cfg Config, setup func(*Sampler), each func(*Sample), more func() bool) float64 {
 	b.Helper()
@@ -326,6 +328,10 @@ func drainCost(b *testing.B, cfg Config, setup func(*Sampler), each func(*Sample
 		}
 	}()
 	setup(s)
+	select { // a wakeup while setup ran: the drain below reads its records
+	case <-s.Ready():
+	default:
+	}
 	if _, err := s.Read(func(*Sample) {}); err != nil {
 		b.Fatal(err)
 	}
@@ -334,7 +340,11 @@ func drainCost(b *testing.B, cfg Config, setup func(*Sampler), each func(*Sample
 		b.Fatal(err)
 	}
 	for more() {
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-s.Ready():
+		case <-time.After(30 * time.Second):
+			b.Fatal("no wakeup from the ring in 30 s")
+		}
 		if _, err := s.Read(each); err != nil {
 			b.Fatal(err)
 		}
