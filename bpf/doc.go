@@ -221,7 +221,7 @@
 // kernel's traced exit: on sprof's CI VM an empty hook costs a storm of
 // short system calls more than the switch program does. So a governor in
 // user space turns it off for 15 s whenever the busiest CPU returns from
-// more than [Config.OffCPUExitBudget] system calls a second (100,000 by
+// more than [Config.OffCPUExitBudget] system calls a second (40,000 by
 // default, about 1% of that CPU), and on again to look; meanwhile waits in
 // system calls are sent at their switch-in with the user pc alone, marked
 // truncated and counted in [OffCPUStats.Cut]. A generation number

@@ -272,23 +272,29 @@ func TestDecodeOffCPU(t *testing.T) {
 	}
 }
 
-// storm runs the fixture's context-switch storm for the given seconds on
-// CPU 0, where its two threads must switch to hand over the byte, and
-// returns its round trips and the CPU time it used, BPF programs run in
-// its context included. It runs SCHED_FIFO where chrt may set that, as
+// stormCommand is the command line of the fixture's context-switch storm
+// with args, on CPU 0, where its two threads must switch to hand over the
+// byte. It runs SCHED_FIFO where chrt may set that, as
 // scripts/offcpu-storm.sh does, so that the host's other work takes
 // little of CPU 0 and its throughput measures the storm.
-func storm(t testing.TB, seconds string) (trips, cpuNs uint64) {
+func stormCommand(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	taskset, err := exec.LookPath("taskset")
 	if err != nil {
 		t.Skipf("taskset pins the storm to one CPU: %v", err)
 	}
-	args := []string{taskset, "-c", "0", offCPUPath, "storm", seconds}
+	args = append([]string{taskset, "-c", "0", offCPUPath, "storm"}, args...)
 	if chrt, err := exec.LookPath("chrt"); err == nil && exec.Command(chrt, "-f", "1", "true").Run() == nil {
 		args = append([]string{chrt, "-f", "1"}, args...)
 	}
-	cmd := exec.Command(args[0], args[1:]...)
+	return exec.Command(args[0], args[1:]...)
+}
+
+// storm runs the storm for the given seconds and returns its round trips
+// and the CPU time it used, BPF programs run in its context included.
+func storm(t testing.TB, seconds string) (trips, cpuNs uint64) {
+	t.Helper()
+	cmd := stormCommand(t, seconds)
 	cmd.Stdin = strings.NewReader("go\n")
 	out, err := cmd.Output()
 	if err != nil {
@@ -298,6 +304,104 @@ func storm(t testing.TB, seconds string) (trips, cpuNs uint64) {
 		t.Fatalf("storm printed %q: %v", out, err)
 	}
 	return trips, cpuNs
+}
+
+// stormSlice is the storm's slice in endlessStorm: ten a second, of which
+// one is cut short by the real-time throttling of SCHED_FIFO (50 ms a
+// second by default).
+const stormSlice = 100 * time.Millisecond
+
+// endlessStorm is one storm for a whole benchmark, counting its round
+// trips in slices, in periods with a program attached and without. From
+// one storm to the next this VM's speed drifts by up to a tenth; within
+// one, a period is compared with its neighbours, a few seconds apart.
+type endlessStorm struct {
+	cmd     *exec.Cmd
+	out     strings.Builder
+	periods []stormPeriod
+}
+
+// stormPeriod is a period of the storm, on CLOCK_BOOTTIME as the
+// fixture's slices are.
+type stormPeriod struct {
+	with     bool // a program attached
+	from, to int64
+}
+
+func startStorm(b *testing.B) *endlessStorm {
+	s := &endlessStorm{cmd: stormCommand(b, "0", fmt.Sprint(stormSlice.Milliseconds()))}
+	s.cmd.Stdout = &s.out
+	if err := s.cmd.Start(); err != nil { // stdin is /dev/null: it starts at once
+		b.Fatalf("storm: %v", err)
+	}
+	b.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			s.cmd.Process.Kill()
+			s.cmd.Wait()
+		}
+	})
+	return s
+}
+
+func bootNs(b *testing.B) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		b.Fatal(err)
+	}
+	return ts.Nano()
+}
+
+// period lets the storm run for d and notes the period.
+func (s *endlessStorm) period(b *testing.B, with bool, d time.Duration) {
+	from := bootNs(b)
+	time.Sleep(d)
+	s.periods = append(s.periods, stormPeriod{with, from, bootNs(b)})
+}
+
+// stop ends the storm and returns, for each period with the program, its
+// rate (round trips a second, the median of its slices) and the mean rate
+// of the periods without just before and after it.
+func (s *endlessStorm) stop(b *testing.B) (with, without []float64) {
+	s.cmd.Process.Signal(unix.SIGTERM)
+	if err := s.cmd.Wait(); err != nil {
+		b.Fatalf("storm: %v", err)
+	}
+	rates := make([][]float64, len(s.periods))
+	for _, line := range strings.Split(s.out.String(), "\n") {
+		var start int64
+		var trips float64
+		if _, err := fmt.Sscanf(line, "slice_ns=%d trips=%g", &start, &trips); err != nil {
+			continue
+		}
+		for i, p := range s.periods {
+			if start >= p.from && start+stormSlice.Nanoseconds() <= p.to {
+				rates[i] = append(rates[i], trips/stormSlice.Seconds())
+			}
+		}
+	}
+	medians := make([]float64, len(rates))
+	for i, r := range rates {
+		if len(r) == 0 {
+			b.Fatalf("storm: no whole slice in period %d of %d", i+1, len(rates))
+		}
+		medians[i] = median(r)
+	}
+	for i, p := range s.periods {
+		if p.with && i > 0 && i+1 < len(s.periods) && !s.periods[i-1].with && !s.periods[i+1].with {
+			with = append(with, medians[i])
+			without = append(without, (medians[i-1]+medians[i+1])/2)
+		}
+	}
+	return with, without
+}
+
+// median returns the median of v, which it sorts.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
 }
 
 // TestOffCPUStorm follows a context-switch storm with every switch-in
@@ -342,7 +446,8 @@ func TestOffCPUStorm(t *testing.T) {
 //
 //   - empty-program: a program that returns at once on sched_switch, the
 //     floor of any hook there (the tracepoint's call into BPF), for the
-//     others to be read against;
+//     others to be read against, and empty-program-no-stats the same
+//     without the run-time statistics;
 //   - no-emit: an OffCPUMin no wait reaches, no sys_exit hook: what every
 //     switch costs (the switch-out noted, the switch-in looked up);
 //   - emit-kernel: OffCPUMin 1 ns, kernel stacks only: a record with the
@@ -352,14 +457,20 @@ func TestOffCPUStorm(t *testing.T) {
 //     record finished at sys_exit with the user stack walked there, and
 //     the sys_exit hook's cost on every system call;
 //   - min=1ms: the defaults, under which the storm's system calls turn
-//     the sys_exit hook off for the budget (OffCPUStats.ExitHookPauses).
+//     the sys_exit hook off for the budget (OffCPUStats.ExitHookPauses);
+//   - min=1ms-no-stats: the same without the run-time statistics, as sprof
+//     runs without --stats: what the storm loses to it, no bpf-ns/switch.
 //
-// storm-trips/s is the storm's throughput and storm-cpu-ns/trip the CPU
-// time it used per round trip, beside the same without the programs
-// (baseline-..., measured in the same iteration): on a busy host the CPU
-// time is the steadier figure, as throughput also measures what else ran
-// on CPU 0. Each iteration runs sprof for half a second of storm first,
-// for the governor to settle, then one storm of a second each way.
+// and what they cost the storm: each iteration lets one storm run a
+// second alone, then opens the programs, lets it run half a second for
+// the governor to settle and a second measured, and closes them; a last
+// second alone ends the run. storm-trips/s is the storm's rate with the
+// programs (the median of its 100 ms slices, which passes over the one
+// that real-time throttling halves each second), baseline-trips/s the
+// mean of the seconds alone before and after, and storm-change-% the
+// median of the iterations' changes: run it with -benchtime 8x or more.
+// The run-time statistics cost every program two clock reads a run, in
+// bpf-ns/switch and in the storm's rate alike.
 func BenchmarkOffCPU(b *testing.B) {
 	requireFixture(b)
 	for _, tc := range []struct {
@@ -367,31 +478,32 @@ func BenchmarkOffCPU(b *testing.B) {
 		min    time.Duration
 		user   bool
 		budget int
+		stats  bool
 	}{
-		{"empty-program", 0, false, 0},
-		{"no-emit", time.Hour, false, 0},
-		{"emit-kernel", 1, false, 0},
-		{"emit-user", 1, true, -1},
-		{"min=1ms", time.Millisecond, true, 0},
+		{"empty-program", 0, false, 0, true},
+		{"empty-program-no-stats", 0, false, 0, false},
+		{"no-emit", time.Hour, false, 0, true},
+		{"emit-kernel", 1, false, 0, true},
+		{"emit-user", 1, true, -1, true},
+		{"min=1ms", time.Millisecond, true, 0, true},
+		{"min=1ms-no-stats", time.Millisecond, true, 0, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			var base, with, baseCPU, withCPU uint64
 			var total, st0, st OffCPUStats
+			s := startStorm(b)
 			for b.Loop() {
-				trips, cpu := storm(b, "1")
-				base, baseCPU = base+trips, baseCPU+cpu
+				s.period(b, false, time.Second)
 				var stats func() OffCPUStats
 				var stop func()
-				if tc.name == "empty-program" {
-					stats, stop = emptySwitchProgram(b)
+				if strings.HasPrefix(tc.name, "empty-program") {
+					stats, stop = emptySwitchProgram(b, tc.stats)
 				} else {
 					stats, stop = openOffCPU(b, Config{User: tc.user, Kernel: true, OffCPU: true, OffCPUMin: tc.min,
-						OffCPUExitBudget: tc.budget, RunTimeStats: true})
+						OffCPUExitBudget: tc.budget, RunTimeStats: tc.stats})
 				}
-				storm(b, "0.5")
+				time.Sleep(time.Second / 2)
 				st0 = stats()
-				trips, cpu = storm(b, "1")
-				with, withCPU = with+trips, withCPU+cpu
+				s.period(b, true, time.Second)
 				st = stats()
 				stop()
 				total.Switches += st.Switches - st0.Switches
@@ -400,16 +512,23 @@ func BenchmarkOffCPU(b *testing.B) {
 				total.Lost += st.Lost - st0.Lost
 				total.ExitHookPauses += st.ExitHookPauses
 			}
+			s.period(b, false, time.Second)
+			with, without := s.stop(b)
+			changes := make([]float64, len(with))
+			for i := range with {
+				changes[i] = 100 * (with[i] - without[i]) / without[i]
+			}
 			n := float64(b.N)
-			b.ReportMetric(float64(total.RunTimeNs)/float64(total.Switches), "bpf-ns/switch")
-			b.ReportMetric(float64(total.Sent)/float64(total.Switches), "records/switch")
+			if tc.stats {
+				b.ReportMetric(float64(total.RunTimeNs)/float64(total.Switches), "bpf-ns/switch")
+				b.ReportMetric(float64(total.Sent)/float64(total.Switches), "records/switch")
+				b.ReportMetric(float64(total.Switches)/n, "switches/s")
+			}
 			b.ReportMetric(float64(total.Lost)/n, "lost/op")
 			b.ReportMetric(float64(total.ExitHookPauses)/n, "exit-hook-pauses/op")
-			b.ReportMetric(float64(base)/n, "baseline-trips/s")
-			b.ReportMetric(float64(with)/n, "storm-trips/s")
-			b.ReportMetric(float64(baseCPU)/float64(base), "baseline-cpu-ns/trip")
-			b.ReportMetric(float64(withCPU)/float64(with), "storm-cpu-ns/trip")
-			b.ReportMetric(float64(total.Switches)/n, "switches/s")
+			b.ReportMetric(median(without), "baseline-trips/s")
+			b.ReportMetric(median(with), "storm-trips/s")
+			b.ReportMetric(median(changes), "storm-change-%")
 		})
 	}
 }
@@ -445,17 +564,21 @@ func openOffCPU(b *testing.B, cfg Config) (stats func() OffCPUStats, stop func()
 }
 
 // emptySwitchProgram attaches a program that returns at once to
-// sched_switch, with the kernel's run-time statistics on: its run count
-// is the switches, its run time what the statistics themselves cost.
-func emptySwitchProgram(b *testing.B) (stats func() OffCPUStats, stop func()) {
+// sched_switch, with the kernel's run-time statistics on if withStats:
+// its run count is then the switches, its run time what the statistics
+// themselves cost.
+func emptySwitchProgram(b *testing.B, withStats bool) (stats func() OffCPUStats, stop func()) {
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp,
 		AttachTo: "sched_switch", License: "GPL", Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	enabled, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-	if err != nil {
-		b.Fatal(err)
+	var enabled io.Closer
+	if withStats {
+		enabled, err = ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 	l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 	if err != nil {
@@ -468,7 +591,13 @@ func emptySwitchProgram(b *testing.B) (stats func() OffCPUStats, stop func()) {
 		}
 		return OffCPUStats{Switches: ps.RunCount, RunTimeNs: uint64(ps.Runtime)}
 	}
-	return stats, func() { l.Close(); enabled.Close(); prog.Close() }
+	return stats, func() {
+		l.Close()
+		if enabled != nil {
+			enabled.Close()
+		}
+		prog.Close()
+	}
 }
 
 // TestOffCPUStackCopy: with stack copies, an off-CPU record of a wait in

@@ -71,8 +71,9 @@ type Config struct {
 	// RunTimeStats turns on the kernel's BPF run-time statistics
 	// (BPF_ENABLE_STATS) while the Sampler is open, for the run times in
 	// Stats. They cost two clock reads per run of every BPF program on
-	// the host, a few percent of a context-switch storm's throughput with
-	// OffCPU: leave them off unless they are shown.
+	// the host, another 5% of a context-switch storm's throughput with
+	// OffCPU on sprof's CI VM (BenchmarkOffCPU): leave them off unless
+	// they are shown.
 	RunTimeStats bool
 	// UnwindTables is the kernel memory, in bytes, for unwind tables
 	// that the program walks user stacks with (LoadTable, MapTable); 0

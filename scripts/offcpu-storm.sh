@@ -1,41 +1,62 @@
 #!/bin/sh
 # Measures what sprof's off-CPU profiling costs a context-switch storm
-# (issue 16): the fixture's two threads ping-pong a byte through pipes on
+# (issue 16). The fixture's two threads ping-pong a byte through pipes on
 # CPU 0, where every round trip is two context switches and four system
-# calls, once alone and once under
+# calls, in one storm that lasts the whole measurement, while the script
+# runs
 #
 #   sprof record --off-cpu --cpu=false --off-cpu-min 1ms
 #
-# (every process on the host) alternately, RUNS times each. Every storm
-# lasts SECONDS; under sprof, once sprof's start-up is over (at most one
-# clock tick, 10 ms, of its CPU time in a second), a one-second storm runs first,
-# unmeasured, for the sys_exit hook's governor to settle (the storm's
-# system calls are over its budget). It prints each run's round trips per
-# second and per CPU-second of the storm's own threads (the steadier
-# figure on a loaded host), the medians, their spread (lowest..highest)
-# and the change under sprof, with the load average before and after, and
-# sprof's own CPU time during the measured storms; then one more storm
-# under sprof with --stats, whose BPF run-time statistics cost every BPF
-# program two clock reads a run (so it is not one of the measured runs),
-# for sprof's figures: its BPF ns per context switch, records, drops.
+# (every process on the host) CYCLES times for SECONDS, with SECONDS
+# without sprof before, between and after. The storm counts its round
+# trips in slices of 100 ms. A period's rate is the median of the slices
+# wholly inside it: the median passes over the one slice a second that
+# the kernel's real-time throttling halves (the storm runs SCHED_FIFO, and
+# by default such tasks get 950 ms a second), and sprof's start, its
+# first second (while the sys_exit hook's governor finds the storm's
+# system calls over its budget and turns the hook off) and its exit lie
+# outside the periods. Each period under sprof is compared with the mean
+# of the periods alone just before and after it: this VM's speed drifts by
+# up to a tenth from one second to another, as other guests come and go,
+# and a comparison of neighbours cancels most of it, which comparing
+# separate storms of a few seconds did not.
+#
+# It prints each cycle's rates and change, their median and spread, the
+# load average before and after, and sprof's own CPU time in its periods;
+# then runs sprof once more with --stats, whose BPF run-time statistics
+# cost every BPF program two clock reads a run (so not in a measured
+# period), for sprof's figures: its BPF ns per context switch, records,
+# drops. In a long run the governor turns the hook on again every 15 s,
+# for half a second, to look at the rate: about 3% of the time at the
+# traced system call's cost, which the periods, shorter than 15 s, leave
+# out.
 #
 # The storm runs SCHED_FIFO (chrt -f 1) unless STORM_FIFO=0, so that
 # other work on CPU 0 takes little of its time: then round trips per
-# second measure the storm rather than the host's load. It fails only when
-# the storm or sprof fails or sprof prints no statistics: the figures are
-# for a person to read, not a bar a loaded machine could miss by chance.
+# second measure the storm rather than the host's load. STORM_CPUS=all
+# lets its threads run on any CPU instead of CPU 0 alone: each then wakes
+# the other on another CPU, half the round trips, and each CPU makes half
+# the system calls, which a host of few CPUs may keep under the sys_exit
+# hook's budget (on this 2-vCPU VM, 90,000 a second each). It fails only when
+# the storm or sprof fails, a period holds no whole slice, or sprof prints
+# no statistics: the figures are for a person to read, not a bar a loaded
+# machine could miss by chance.
 #
-# usage: sudo scripts/offcpu-storm.sh [RUNS [SECONDS]]   (default 5 runs of 2 s)
+# usage: sudo scripts/offcpu-storm.sh [CYCLES [SECONDS]]   (default 8 cycles of 3 s)
 #   SPROF=path  the sprof binary (default: built from this tree)
 set -eu
 cd "$(dirname "$0")/.."
-runs=${1:-5}
-seconds=${2:-2}
+cycles=${1:-8}
+seconds=${2:-3}
+slice_ms=100
 fixture=testdata/bpf/offcpu
+pin="taskset -c 0"
+[ "${STORM_CPUS:-0}" = all ] && pin=""
 [ "$(id -u)" = 0 ] || { echo "offcpu-storm: needs root (BPF)" >&2; exit 1; }
-command -v taskset >/dev/null || { echo "offcpu-storm: needs taskset (util-linux)" >&2; exit 1; }
+[ -z "$pin" ] || command -v taskset >/dev/null || { echo "offcpu-storm: needs taskset (util-linux)" >&2; exit 1; }
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+storm_pid="" pid=""
+trap 'for p in $storm_pid $pid; do kill -TERM $p 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
 sprof=${SPROF:-}
 if [ -z "$sprof" ]; then
 	go build -o "$tmp/sprof" ./cmd/sprof
@@ -51,13 +72,6 @@ if [ "${STORM_FIFO:-1}" != 0 ] && command -v chrt >/dev/null; then
 	fi
 fi
 
-# storm SECONDS: prints "trips/s trips/cpu-s" of one storm.
-storm() {
-	out=$(echo go | $rt taskset -c 0 "$fixture" storm "$1") || { echo "offcpu-storm: the storm failed" >&2; exit 1; }
-	[ -n "$out" ] || { echo "offcpu-storm: the storm printed nothing" >&2; exit 1; }
-	echo "$out" | awk -v s="$1" -F'[= ]' '{ printf "%.0f %.0f\n", $2 / s, $2 / ($4 / 1e9) }'
-}
-
 # cputicks PID: the process's CPU time (utime+stime) in clock ticks, of
 # which there are hz a second.
 cputicks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
@@ -65,8 +79,7 @@ hz=$(getconf CLK_TCK)
 
 # settle PID: waits, at most 60 s, until sprof's start-up (reading every
 # process, loading the programs) is over, that is until it takes at most
-# one tick of CPU in a second: start-up work on the storm's CPU is not the
-# steady cost the storm measures.
+# one tick of CPU in a second.
 settle() {
 	t=0
 	prev=$(cputicks "$1")
@@ -80,10 +93,20 @@ settle() {
 	echo "offcpu-storm: sprof still busy after 60 s; measuring anyway" >&2
 }
 
-# under_sprof SECONDS [FLAG]: one storm under sprof, which is given FLAG.
-under_sprof() {
+# period KIND: a period of $seconds, noted in periods.txt as KIND and its
+# start and end on /proc/uptime's clock (CLOCK_BOOTTIME, in hundredths of
+# a second).
+period() {
+	s=$(cut -d' ' -f1 /proc/uptime)
+	sleep "$seconds"
+	echo "$1 $s $(cut -d' ' -f1 /proc/uptime)" >>"$tmp/periods.txt"
+}
+
+# start_sprof [FLAG]: starts sprof, given FLAG, and waits until it runs
+# and its start-up is over; sets pid.
+start_sprof() {
 	log=$tmp/sprof.log
-	"$sprof" record --off-cpu --cpu=false --off-cpu-min 1ms ${2:-} -o "$tmp/out.pb.gz" 2>"$log" &
+	"$sprof" record --off-cpu --cpu=false --off-cpu-min 1ms ${1:-} -o "$tmp/out.pb.gz" 2>"$log" &
 	pid=$!
 	tries=0
 	until grep -q "Ctrl-C to stop" "$log"; do
@@ -96,46 +119,75 @@ under_sprof() {
 		sleep 0.1
 	done
 	settle $pid
-	storm 1 >/dev/null
-	t0=$(cputicks $pid)
-	storm "$1"
-	echo $(($(cputicks $pid) - t0)) >>"$tmp/sprof-ticks.txt"
-	kill -INT $pid
-	wait $pid || { cat "$log" >&2; echo "offcpu-storm: sprof failed" >&2; exit 1; }
+	sleep 1
 }
 
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)${rt:+; storm under $rt}"
-: >"$tmp/alone.txt"
-: >"$tmp/under.txt"
+stop_sprof() {
+	kill -INT $pid
+	wait $pid || { cat "$log" >&2; echo "offcpu-storm: sprof failed" >&2; exit 1; }
+	pid=""
+}
+
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); storm ${pin:-on every CPU}${rt:+ under $rt}"
+$rt $pin "$fixture" storm 0 $slice_ms </dev/null >"$tmp/storm.txt" &
+storm_pid=$!
+: >"$tmp/periods.txt"
 : >"$tmp/sprof-ticks.txt"
 i=1
-while [ $i -le "$runs" ]; do
-	a=$(storm "$seconds")
-	b=$(under_sprof "$seconds")
-	echo "$a" >>"$tmp/alone.txt"
-	echo "$b" >>"$tmp/under.txt"
-	echo "run $i: alone $a, under sprof $b (round trips per second, per CPU-second)"
+while [ $i -le "$cycles" ]; do
+	period alone
+	start_sprof
+	t0=$(cputicks $pid)
+	period sprof
+	echo $(($(cputicks $pid) - t0)) >>"$tmp/sprof-ticks.txt"
+	stop_sprof
 	i=$((i + 1))
 done
+period alone
+start_sprof --stats
+sleep "$seconds"
+stop_sprof
+kill -TERM $storm_pid
+wait $storm_pid || { echo "offcpu-storm: the storm failed" >&2; exit 1; }
+storm_pid=""
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Each period's slices as "PERIOD RATE" (round trips a second), sorted,
+# then each period's median: "PERIOD KIND MEDIAN SLICES".
+awk -v slice=$((slice_ms * 1000000)) '
+	FNR == NR { kind[NR] = $1; from[NR] = ($2 + 0.01) * 1e9; to[NR] = $3 * 1e9; n = NR; next }
+	/^slice_ns=/ {
+		split($1, a, "="); split($2, b, "=")
+		for (p = 1; p <= n; p++)
+			if (a[2] >= from[p] && a[2] + slice <= to[p])
+				print p, kind[p], b[2] * 1e9 / slice
+	}' "$tmp/periods.txt" "$tmp/storm.txt" | sort -k1,1n -k3,3n >"$tmp/slices.txt"
+awk '
+	function flush() { if (c) print p, k, (c % 2) ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2, c }
+	$1 != p { flush(); p = $1; k = $2; c = 0 }
+	{ v[++c] = $3 }
+	END { flush() }' "$tmp/slices.txt" >"$tmp/medians.txt"
+periods=$(wc -l <"$tmp/periods.txt")
+[ "$(wc -l <"$tmp/medians.txt")" = "$periods" ] || { echo "offcpu-storm: a period of $seconds s held no whole slice of the storm" >&2; exit 1; }
+
+# Each cycle: the period under sprof against the mean of its neighbours.
+awk '
+	{ kind[$1] = $2; rate[$1] = $3; slices[$1] = $4 }
+	END {
+		for (p = 2; p < NR; p += 2) {
+			alone = (rate[p - 1] + rate[p + 1]) / 2
+			printf "cycle %d: alone %.0f, under sprof %.0f, alone %.0f round trips/s (%d, %d, %d slices): %+.2f%%\n",
+				p / 2, rate[p - 1], rate[p], rate[p + 1], slices[p - 1], slices[p], slices[p + 1], 100 * (rate[p] - alone) / alone
+		}
+	}' "$tmp/medians.txt" | tee "$tmp/cycles.txt"
 
 # median FILE COLUMN, spread FILE COLUMN
 median() { sort -n -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 spread() { sort -n -k"$2","$2" "$1" | awk -v c="$2" 'NR == 1 { lo = $c } { hi = $c } END { print lo ".." hi }'; }
-# Each run's change under sprof against the storm alone just before it,
-# which load that comes and goes moves less than the medians.
-paste "$tmp/alone.txt" "$tmp/under.txt" |
-	awk '{ printf "%.2f %.2f\n", 100 * ($3 - $1) / $1, 100 * ($4 - $2) / $2 }' >"$tmp/change.txt"
-for col in 1 2; do
-	what="round trips per second"
-	[ $col = 2 ] && what="round trips per CPU-second"
-	ma=$(median "$tmp/alone.txt" $col)
-	ms=$(median "$tmp/under.txt" $col)
-	echo "$what: alone median $ma ($(spread "$tmp/alone.txt" $col)), under sprof median $ms ($(spread "$tmp/under.txt" $col)): $(awk -v a="$ma" -v s="$ms" 'BEGIN { printf "%+.1f%%", 100 * (s - a) / a }');" \
-		"change per run median $(median "$tmp/change.txt" $col)% ($(spread "$tmp/change.txt" $col)%)"
-done
+sed 's/.*: //; s/%$//' "$tmp/cycles.txt" >"$tmp/change.txt"
+echo "change under sprof: median $(median "$tmp/change.txt" 1)% ($(spread "$tmp/change.txt" 1)%) in $cycles cycles of $seconds s"
 awk -v hz="$hz" '{ print $1 * 1000 / hz }' "$tmp/sprof-ticks.txt" >"$tmp/sprof-ms.txt"
-echo "sprof's own CPU time during each measured storm: median $(median "$tmp/sprof-ms.txt" 1) ms ($(spread "$tmp/sprof-ms.txt" 1) ms) in $seconds s"
-echo "with --stats: $(under_sprof "$seconds" --stats)"
+echo "sprof's own CPU time in each period under it: median $(median "$tmp/sprof-ms.txt" 1) ms ($(spread "$tmp/sprof-ms.txt" 1) ms) in $seconds s"
+echo "with --stats, $seconds s:"
 grep -E "off-CPU|BPF run-time" "$tmp/sprof.log" | sed 's/^/  /'
 grep -q "off-CPU programs:" "$tmp/sprof.log" || { echo "offcpu-storm: sprof --stats printed no off-CPU statistics" >&2; exit 1; }

@@ -54,7 +54,7 @@ its CPU profile with --cpu; folded and SVG count microseconds off the CPU
 and speedscope nanoseconds, so they take --off-cpu without --cpu. The user
 stack of a wait in a system call is read as the call returns, by a hook on
 every system call's exit; while the busiest CPU makes more than
---off-cpu-syscall-budget (100,000) system calls a second that hook is off,
+--off-cpu-syscall-budget (40,000) system calls a second that hook is off,
 and such waits show only the function that made the call, marked
 [truncated] (--stats counts them).
 `

@@ -24,21 +24,27 @@
  * The system calls go through syscall(2), whose wrapper leaves the frame
  * pointer alone, so frame-pointer walks reach chain_b from every wait.
  *
- *   offcpu storm SECONDS
+ *   offcpu storm SECONDS [SLICE_MS]
  *
  * Two threads ping-pong one byte through two pipes for SECONDS (a decimal
- * number), then the
+ * number; 0: until SIGTERM or SIGINT, an hour at most), then the
  * program prints the round trips it made and the CPU time both threads
  * used (getrusage): round_trips=N cpu_ns=T. Each round trip is at least
- * two context switches when the threads share a CPU.
+ * two context switches when the threads share a CPU. With SLICE_MS, it
+ * also counts the round trips of each SLICE_MS milliseconds and prints
+ * them after that line, one line a slice, with the slice's start on
+ * CLOCK_BOOTTIME (the clock of /proc/uptime), for a script that turns
+ * something on and off during one long storm to compare the slices of
+ * each period: slice_ns=B trips=N.
  *
- * Every mode ends on its own, and a test that dies closes its stdin, so
+ * Every mode but an endless storm ends on its own, and a test that dies closes its stdin, so
  * the fixture sets no PR_SET_PDEATHSIG: that fires when the thread that
  * forked it exits, and a Go test's threads do (a goroutine that ends
  * locked to its thread takes the thread with it).
  */
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,8 +196,14 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static volatile int storm_stop;
+static volatile sig_atomic_t storm_stop;
 static unsigned long long trips;
+
+static void stop_storm(int sig)
+{
+	(void)sig;
+	storm_stop = 1;
+}
 
 static void *pong(void *arg)
 {
@@ -204,22 +216,44 @@ static void *pong(void *arg)
 	return NULL;
 }
 
-static int storm(double seconds)
+static int storm(double seconds, long slice_ms)
 {
 	pthread_t t;
 	struct rusage ru;
+	struct sigaction stop = {.sa_handler = stop_storm, .sa_flags = SA_RESTART};
 	char c = 'x';
-	unsigned long long end = now_ns() + (unsigned long long)(seconds * 1e9);
+	unsigned long long start = clock_ns(CLOCK_BOOTTIME), slice_ns = slice_ms * 1000000ULL;
+	unsigned long long end = start + (unsigned long long)((seconds > 0 ? seconds : 3600) * 1e9);
+	unsigned long long *slice = NULL;
+	size_t slices = 0;
 
+	if (slice_ms > 0) {
+		slices = (end - start) / slice_ns + 1;
+		slice = calloc(slices, sizeof(*slice));
+		if (!slice)
+			return 1;
+	}
+	sigaction(SIGTERM, &stop, NULL);
+	sigaction(SIGINT, &stop, NULL);
 	pthread_create(&t, NULL, pong, NULL);
-	while ((trips & 63) || now_ns() < end) {
+	for (;;) {
 		if (write(request[1], &c, 1) != 1 || read(reply[0], &c, 1) != 1)
 			return 1;
-		trips++;
+		if (++trips & 63)
+			continue;
+		unsigned long long now = clock_ns(CLOCK_BOOTTIME);
+		if (now >= end || storm_stop) {
+			end = now;
+			break;
+		}
+		if (slice)
+			slice[(now - start) / slice_ns] += 64;
 	}
 	getrusage(RUSAGE_SELF, &ru);
 	printf("round_trips=%llu cpu_ns=%llu\n", trips,
 	       (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL);
+	for (size_t i = 0; slice && i < slices && start + i * slice_ns < end; i++)
+		printf("slice_ns=%llu trips=%llu\n", start + i * slice_ns, slice[i]);
 	return 0;
 }
 
@@ -229,7 +263,7 @@ int main(int argc, char **argv)
 	char line[16];
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s nanosleep|futex|pipe ROUNDS WAIT_US | storm SECONDS\n", argv[0]);
+		fprintf(stderr, "usage: %s nanosleep|futex|pipe ROUNDS WAIT_US | storm SECONDS [SLICE_MS]\n", argv[0]);
 		return 2;
 	}
 	mode = argv[1];
@@ -239,7 +273,7 @@ int main(int argc, char **argv)
 	if (!fgets(line, sizeof(line), stdin))
 		line[0] = 0;
 	if (strcmp(mode, "storm") == 0)
-		return storm(atof(argv[2]));
+		return storm(atof(argv[2]), argc > 3 ? atol(argv[3]) : 0);
 	if (argc < 4)
 		return 2;
 	rounds = atol(argv[2]);
