@@ -341,9 +341,10 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 	}
 	if cfg.UnwindTables > 0 {
 		rows, pages, rules := tableSizes(cfg.UnwindTables)
-		spec.Maps["unwind_rows"].MaxEntries = rows
-		spec.Maps["unwind_pages"].MaxEntries = pages
-		spec.Maps["unwind_rules"].MaxEntries = rules
+		for name, n := range map[string]uint32{"unwind_rows": rows, "unwind_pages": pages, "unwind_rules": rules} {
+			spec.Maps[name].MaxEntries = n
+			spec.Maps[name].Flags |= unix.BPF_F_MMAPABLE // written through a memory map (tableSpace.write)
+		}
 		spec.Maps["unwind_tables"].MaxEntries = maxTables
 		spec.Maps["unwind_maps"].MaxEntries = maxMapEntries
 	}
@@ -387,7 +388,10 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		}
 	}
 	if cfg.UnwindTables > 0 {
-		s.tables = newTableSpace(&s.objs, cfg.UnwindTables)
+		if s.tables, err = newTableSpace(&s.objs, cfg.UnwindTables); err != nil {
+			s.objs.Close()
+			return err
+		}
 	}
 	for _, pid := range cfg.Pids {
 		if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {

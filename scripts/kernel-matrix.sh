@@ -51,9 +51,11 @@
 # turned the sched_switch tracepoint on; sprof sets no breakpoints) is
 # booted once more, with one emulator thread, and the table says so: those
 # are the emulator's faults. A test that fails is never rerun. The kernels
-# boot with softlockup_panic=1, and a VM that stalls gets a few seconds
-# before it is killed: the panic prints the stuck CPU's stack, which quiet
-# would keep off the console otherwise, into the first boot's log
+# boot with softlockup_panic=1 and softlockup_all_cpu_backtrace=1, and a
+# VM that stalls gets a few seconds before it is killed: the panic prints
+# the stuck CPU's stack and the others' (a CPU stuck in a TLB flush waits
+# on another one: 6.1/amd64 once did, in bpf.test), which quiet would keep
+# off the console otherwise, into the first boot's log
 # (SUITE-ARCH.boot1.log), for telling the emulator's fault from sprof's.
 set -eu
 
@@ -375,7 +377,7 @@ boot() {
 	arm64) set -- "$1" "$2" "$3" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on console=ttyAMA0 ;;
 	esac
 	"$4" -accel "$3" "$5" "$6" "$7" "$8" -m 1536 -smp 2 -nographic -no-reboot -nic none \
-		-kernel "$vmlinuz" -initrd "$out/initrd-$2.cpio" -append "$9 panic=-1 softlockup_panic=1 quiet" \
+		-kernel "$vmlinuz" -initrd "$out/initrd-$2.cpio" -append "$9 panic=-1 softlockup_panic=1 softlockup_all_cpu_backtrace=1 quiet" \
 		</dev/null >"$raw" 2>&1 &
 	qemu=$!
 	t0=$(date +%s)
