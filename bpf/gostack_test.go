@@ -181,7 +181,7 @@ func BenchmarkGoMorestack(b *testing.B) {
 						}
 					}
 				}
-				drainEach10ms(b, s, count)
+				drainLoop(b, s, count)
 				if samples == 0 {
 					b.Fatal("no samples")
 				}

@@ -16,8 +16,9 @@ import (
 // Kernel memory for unwind tables.
 //
 // Config.UnwindTables bytes are split between the three arrays the walk
-// reads: 7/8 for rows (8 bytes each), 1/16 for the page index (4 bytes
-// per 4 KiB of code) and 1/16 for rules (12 bytes each). The arrays are
+// reads: 7/8 for rows (8 bytes each), 1/16 for the page index (an entry
+// per 4 KiB of code) and 1/16 for rules, each entry taking what the kernel
+// gives it (rowEntryBytes and the others). The arrays are
 // preallocated, so the budget is what the kernel holds from Open on,
 // whatever is loaded. Each table takes a contiguous range of each array
 // (first fit); when one does not fit, the tables the walk used least
@@ -146,18 +147,27 @@ type tableSpace struct {
 	// written orders a table's writes before the update of its slot
 	// (atomic read-modify-write: a barrier on arm64 as well).
 	written atomic.Uint64
-	slots              [maxTables]*loadedTable
-	gens               [maxTables]uint32
-	seq                uint64
-	keys               map[uint32][]unwindKey // per pid
-	nkeys              int
-	epoch              uint32 // unwind_epoch's value
-	stats              TableStats
+	slots   [maxTables]*loadedTable
+	gens    [maxTables]uint32
+	seq     uint64
+	keys    map[uint32][]unwindKey // per pid
+	nkeys   int
+	epoch   uint32 // unwind_epoch's value
+	stats   TableStats
 }
+
+// The kernel memory an entry of each array takes: an array map keeps each
+// value at a multiple of 8 bytes, so a page index entry (4 bytes) takes 8
+// and a rule (12) 16.
+const (
+	rowEntryBytes  = 8
+	pageEntryBytes = 8
+	ruleEntryBytes = 16
+)
 
 // tableSizes splits a budget of bytes into the arrays' entries.
 func tableSizes(budget int64) (rows, pages, rules uint32) {
-	return uint32(budget * 7 / 8 / 8), uint32(budget / 16 / 4), uint32(budget / 16 / 12)
+	return uint32(budget * 7 / 8 / rowEntryBytes), uint32(budget / 16 / pageEntryBytes), uint32(budget / 16 / ruleEntryBytes)
 }
 
 func newTableSpace(objs *objects, budget int64) (*tableSpace, error) {

@@ -339,16 +339,7 @@ func drainCost(b *testing.B, cfg Config, setup func(*Sampler), each func(*Sample
 	if err != nil {
 		b.Fatal(err)
 	}
-	for more() {
-		select {
-		case <-s.Ready():
-		case <-time.After(30 * time.Second):
-			b.Fatal("no wakeup from the ring in 30 s")
-		}
-		if _, err := s.Read(each); err != nil {
-			b.Fatal(err)
-		}
-	}
+	drainWakeups(b, s, each, more)
 	after := runStats(b, s)
 	if after.Sent == before.Sent {
 		b.Fatalf("no samples sent in the drains: %+v", after)
@@ -401,5 +392,31 @@ func TestTableEviction(t *testing.T) {
 	}
 	if !s.TableLoaded(ids[len(ids)-1]) {
 		t.Errorf("the last table loaded is not loaded")
+	}
+}
+
+// BenchmarkLoadTable measures LoadTable, the write of a binary's table
+// into the kernel's arrays, on the largest libraries found here (libc
+// always; libLLVM where clang is installed): ns/row. It stands between a
+// binary's first samples and whole stacks through its frames. Each
+// iteration loads the table once more, evicting the least recently loaded
+// when the arrays are full.
+func BenchmarkLoadTable(b *testing.B) {
+	testenv.RequireRoot(b)
+	for _, path := range benchLibraries(b) {
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			ut, err := NewUnwindTable(buildTable(b, path))
+			if err != nil {
+				b.Fatalf("%s: %v", path, err)
+			}
+			s := openSampler(b, Config{Frequency: 1, Pids: []uint32{uint32(os.Getpid())}, User: true, UnwindTables: DefaultUnwindTables})
+			for b.Loop() {
+				if _, err := s.LoadTable(ut); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*ut.Rows()), "ns/row")
+			b.ReportMetric(float64(ut.Rows()), "rows")
+		})
 	}
 }

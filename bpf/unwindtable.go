@@ -99,7 +99,7 @@ func (t *UnwindTable) Rows() int { return len(t.rows) }
 
 // Size returns the kernel memory the table takes in the BPF maps.
 func (t *UnwindTable) Size() int64 {
-	return int64(len(t.rows))*8 + int64(len(t.pages))*4 + int64(len(t.rules))*12
+	return int64(len(t.rows))*rowEntryBytes + int64(len(t.pages))*pageEntryBytes + int64(len(t.rules))*ruleEntryBytes
 }
 
 // NewUnwindTable converts an SFrame table (parsed or synthesized from
@@ -109,7 +109,11 @@ func NewUnwindTable(st *sframe.Table) (*UnwindTable, error) {
 	if len(fdes) == 0 {
 		return nil, errors.New("unwind table: no functions")
 	}
-	b := tableBuilder{t: &UnwindTable{Base: fdes[0].Start}, ids: map[unwindRule]uint32{}, arch: st.Arch()}
+	// A row per SFrame row and at most one per function (a gap after it,
+	// or a function without rows): growing the slice instead cost a third
+	// of the conversion (BenchmarkNewUnwindTable).
+	b := tableBuilder{t: &UnwindTable{Base: fdes[0].Start, rows: make([]unwindRow, 0, st.NumRows()+len(fdes))},
+		ids: map[unwindRule]uint32{}, arch: st.Arch()}
 	for i := range fdes {
 		f := &fdes[i]
 		if err := b.addFunction(st, f); err != nil {
@@ -129,10 +133,19 @@ type tableBuilder struct {
 	t    *UnwindTable
 	ids  map[unwindRule]uint32
 	arch sframe.Arch
+	rows []sframe.Row // the function's, reused
+	// recent remembers rules' ids in front of ids, direct-mapped: a
+	// binary has a few hundred rules, and the map's hashing was a third
+	// of the conversion (BenchmarkNewUnwindTable).
+	recent [256]struct {
+		rule unwindRule
+		id   uint32 // +1; 0 for an empty slot
+	}
 }
 
 func (b *tableBuilder) addFunction(st *sframe.Table, f *sframe.FDE) error {
-	rows := st.Rows(f)
+	b.rows = st.AppendRows(b.rows[:0], f)
+	rows := b.rows
 	if len(rows) == 0 {
 		// A V3 function without rows is the outermost frame; otherwise
 		// it is a gap.
@@ -218,12 +231,16 @@ func (b *tableBuilder) add(pc uint64, r unwindRule) error {
 	if pc < b.t.Base || off >= maxTableSpan {
 		return fmt.Errorf("unwind table: function at %#x lies more than 4 GiB above the first (%#x)", pc, b.t.Base)
 	}
-	id, ok := b.ids[r]
-	if !ok {
+	id, ok := uint32(0), false
+	slot := &b.recent[uint8(uint32(r.CFAOff)*7^uint32(uint16(r.RAOff))*5^uint32(uint16(r.FPOff))*3^uint32(r.Kind)<<4^uint32(r.Flags))]
+	if slot.id != 0 && slot.rule == r {
+		id, ok = slot.id-1, true
+	} else if id, ok = b.ids[r]; !ok {
 		id = uint32(len(b.t.rules))
 		b.t.rules = append(b.t.rules, r)
 		b.ids[r] = id
 	}
+	slot.rule, slot.id = r, id+1
 	rows := b.t.rows
 	switch n := len(rows); {
 	case n > 0 && uint64(rows[n-1].PC) == off:

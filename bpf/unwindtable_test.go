@@ -145,3 +145,54 @@ func FuzzUnwindTable(f *testing.F) {
 		checkTable(t, st, ut)
 	})
 }
+
+// BenchmarkNewUnwindTable measures the conversion of a binary's table into
+// the walk's layout, which LoadTable's caller does before the table is
+// written into the kernel, on benchLibraries: ns/row.
+func BenchmarkNewUnwindTable(b *testing.B) {
+	for _, path := range benchLibraries(b) {
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			st := buildTable(b, path)
+			var rows int
+			for b.Loop() {
+				ut, err := NewUnwindTable(st)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows = ut.Rows()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+			b.ReportMetric(float64(rows), "rows")
+		})
+	}
+}
+
+// benchLibraries returns the libraries the table benchmarks use: libc,
+// and where clang is installed libLLVM and libclang-cpp, the largest
+// tables a host commonly has.
+func benchLibraries(b *testing.B) []string {
+	var paths []string
+	for _, glob := range []string{"/usr/lib/*/libc.so.6", "/usr/lib/*/libLLVM.so.*", "/usr/lib/*/libclang-cpp.so.*"} {
+		found, _ := filepath.Glob(glob)
+		paths = append(paths, found...)
+	}
+	if len(paths) == 0 {
+		b.Skip("no libc.so.6 under /usr/lib/*/")
+	}
+	return paths
+}
+
+// buildTable builds path's table from its .sframe or .eh_frame, as the
+// collector does.
+func buildTable(b *testing.B, path string) *sframe.Table {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	st, _, _, err := unwind.BuildTable(f, path, true)
+	if err != nil {
+		b.Fatalf("%s: %v", path, err)
+	}
+	return st
+}

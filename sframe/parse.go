@@ -67,11 +67,16 @@ func (t *Table) Unsupported() int {
 // Rows returns the rows of f, which must come from t.FDEs, in a new
 // slice.
 func (t *Table) Rows(f *FDE) []Row {
-	rows := make([]Row, f.nrows)
-	for k := range rows {
-		rows[k] = t.row(f.rows + uint32(k))
+	return t.AppendRows(make([]Row, 0, f.nrows), f)
+}
+
+// AppendRows appends the rows of f, which must come from t.FDEs, to dst:
+// a caller that goes through every function reuses one slice.
+func (t *Table) AppendRows(dst []Row, f *FDE) []Row {
+	for k := range f.nrows {
+		dst = append(dst, t.row(f.rows+k))
 	}
-	return rows
+	return dst
 }
 
 // NumRows returns the number of rows of the table's FDEs.
