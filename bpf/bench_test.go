@@ -19,8 +19,8 @@ import (
 // process while two fixture processes keep both CPUs busy, on each kernel
 // path (the 5.10 one's tail calls are in the run time of its first program:
 // the statistics count a run from entry to exit). Each iteration
-// is one drain, at a wakeup of the ring (a quarter full: up to a second at
-// 99 Hz); read-ns/sample is the user-space cost of Read per sample (ring
+// is one drain, at a wakeup of the ring (a quarter full: 2.6 s at 99 Hz
+// on sprof's CI VM); read-ns/sample is the user-space cost of Read per sample (ring
 // copy, decode, callback), syscall included.
 func BenchmarkBPFRun(b *testing.B) {
 	requireFixture(b)
