@@ -173,13 +173,17 @@ periods=$(wc -l <"$tmp/periods.txt")
 [ "$(wc -l <"$tmp/medians.txt")" = "$periods" ] || { echo "offcpu-storm: a period of $seconds s held no whole slice of the storm" >&2; exit 1; }
 
 # Each cycle: the period under sprof against the mean of its neighbours.
+# A cycle whose neighbours differ by more than 5%, the host's speed having
+# changed by more than the effect measured, is marked drifted.
 awk '
 	{ kind[$1] = $2; rate[$1] = $3; slices[$1] = $4 }
 	END {
 		for (p = 2; p < NR; p += 2) {
 			alone = (rate[p - 1] + rate[p + 1]) / 2
-			printf "cycle %d: alone %.0f, under sprof %.0f, alone %.0f round trips/s (%d, %d, %d slices): %+.2f%%\n",
-				p / 2, rate[p - 1], rate[p], rate[p + 1], slices[p - 1], slices[p], slices[p + 1], 100 * (rate[p] - alone) / alone
+			drift = rate[p + 1] - rate[p - 1]
+			printf "cycle %d: alone %.0f, under sprof %.0f, alone %.0f round trips/s (%d, %d, %d slices)%s: %+.2f%%\n",
+				p / 2, rate[p - 1], rate[p], rate[p + 1], slices[p - 1], slices[p], slices[p + 1],
+				(drift > 0.05 * alone || -drift > 0.05 * alone) ? " drifted" : "", 100 * (rate[p] - alone) / alone
 		}
 	}' "$tmp/medians.txt" | tee "$tmp/cycles.txt"
 
@@ -187,7 +191,10 @@ awk '
 median() { sort -n -k"$2","$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 spread() { sort -n -k"$2","$2" "$1" | awk -v c="$2" 'NR == 1 { lo = $c } { hi = $c } END { print lo ".." hi }'; }
 sed 's/.*: //; s/%$//' "$tmp/cycles.txt" >"$tmp/change.txt"
-echo "change under sprof: median $(median "$tmp/change.txt" 1)% ($(spread "$tmp/change.txt" 1)%) in $cycles cycles of $seconds s"
+grep -v " drifted:" "$tmp/cycles.txt" | sed 's/.*: //; s/%$//' >"$tmp/steady.txt" || true
+steady="none not drifted"
+[ -s "$tmp/steady.txt" ] && steady="$(wc -l <"$tmp/steady.txt") not drifted: median $(median "$tmp/steady.txt" 1)% ($(spread "$tmp/steady.txt" 1)%)"
+echo "change under sprof: median $(median "$tmp/change.txt" 1)% ($(spread "$tmp/change.txt" 1)%) in $cycles cycles of $seconds s; $steady"
 awk -v hz="$hz" '{ print $1 * 1000 / hz }' "$tmp/sprof-ticks.txt" >"$tmp/sprof-ms.txt"
 echo "sprof's own CPU time in each period under it: median $(median "$tmp/sprof-ms.txt" 1) ms ($(spread "$tmp/sprof-ms.txt" 1) ms) in $seconds s"
 echo "with --stats, $seconds s:"
