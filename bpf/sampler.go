@@ -684,6 +684,9 @@ func (s *Sampler) Close() error {
 	if s.stats != nil {
 		errs = append(errs, s.stats.Close())
 	}
+	if s.tables != nil {
+		errs = append(errs, s.tables.close())
+	}
 	errs = append(errs, s.objs.Close())
 	// The closed reader stays: a Read after Close gets its os.ErrClosed.
 	s.clocks, s.hooks, s.stats = nil, nil, nil

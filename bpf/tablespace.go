@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // Kernel memory for unwind tables.
@@ -141,9 +143,9 @@ type tableSpace struct {
 	rows, pages, rules arena
 	// The arrays' memory, mapped into sprof's: a table is written with
 	// a copy, where an update per element (BatchUpdate) took 330-600 ms
-	// for libclang-cpp's 1.2 million rows on sprof's CI VM, during which
-	// walks stopped at the library's frames.
-	rowsMem, pagesMem, rulesMem *ebpf.Memory
+	// for libclang-cpp's million rows in sprof record on sprof's CI VM,
+	// during which walks stopped at the library's frames.
+	rowsMem, pagesMem, rulesMem arrayMemory
 	// written orders a table's writes before the update of its slot
 	// (atomic read-modify-write: a barrier on arm64 as well).
 	written atomic.Uint64
@@ -175,15 +177,52 @@ func newTableSpace(objs *objects, budget int64) (*tableSpace, error) {
 	ts := &tableSpace{objs: objs, rows: arena{size: rows}, pages: arena{size: pages}, rules: arena{size: rules},
 		keys: map[uint32][]unwindKey{}, stats: TableStats{Budget: budget}}
 	for _, m := range []struct {
-		mem **ebpf.Memory
+		mem *arrayMemory
 		m   *ebpf.Map
 	}{{&ts.rowsMem, objs.UnwindRows}, {&ts.pagesMem, objs.UnwindPages}, {&ts.rulesMem, objs.UnwindRules}} {
 		var err error
-		if *m.mem, err = m.m.Memory(); err != nil {
-			return nil, fmt.Errorf("map %s into memory: %w", m.m, err)
+		if *m.mem, err = mapArray(m.m); err != nil {
+			ts.close()
+			return nil, err
 		}
 	}
 	return ts, nil
+}
+
+// close unmaps the arrays: a mapping holds the kernel's map, and its
+// memory, after the map's descriptor is closed.
+func (ts *tableSpace) close() error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return errors.Join(ts.rowsMem.unmap(), ts.pagesMem.unmap(), ts.rulesMem.unmap())
+}
+
+// arrayMemory is the memory of an array map created BPF_F_MMAPABLE,
+// mapped into sprof's, where the kernel keeps each value at a multiple of
+// 8 bytes.
+type arrayMemory struct {
+	b      []byte
+	stride int
+}
+
+func mapArray(m *ebpf.Map) (arrayMemory, error) {
+	stride := (int(m.ValueSize()) + 7) &^ 7
+	page := os.Getpagesize()
+	size := (stride*int(m.MaxEntries()) + page - 1) &^ (page - 1)
+	b, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return arrayMemory{}, fmt.Errorf("map %s's %d bytes into memory: %w", m, size, err)
+	}
+	return arrayMemory{b, stride}, nil
+}
+
+func (a *arrayMemory) unmap() error {
+	if a.b == nil {
+		return nil
+	}
+	err := unix.Munmap(a.b)
+	a.b = nil
+	return err
 }
 
 // LoadTable puts t into the table maps, evicting the least recently used
@@ -273,24 +312,24 @@ func (ts *tableSpace) write(t *UnwindTable, lt *loadedTable) error {
 	return nil
 }
 
-// writeArray copies vs into the memory of an array map from index at on,
-// where the kernel keeps each value at a multiple of 8 bytes.
-func writeArray[T any](mem *ebpf.Memory, at uint32, vs []T) error {
+// writeArray copies vs into mem from index at on, each value in its
+// native layout.
+func writeArray[T any](mem arrayMemory, at uint32, vs []T) error {
 	if len(vs) == 0 {
 		return nil
 	}
 	size := int(unsafe.Sizeof(vs[0]))
-	stride := (size + 7) &^ 7
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vs))), len(vs)*size)
-	if stride != size {
-		padded := make([]byte, len(vs)*stride)
-		for i := range vs {
-			copy(padded[i*stride:], b[i*size:(i+1)*size])
-		}
-		b = padded
+	if size > mem.stride || (int(at)+len(vs))*mem.stride > len(mem.b) {
+		return fmt.Errorf("%d values of %d bytes at index %d: past the array's %d bytes of %d-byte entries", len(vs), size, at, len(mem.b), mem.stride)
 	}
-	if _, err := mem.WriteAt(b, int64(at)*int64(stride)); err != nil {
-		return fmt.Errorf("%d values of %d bytes at index %d: %w", len(vs), size, at, err)
+	src := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vs))), len(vs)*size)
+	dst := mem.b[int(at)*mem.stride:]
+	if size == mem.stride {
+		copy(dst, src)
+		return nil
+	}
+	for i := range vs {
+		copy(dst[i*mem.stride:], src[i*size:(i+1)*size])
 	}
 	return nil
 }
