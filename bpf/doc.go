@@ -131,11 +131,12 @@
 //     stale mapping finds the slot's generation changed and stops. The
 //     default, [DefaultUnwindTables] (32 MiB), holds 3.6 million rows:
 //     libLLVM, libclang-cpp, libc, python and a JVM together.
-//   - The arrays are memory-mapped into sprof (BPF_F_MMAPABLE) and a
-//     table is written with one copy per array: libLLVM's 1.3 million
-//     rows in 15-33 ms (BenchmarkLoadTable), where a map update per row
-//     took 115-135 ms, and several times that beside a busy compile,
-//     while the compile's walks stopped at libLLVM's frames.
+//   - The arrays are created BPF_F_MMAPABLE and a table is written with
+//     one copy per array into a mapping of its range, made for the copy:
+//     libLLVM's 1.3 million rows in 35-90 ms (BenchmarkLoadTable), where
+//     a map update per row took 115-135 ms, and several times that beside
+//     a busy compile, while the compile's walks stopped at libLLVM's
+//     frames.
 //
 // No bpf_loop (5.17) on 5.10: sample_compat walks 32 frames in a bounded
 // loop and tail-calls table_compat for each further 32, as the

@@ -343,7 +343,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		rows, pages, rules := tableSizes(cfg.UnwindTables)
 		for name, n := range map[string]uint32{"unwind_rows": rows, "unwind_pages": pages, "unwind_rules": rules} {
 			spec.Maps[name].MaxEntries = n
-			spec.Maps[name].Flags |= unix.BPF_F_MMAPABLE // written through a memory map (tableSpace.write)
+			spec.Maps[name].Flags |= unix.BPF_F_MMAPABLE // written through a memory map (writeArray)
 		}
 		spec.Maps["unwind_tables"].MaxEntries = maxTables
 		spec.Maps["unwind_maps"].MaxEntries = maxMapEntries
@@ -388,10 +388,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		}
 	}
 	if cfg.UnwindTables > 0 {
-		if s.tables, err = newTableSpace(&s.objs, cfg.UnwindTables); err != nil {
-			s.objs.Close()
-			return err
-		}
+		s.tables = newTableSpace(&s.objs, cfg.UnwindTables)
 	}
 	for _, pid := range cfg.Pids {
 		if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
@@ -683,9 +680,6 @@ func (s *Sampler) Close() error {
 	}
 	if s.stats != nil {
 		errs = append(errs, s.stats.Close())
-	}
-	if s.tables != nil {
-		errs = append(errs, s.tables.close())
 	}
 	errs = append(errs, s.objs.Close())
 	// The closed reader stays: a Read after Close gets its os.ErrClosed.

@@ -141,11 +141,6 @@ type tableSpace struct {
 	mu                 sync.Mutex
 	objs               *objects
 	rows, pages, rules arena
-	// The arrays' memory, mapped into sprof's: a table is written with
-	// a copy, where an update per element (BatchUpdate) took 330-600 ms
-	// for libclang-cpp's million rows in sprof record on sprof's CI VM,
-	// during which walks stopped at the library's frames.
-	rowsMem, pagesMem, rulesMem arrayMemory
 	// written orders a table's writes before the update of its slot
 	// (atomic read-modify-write: a barrier on arm64 as well).
 	written atomic.Uint64
@@ -172,57 +167,10 @@ func tableSizes(budget int64) (rows, pages, rules uint32) {
 	return uint32(budget * 7 / 8 / rowEntryBytes), uint32(budget / 16 / pageEntryBytes), uint32(budget / 16 / ruleEntryBytes)
 }
 
-func newTableSpace(objs *objects, budget int64) (*tableSpace, error) {
+func newTableSpace(objs *objects, budget int64) *tableSpace {
 	rows, pages, rules := tableSizes(budget)
-	ts := &tableSpace{objs: objs, rows: arena{size: rows}, pages: arena{size: pages}, rules: arena{size: rules},
+	return &tableSpace{objs: objs, rows: arena{size: rows}, pages: arena{size: pages}, rules: arena{size: rules},
 		keys: map[uint32][]unwindKey{}, stats: TableStats{Budget: budget}}
-	for _, m := range []struct {
-		mem *arrayMemory
-		m   *ebpf.Map
-	}{{&ts.rowsMem, objs.UnwindRows}, {&ts.pagesMem, objs.UnwindPages}, {&ts.rulesMem, objs.UnwindRules}} {
-		var err error
-		if *m.mem, err = mapArray(m.m); err != nil {
-			ts.close()
-			return nil, err
-		}
-	}
-	return ts, nil
-}
-
-// close unmaps the arrays: a mapping holds the kernel's map, and its
-// memory, after the map's descriptor is closed.
-func (ts *tableSpace) close() error {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return errors.Join(ts.rowsMem.unmap(), ts.pagesMem.unmap(), ts.rulesMem.unmap())
-}
-
-// arrayMemory is the memory of an array map created BPF_F_MMAPABLE,
-// mapped into sprof's, where the kernel keeps each value at a multiple of
-// 8 bytes.
-type arrayMemory struct {
-	b      []byte
-	stride int
-}
-
-func mapArray(m *ebpf.Map) (arrayMemory, error) {
-	stride := (int(m.ValueSize()) + 7) &^ 7
-	page := os.Getpagesize()
-	size := (stride*int(m.MaxEntries()) + page - 1) &^ (page - 1)
-	b, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return arrayMemory{}, fmt.Errorf("map %s's %d bytes into memory: %w", m, size, err)
-	}
-	return arrayMemory{b, stride}, nil
-}
-
-func (a *arrayMemory) unmap() error {
-	if a.b == nil {
-		return nil
-	}
-	err := unix.Munmap(a.b)
-	a.b = nil
-	return err
 }
 
 // LoadTable puts t into the table maps, evicting the least recently used
@@ -303,8 +251,8 @@ func (ts *tableSpace) write(t *UnwindTable, lt *loadedTable) error {
 	for i, p := range t.pages {
 		pages[i] = p + lt.rows.off
 	}
-	err := errors.Join(writeArray(ts.rowsMem, lt.rows.off, rows), writeArray(ts.pagesMem, lt.pages.off, pages),
-		writeArray(ts.rulesMem, lt.rules.off, t.rules))
+	err := errors.Join(writeArray(ts.objs.UnwindRows, lt.rows.off, rows), writeArray(ts.objs.UnwindPages, lt.pages.off, pages),
+		writeArray(ts.objs.UnwindRules, lt.rules.off, t.rules))
 	ts.written.Add(1)
 	if err != nil {
 		return fmt.Errorf("load unwind table: %w", err)
@@ -312,24 +260,43 @@ func (ts *tableSpace) write(t *UnwindTable, lt *loadedTable) error {
 	return nil
 }
 
-// writeArray copies vs into mem from index at on, each value in its
-// native layout.
-func writeArray[T any](mem arrayMemory, at uint32, vs []T) error {
+// writeArray copies vs into m, an array map created BPF_F_MMAPABLE, from
+// index at on, each value in its native layout at a multiple of 8 bytes
+// as the kernel keeps them. It maps the pages the values fall in for the
+// copy and unmaps them after it. An update per element (BatchUpdate)
+// took 330-600 ms for libclang-cpp's million rows in sprof record on
+// sprof's CI VM, while walks stopped at the library's frames; on its own
+// (BenchmarkLoadTable), 115-135 ms for libLLVM's 1.3 million rows, where
+// the copy takes 35-90 ms, mapping included. A mapping kept for the
+// Sampler's life would make the copy 15-30 ms, but count the whole array
+// (32 MiB by default) in sprof's RSS, as the kernel maps all of an
+// array's pages at once, and keep the map alive after Close.
+func writeArray[T any](m *ebpf.Map, at uint32, vs []T) error {
 	if len(vs) == 0 {
 		return nil
 	}
-	size := int(unsafe.Sizeof(vs[0]))
-	if size > mem.stride || (int(at)+len(vs))*mem.stride > len(mem.b) {
-		return fmt.Errorf("%d values of %d bytes at index %d: past the array's %d bytes of %d-byte entries", len(vs), size, at, len(mem.b), mem.stride)
+	size, stride := int(unsafe.Sizeof(vs[0])), (int(m.ValueSize())+7)&^7
+	if size > int(m.ValueSize()) || uint64(at)+uint64(len(vs)) > uint64(m.MaxEntries()) {
+		return fmt.Errorf("%d values of %d bytes at index %d: past %s's %d entries of %d bytes", len(vs), size, at, m, m.MaxEntries(), m.ValueSize())
+	}
+	page := os.Getpagesize()
+	from := int(at) * stride
+	base := from &^ (page - 1)
+	b, err := unix.Mmap(m.FD(), int64(base), (from+len(vs)*stride-base+page-1)&^(page-1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("map %s into memory at index %d: %w", m, at, err)
 	}
 	src := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vs))), len(vs)*size)
-	dst := mem.b[int(at)*mem.stride:]
-	if size == mem.stride {
+	dst := b[from-base:]
+	if size == stride {
 		copy(dst, src)
-		return nil
+	} else {
+		for i := range vs {
+			copy(dst[i*stride:], src[i*size:(i+1)*size])
+		}
 	}
-	for i := range vs {
-		copy(dst[i*mem.stride:], src[i*size:(i+1)*size])
+	if err := unix.Munmap(b); err != nil {
+		return fmt.Errorf("unmap %s: %w", m, err)
 	}
 	return nil
 }

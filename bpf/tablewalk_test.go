@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -395,48 +393,6 @@ func TestTableEviction(t *testing.T) {
 	if !s.TableLoaded(ids[len(ids)-1]) {
 		t.Errorf("the last table loaded is not loaded")
 	}
-}
-
-// TestTableMemoryUnmapped: the table arrays, mapped into sprof's memory
-// for LoadTable, are unmapped by Close. A mapping keeps the kernel's map
-// alive after its descriptor is closed: left to the garbage collector, a
-// process that opens samplers again and again would hold the tables'
-// kernel memory (32 MiB each by default) until it ran.
-func TestTableMemoryUnmapped(t *testing.T) {
-	testenv.RequireRoot(t)
-	s, err := Open(Config{Frequency: 1, Pids: []uint32{uint32(os.Getpid())}, User: true, UnwindTables: DefaultUnwindTables})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	var starts []string
-	for _, m := range []arrayMemory{s.tables.rowsMem, s.tables.pagesMem, s.tables.rulesMem} {
-		starts = append(starts, fmt.Sprintf("%x-", unsafe.SliceData(m.b)))
-	}
-	if n := mappedAt(t, starts); n != 3 {
-		t.Fatalf("%d of the three table arrays mapped while open (at %v)", n, starts)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n := mappedAt(t, starts); n != 0 {
-		t.Errorf("%d of the three table arrays still mapped after Close (at %v)", n, starts)
-	}
-}
-
-// mappedAt counts the mappings of BPF maps of this process that begin at
-// one of starts ("7f12a0000000-", as /proc/self/maps writes them).
-func mappedAt(t *testing.T, starts []string) int {
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for line := range strings.Lines(string(maps)) {
-		if strings.Contains(line, "anon_inode:bpf-map") && slices.ContainsFunc(starts, func(s string) bool { return strings.HasPrefix(line, s) }) {
-			n++
-		}
-	}
-	return n
 }
 
 // BenchmarkLoadTable measures LoadTable, the write of a binary's table
