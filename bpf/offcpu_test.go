@@ -326,6 +326,8 @@ type endlessStorm struct {
 	cmd     *exec.Cmd
 	out     strings.Builder
 	periods []stormPeriod
+	ended   chan struct{} // closed when the fixture has exited
+	err     error         // its Wait's, once ended
 }
 
 // stormPeriod is a period of the storm, on CLOCK_BOOTTIME as the
@@ -336,16 +338,18 @@ type stormPeriod struct {
 }
 
 func startStorm(b *testing.B) *endlessStorm {
-	s := &endlessStorm{cmd: stormCommand(b, "0", fmt.Sprint(stormSlice.Milliseconds()))}
+	s := &endlessStorm{cmd: stormCommand(b, "0", fmt.Sprint(stormSlice.Milliseconds())), ended: make(chan struct{})}
 	s.cmd.Stdout = &s.out
 	if err := s.cmd.Start(); err != nil { // stdin is /dev/null: it starts at once
 		b.Fatalf("storm: %v", err)
 	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.ended)
+	}()
 	b.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			s.cmd.Process.Kill()
-			s.cmd.Wait()
-		}
+		s.cmd.Process.Kill()
+		<-s.ended
 	})
 	return s
 }
@@ -358,11 +362,34 @@ func bootNs(b *testing.B) int64 {
 	return ts.Nano()
 }
 
-// period lets the storm run for d and notes the period.
+// period lets the storm run for d, the period's length, and notes the
+// period; a storm that ends meanwhile fails b.
 func (s *endlessStorm) period(b *testing.B, with bool, d time.Duration) {
 	from := bootNs(b)
-	time.Sleep(d)
+	select {
+	case <-time.After(d):
+	case <-s.ended:
+		b.Fatalf("the storm ended in a period: %v", s.err)
+	}
 	s.periods = append(s.periods, stormPeriod{with, from, bootNs(b)})
+}
+
+// untilHookOff waits until the governor has turned the sys_exit hook off,
+// as it does within half a second for the storm's system calls: the
+// steady state the period measures.
+func (s *endlessStorm) untilHookOff(b *testing.B, stats func() OffCPUStats) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.After(30 * time.Second)
+	for stats().ExitHookPauses == 0 {
+		select {
+		case <-tick.C:
+		case <-s.ended:
+			b.Fatalf("the storm ended: %v", s.err)
+		case <-giveUp:
+			b.Fatal("the sys_exit hook still on after 30 s of the storm")
+		}
+	}
 }
 
 // stop ends the storm and returns, for each period with the program, its
@@ -370,8 +397,8 @@ func (s *endlessStorm) period(b *testing.B, with bool, d time.Duration) {
 // of the periods without just before and after it.
 func (s *endlessStorm) stop(b *testing.B) (with, without []float64) {
 	s.cmd.Process.Signal(unix.SIGTERM)
-	if err := s.cmd.Wait(); err != nil {
-		b.Fatalf("storm: %v", err)
+	if <-s.ended; s.err != nil {
+		b.Fatalf("storm: %v", s.err)
 	}
 	rates := make([][]float64, len(s.periods))
 	for _, line := range strings.Split(s.out.String(), "\n") {
@@ -469,8 +496,9 @@ func TestOffCPUStorm(t *testing.T) {
 //     runs without --stats: what the storm loses to it, no bpf-ns/switch.
 //
 // and what they cost the storm: each iteration lets one storm run a
-// second alone, then opens the programs, lets it run half a second for
-// the governor to settle and a second measured, and closes them; a last
+// second alone, then opens the programs, waits (with the defaults) for
+// the governor to turn the sys_exit hook off, lets it run a second
+// measured, and closes them; a last
 // second alone ends the run. storm-trips/s is the storm's rate with the
 // programs (the median of its 100 ms slices, which passes over the one
 // that real-time throttling halves each second), baseline-trips/s the
@@ -508,7 +536,9 @@ func BenchmarkOffCPU(b *testing.B) {
 					stats, stop = openOffCPU(b, Config{User: tc.user, Kernel: true, OffCPU: true, OffCPUMin: tc.min,
 						OffCPUExitBudget: tc.budget, RunTimeStats: tc.stats})
 				}
-				time.Sleep(time.Second / 2)
+				if tc.user && tc.budget == 0 {
+					s.untilHookOff(b, stats)
+				}
 				st0 = stats()
 				s.period(b, true, time.Second)
 				st = stats()
