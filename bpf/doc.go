@@ -143,10 +143,11 @@
 // frame-pointer walk does (see Kernels below); 5.10's 32 tail calls reach
 // 1,056 frames. TestTableWalkDeep walks 400 and 1,000 frames of 256 bytes
 // on both paths; BenchmarkTableWalk gives the cost per sample and per
-// frame. The walk reads the stack through 1 KiB windows, each
-// read serving the saved registers of the frames it covers (stack_word
-// says what that saved), and a frame whose pc is the previous frame's (a
-// recursion) reuses its rule.
+// frame. The walk reads the stack through windows, each read serving the
+// saved registers of the frames it covers (stack_word says what that
+// saved): 1 KiB first, then twice the last, up to the end of a 4 KiB
+// page. A frame whose pc is the previous frame's (a recursion) reuses its
+// rule.
 // Measured on this project's 6.18 host, the verifier checks sample in
 // ~7,800 instructions with tables, sample_compat in ~178,000 and
 // table_compat in ~186,000 (walk_compat ~57,000), below the 1 million

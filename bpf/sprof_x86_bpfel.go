@@ -128,8 +128,8 @@ type sprofScratchValue struct {
 		_           [4]byte
 		WinLo       uint64
 		WinLen      uint32
-		_           [4]byte
-		Win         [128]uint64
+		WinNext     uint32
+		Win         [512]uint64
 	}
 	Cache struct {
 		_    structs.HostLayout
