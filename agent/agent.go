@@ -79,6 +79,11 @@ type Interval interface {
 // drain period (pipeline.Pipeline.Ready).
 type notifier interface{ Ready() <-chan struct{} }
 
+// A tableNotifier is a Recorder that builds unwind tables in the
+// background and asks for a drain to take each one as it is done
+// (pipeline.Pipeline.TablesBuilt).
+type tableNotifier interface{ TablesBuilt() <-chan struct{} }
+
 // An unwindReporter is a Recorder that unwinds stack copies in userspace;
 // its statistics are read on the drain goroutine at every cut.
 type unwindReporter interface{ UnwindStats() collector.UnwindStats }
@@ -303,6 +308,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if n, ok := a.rec.(notifier); ok {
 		ready = n.Ready()
 	}
+	var built <-chan struct{}
+	if n, ok := a.rec.(tableNotifier); ok {
+		built = n.TablesBuilt()
+	}
 	var err error
 loop:
 	for {
@@ -315,6 +324,8 @@ loop:
 		case <-drain.C:
 			a.drain()
 		case <-ready:
+			a.drain()
+		case <-built:
 			a.drain()
 		case <-cut.C:
 			a.enqueue(cuts, a.cut())

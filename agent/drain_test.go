@@ -149,3 +149,42 @@ func TestExitWhileConverting(t *testing.T) {
 		}
 	})
 }
+
+// builtRecorder is fakeRecorder with tables built in the background: a
+// send on built says one is done.
+type builtRecorder struct {
+	fakeRecorder
+	built chan struct{}
+}
+
+func (r *builtRecorder) TablesBuilt() <-chan struct{} { return r.built }
+
+// TestDrainsWhenTablesBuilt: the agent drains when its recorder says an
+// unwind table is done, not only at its drain period (an hour here), so
+// that a new binary's table reaches the kernel at once.
+func TestDrainsWhenTablesBuilt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &builtRecorder{built: make(chan struct{})}
+		a, err := New(rec, Config{Interval: time.Hour, DrainEvery: time.Hour, ProcRoot: fakeProc(t), OutputDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.Run(ctx) }()
+		for want := 1; want <= 2; want++ {
+			rec.built <- struct{}{}
+			synctest.Wait()
+			rec.mu.Lock()
+			drains := rec.drains
+			rec.mu.Unlock()
+			if drains != want {
+				t.Errorf("%d drains after %d tables built, want %d", drains, want, want)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -344,6 +344,7 @@ func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan s
 	if n, ok := src.(Notifier); ok {
 		ready = n.Ready()
 	}
+	built := c.TablesBuilt()
 loop:
 	for {
 		select {
@@ -354,6 +355,8 @@ loop:
 		case <-tick.C:
 			c.note(c.Drain(src))
 		case <-ready:
+			c.note(c.Drain(src))
+		case <-built:
 			c.note(c.Drain(src))
 		}
 	}
@@ -372,6 +375,20 @@ loop:
 	}
 	iv := c.unresolved()
 	return iv, iv.Stats, nil
+}
+
+// TablesBuilt is signalled when unwind tables were built or read from
+// the store since the last drain (nil without unwinding): a drain then
+// takes them, and with Options.KernelTables loads them into the kernel,
+// at once rather than at the next Interval (DefaultInterval: a quarter
+// of a second), as a new compiler's samples are partial until its
+// libraries' tables are in the kernel. RunInterval drains on it; a caller
+// with a drain loop of its own should too.
+func (c *Collector) TablesBuilt() <-chan struct{} {
+	if c.unw == nil {
+		return nil
+	}
+	return c.unw.builds.Finished()
 }
 
 // note counts a drain's error: a bad record must not cost the recording.

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"context"
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
@@ -176,6 +177,63 @@ func TestKernelTables(t *testing.T) {
 	}
 	if want := []string{"unmap 500"}; !slices.Equal(src.calls, want) {
 		t.Fatalf("after exit: %q, want %q", src.calls, want)
+	}
+}
+
+// loadSignal is a tableSource that signals each table load.
+type loadSignal struct {
+	tableSource
+	loads chan uint64
+}
+
+func (s *loadSignal) LoadTable(id uint64, t *sframe.Table) error {
+	err := s.tableSource.LoadTable(id, t)
+	s.loads <- id
+	return err
+}
+
+// TestRunIntervalTakesBuiltTables: RunInterval drains when a table is
+// built, and loads it into the kernel then, not at its next interval
+// (an hour here): until a new binary's table is in the kernel, its
+// frames end the kernel's walks.
+func TestRunIntervalTakesBuiltTables(t *testing.T) {
+	fixture, err := filepath.Abs("../testdata/unwind/spin-ehframe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := newFakeProc(t)
+	proc.set(500, 1, 0x400000, 0x500000, fixture)
+	c, err := New(Options{Frequency: 100, ProcRoot: proc.root, NoSideband: true, Pids: []uint32{500},
+		KernelTables: true, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	build := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(build) // before Close, which waits for the build under way
+	c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
+		<-gate
+		return unwind.BuildTable(r, name, hasSFrame)
+	}, nil)
+	src := &loadSignal{loads: make(chan uint64, 1)}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() {
+		_, _, err := c.RunInterval(ctx, src, nil) // attaches src: the build is asked for
+		ran <- err
+	}()
+	build()
+	select {
+	case id := <-src.loads:
+		if id != 1 {
+			t.Errorf("loaded table %d, want 1", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the table built was not loaded in 30 s, with an interval of an hour")
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
 	}
 }
 

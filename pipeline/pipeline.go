@@ -288,6 +288,10 @@ func (p *Pipeline) UnwindStats() collector.UnwindStats {
 // drained before the next period.
 func (p *Pipeline) Ready() <-chan struct{} { return p.sampler.Ready() }
 
+// TablesBuilt is signalled when unwind tables are ready to be taken by a
+// drain (collector.Collector.TablesBuilt).
+func (p *Pipeline) TablesBuilt() <-chan struct{} { return p.col.TablesBuilt() }
+
 // Drain moves the samples waiting now into the current interval.
 func (p *Pipeline) Drain() error { return p.col.Drain(p.src) }
 

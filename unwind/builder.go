@@ -213,6 +213,12 @@ func (b *Builder[K]) Take() []*Job[K] {
 	return d
 }
 
+// Finished is signalled, without blocking, when a job finishes: a drain
+// loop that selects on it takes each table as it is done, not at its next
+// period. Wait waits on the same channel, so one goroutine should use one
+// or the other at a time.
+func (b *Builder[K]) Finished() <-chan struct{} { return b.finished }
+
 // Wait waits up to d for a job to finish, and reports whether one did; a
 // closed Builder with nothing under way finishes nothing.
 func (b *Builder[K]) Wait(d time.Duration) bool {
