@@ -79,7 +79,9 @@
 // unwind table (.sframe, else rules synthesized from .eh_frame) with
 // [NewUnwindTable] and loads it once ([Sampler.LoadTable]), however many
 // processes map the binary; [Sampler.MapTable] then says where a process
-// maps it. Per frame the walk finds the pc's mapping (return address - 1
+// maps it. A converted table encodes ([UnwindTable.MarshalBinary],
+// [ParseUnwindTable]) for a store to keep: parsing it back costs a
+// fraction of reading the SFrame form and converting it again. Per frame the walk finds the pc's mapping (return address - 1
 // below the topmost frame), its table's rule for the pc, the CFA from sp
 // or fp, and reads the return address and the saved fp with
 // bpf_probe_read_user; code that keeps frame pointers

@@ -1,9 +1,14 @@
 package bpf
 
 import (
+	"bytes"
 	"debug/elf"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sprof/sprof/sframe"
@@ -109,6 +114,13 @@ func TestUnwindTableLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkTable(t, st, ut)
+			enc, err := ut.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back, err := ParseUnwindTable(enc); err != nil || !reflect.DeepEqual(back, ut) {
+				t.Errorf("encoded and parsed: %v; equal to the table converted %v", err, err == nil && reflect.DeepEqual(back, ut))
+			}
 			t.Logf("%d FDEs, %d SFrame rows: %d rows, %d pages, %d rules, %d unsupported, %d bytes",
 				len(st.FDEs()), st.NumRows(), len(ut.rows), len(ut.pages)-1, len(ut.rules), ut.Unsupported, ut.Size())
 		})
@@ -144,6 +156,98 @@ func FuzzUnwindTable(f *testing.F) {
 		}
 		checkTable(t, st, ut)
 	})
+}
+
+// TestParseUnwindTableRefuses: an encoded table with any byte of its
+// header or of a row or rule changed (but those a row's or rule's value
+// may take), or cut short, is refused with an error naming the field.
+func TestParseUnwindTableRefuses(t *testing.T) {
+	ut := &UnwindTable{Base: 0x1000, rows: []unwindRow{{0, 0}, {0x10, 1}, {0x40, 0}},
+		rules: []unwindRule{{Kind: ruleGap}, {Kind: ruleCFASP, CFAOff: 16, RAOff: -8, Flags: ruleRASaved}}}
+	good, err := ut.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(what string, b []byte) {
+		t.Helper()
+		var te *TableError
+		if _, err := ParseUnwindTable(b); !errors.As(err, &te) {
+			t.Errorf("%s: %v, want a *TableError", what, err)
+		}
+	}
+	for _, i := range []int{0, 7, 16, 17, 20, 24, 28, 31} {
+		b := slices.Clone(good)
+		b[i] ^= 0x80
+		refuse(fmt.Sprintf("byte %d flipped", i), b)
+	}
+	for _, c := range []struct {
+		what string
+		off  int
+		v    byte
+	}{
+		{"second row's pc below the first's", tableHeaderBytes + rowBytes, 0},
+		{"a row's rule past the rules", tableHeaderBytes + 4, 2},
+		{"a rule's kind", tableHeaderBytes + 3*rowBytes + 8, ruleUnsupported + 1},
+		{"a rule's flags", tableHeaderBytes + 3*rowBytes + ruleBytes + 9, 4},
+		{"a rule's padding", tableHeaderBytes + 3*rowBytes + 10, 1},
+	} {
+		b := slices.Clone(good)
+		b[c.off] = c.v
+		refuse(c.what, b)
+	}
+	for n := range len(good) {
+		refuse(fmt.Sprintf("cut to %d bytes", n), good[:n])
+	}
+	refuse("a byte more", append(slices.Clone(good), 0))
+}
+
+// FuzzParseUnwindTable: any bytes parse into a table or an error, never a
+// panic; a table parsed encodes to the same bytes.
+func FuzzParseUnwindTable(f *testing.F) {
+	ut := &UnwindTable{Base: 0x1000, rows: []unwindRow{{0, 0}, {0x10, 1}, {0x2040, 0}},
+		rules: []unwindRule{{Kind: ruleGap}, {Kind: ruleCFAFP, CFAOff: 16, RAOff: -8, FPOff: -16, Flags: ruleRASaved | ruleFPSaved}}, Unsupported: 1}
+	good, err := ut.MarshalBinary()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ut, err := ParseUnwindTable(b)
+		if err != nil {
+			return
+		}
+		if back, err := ut.MarshalBinary(); err != nil || !bytes.Equal(back, b) {
+			t.Errorf("parsed, encoded again: %v; the same bytes %v", err, bytes.Equal(back, b))
+		}
+		if last := ut.rows[len(ut.rows)-1].PC; ut.npages() != last>>tablePageShift+1 {
+			t.Errorf("%d pages indexed for a last row at %#x", ut.npages(), last)
+		}
+	})
+}
+
+// BenchmarkParseUnwindTable measures the parse of an encoded table, which
+// a store keeps so that a table read again need not be converted again
+// (BenchmarkNewUnwindTable), on benchLibraries: ns/row.
+func BenchmarkParseUnwindTable(b *testing.B) {
+	for _, path := range benchLibraries(b) {
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			ut, err := NewUnwindTable(buildTable(b, path))
+			if err != nil {
+				b.Fatal(err)
+			}
+			enc, err := ut.MarshalBinary()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := ParseUnwindTable(enc); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(ut.Rows()), "ns/row")
+			b.ReportMetric(float64(len(enc))/float64(ut.Rows()), "bytes/row")
+		})
+	}
 }
 
 // BenchmarkNewUnwindTable measures the conversion of a binary's table into

@@ -103,9 +103,12 @@ type unwindInfo struct {
 	// when it is not there.
 	cached *unwind.Cached[*unwindInfo]
 	// kernelID names the table loaded into the kernel (0: not loaded),
-	// kernelErr why it could not be (unwind_kernel.go).
-	kernelID  uint64
-	kernelErr error
+	// kernelErr why it could not be (unwind_kernel.go). kernelSaved: its
+	// kernel form is in the store; kernelLooked: the store was looked in
+	// for it since it was last evicted.
+	kernelID                  uint64
+	kernelErr                 error
+	kernelSaved, kernelLooked bool
 	// Counters: frames each method produced with this binary's rules,
 	// and why unwinds stopped in it.
 	frames [unwind.NumMethods]uint64
@@ -158,8 +161,11 @@ type unwinder struct {
 	stack []byte
 	stats UnwindStats
 
-	// builds builds tables in the background (unwind_build.go).
+	// builds builds tables in the background (unwind_build.go), keeping
+	// them in store if not nil, where kernel forms go too
+	// (unwind_kernel.go).
 	builds *unwind.Builder[*unwindInfo]
+	store  *unwind.Store
 	// The samples held back (unwind_hold.go): in the order they were
 	// held, heldBytes their size, bounded by maxHeld; with a Sink, none
 	// is held longer than maxHoldAge by clock (CLOCK_MONOTONIC in ns,
@@ -187,6 +193,7 @@ func newUnwinder(fs *files, budget int64, debug, copies bool, store *unwind.Stor
 		marked:     map[uint32]bool{},
 		considered: map[uint32]*mapSet{},
 		builds:     unwind.NewBuilder[*unwindInfo](unwind.BuildTable, store),
+		store:      store,
 		maxHeld:    maxHeldBytes,
 		maxHoldAge: maxHoldAge,
 		clock:      monotonicNow,

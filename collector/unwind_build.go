@@ -64,10 +64,7 @@ func (u *unwinder) install() {
 			u.stats.TablesStored++
 		}
 		if j.StoreErr != nil {
-			u.stats.StoreErrors++
-			if u.stats.StoreErr == nil {
-				u.stats.StoreErr = j.StoreErr
-			}
+			u.storeError(j.StoreErr)
 		}
 		if j.SFrameErr != nil {
 			u.stats.TableErrors++

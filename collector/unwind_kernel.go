@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"github.com/sprof/sprof/sframe"
@@ -39,9 +41,15 @@ import (
 // TableLoader is implemented by a Source whose sampler walks user stacks
 // over unwind tables in the kernel.
 type TableLoader interface {
+	// ConvertTable converts a binary's table into the kernel walk's
+	// form.
+	ConvertTable(t *sframe.Table) (KernelTable, error)
+	// ParseTable decodes a KernelTable's encoding, checking it as
+	// untrusted input.
+	ParseTable(b []byte) (KernelTable, error)
 	// LoadTable loads the table of a binary, named id from then on. To
 	// make room it may evict others, which Evicted then returns.
-	LoadTable(id uint64, t *sframe.Table) error
+	LoadTable(id uint64, t KernelTable) error
 	// Evicted returns the tables evicted since the last call: the
 	// mappings that named them are no longer walked.
 	Evicted() []uint64
@@ -60,6 +68,21 @@ type TableLoader interface {
 	// UnwindStats.
 	TableStats() (KernelTableStats, error)
 }
+
+// KernelTable is a binary's table in the kernel walk's form
+// (bpf.UnwindTable), which the unwind store keeps beside the table
+// (KernelForm).
+type KernelTable interface {
+	MarshalBinary() ([]byte, error)
+}
+
+// KernelForm names the kernel walk's form of a table in the unwind store
+// (unwind.Store.SaveDerived). A process whose binary's table was loaded by
+// an earlier run gets it from there at once: reading libLLVM's table and
+// converting it took 150-400 ms on a 2-vCPU host beside a compile, during
+// which the compile's samples stopped at its frames; reading the
+// converted form takes a tenth of that (bpf.BenchmarkParseUnwindTable).
+const KernelForm = "bpf"
 
 // KernelTableStats is the kernel's account of its unwind tables: those
 // loaded and their rows, the bytes they use of the budget, the tables
@@ -152,7 +175,7 @@ func (u *unwinder) kernelMap(pid uint32, m *mapping) {
 	switch {
 	case in.framePointers:
 		err = kt.loader.MapFramePointers(pid, m.start, m.limit)
-	case in.kernelID != 0:
+	case in.kernelID != 0 || kt.eager && u.kernelStored(in):
 		err = kt.loader.MapTable(pid, in.kernelID, m.start, m.limit, in.bias(m))
 	case in.built && in.table == nil || in.kernelErr != nil:
 		return // no table, or the kernel refused it: the copy, if any, stays the way
@@ -191,27 +214,89 @@ func (u *unwinder) kernelLoad(in *unwindInfo, t *sframe.Table) {
 	if kt == nil {
 		return
 	}
-	waits := kt.waiting[in]
-	delete(kt.waiting, in)
 	if t != nil && in.kernelID == 0 && in.kernelErr == nil {
-		kt.nextID++
-		if err := kt.loader.LoadTable(kt.nextID, t); err != nil {
+		k, err := kt.loader.ConvertTable(t)
+		if err == nil {
+			u.kernelLoadConverted(in, k)
+		} else {
 			in.kernelErr = fmt.Errorf("%s: %w", in.name, err)
 			u.kernelError(in.kernelErr)
-		} else {
-			in.kernelID = kt.nextID
-			kt.loaded[in.kernelID] = in
-			u.stats.KernelTables++
 		}
-		// The sampler evicts to make room before it writes the table:
-		// a load refused then has evicted tables too.
-		u.kernelEvicted()
+		if in.kernelID != 0 && u.store != nil && in.buildID != "" && !in.kernelSaved {
+			// After the load: the walks need not wait for the write.
+			in.kernelSaved = true
+			b, err := k.MarshalBinary()
+			if err == nil {
+				err = u.store.SaveDerived(in.buildID, in.hasSFrame, KernelForm, b)
+			}
+			if err != nil {
+				u.storeError(err)
+			}
+		}
 	}
+	u.kernelWaited(in)
+}
+
+// kernelLoadConverted loads k, in's table converted, into the kernel.
+func (u *unwinder) kernelLoadConverted(in *unwindInfo, k KernelTable) {
+	kt := u.kt
+	kt.nextID++
+	if err := kt.loader.LoadTable(kt.nextID, k); err != nil {
+		in.kernelErr = fmt.Errorf("%s: %w", in.name, err)
+		u.kernelError(in.kernelErr)
+	} else {
+		in.kernelID = kt.nextID
+		kt.loaded[in.kernelID] = in
+		u.stats.KernelTables++
+	}
+	// The sampler evicts to make room before it writes the table: a load
+	// refused then has evicted tables too.
+	u.kernelEvicted()
+}
+
+// kernelWaited describes the mappings that waited for in's table, once it
+// is loaded.
+func (u *unwinder) kernelWaited(in *unwindInfo) {
+	kt := u.kt
+	waits := kt.waiting[in]
+	delete(kt.waiting, in)
 	for _, w := range waits {
 		if kt.sets[w.pid] != nil && in.kernelID != 0 {
 			u.kernelMap(w.pid, &w.m)
 		}
 	}
+}
+
+// kernelStored loads in's table into the kernel from the form an earlier
+// run kept in the store (KernelForm), if there is one, without waiting
+// for the table itself to be read and converted; it reports whether the
+// table is loaded. A table evicted from the kernel is looked for there
+// again.
+func (u *unwinder) kernelStored(in *unwindInfo) bool {
+	if u.store == nil || in.buildID == "" || in.kernelID != 0 || in.kernelErr != nil || in.kernelLooked {
+		return in.kernelID != 0
+	}
+	in.kernelLooked = true
+	b, err := u.store.LoadDerived(in.buildID, in.hasSFrame, KernelForm)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			u.storeError(err)
+		}
+		return false
+	}
+	k, err := u.kt.loader.ParseTable(b)
+	if err != nil {
+		u.storeError(fmt.Errorf("%s: stored kernel table: %w", in.name, err))
+		return false
+	}
+	in.kernelSaved = true // there: not saved again
+	u.kernelLoadConverted(in, k)
+	if in.kernelID == 0 {
+		return false
+	}
+	u.stats.KernelStored++
+	u.kernelWaited(in)
+	return true
 }
 
 // kernelEvicted forgets the tables the kernel evicted: their binaries'
@@ -226,7 +311,7 @@ func (u *unwinder) kernelEvicted() {
 		if in == nil || in.kernelID != id {
 			continue
 		}
-		in.kernelID = 0
+		in.kernelID, in.kernelLooked = 0, false
 		for pid, mapped := range kt.mapped {
 			for start, m := range mapped {
 				if u.byFile[m.bin] == in {
@@ -235,6 +320,15 @@ func (u *unwinder) kernelEvicted() {
 				}
 			}
 		}
+	}
+}
+
+// storeError counts an error of the unwind store: a stored form damaged
+// (then rebuilt), or one that could not be written.
+func (u *unwinder) storeError(err error) {
+	u.stats.StoreErrors++
+	if u.stats.StoreErr == nil {
+		u.stats.StoreErr = err
 	}
 }
 
@@ -285,18 +379,20 @@ func (u *unwinder) kernelDemand(pid uint32, set *mapSet, user []uint64) {
 			continue
 		}
 		in := u.info(m)
+		if in.kernelID != 0 || in.kernelErr != nil {
+			continue
+		}
+		u.classify(in, pid, m)
 		switch {
-		case in.kernelID != 0 || in.kernelErr != nil || in.building:
+		case in.framePointers || !in.readable || in.building:
+		case u.kernelStored(in):
 		case in.table != nil:
 			// Evicted from the kernel, still here: load it again.
 			if u.kernelLoad(in, in.table); in.kernelID != 0 {
 				u.stats.KernelReloaded++
 			}
 		case !in.built:
-			u.classify(in, pid, m)
-			if !in.framePointers && in.readable {
-				u.ensureTable(in, pid, m)
-			}
+			u.ensureTable(in, pid, m)
 		}
 	}
 }

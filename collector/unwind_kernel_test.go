@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -37,7 +38,35 @@ type tableSource struct {
 	evicted   []uint64
 }
 
-func (s *tableSource) LoadTable(id uint64, t *sframe.Table) error {
+// fakeKernelTable is tableSource's kernel form of a table: the table
+// itself, encoded as an SFrame section after its address.
+type fakeKernelTable struct{ t *sframe.Table }
+
+func (k fakeKernelTable) MarshalBinary() ([]byte, error) {
+	section, err := k.t.Encode(sframe.Version3, k.t.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return append(binary.LittleEndian.AppendUint64(nil, k.t.Addr), section...), nil
+}
+
+func (s *tableSource) ConvertTable(t *sframe.Table) (KernelTable, error) {
+	return fakeKernelTable{t}, nil
+}
+
+func (s *tableSource) ParseTable(b []byte) (KernelTable, error) {
+	if len(b) < 8 {
+		return nil, fmt.Errorf("%d bytes", len(b))
+	}
+	t, err := sframe.Parse(b[8:], binary.LittleEndian.Uint64(b))
+	if err != nil {
+		return nil, err
+	}
+	return fakeKernelTable{t}, nil
+}
+
+func (s *tableSource) LoadTable(id uint64, k KernelTable) error {
+	t := k.(fakeKernelTable).t
 	if s.loaded == nil {
 		s.loaded = map[uint64]*sframe.Table{}
 	}
@@ -180,13 +209,93 @@ func TestKernelTables(t *testing.T) {
 	}
 }
 
+// TestKernelTablesFromStore: a table loaded into the kernel leaves its
+// kernel form in the unwind store, and the next collector on that store
+// loads it from there as soon as a followed process maps the binary,
+// before the table itself is read or built (the builder here never
+// finishes). A damaged kernel form is counted, and the mapping waits for
+// the table as if none were stored.
+func TestKernelTablesFromStore(t *testing.T) {
+	fixture, err := filepath.Abs("../testdata/unwind/spin-ehframe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := unwind.OpenStore(t.TempDir(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := newFakeProc(t)
+	proc.set(500, 1, 0x400000, 0x500000, fixture)
+	// open returns a collector whose builds wait for release.
+	open := func() (c *Collector, release func()) {
+		c, err := New(Options{Frequency: 100, ProcRoot: proc.root, NoSideband: true, Pids: []uint32{500}, KernelTables: true, UnwindStore: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gate := make(chan struct{})
+		release = sync.OnceFunc(func() { close(gate) })
+		t.Cleanup(func() { release(); c.Close() })
+		c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
+			<-gate
+			return unwind.BuildTable(r, name, hasSFrame)
+		}, nil) // the tables themselves are not stored: only their kernel form is there
+		return c, release
+	}
+	first, release := open()
+	src := &tableSource{}
+	if err := first.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if !first.unw.builds.Wait(30 * time.Second) {
+		t.Fatal("the fixture's table was not built in 30 s")
+	}
+	if err := first.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	in := first.unw.byFile[first.table.byPid[500].maps.find(0x400000).bin]
+	if in.kernelID == 0 {
+		t.Fatalf("the fixture's table is not loaded: %q", src.calls)
+	}
+	if _, err := store.LoadDerived(in.buildID, in.hasSFrame, KernelForm); err != nil {
+		t.Fatalf("the kernel form was not stored: %v", err)
+	}
+
+	second, _ := open() // never built
+	src = &tableSource{}
+	if err := second.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"load 1", "map 500 0x400000-0x500000 table 1"}; !slices.Equal(tableCalls(src.calls), want) {
+		t.Errorf("from the store: %q, want %q", src.calls, want)
+	}
+	if st := second.UnwindStats(); st.KernelStored != 1 || st.KernelTables != 1 || st.StoreErrors != 0 {
+		t.Errorf("stats: %d loaded from the store of %d, %d store errors (%v); want 1 of 1, 0", st.KernelStored, st.KernelTables, st.StoreErrors, st.StoreErr)
+	}
+
+	if err := store.SaveDerived(in.buildID, in.hasSFrame, KernelForm, []byte("damaged")); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := open()
+	src = &tableSource{}
+	if err := third.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.calls) != 0 {
+		t.Errorf("with a damaged kernel form: %q, want nothing before the table is built", src.calls)
+	}
+	if st := third.UnwindStats(); st.StoreErrors != 1 || st.KernelStored != 0 {
+		t.Errorf("stats: %d store errors, %d loaded from the store; want 1, 0", st.StoreErrors, st.KernelStored)
+	}
+}
+
 // loadSignal is a tableSource that signals each table load.
 type loadSignal struct {
 	tableSource
 	loads chan uint64
 }
 
-func (s *loadSignal) LoadTable(id uint64, t *sframe.Table) error {
+func (s *loadSignal) LoadTable(id uint64, t KernelTable) error {
 	err := s.tableSource.LoadTable(id, t)
 	s.loads <- id
 	return err

@@ -65,12 +65,15 @@ type UnwindStats struct {
 	// In-kernel unwinding (Options.KernelTables): KernelWhole and
 	// KernelPartial count the samples the sampler walked over tables to
 	// the outermost frame and short of it; KernelTables the tables
-	// loaded into the kernel, KernelReloaded those loaded again after
-	// the kernel evicted them for others; KernelErrors the tables and mappings it
+	// loaded into the kernel, KernelStored those of them loaded in the
+	// kernel's form from the unwind store, KernelReloaded those loaded
+	// again after the kernel evicted them for others; KernelErrors the
+	// tables and mappings it
 	// refused, KernelErr the first of them. Kernel is the sampler's own
 	// account of its tables' memory and walks, nil without tables.
 	KernelWhole, KernelPartial uint64
 	KernelTables               int
+	KernelStored               int
 	KernelReloaded             int
 	KernelErrors               int
 	KernelErr                  error
@@ -223,8 +226,8 @@ func (s *UnwindStats) KernelText() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "unwinding in the kernel: %d samples whole, %d partial; %d tables loaded (%d rows, %.1f of %.0f MiB), %d evicted (%d loaded again when a walk needed them), %d tables or mappings refused (%d for want of room in the lookup map)",
-		s.KernelWhole, s.KernelPartial, k.Loaded, k.Rows, float64(k.Used)/(1<<20), float64(k.Budget)/(1<<20), k.Evicted, s.KernelReloaded, s.KernelErrors, k.MappingsRefused)
+	fmt.Fprintf(&b, "unwinding in the kernel: %d samples whole, %d partial; %d tables loaded (%d rows, %.1f of %.0f MiB; %d in the kernel's form from the store), %d evicted (%d loaded again when a walk needed them), %d tables or mappings refused (%d for want of room in the lookup map)",
+		s.KernelWhole, s.KernelPartial, k.Loaded, k.Rows, float64(k.Used)/(1<<20), float64(k.Budget)/(1<<20), s.KernelStored, k.Evicted, s.KernelReloaded, s.KernelErrors, k.MappingsRefused)
 	if s.KernelErr != nil {
 		fmt.Fprintf(&b, " (first: %v)", s.KernelErr)
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sprof/sprof/sframe"
 )
@@ -66,9 +67,10 @@ func OpenStore(dir, producer string) (*Store, error) {
 // Dir returns the directory of s.
 func (s *Store) Dir() string { return s.dir }
 
-// path names the file of a binary's table. hasSFrame is part of the name:
-// the table of a binary with an .sframe section also depends on it.
-func (s *Store) path(buildID string, hasSFrame bool) (string, error) {
+// path names the file of a binary's table (suffix "unwind") or of a form
+// derived from it. hasSFrame is part of the name: the table of a binary
+// with an .sframe section also depends on it.
+func (s *Store) path(buildID string, hasSFrame bool, suffix string) (string, error) {
 	if !validBuildID(buildID) {
 		return "", fmt.Errorf("unwind table store: build ID %q is not lower-case hex", buildID)
 	}
@@ -76,7 +78,7 @@ func (s *Store) path(buildID string, hasSFrame bool) (string, error) {
 	if hasSFrame {
 		kind = "sf"
 	}
-	return filepath.Join(s.dir, buildID+"."+kind+".unwind"), nil
+	return filepath.Join(s.dir, buildID+"."+kind+"."+suffix), nil
 }
 
 func validBuildID(id string) bool {
@@ -96,25 +98,13 @@ func validBuildID(id string) bool {
 // stored one is another producer's, and a *StoredError when the file is
 // damaged (the caller rebuilds and Saves over it).
 func (s *Store) Load(buildID string, hasSFrame bool) (*sframe.Table, Method, error) {
-	path, err := s.path(buildID, hasSFrame)
+	path, err := s.path(buildID, hasSFrame, "unwind")
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := os.Open(path)
+	data, err := readStored(path)
 	if err != nil {
 		return nil, 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	if st.Size() > MaxStoredTable {
-		return nil, 0, &StoredError{Path: path, Field: "file size", Err: fmt.Errorf("%d bytes, more than %d", st.Size(), MaxStoredTable)}
-	}
-	data := make([]byte, st.Size())
-	if _, err := f.ReadAt(data, 0); err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", path, err)
 	}
 	producer, t, kind, err := decodeStored(data)
 	if err != nil {
@@ -131,7 +121,7 @@ func (s *Store) Load(buildID string, hasSFrame bool) (*sframe.Table, Method, err
 // buildID. A table SFrame cannot express is not stored (an error wrapping
 // sframe.ErrUnsupported).
 func (s *Store) Save(buildID string, hasSFrame bool, t *sframe.Table, kind Method) error {
-	path, err := s.path(buildID, hasSFrame)
+	path, err := s.path(buildID, hasSFrame, "unwind")
 	if err != nil {
 		return err
 	}
@@ -139,6 +129,83 @@ func (s *Store) Save(buildID string, hasSFrame bool, t *sframe.Table, kind Metho
 	if err != nil {
 		return fmt.Errorf("unwind table store: %s: %w", path, err)
 	}
+	return s.write(path, data)
+}
+
+// Derived forms. A table's user may convert it into a form of its own,
+// which costs more than reading it: the BPF walk's layout of libLLVM's
+// table takes 50-60 ms to convert from a table that took 90-200 ms to
+// read, while a new process's samples wait for it. SaveDerived keeps such
+// a form beside the table, under a name of its user's (lower-case
+// letters), in a file checked as a table's is (producer, checksum);
+// LoadDerived returns its bytes, which the user parses as untrusted.
+
+// SaveDerived stores data as the form name of the binary's table.
+func (s *Store) SaveDerived(buildID string, hasSFrame bool, name string, data []byte) error {
+	path, err := s.derivedPath(buildID, hasSFrame, name)
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxStoredTable-storedHeader-len(s.producer) {
+		return fmt.Errorf("unwind table store: %s: %d bytes, more than a file's %d", path, len(data), MaxStoredTable)
+	}
+	return s.write(path, encodeFile(derivedMagic, 0, 0, s.producer, data))
+}
+
+// LoadDerived returns the form name of the binary's table; fs.ErrNotExist
+// when none is stored or the stored one is another producer's, and a
+// *StoredError when the file is damaged.
+func (s *Store) LoadDerived(buildID string, hasSFrame bool, name string) ([]byte, error) {
+	path, err := s.derivedPath(buildID, hasSFrame, name)
+	if err != nil {
+		return nil, err
+	}
+	data, err := readStored(path)
+	if err != nil {
+		return nil, err
+	}
+	_, _, producer, payload, serr := decodeFile(data, derivedMagic)
+	if serr != nil {
+		serr.Path = path
+		return nil, serr
+	}
+	if producer != s.producer {
+		return nil, fs.ErrNotExist
+	}
+	return payload, nil
+}
+
+func (s *Store) derivedPath(buildID string, hasSFrame bool, name string) (string, error) {
+	if name == "" || name == "unwind" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz") != "" {
+		return "", fmt.Errorf("unwind table store: %q is no name for a derived form (lower-case letters, not unwind)", name)
+	}
+	return s.path(buildID, hasSFrame, name)
+}
+
+// readStored reads a stored file whole, refusing one larger than any
+// sprof writes.
+func readStored(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > MaxStoredTable {
+		return nil, &StoredError{Path: path, Field: "file size", Err: fmt.Errorf("%d bytes, more than %d", st.Size(), MaxStoredTable)}
+	}
+	data := make([]byte, st.Size())
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return data, nil
+}
+
+// write writes data as path, atomically: a temporary file renamed.
+func (s *Store) write(path string, data []byte) error {
 	tmp, err := os.CreateTemp(s.dir, ".tmp-*.unwind")
 	if err != nil {
 		return fmt.Errorf("unwind table store: %w", err)
@@ -157,20 +224,22 @@ func (s *Store) Save(buildID string, hasSFrame bool, t *sframe.Table, kind Metho
 	return nil
 }
 
-// The file: a header, the producer's name, the SFrame section.
+// The file: a header, the producer's name, the payload: the SFrame
+// section of a table, or a derived form.
 //
 //	offset  size  field
-//	0       8     magic "SPRFUNW1"
+//	0       8     magic "SPRFUNW1" (a table), "SPRFDRV1" (a derived form)
 //	8       4     crc: CRC-32C (Castagnoli) of every byte after this field
-//	12      1     method (Method)
+//	12      1     method (Method); 0 in a derived form
 //	13      1     producer length P
 //	14      2     reserved, zero
-//	16      8     addr: the section's address (Table.Addr)
-//	24      4     section length N
+//	16      8     addr: the section's address (Table.Addr); 0 in a derived form
+//	24      4     payload length N
 //	28      P     producer
-//	28+P    N     the SFrame V3 section
+//	28+P    N     the payload
 const (
 	storedMagic  = "SPRFUNW1"
+	derivedMagic = "SPRFDRV1"
 	storedHeader = 28
 	maxProducer  = 255
 )
@@ -185,14 +254,18 @@ func encodeStored(producer string, t *sframe.Table, kind Method) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, storedHeader, storedHeader+len(producer)+len(section))
-	copy(out, storedMagic)
+	return encodeFile(storedMagic, kind, t.Addr, producer, section), nil
+}
+
+func encodeFile(magic string, kind Method, addr uint64, producer string, payload []byte) []byte {
+	out := make([]byte, storedHeader, storedHeader+len(producer)+len(payload))
+	copy(out, magic)
 	out[12], out[13] = byte(kind), byte(len(producer))
-	binary.LittleEndian.PutUint64(out[16:], t.Addr)
-	binary.LittleEndian.PutUint32(out[24:], uint32(len(section)))
-	out = append(append(out, producer...), section...)
+	binary.LittleEndian.PutUint64(out[16:], addr)
+	binary.LittleEndian.PutUint32(out[24:], uint32(len(payload)))
+	out = append(append(out, producer...), payload...)
 	binary.LittleEndian.PutUint32(out[8:], crc32.Checksum(out[12:], castagnoli))
-	return out, nil
+	return out
 }
 
 // StoredError says why a stored table file was not used: the field at
@@ -211,36 +284,45 @@ func (e *StoredError) Error() string {
 func (e *StoredError) Unwrap() error { return e.Err }
 
 func decodeStored(data []byte) (producer string, t *sframe.Table, kind Method, err error) {
-	bad := func(off int, field string, format string, args ...any) error {
+	kind, addr, producer, section, serr := decodeFile(data, storedMagic)
+	if serr != nil {
+		return "", nil, 0, serr
+	}
+	if kind != MethodSFrame && kind != MethodEHFrame {
+		return "", nil, 0, &StoredError{Offset: 12, Field: "method", Err: fmt.Errorf("%d is not a table's", kind)}
+	}
+	off := len(data) - len(section)
+	t, err = sframe.Parse(section, addr)
+	if err != nil {
+		return "", nil, 0, &StoredError{Offset: off, Field: "section", Err: err}
+	}
+	if t.Header.Version != sframe.Version3 {
+		return "", nil, 0, &StoredError{Offset: off, Field: "section version", Err: fmt.Errorf("%v, want %v", t.Header.Version, sframe.Version3)}
+	}
+	return producer, t, kind, nil
+}
+
+// decodeFile checks a stored file's header and checksum and returns its
+// fields.
+func decodeFile(data []byte, magic string) (kind Method, addr uint64, producer string, payload []byte, err *StoredError) {
+	bad := func(off int, field string, format string, args ...any) *StoredError {
 		return &StoredError{Offset: off, Field: field, Err: fmt.Errorf(format, args...)}
 	}
 	if len(data) < storedHeader {
-		return "", nil, 0, bad(0, "header", "%d bytes, fewer than %d", len(data), storedHeader)
+		return 0, 0, "", nil, bad(0, "header", "%d bytes, fewer than %d", len(data), storedHeader)
 	}
-	if !bytes.Equal(data[:8], []byte(storedMagic)) {
-		return "", nil, 0, bad(0, "magic", "%q, want %q", data[:8], storedMagic)
+	if !bytes.Equal(data[:8], []byte(magic)) {
+		return 0, 0, "", nil, bad(0, "magic", "%q, want %q", data[:8], magic)
 	}
 	if got, want := crc32.Checksum(data[12:], castagnoli), binary.LittleEndian.Uint32(data[8:]); got != want {
-		return "", nil, 0, bad(8, "crc", "%#08x, the file's bytes give %#08x", want, got)
-	}
-	kind = Method(data[12])
-	if kind != MethodSFrame && kind != MethodEHFrame {
-		return "", nil, 0, bad(12, "method", "%d is not a table's", data[12])
+		return 0, 0, "", nil, bad(8, "crc", "%#08x, the file's bytes give %#08x", want, got)
 	}
 	if data[14] != 0 || data[15] != 0 {
-		return "", nil, 0, bad(14, "reserved", "%#x, want 0", data[14:16])
+		return 0, 0, "", nil, bad(14, "reserved", "%#x, want 0", data[14:16])
 	}
-	plen, addr, slen := int(data[13]), binary.LittleEndian.Uint64(data[16:]), binary.LittleEndian.Uint32(data[24:])
-	if want := storedHeader + plen + int(slen); uint64(len(data)) != uint64(storedHeader+plen)+uint64(slen) {
-		return "", nil, 0, bad(24, "section length", "%d: the file has %d bytes, the header says %d", slen, len(data), want)
+	plen, n := int(data[13]), binary.LittleEndian.Uint32(data[24:])
+	if want := uint64(storedHeader+plen) + uint64(n); uint64(len(data)) != want {
+		return 0, 0, "", nil, bad(24, "payload length", "%d: the file has %d bytes, the header says %d", n, len(data), want)
 	}
-	producer = string(data[storedHeader : storedHeader+plen])
-	t, err = sframe.Parse(data[storedHeader+plen:], addr)
-	if err != nil {
-		return "", nil, 0, &StoredError{Offset: storedHeader + plen, Field: "section", Err: err}
-	}
-	if t.Header.Version != sframe.Version3 {
-		return "", nil, 0, bad(storedHeader+plen, "section version", "%v, want %v", t.Header.Version, sframe.Version3)
-	}
-	return producer, t, kind, nil
+	return Method(data[12]), binary.LittleEndian.Uint64(data[16:]), string(data[storedHeader : storedHeader+plen]), data[storedHeader+plen:], nil
 }

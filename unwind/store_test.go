@@ -131,6 +131,65 @@ func TestStoreRefuses(t *testing.T) {
 	}
 }
 
+// TestStoreDerived: a derived form comes back as saved, beside the table
+// and apart from it, only to its producer and for the binary it was saved
+// for; a damaged file or a name that is not one is an error that says so.
+func TestStoreDerived(t *testing.T) {
+	dir := t.TempDir()
+	a, err := OpenStore(dir, "producer-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenStore(dir, "producer-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LoadDerived("abcd", false, "kernel"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing form: %v, want ErrNotExist", err)
+	}
+	form := []byte("the kernel's layout of abcd's table")
+	if err := a.SaveDerived("abcd", false, "kernel", form); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.LoadDerived("abcd", false, "kernel"); err != nil || string(got) != string(form) {
+		t.Errorf("loaded %q, %v; want %q", got, err, form)
+	}
+	if _, _, err := a.Load("abcd", false); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the table, never saved, after its derived form: %v, want ErrNotExist", err)
+	}
+	for _, miss := range []struct {
+		s         *Store
+		sframe    bool
+		name, why string
+	}{{a, true, "kernel", "for the binary with .sframe"}, {a, false, "other", "another form"}, {b, false, "kernel", "another producer's"}} {
+		if _, err := miss.s.LoadDerived("abcd", miss.sframe, miss.name); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want ErrNotExist", miss.why, err)
+		}
+	}
+	for _, name := range []string{"", "unwind", "../x", "Kernel"} {
+		if err := a.SaveDerived("abcd", false, name, form); err == nil {
+			t.Errorf("form named %q saved", name)
+		}
+	}
+	path := filepath.Join(dir, "abcd.eh.kernel")
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range good {
+		bad := append([]byte(nil), good...)
+		bad[i] ^= 0x40
+		if err := os.WriteFile(path, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := a.LoadDerived("abcd", false, "kernel")
+		var se *StoredError
+		if !errors.As(err, &se) || se.Path != path {
+			t.Fatalf("byte %d flipped: %v, want a *StoredError naming %s", i, err, path)
+		}
+	}
+}
+
 // smallTable is a table of one function, as a compiler's CFI gives it.
 func smallTable(tb testing.TB) *sframe.Table {
 	fdes := []sframe.Function{{Start: 0x1000, Size: 0x40, Rows: []sframe.Row{

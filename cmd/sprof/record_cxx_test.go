@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sprof/sprof/bpf"
+	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/internal/testenv"
 	"github.com/sprof/sprof/symbolize/buildid"
 	"github.com/sprof/sprof/unwind"
@@ -23,13 +25,14 @@ import (
 // libLLVM, built without frame pointers. A stack copy of the stack's top
 // reaches _start in none of its samples (perf --call-graph dwarf neither);
 // with --unwind auto the kernel walks the whole stack over the libraries'
-// tables. The tables are built, stored and loaded while a first compile
-// runs (read from the store in --cache-dir, which the test fills first,
-// as an earlier run on the host would: built at nice 10 on a loaded host,
-// libLLVM's table can take longer than a compile); the samples of a
+// tables. The tables are loaded while a first compile runs, in the
+// kernel's form, from the store in --cache-dir, which the test fills
+// first as an earlier run on the host would (built at nice 10 on a loaded
+// host, libLLVM's table can take longer than a compile); the samples of a
 // second compile, in the same recording, must be whole, from the leaf to
 // _start (or to the loader's entry code, while ld.so relocates). The two
-// compiles are told apart by their names, links to clang++-22.
+// compiles are told apart by their names, links to clang++-22; the first
+// compile's share is logged.
 //
 // The bar is 98%: 98.9% and 99.2% were measured at load 22-31,
 // but 96.4% with two make test runs on the machine. The samples a new
@@ -107,7 +110,8 @@ func TestRecordClangTemplates(t *testing.T) {
 
 // warmUnwindStore builds and stores in cacheDir's store, as sprof record
 // run in this process would, the unwind tables of bin and of the
-// libraries it loads (ldd's list).
+// libraries it loads (ldd's list), and their kernel form, which a run with
+// --unwind auto leaves there too.
 func warmUnwindStore(t *testing.T, cacheDir, bin string) {
 	t.Helper()
 	producer, err := goBuildID("/proc/self/exe")
@@ -148,6 +152,17 @@ func warmUnwindStore(t *testing.T, cacheDir, bin string) {
 			continue // no CFI: no table, in record either
 		}
 		if err := store.Save(id, hasSFrame, table, kind); err != nil {
+			t.Fatal(err)
+		}
+		ut, err := bpf.NewUnwindTable(table)
+		if err != nil {
+			continue // no functions: none for the kernel, in record either
+		}
+		form, err := ut.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.SaveDerived(id, hasSFrame, collector.KernelForm, form); err != nil {
 			t.Fatal(err)
 		}
 	}

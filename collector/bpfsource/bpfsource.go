@@ -83,12 +83,31 @@ func (src *Source) Stop() error { return src.sampler.Stop() }
 // Lost is the number of samples the BPF program could not hand over.
 func (src *Source) Lost() (uint64, error) { return src.sampler.Lost() }
 
-// LoadTable loads a binary's unwind table into the sampler, for its walk
-// in the kernel (collector.TableLoader).
-func (src *Source) LoadTable(id uint64, t *sframe.Table) error {
+// ConvertTable converts a binary's unwind table into the layout of the
+// sampler's walk (collector.TableLoader).
+func (src *Source) ConvertTable(t *sframe.Table) (collector.KernelTable, error) {
 	ut, err := bpf.NewUnwindTable(t)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	return ut, nil
+}
+
+// ParseTable decodes a converted table's encoding (collector.TableLoader).
+func (src *Source) ParseTable(b []byte) (collector.KernelTable, error) {
+	ut, err := bpf.ParseUnwindTable(b)
+	if err != nil {
+		return nil, err
+	}
+	return ut, nil
+}
+
+// LoadTable loads a converted table into the sampler, for its walk in the
+// kernel (collector.TableLoader).
+func (src *Source) LoadTable(id uint64, t collector.KernelTable) error {
+	ut, ok := t.(*bpf.UnwindTable)
+	if !ok {
+		return fmt.Errorf("load table %d: a %T, not converted by this Source", id, t)
 	}
 	tid, err := src.sampler.LoadTable(ut)
 	if err != nil {
