@@ -141,6 +141,10 @@ type Pipeline struct {
 	// one can (bpf.Sampler.Limits), "" when nothing: record and agent say
 	// it once at start, as a fact rather than a failure.
 	Limits string
+	// TablesErr says why UnwindAuto fell back to UnwindCopy: the sampler
+	// could not be opened with unwind tables and could without (kernel
+	// memory for the tables refused, say); nil when it did not.
+	TablesErr error
 	// bpfStats and bpfErr are the sampler's statistics at the end of Run.
 	bpfStats bpf.Stats
 	bpfErr   error
@@ -153,8 +157,26 @@ type Pipeline struct {
 // Open opens the collector and then the sampler, in that order so that
 // no process starts unseen in between, and marks the running processes
 // that need stack copies before the first sample, and those it treats
-// apart otherwise (collector.Attach) right after it.
+// apart otherwise (collector.Attach) right after it. With UnwindAuto, a
+// sampler that cannot be opened with unwind tables is opened without
+// them, UnwindCopy, and TablesErr says why.
 func Open(cfg Config) (*Pipeline, error) {
+	p, err := open(cfg)
+	if err == nil || cfg.Unwind != UnwindAuto || !cfg.User {
+		return p, err
+	}
+	// Stacks are still whole where frame pointers or the copy reach: a
+	// host that cannot give the tables their memory is still profiled.
+	cfg.Unwind = UnwindCopy
+	p, copyErr := open(cfg)
+	if copyErr != nil {
+		return nil, copyErr
+	}
+	p.TablesErr = err
+	return p, nil
+}
+
+func open(cfg Config) (*Pipeline, error) {
 	if !cfg.User && !cfg.Kernel {
 		return nil, errors.New("pipeline: neither user nor kernel stacks selected")
 	}

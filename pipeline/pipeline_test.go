@@ -116,3 +116,27 @@ func TestCloseClosesSymbolizer(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoFallsBackToCopy: UnwindAuto on a sampler that cannot be opened
+// with its unwind tables (here a budget past the sampler's bound, where a
+// host would refuse the kernel memory) opens it without them, with stack
+// copies, and says why; UnwindBPF, which has no copy to fall back on,
+// fails.
+func TestAutoFallsBackToCopy(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg := Config{Frequency: 19, Pids: []uint32{uint32(os.Getpid())}, User: true, StackCopy: DefaultStackCopy,
+		Unwind: UnwindAuto, UnwindTables: 1 << 40}
+	p, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("auto: %v", err)
+	}
+	defer p.Close()
+	if p.TablesErr == nil || p.cfg.Unwind != UnwindCopy || p.cfg.StackCopy != DefaultStackCopy {
+		t.Errorf("auto without tables: TablesErr %v, unwind %v, stack copy %d; want an error, copy, %d", p.TablesErr, p.cfg.Unwind, p.cfg.StackCopy, DefaultStackCopy)
+	}
+	cfg.Unwind = UnwindBPF
+	if p, err := Open(cfg); err == nil {
+		p.Close()
+		t.Errorf("bpf with tables the sampler refuses: opened")
+	}
+}

@@ -5,7 +5,9 @@
 # rest asleep, every one of them mapping libc and tracked by the agent),
 # the GSYM cache warm: a first agent run converts the binaries and is not
 # measured; it runs until an interval passes without a conversion, which
-# on a loaded host takes minutes (at most WARM_MAX seconds, default 600;
+# on a loaded host takes minutes (at least WARM_MIN seconds, default 0,
+# for runs to be compared: conversions can come in bursts; at most
+# WARM_MAX seconds, default 600;
 # its metrics are served on 127.0.0.1:METRICS_PORT, default 19465, read
 # with curl). Every 5 s it reads the agent's VmRSS and VmHWM from
 # /proc/PID/status; at the end it prints the steady RSS (the median and
@@ -78,7 +80,8 @@ while [ $(($(date +%s) - warm0)) -lt "${WARM_MAX:-600}" ]; do
 	kill -0 "$agent" 2>/dev/null || { echo "agent exited:"; cat "$tmp/agent.log"; exit 1; }
 	n=$(metric sprof_agent_intervals_total)
 	c=$(metric 'sprof_agent_gsym_binaries_total{result="converted"}')
-	[ "${n:-0}" -ge 2 ] && [ "$c" = "$converted" ] && break
+	[ "${n:-0}" -ge 2 ] && [ "$c" = "$converted" ] &&
+		[ $(($(date +%s) - warm0)) -ge "${WARM_MIN:-0}" ] && break
 	converted=$c
 done
 echo "GSYM cache warmed in $(($(date +%s) - warm0)) s: ${c:-?} binaries converted"

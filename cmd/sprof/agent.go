@@ -247,6 +247,9 @@ func runAgent(e *env, args []string) error {
 	if rec.Limits != "" {
 		log.Info("older kernel", "limits", rec.Limits)
 	}
+	if rec.TablesErr != nil {
+		log.Warn("--unwind auto: no unwind tables in the kernel, stacks without frame pointers are copied (--stack-copy)", "err", rec.TablesErr)
+	}
 	acfg := agent.Config{
 		Interval: o.interval, ServiceName: o.serviceName, ProcessRoot: o.processRoot,
 		Pyroscope: o.pyroscope, OTLP: o.otlp, Host: o.host, Queue: o.queue, FlushTimeout: o.flushTimeout,

@@ -156,7 +156,7 @@ func TestAgentSamplesAsRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (samplingFlags{userOnly: true, offCPUMin: bpf.DefaultOffCPUMin, offCPUBudget: bpf.DefaultOffCPUExitBudget, unwind: "copy", unwindTables: bpf.DefaultUnwindTables, ringBuffer: 1 << 20, debugUnwind: true, unwindCache: 8 << 20, python: true}); a.sampling != want {
+	if want := (samplingFlags{userOnly: true, offCPUMin: bpf.DefaultOffCPUMin, offCPUBudget: bpf.DefaultOffCPUExitBudget, unwind: "auto", unwindTables: bpf.DefaultUnwindTables, ringBuffer: 1 << 20, debugUnwind: true, unwindCache: 8 << 20, python: true}); a.sampling != want {
 		t.Errorf("agent sampling %+v, want %+v", a.sampling, want)
 	}
 	if cfg := a.sampling.config(19); cfg.StackCopy != 0 || cfg.Kernel || !cfg.User || !cfg.DebugUnwind || cfg.RingBufferSize != 1<<20 || cfg.UnwindCache != 8<<20 {

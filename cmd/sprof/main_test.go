@@ -149,7 +149,7 @@ func TestRecordUsageErrors(t *testing.T) {
 		{[]string{"--off-cpu", "--cpu", "-o", "x.folded"}, "folded output has one value per stack; --off-cpu --cpu needs pprof (.pb.gz), OTLP or a .sprof recording"},
 		{[]string{"--off-cpu-min", "5ms"}, "--off-cpu-min needs --off-cpu"},
 		{[]string{"--unwind", "dwarf"}, `--unwind "dwarf": want copy, bpf or auto`},
-		{[]string{"--unwind-tables", "64M"}, "--unwind-tables needs --unwind bpf or auto"},
+		{[]string{"--unwind", "copy", "--unwind-tables", "64M"}, "--unwind-tables needs --unwind bpf or auto"},
 		{[]string{"--unwind", "bpf", "--unwind-tables", "64K"}, "--unwind-tables 65536: give at least 1M"},
 		{[]string{"--off-cpu", "--off-cpu-min", "0"}, "--off-cpu-min must be positive"},
 		{[]string{"--off-cpu-syscall-budget", "0"}, "--off-cpu-syscall-budget needs --off-cpu"},

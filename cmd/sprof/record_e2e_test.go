@@ -353,6 +353,23 @@ func TestRecordAutoUnwindChains(t *testing.T) {
 	})
 }
 
+// TestRecordCopyUnwindChains: the same tests with --unwind copy, the
+// fallback of auto (the default) and the way on a kernel without room for
+// tables: the stack copy unwound in sprof, at the same bars.
+func TestRecordCopyUnwindChains(t *testing.T) {
+	copied := []string{"--unwind", "copy"}
+	t.Run("libc", func(t *testing.T) {
+		p, _ := profileRunningWith(t, copied, fixture("unwind", "spin-ehframe"))
+		checkThroughLibc(t, p)
+	})
+	t.Run("thread", func(t *testing.T) {
+		chainOfRunningWith(t, copied, "nofp", []string{"c", "b", "a", "thread"}, fixture("bpf", "nofp"), "thread")
+	})
+	t.Run("plt", func(t *testing.T) {
+		chainOfRunningWith(t, copied, "plt", []string{"c", "b", "a", "main"}, fixture("e2e", "plt"), "600")
+	})
+}
+
 // checkKernelWalked fails t unless sprof's --stats, in stderr, say the
 // kernel walked at least half of p's samples whole over tables.
 func checkKernelWalked(t *testing.T, p *profile.Profile, stderr string) {

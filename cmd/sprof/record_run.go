@@ -97,6 +97,9 @@ func runRecord(e *env, args []string) error {
 	if pipe.Limits != "" {
 		fmt.Fprintf(e.stderr, "sprof record: %s\n", pipe.Limits)
 	}
+	if pipe.TablesErr != nil {
+		fmt.Fprintf(e.stderr, "sprof record: --unwind auto: no unwind tables in the kernel, stacks without frame pointers are copied (--stack-copy): %v\n", pipe.TablesErr)
+	}
 	if rec != nil {
 		// Sampling runs: from now on a kill leaves the recording at
 		// its path, and a write error (a full disk) ends it.
