@@ -742,16 +742,21 @@ static __always_inline bool switch_stack(struct fp_walk *w, __u64 fp, __u64 save
  * read faults. */
 static __always_inline bool stack_word(struct fp_walk *w, __u64 addr, __u64 *v)
 {
-	__u64 off = addr - w->win_lo, len;
+	__u64 off = addr - w->win_lo, len, next;
 
 	if (addr & 7) /* the window holds aligned words */
 		return !bpf_probe_read_user(v, sizeof(*v), (void *)addr);
 	if (addr < w->win_lo || off + sizeof(*v) > w->win_len) {
 		len = MIN_PAGE_SIZE - (addr & (MIN_PAGE_SIZE - 1));
-		if (len > w->win_next)
-			len = w->win_next;
-		if (len > STACK_WINDOW)
-			len = STACK_WINDOW;
+		/* Bounded before the min: clang would drop a bound after it
+		 * (len is at most a page already), and verifiers before 6.12
+		 * do not learn one register's bound from its comparison
+		 * with another. */
+		next = w->win_next;
+		if (next > STACK_WINDOW)
+			next = STACK_WINDOW;
+		if (len > next)
+			len = next;
 		w->win_len = 0;
 		if (bpf_probe_read_user(w->win, len, (void *)addr))
 			return false;
