@@ -384,8 +384,9 @@ func (u *unwinder) kernelDemand(pid uint32, set *mapSet, user []uint64) {
 		}
 		u.classify(in, pid, m)
 		switch {
-		case in.framePointers || !in.readable || in.building:
-		case u.kernelStored(in):
+		case in.framePointers || !in.readable:
+		case u.kernelStored(in): // whether or not a stack copy asked for the table already
+		case in.building:
 		case in.table != nil:
 			// Evicted from the kernel, still here: load it again.
 			if u.kernelLoad(in, in.table); in.kernelID != 0 {

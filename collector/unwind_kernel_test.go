@@ -289,6 +289,67 @@ func TestKernelTablesFromStore(t *testing.T) {
 	}
 }
 
+// TestKernelDemandFromStore: following no process in particular, the
+// collector loads a binary's table when a sample needs it (here a walk
+// that ended in it), and takes it from the store's kernel form when there
+// is one, before the table itself is built (the builder here never
+// finishes).
+func TestKernelDemandFromStore(t *testing.T) {
+	fixture, err := filepath.Abs("../testdata/unwind/spin-ehframe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	table, _, _, err := unwind.BuildTable(f, fixture, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, err := fakeKernelTable{table}.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := unwind.OpenStore(t.TempDir(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveDerived(hex.EncodeToString(buildIDBytes(t, fixture)), false, KernelForm, form); err != nil {
+		t.Fatal(err)
+	}
+	proc := newFakeProc(t)
+	proc.set(500, 1, 0x400000, 0x500000, fixture)
+	c, err := New(Options{Frequency: 100, ProcRoot: proc.root, NoSideband: true, KernelTables: true, UnwindStore: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate); c.Close() })
+	c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
+		<-gate
+		return unwind.BuildTable(r, name, hasSFrame)
+	}, nil)
+	src := &tableSource{}
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.calls) != 0 {
+		t.Fatalf("before a sample needs the table: %q, want nothing", src.calls)
+	}
+	src.walked(500, 20, 0x400100)
+	if err := c.Drain(src); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"load 1", "map 500 0x400000-0x500000 table 1"}; !slices.Equal(tableCalls(src.calls), want) {
+		t.Errorf("after a walk that ended in the binary: %q, want %q", src.calls, want)
+	}
+	if st := c.UnwindStats(); st.KernelStored != 1 {
+		t.Errorf("%d tables loaded from the store, want 1", st.KernelStored)
+	}
+}
+
 // loadSignal is a tableSource that signals each table load.
 type loadSignal struct {
 	tableSource
