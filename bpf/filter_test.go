@@ -85,9 +85,17 @@ func TestCgroupFilter(t *testing.T) {
 		if _, err := s.Read(func(x *Sample) { byPid[int(x.Pid)]++ }); err != nil {
 			t.Fatal(err)
 		}
-		if byPid[in] < 20 || byPid[out] != 0 || len(byPid) > 2 {
-			t.Fatalf("off-CPU records by pid %v; want 20 or more of pid %d (in a child of cgroup %d), maybe some of %d (in it too), none of %d",
-				byPid, in, id, inside.Process.Pid, out)
+		st, err := s.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each of the 20 sleeps is recorded or counted lost (its record
+		// found the ring full, or on a loaded host another thread took
+		// its place in the table of switch-out times): once, on a make
+		// test's load, 19 arrived and the count was not kept.
+		if byPid[in]+int(st.OffCPU.Lost) < 20 || byPid[in] == 0 || byPid[out] != 0 || len(byPid) > 2 {
+			t.Fatalf("off-CPU records by pid %v, %+v; want 20 or more of pid %d (in a child of cgroup %d) with those lost, maybe some of %d (in it too), none of %d",
+				byPid, st.OffCPU, in, id, inside.Process.Pid, out)
 		}
 	})
 }

@@ -158,9 +158,22 @@ type Pipeline struct {
 // no process starts unseen in between, and marks the running processes
 // that need stack copies before the first sample, and those it treats
 // apart otherwise (collector.Attach) right after it. With UnwindAuto, a
-// sampler that cannot be opened with unwind tables is opened without
-// them, UnwindCopy, and TablesErr says why.
+// sampler that cannot be opened with unwind tables, or on a kernel before
+// 5.17, is opened without them, UnwindCopy, and TablesErr says why.
 func Open(cfg Config) (*Pipeline, error) {
+	if cfg.Unwind == UnwindAuto && cfg.User {
+		if fs := bpf.ProbeFeatures(); !fs.LoopWalk() {
+			// The walk over tables runs there too (UnwindBPF), in
+			// tail calls of 32 frames, but its two programs are
+			// 360,000 instructions to verify at every start.
+			cfg.Unwind = UnwindCopy
+			p, err := open(cfg)
+			if err == nil {
+				p.TablesErr = fmt.Errorf("kernel %s has no bpf_loop (Linux 5.17), which auto waits for (--unwind bpf walks stacks over tables there too)", fs.Release)
+			}
+			return p, err
+		}
+	}
 	p, err := open(cfg)
 	if err == nil || cfg.Unwind != UnwindAuto || !cfg.User {
 		return p, err
