@@ -111,6 +111,20 @@ func (s *tableSource) UnmapPid(pid uint32) { s.calls = append(s.calls, fmt.Sprin
 
 func (s *tableSource) TableStats() (KernelTableStats, error) { return KernelTableStats{}, nil }
 
+// gatedBuilds has c build tables, storing none, only once release is
+// called; the test's end releases them before c closes (Close waits for
+// the build under way) where c's Close was set to run at the end first.
+func gatedBuilds(t *testing.T, c *Collector) (release func()) {
+	gate := make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
+		<-gate
+		return unwind.BuildTable(r, name, hasSFrame)
+	}, nil)
+	return release
+}
+
 // TestKernelTables: with Options.KernelTables and given pids, the
 // collector describes a followed process's mappings to the loader: the Go
 // test binary as frame-pointer code at once, the C fixture by its table
@@ -136,13 +150,7 @@ func TestKernelTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	gate := make(chan struct{})
-	build := sync.OnceFunc(func() { close(gate) })
-	t.Cleanup(build) // before Close, which waits for the build under way
-	c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
-		<-gate
-		return unwind.BuildTable(r, name, hasSFrame)
-	}, nil)
+	build := gatedBuilds(t, c)
 	src := &tableSource{}
 	if err := c.Drain(src); err != nil {
 		t.Fatal(err)
@@ -232,14 +240,10 @@ func TestKernelTablesFromStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gate := make(chan struct{})
-		release = sync.OnceFunc(func() { close(gate) })
-		t.Cleanup(func() { release(); c.Close() })
-		c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
-			<-gate
-			return unwind.BuildTable(r, name, hasSFrame)
-		}, nil) // the tables themselves are not stored: only their kernel form is there
-		return c, release
+		t.Cleanup(func() { c.Close() })
+		// The tables themselves are not stored: only their kernel form
+		// is there.
+		return c, gatedBuilds(t, c)
 	}
 	first, release := open()
 	src := &tableSource{}
@@ -325,12 +329,8 @@ func TestKernelDemandFromStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := make(chan struct{})
-	t.Cleanup(func() { close(gate); c.Close() })
-	c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
-		<-gate
-		return unwind.BuildTable(r, name, hasSFrame)
-	}, nil)
+	t.Cleanup(func() { c.Close() })
+	gatedBuilds(t, c)
 	src := &tableSource{}
 	if err := c.Drain(src); err != nil {
 		t.Fatal(err)
@@ -378,13 +378,7 @@ func TestRunIntervalTakesBuiltTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := make(chan struct{})
-	build := sync.OnceFunc(func() { close(gate) })
-	t.Cleanup(build) // before Close, which waits for the build under way
-	c.unw.builds = unwind.NewBuilder[*unwindInfo](func(r io.ReaderAt, name string, hasSFrame bool) (*sframe.Table, unwind.Method, error, error) {
-		<-gate
-		return unwind.BuildTable(r, name, hasSFrame)
-	}, nil)
+	build := gatedBuilds(t, c) // RunInterval closes c
 	src := &loadSignal{loads: make(chan uint64, 1)}
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)

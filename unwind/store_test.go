@@ -83,19 +83,26 @@ func sameTable(t *testing.T, name string, a, b *sframe.Table) {
 	}
 }
 
-// TestStoreRefuses: a missing table, another producer's, one whose file
-// was damaged anywhere, and a malformed build ID are not loaded; a
-// damaged one says where.
-func TestStoreRefuses(t *testing.T) {
-	dir := t.TempDir()
+// twoProducers opens two stores over one directory, of producers a and b.
+func twoProducers(t *testing.T) (dir string, a, b *Store) {
+	t.Helper()
+	dir = t.TempDir()
 	a, err := OpenStore(dir, "producer-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenStore(dir, "producer-b")
+	b, err = OpenStore(dir, "producer-b")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, a, b
+}
+
+// TestStoreRefuses: a missing table, another producer's, one whose file
+// was damaged anywhere, and a malformed build ID are not loaded; a
+// damaged one says where.
+func TestStoreRefuses(t *testing.T) {
+	dir, a, b := twoProducers(t)
 	table := smallTable(t)
 	if _, _, err := a.Load("abcd", false); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing table: %v, want ErrNotExist", err)
@@ -112,7 +119,16 @@ func TestStoreRefuses(t *testing.T) {
 	if _, _, err := a.Load("../etc", false); err == nil || errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("build ID ../etc: %v, want an error naming it", err)
 	}
-	path := filepath.Join(dir, "abcd.eh.unwind")
+	checkEveryByteFlipped(t, filepath.Join(dir, "abcd.eh.unwind"), func() error {
+		_, _, err := a.Load("abcd", false)
+		return err
+	})
+}
+
+// checkEveryByteFlipped fails t unless load, with any one byte of the
+// stored file path flipped, returns a *StoredError naming path.
+func checkEveryByteFlipped(t *testing.T, path string, load func() error) {
+	t.Helper()
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -123,9 +139,8 @@ func TestStoreRefuses(t *testing.T) {
 		if err := os.WriteFile(path, bad, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := a.Load("abcd", false)
 		var se *StoredError
-		if !errors.As(err, &se) || se.Path != path {
+		if err := load(); !errors.As(err, &se) || se.Path != path {
 			t.Fatalf("byte %d flipped: %v, want a *StoredError naming %s", i, err, path)
 		}
 	}
@@ -135,15 +150,7 @@ func TestStoreRefuses(t *testing.T) {
 // and apart from it, only to its producer and for the binary it was saved
 // for; a damaged file or a name that is not one is an error that says so.
 func TestStoreDerived(t *testing.T) {
-	dir := t.TempDir()
-	a, err := OpenStore(dir, "producer-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := OpenStore(dir, "producer-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, a, b := twoProducers(t)
 	if _, err := a.LoadDerived("abcd", false, "kernel"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing form: %v, want ErrNotExist", err)
 	}
@@ -171,23 +178,10 @@ func TestStoreDerived(t *testing.T) {
 			t.Errorf("form named %q saved", name)
 		}
 	}
-	path := filepath.Join(dir, "abcd.eh.kernel")
-	good, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range good {
-		bad := append([]byte(nil), good...)
-		bad[i] ^= 0x40
-		if err := os.WriteFile(path, bad, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	checkEveryByteFlipped(t, filepath.Join(dir, "abcd.eh.kernel"), func() error {
 		_, err := a.LoadDerived("abcd", false, "kernel")
-		var se *StoredError
-		if !errors.As(err, &se) || se.Path != path {
-			t.Fatalf("byte %d flipped: %v, want a *StoredError naming %s", i, err, path)
-		}
-	}
+		return err
+	})
 }
 
 // smallTable is a table of one function, as a compiler's CFI gives it.
