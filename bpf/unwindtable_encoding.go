@@ -8,8 +8,8 @@ import (
 // The encoding of an UnwindTable, for a store to keep beside the SFrame
 // table it was converted from (unwind.Store.SaveDerived): parsing it
 // costs a fraction of what reading the SFrame table and converting it
-// again does (BenchmarkUnwindTableEncoding), which a new process's samples
-// wait for. Little-endian:
+// again does (BenchmarkParseUnwindTable, BenchmarkNewUnwindTable), which
+// a new process's samples wait for. Little-endian:
 //
 //	offset  size    field
 //	0       8       magic "SPRFBPT1"

@@ -141,9 +141,10 @@ type Pipeline struct {
 	// one can (bpf.Sampler.Limits), "" when nothing: record and agent say
 	// it once at start, as a fact rather than a failure.
 	Limits string
-	// TablesErr says why UnwindAuto fell back to UnwindCopy: the sampler
-	// could not be opened with unwind tables and could without (kernel
-	// memory for the tables refused, say); nil when it did not.
+	// TablesErr says why UnwindAuto fell back to UnwindCopy: a kernel
+	// before 5.17, or a sampler that could not be opened with unwind
+	// tables and could without (kernel memory for the tables refused,
+	// say); nil when it did not.
 	TablesErr error
 	// bpfStats and bpfErr are the sampler's statistics at the end of Run.
 	bpfStats bpf.Stats
@@ -161,31 +162,31 @@ type Pipeline struct {
 // sampler that cannot be opened with unwind tables, or on a kernel before
 // 5.17, is opened without them, UnwindCopy, and TablesErr says why.
 func Open(cfg Config) (*Pipeline, error) {
+	var why error // why auto copies
 	if cfg.Unwind == UnwindAuto && cfg.User {
 		if fs := bpf.ProbeFeatures(); !fs.LoopWalk() {
 			// The walk over tables runs there too (UnwindBPF), in
 			// tail calls of 32 frames, but its two programs are
 			// 360,000 instructions to verify at every start.
-			cfg.Unwind = UnwindCopy
-			p, err := open(cfg)
-			if err == nil {
-				p.TablesErr = fmt.Errorf("kernel %s has no bpf_loop (Linux 5.17), which auto waits for (--unwind bpf walks stacks over tables there too)", fs.Release)
-			}
-			return p, err
+			why = fmt.Errorf("kernel %s has no bpf_loop (Linux 5.17), which auto waits for (--unwind bpf walks stacks over tables there too)", fs.Release)
+		} else if p, err := open(cfg); err == nil {
+			return p, nil
+		} else {
+			// Stacks are still whole where frame pointers or the
+			// copy reach: a host that cannot give the tables their
+			// memory is still profiled.
+			why = err
 		}
 	}
-	p, err := open(cfg)
-	if err == nil || cfg.Unwind != UnwindAuto || !cfg.User {
-		return p, err
+	if why == nil {
+		return open(cfg)
 	}
-	// Stacks are still whole where frame pointers or the copy reach: a
-	// host that cannot give the tables their memory is still profiled.
 	cfg.Unwind = UnwindCopy
-	p, copyErr := open(cfg)
-	if copyErr != nil {
-		return nil, copyErr
+	p, err := open(cfg)
+	if err != nil {
+		return nil, err
 	}
-	p.TablesErr = err
+	p.TablesErr = why
 	return p, nil
 }
 
