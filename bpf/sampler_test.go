@@ -805,7 +805,8 @@ func TestEveryPathLoads(t *testing.T) {
 	requireBPF(t)
 	onEveryPath(t, func(t *testing.T, features *Features) {
 		s := openSampler(t, Config{Frequency: 99, Pids: []uint32{1}, FollowForks: true, CgroupID: 1, IncludeIdle: true,
-			User: true, Kernel: true, StackCopy: MaxStackCopy, CopyPids: []uint32{1}, UnwindTables: DefaultUnwindTables, features: features})
+			User: true, Kernel: true, StackCopy: MaxStackCopy, CopyPids: []uint32{1}, UnwindTables: DefaultUnwindTables,
+			Python: true, features: features})
 		t.Logf("%s", s.Limits())
 	})
 }

@@ -248,7 +248,7 @@ func runAgent(e *env, args []string) error {
 		log.Info("older kernel", "limits", rec.Limits)
 	}
 	if rec.TablesErr != nil {
-		log.Warn("--unwind auto: no unwind tables in the kernel, stacks without frame pointers are copied (--stack-copy)", "err", rec.TablesErr)
+		log.Warn(tablesFallback, "err", rec.TablesErr)
 	}
 	acfg := agent.Config{
 		Interval: o.interval, ServiceName: o.serviceName, ProcessRoot: o.processRoot,

@@ -98,7 +98,7 @@ func runRecord(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "sprof record: %s\n", pipe.Limits)
 	}
 	if pipe.TablesErr != nil {
-		fmt.Fprintf(e.stderr, "sprof record: --unwind auto: no unwind tables in the kernel, stacks without frame pointers are copied (--stack-copy): %v\n", pipe.TablesErr)
+		fmt.Fprintf(e.stderr, "sprof record: %s: %v\n", tablesFallback, pipe.TablesErr)
 	}
 	if rec != nil {
 		// Sampling runs: from now on a kill leaves the recording at

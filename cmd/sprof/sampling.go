@@ -26,6 +26,10 @@ type samplingFlags struct {
 	python               bool // name the Python frames of CPython processes
 }
 
+// tablesFallback is what record and agent say when --unwind auto opened
+// the sampler without unwind tables (pipeline.Pipeline.TablesErr says why).
+const tablesFallback = "--unwind auto: no unwind tables in the kernel, stacks without frame pointers are copied (--stack-copy)"
+
 // add defines the flags on fs; unwindCache is --unwind-cache's default
 // and offCPUUsage --off-cpu's help, which says what the command makes of
 // the waits.
