@@ -798,15 +798,34 @@ func TestOpenLoadsItsPathOnly(t *testing.T) {
 	})
 }
 
-// Every kernel path's program loads with every option on (the verifier
-// checks what the options leave reachable) on this kernel and architecture:
-// the kernel matrix runs this on each kernel, fixtures or not.
+// Every kernel path's program loads on this kernel and architecture with
+// every option on, and as sprof's commands open it by default (the
+// verifier checks what the options leave reachable, and its bounds of
+// the same code differ between them): the kernel matrix runs this on each
+// kernel, fixtures or not.
 func TestEveryPathLoads(t *testing.T) {
 	requireBPF(t)
+	configs := []struct {
+		name string
+		cfg  Config
+	}{
+		{"every option", Config{Pids: []uint32{1}, FollowForks: true, CgroupID: 1, IncludeIdle: true,
+			StackCopy: MaxStackCopy, CopyPids: []uint32{1}}},
+		{"host-wide", Config{StackCopy: 16 << 10}},                                                      // agent, record without -p
+		{"a command", Config{Pids: []uint32{1}, FollowForks: true, StackCopy: 16 << 10, CopyAll: true}}, // record -- command
+	}
 	onEveryPath(t, func(t *testing.T, features *Features) {
-		s := openSampler(t, Config{Frequency: 99, Pids: []uint32{1}, FollowForks: true, CgroupID: 1, IncludeIdle: true,
-			User: true, Kernel: true, StackCopy: MaxStackCopy, CopyPids: []uint32{1}, UnwindTables: DefaultUnwindTables,
-			Python: true, features: features})
-		t.Logf("%s", s.Limits())
+		for _, c := range configs {
+			cfg := c.cfg
+			cfg.Frequency, cfg.User, cfg.Kernel, cfg.UnwindTables, cfg.Python, cfg.features = 99, true, true, DefaultUnwindTables, true, features
+			s, err := Open(cfg)
+			if err != nil {
+				t.Fatalf("Open, %s: %v", c.name, err)
+			}
+			t.Logf("%s: %s", c.name, s.Limits())
+			if err := s.Close(); err != nil {
+				t.Errorf("Close, %s: %v", c.name, err)
+			}
+		}
 	})
 }
