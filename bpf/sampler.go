@@ -169,45 +169,72 @@ type Sampler struct {
 // sampling on every online CPU. Errors about the host wrap ErrPermission,
 // ErrNoBTF, ErrUnsupported or ErrFrequency.
 func Open(cfg Config) (*Sampler, error) {
+	s, online, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.start(cfg, online); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+// ProbeLoad loads what Open would for cfg and unloads it, attaching and
+// enabling nothing: nil when this kernel's verifier takes the programs.
+// A verifier may refuse a program in one configuration and take it in
+// another (Linux 6.1's refused the walk over unwind tables with Python
+// frames on, and took it without), so sprof check asks it for the
+// configuration sprof's commands open by default. Its errors are Open's.
+func ProbeLoad(cfg Config) error {
+	s, _, err := prepare(cfg)
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// prepare checks cfg and the host and loads the programs and maps of a
+// Sampler for cfg, which start starts on the online CPUs it returns.
+func prepare(cfg Config) (*Sampler, []int, error) {
 	if cfg.OffCPUMin < 0 {
-		return nil, fmt.Errorf("bpf: negative OffCPUMin %v", cfg.OffCPUMin)
+		return nil, nil, fmt.Errorf("bpf: negative OffCPUMin %v", cfg.OffCPUMin)
 	}
 	if !cfg.OffCPU || cfg.Frequency != 0 {
 		if err := checkFrequency(cfg.Frequency); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if !cfg.User && !cfg.Kernel {
-		return nil, errors.New("bpf: Config captures neither user nor kernel stacks")
+		return nil, nil, errors.New("bpf: Config captures neither user nor kernel stacks")
 	}
 	if cfg.FollowForks && len(cfg.Pids) == 0 {
-		return nil, errors.New("bpf: FollowForks needs Pids to follow")
+		return nil, nil, errors.New("bpf: FollowForks needs Pids to follow")
 	}
 	if cfg.StackCopy < 0 || cfg.StackCopy > MaxStackCopy {
-		return nil, fmt.Errorf("bpf: stack copy of %d bytes; the limit is %d", cfg.StackCopy, MaxStackCopy)
+		return nil, nil, fmt.Errorf("bpf: stack copy of %d bytes; the limit is %d", cfg.StackCopy, MaxStackCopy)
 	}
 	if cfg.StackCopy > 0 && !cfg.User {
-		return nil, errors.New("bpf: StackCopy needs User stacks")
+		return nil, nil, errors.New("bpf: StackCopy needs User stacks")
 	}
 	if (cfg.CopyAll || len(cfg.CopyPids) > 0) && cfg.StackCopy == 0 {
-		return nil, errors.New("bpf: CopyAll and CopyPids need a StackCopy size")
+		return nil, nil, errors.New("bpf: CopyAll and CopyPids need a StackCopy size")
 	}
 	if cfg.UnwindTables != 0 && (cfg.UnwindTables < minUnwindTables || cfg.UnwindTables > maxUnwindTables) {
-		return nil, fmt.Errorf("bpf: UnwindTables of %d bytes; give %d to %d", cfg.UnwindTables, minUnwindTables, maxUnwindTables)
+		return nil, nil, fmt.Errorf("bpf: UnwindTables of %d bytes; give %d to %d", cfg.UnwindTables, minUnwindTables, maxUnwindTables)
 	}
 	if cfg.UnwindTables != 0 && !cfg.User {
-		return nil, errors.New("bpf: UnwindTables needs User stacks")
+		return nil, nil, errors.New("bpf: UnwindTables needs User stacks")
 	}
 	if err := CheckHost(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	online, err := cpus.Online()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ringSize, err := ringBufferSize(cfg, len(online))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0, python: cfg.Python, ringSize: ringSize,
@@ -218,12 +245,9 @@ func Open(cfg Config) (*Sampler, error) {
 		s.features = ProbeFeatures()
 	}
 	if err := s.load(cfg, ringSize); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := s.start(cfg, online); err != nil {
-		return nil, errors.Join(err, s.Close())
-	}
-	return s, nil
+	return s, online, nil
 }
 
 func ringBufferSize(cfg Config, cpus int) (int, error) {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sprof/sprof/bpf"
+	"github.com/sprof/sprof/pipeline"
 	"github.com/sprof/sprof/symbolize"
 )
 
@@ -99,10 +100,13 @@ func checkHost(cacheDir string) []checkLine {
 		lines = append(lines, capabilityLines(os.Geteuid(), caps, release)...)
 	}
 	var feats *bpf.Features
-	var offCPUErr error
+	var offCPUErr, tablesErr error
 	if privileged {
 		feats = bpf.ProbeFeatures()
 		offCPUErr = bpf.ProbeOffCPU()
+		if feats.Check() == nil && feats.LoopWalk() {
+			tablesErr = bpf.ProbeLoad(tablesConfig())
+		}
 	}
 	lines = append(lines, featureLines(feats, btfPresent())...)
 	paranoid, paranoidErr := readSysctl("perf_event_paranoid")
@@ -119,7 +123,7 @@ func checkHost(cacheDir string) []checkLine {
 		debuginfodLine(os.Getenv("DEBUGINFOD_URLS"), os.Getenv("SUDO_USER") != "", debuginfodURLFiles()),
 		cacheLine(cacheDir),
 		stackCopyLine(feats),
-		unwindingLine(feats),
+		unwindingLine(feats, tablesErr),
 		offCPULine(feats, offCPUErr),
 	)
 	return lines
@@ -559,22 +563,35 @@ func stackCopyLine(feats *bpf.Features) checkLine {
 }
 
 // unwindingLine reports how the sampler walks stacks in the kernel: user
-// stacks by their frame pointers, in one bpf_loop or (before 5.17) in tail
-// calls, and kernel stacks with the kernel's own unwinder. Nothing
-// unwinds SFrame or .eh_frame in the kernel yet: code without frame
-// pointers is unwound in user space from stack copies.
-func unwindingLine(feats *bpf.Features) checkLine {
+// stacks over the unwind tables of code without frame pointers (--unwind
+// auto, on 5.17 and newer) and by frame pointers, in one bpf_loop or
+// (before 5.17) in tail calls, and kernel stacks with the kernel's own
+// unwinder. tablesErr is why the sampler with tables did not load as
+// record and agent open it by default (tablesConfig), nil when it did or
+// was not tried (before 5.17, where auto copies stacks).
+func unwindingLine(feats *bpf.Features, tablesErr error) checkLine {
 	const item = "in-kernel unwinding"
-	const rest = ", and kernel stacks by the kernel's unwinder; SFrame and .eh_frame are not unwound in the kernel, code without frame pointers is unwound in user space from stack copies"
+	const kernel = "; kernel stacks by the kernel's unwinder"
 	switch {
 	case feats == nil:
 		return checkLine{statusSkip, item, "not probed without privileges", ""}
 	case feats.Check() != nil:
 		return checkLine{statusFail, item, "none: the sampler cannot load on this kernel (see the lines above)", "a Linux 5.10 or newer kernel with BTF"}
-	case feats.LoopWalk():
-		return checkLine{statusOK, item, "user stacks by frame pointers, up to 1,024 frames in one bpf_loop" + rest, ""}
+	case !feats.LoopWalk():
+		return checkLine{statusOK, item, "user stacks by frame pointers, up to 1,024 frames in tail calls of 32 (this kernel has no bpf_loop); --unwind auto copies the stacks of code without frame pointers, unwound in user space (--unwind bpf walks them over unwind tables here too, and takes seconds more to start)" + kernel, ""}
+	case tablesErr != nil:
+		return checkLine{statusWarn, item, "the kernel refused the walk over unwind tables (" + tablesErr.Error() + "): --unwind auto copies the stacks of code without frame pointers, unwound in user space; frame pointers are walked in the kernel" + kernel,
+			"report this line and `sprof version` to sprof's developers"}
 	}
-	return checkLine{statusOK, item, "user stacks by frame pointers, up to 1,024 frames in tail calls of 32 (this kernel has no bpf_loop)" + rest, ""}
+	return checkLine{statusOK, item, "user stacks over the unwind tables of code without frame pointers (.sframe, .eh_frame; --unwind auto) and by frame pointers, up to 1,024 frames in one bpf_loop" + kernel, ""}
+}
+
+// tablesConfig is the sampler sprof record and agent open by default on
+// a host, for check to load: every process, Python frames, the walk over
+// unwind tables, and stack copies until a binary's table is loaded.
+func tablesConfig() bpf.Config {
+	return bpf.Config{Frequency: defaultFrequency, User: true, Kernel: true, StackCopy: pipeline.DefaultStackCopy,
+		UnwindTables: bpf.DefaultUnwindTables, Python: true}
 }
 
 // offCPULine reports whether --off-cpu works: feats nil means not probed,

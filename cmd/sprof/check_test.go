@@ -288,7 +288,7 @@ func wantCheck(t *testing.T, u checkUser) []checkWant {
 	case loopWalk:
 		want = append(want,
 			checkWant{"stack copies", statusOK, "available: code without frame pointers is unwound from copies of the stack", ""},
-			checkWant{"in-kernel unwinding", statusOK, "user stacks by frame pointers, up to 1,024 frames in one bpf_loop", ""})
+			checkWant{"in-kernel unwinding", statusOK, "user stacks over the unwind tables of code without frame pointers (.sframe, .eh_frame; --unwind auto) and by frame pointers, up to 1,024 frames in one bpf_loop", ""})
 	default:
 		want = append(want,
 			checkWant{"stack copies", statusWarn, "available, but kernel " + release + " has no ", "a Linux 5.17 or newer kernel"},
@@ -412,7 +412,8 @@ func TestCheckLines(t *testing.T) {
 		{cgroupLine(nil, nil), "warn cgroup v2: not mounted: --cgroup has nothing to filter by; fix: `mount -t cgroup2 none /sys/fs/cgroup`"},
 		{debuginfodLine("", true, []string{"/etc/debuginfod/debian.urls"}), "warn debuginfod: DEBUGINFOD_URLS is not set (sudo drops it): debug files this host lacks are not fetched; fix: export DEBUGINFOD_URLS=\"$(cat /etc/debuginfod/debian.urls)\", then `sudo --preserve-env=DEBUGINFOD_URLS ./sprof …`"},
 		{stackCopyLine(nil), "skip stack copies: not probed without privileges"},
-		{unwindingLine(nil), "skip in-kernel unwinding: not probed without privileges"},
+		{unwindingLine(nil, nil), "skip in-kernel unwinding: not probed without privileges"},
+		{unwindingLine(&bpf.Features{}, errors.New("load BPF program: permission denied")), "warn in-kernel unwinding: the kernel refused the walk over unwind tables (load BPF program: permission denied): --unwind auto copies the stacks of code without frame pointers, unwound in user space; frame pointers are walked in the kernel; kernel stacks by the kernel's unwinder; fix: report this line and `sprof version` to sprof's developers"},
 		{offCPULine(nil, nil), "skip off-CPU: not probed without privileges"},
 		{offCPULine(&bpf.Features{}, fmt.Errorf("BTF tracepoint sys_exit: %w", notSupported)), "warn off-CPU: --off-cpu is not available: BTF tracepoint sys_exit: probe: not supported; fix: a Linux 5.10 or newer kernel with BTF"},
 		{offCPULine(&bpf.Features{}, unix.EPERM), "warn off-CPU: --off-cpu probe failed: operation not permitted; fix: " + probeFailedFix},
