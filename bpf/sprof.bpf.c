@@ -311,6 +311,20 @@ static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup, const
 #define code_addr(x) (x)
 #endif
 
+/* How far below its frame's sp a function's frame record may start. Go on
+ * arm64 stores {fp, lr} at sp - 8 and points fp there (its prologue: stp
+ * x29, x30, [sp, #-8] after the frame is allocated, then sub x29, sp, #8),
+ * so the record of the function a sample or a goroutine's saved context
+ * stopped in lies 8 bytes below that sp: the walk's lower bound starting
+ * at sp refused it, and every such walk ended truncated there. The records
+ * of its callers lie above. C's records start at or above sp, 16-aligned,
+ * which sp - 8 never is. */
+#if defined(__TARGET_ARCH_arm64)
+#define RECORD_BELOW_SP 8
+#else
+#define RECORD_BELOW_SP 0
+#endif
+
 #if defined(__TARGET_ARCH_x86)
 static __always_inline __s32 rel32(const __u8 *p)
 {
@@ -831,7 +845,7 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 		w->flags |= SAMPLE_LEAF_RETURN;
 	}
 	w->end = stack->end;
-	w->lo = sp;
+	w->lo = sp - RECORD_BELOW_SP;
 	w->stack_lo = stack->lo;
 	w->mapped_end = stack->mapped_end;
 	w->switches = 0;
@@ -965,7 +979,7 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 	put_user_frame(s, pc);
 	put_user_frame(s, ret);
 	w->fp = bp;
-	w->lo = sp;
+	w->lo = sp - RECORD_BELOW_SP;
 	w->end = stack[1];
 	w->stack_lo = stack[0];
 	w->mapped_end = stack[1];
