@@ -48,9 +48,13 @@
 # or oopses on an int3 (multi-threaded TCG can run a stale copy of kernel
 # code that another CPU is patching, with the breakpoint the patching puts
 # there for a moment: sid's amd64 kernel did, in __schedule, as a test
-# turned the sched_switch tracepoint on; sprof sets no breakpoints) is
-# booted once more, with one emulator thread, and the table says so: those
-# are the emulator's faults. A test that fails is never rerun. The kernels
+# turned the sched_switch tracepoint on; sprof sets no breakpoints) or
+# goes silent (nothing on its console for longer than Go's test timeout,
+# which a guest whose kernel still runs prints when a test hangs:
+# bullseye's amd64 kernel once stopped so in TestOffCPUWaits, the emulator
+# spinning on both host CPUs, and passed on the next boot) is booted once
+# more, with one emulator thread, and the table says so: those are the
+# emulator's faults. A test that fails is never rerun. The kernels
 # boot with softlockup_panic=1 and softlockup_all_cpu_backtrace=1, and a
 # VM that stalls gets a few seconds before it is killed: the panic prints
 # the stuck CPU's stack and the others' (a CPU stuck in a TLB flush waits
@@ -70,16 +74,18 @@ go=${GO:-go}
 #   chains (the default; make test's, sized for its budget of about 15
 #     minutes on 2 cores with all eight VMs): the end-to-end chain tests
 #     (frame pointers, none through libc, threads, PLT leaves, kernel
-#     frames, pprof output and what the kernel cannot do said at start),
-#     loading the sampler with every option, and the off-CPU program's
-#     (1-3 s a VM).
+#     frames, pprof output and what the kernel cannot do said at start;
+#     from 5.17 on, with the walk over unwind tables, which they fail
+#     without), loading the sampler with every option and as record and
+#     agent open it, and the off-CPU program's (1-3 s a VM).
 #   kernel (make kernel-matrix): also `sprof check` against the kernel's
 #     facts and the bpf tests of what differs between kernels: the
 #     frame-pointer walk with its leaf and PLT rules and stack switches
 #     (Go's runtime.morestack on the fixture built for the VMs),
 #     kernel stacks through the syscall entry, stack bounds and copies, the
-#     cgroup filter, fork hooks, off-CPU waits and stack copies, and
-#     sprof record --off-cpu (the off-CPU tests took 30-140 s a VM).
+#     walk over unwind tables 400 and 1,000 frames deep, the cgroup
+#     filter, fork hooks, off-CPU waits and stack copies, and sprof record
+#     --off-cpu (the off-CPU tests took 30-140 s a VM).
 #   full (make kernel-matrix-full): all of ./bpf's tests and the end-to-end
 #     ones.
 chains='TestRecordCFramePointerChain|TestRecordNoFramePointerChain|TestRecordThreadChain|TestRecordPLTLeafChain|TestRecordKernelFrames|TestRecordPprofTop'
@@ -90,7 +96,7 @@ chains)
 	sprof_tests="^($chains)\$"
 	;;
 kernel)
-	bpf_tests='^(TestEveryPathLoads|TestOpenLoadsItsPathOnly|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
+	bpf_tests='^(TestEveryPathLoads|TestOpenLoadsItsPathOnly|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestTableWalkDeep|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
 	sprof_tests="^($chains|TestCheckAsRoot|TestCheckUnprivileged|TestRecordOffCPU)\$"
 	;;
 full)
@@ -107,6 +113,11 @@ chains) vm_timeout=${SPROF_MATRIX_VM_TIMEOUT:-420} ;;
 *) vm_timeout=${SPROF_MATRIX_VM_TIMEOUT:-900} ;;
 esac
 boot_timeout=${SPROF_MATRIX_BOOT_TIMEOUT:-120}
+# Each test binary runs under -test.timeout of two thirds of vm_timeout,
+# after which Go prints where it hangs: a console silent for longer is a
+# guest that no longer runs.
+test_timeout=$((vm_timeout * 2 / 3))
+silent_after=$((test_timeout + 30))
 # To rerun some tests only: go test -run patterns for ./bpf and ./cmd/sprof.
 bpf_tests=${SPROF_MATRIX_BPF_RUN:-$bpf_tests}
 sprof_tests=${SPROF_MATRIX_SPROF_RUN:-$sprof_tests}
@@ -324,7 +335,7 @@ echo "@@@ kernel \$(uname -r) \$(uname -m) \$(nproc) CPUs, perf_event_paranoid \
 run() { # suite dir binary pattern
 	cd /sprof/\$2
 	echo "@@@ begin \$1"
-	./\$3 -test.v -test.count=1 -test.timeout=$((vm_timeout * 2 / 3))s -test.run "\$4" </dev/null 2>&1
+	./\$3 -test.v -test.count=1 -test.timeout=${test_timeout}s -test.run "\$4" </dev/null 2>&1
 	echo "@@@ end \$1 rc=\$?"
 }
 run bpf bpf bpf.test '$bpf_tests'
@@ -364,8 +375,9 @@ settle() {
 # sets ended to how the VM ended: "off" (it powered off: /init ran to its
 # end, or the kernel panicked), "timeout" (it ran for vm_timeout seconds)
 # "boot-timeout" (no /init after boot_timeout seconds), "stall" (the
-# kernel reported a soft lockup or an RCU stall) or "int3" (the kernel
-# oopsed on a breakpoint of its own text patching), and cpu to the
+# kernel reported a soft lockup or an RCU stall), "int3" (the kernel
+# oopsed on a breakpoint of its own text patching) or "silent" (nothing on
+# the console for silent_after seconds after /init), and cpu to the
 # emulator's CPU seconds (user and system), which on a loaded host say
 # more than the wall time. No network device: nothing needs one, and on
 # q35 it would bring the firmware's network boot ROM.
@@ -383,13 +395,20 @@ boot() {
 	t0=$(date +%s)
 	ended=off
 	cpu=0
+	size=0
+	heard=$t0
 	# Until the emulator exits (a zombie until waited for) or runs out of
 	# time; the last reading of its CPU time is within half a second of its
 	# end.
 	while stat=$(cat "/proc/$qemu/stat" 2>/dev/null) && [ -n "$stat" ]; do
 		cpu=$(echo "$stat" | awk '{ printf "%d", ($14 + $15) / 100 }')
 		[ "$(echo "$stat" | awk '{ print $3 }')" = Z ] && break
-		elapsed=$(($(date +%s) - t0))
+		now=$(date +%s)
+		elapsed=$((now - t0))
+		if [ "$(stat -c %s "$raw")" != "$size" ]; then
+			size=$(stat -c %s "$raw")
+			heard=$now
+		fi
 		if [ "$elapsed" -ge "$vm_timeout" ]; then
 			ended=timeout
 		elif [ "$elapsed" -ge "$boot_timeout" ] && ! grep -q '@@@ init' "$raw"; then
@@ -399,6 +418,8 @@ boot() {
 			settle "$qemu" 10
 		elif grep -a -q 'Oops: int3' "$raw"; then
 			ended=int3
+		elif [ $((now - heard)) -ge "$silent_after" ] && grep -q '@@@ init' "$raw"; then
+			ended=silent
 		else
 			sleep 0.5
 			continue
@@ -427,6 +448,7 @@ boot_failure() {
 	boot-timeout) why="no /init after $boot_timeout s${why:+; $why}" ;;
 	timeout) why="no test started in $vm_timeout s${why:+; $why}" ;;
 	stall) why="the kernel stalled: $(grep -a -m 1 -E 'BUG: soft lockup|detected stall' "$1" | cut -c1-160)" ;;
+	silent) why="the guest went silent for $silent_after s, after: $(grep -a -v -e '^ *$' -e '^qemu-system' "$1" | tail -n 1 | cut -c1-160)" ;;
 	int3) why="the kernel hit a breakpoint of its own text patching: $(grep -a -m 1 -A 3 'Oops: int3' "$1" | grep -a -m 1 'RIP:' | sed 's/^\[[^]]*\] *//' | cut -c1-160)" ;;
 	*) why=${why:-"the emulator exited before /init started any test"} ;;
 	esac
@@ -448,7 +470,7 @@ table() {
 		echo "@@@ column $k $(cut -d' ' -f2 "$cache/kernels/${k%/*}-${k#*/}/release" 2>/dev/null || echo '?')"
 		[ -f "$out/${k%/*}-${k#*/}.retry" ] && echo "@@@ retried $(cat "$out/${k%/*}-${k#*/}.retry")"
 		cat "$out/${k%/*}-${k#*/}.log" 2>/dev/null || true
-	done | awk -v walls="$out/walls" -v vm_timeout="$vm_timeout" -v boot_timeout="$boot_timeout" '
+	done | awk -v walls="$out/walls" -v vm_timeout="$vm_timeout" -v boot_timeout="$boot_timeout" -v silent_after="$silent_after" '
 	function msgline(m) { return m == "" ? "" : "\n      " m }
 	function cell(t, c) { return (t SUBSEP c) in res ? res[t, c] : ((t SUBSEP c) in ran ? "?" : "-") }
 	function failed_cell(t, c) { return cell(t, c) ~ /^(FAIL|\?)/ }
@@ -516,6 +538,7 @@ table() {
 				failed = 1
 				e = ended[key[c]]
 				if (e == "timeout") why = "timed out after " vm_timeout " s (SPROF_MATRIX_VM_TIMEOUT)" (c in last ? ", in " last[c] : "")
+				else if (e == "silent") why = "its console went silent for " silent_after " s" (c in last ? ", in " last[c] : "")
 				else if (e == "boot-timeout") why = "did not reach /init in " boot_timeout " s (SPROF_MATRIX_BOOT_TIMEOUT)"
 				else if (crash[c] != "") why = "the kernel or a test binary crashed" (c in last ? ", in " last[c] : "")
 				else why = "stopped before its end" (c in last ? ", in " last[c] : "")
@@ -625,7 +648,7 @@ for k in $matrix; do
 	s=$(date +%s)
 	boot "$suite" "$arch" tcg
 	retried=0
-	if [ "$ended" = stall ] || [ "$ended" = int3 ] || ! grep -q '^@@@ begin' "$out/$suite-$arch.log"; then
+	if [ "$ended" = stall ] || [ "$ended" = int3 ] || [ "$ended" = silent ] || ! grep -q '^@@@ begin' "$out/$suite-$arch.log"; then
 		# The emulator failed: once more, in one thread.
 		why=$(boot_failure "$out/$suite-$arch.log")
 		mv "$out/$suite-$arch.log" "$out/$suite-$arch.boot1.log"
