@@ -283,7 +283,11 @@ static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup, const
  *     its owner (the callee of the call its return address follows) is the
  *     framed function itself in the second case, the caller in the first.
  *     lr at or below pc, or a function entry in (callee, pc], means pc is
- *     not in the callee: no leaf. An entry in (pc, lr] means pc and lr are
+ *     not in the callee: no leaf. An owner that is the callee itself means
+ *     the leaf is framed and fp names its record, whose return address is
+ *     lr: the walk finds the caller there (Go's functions on arm64, whose
+ *     callers often lie right above them, were all flagged unsure before
+ *     this case was told). An entry in (pc, lr] means pc and lr are
  *     in two functions: lr is the leaf's caller. Otherwise (an owner called
  *     indirectly, or a frameless caller) the caller cannot be told: *unsure
  *     is set and the walk is flagged truncated rather than shown whole
@@ -535,7 +539,7 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr,
 	owner = record_owner(fp);
 	if (owner > pc && owner <= lr)
 		return lr;
-	if (callee && !(owner > callee && owner <= pc))
+	if (callee && !(owner >= callee && owner <= pc))
 		*unsure = true;
 	return 0;
 }
