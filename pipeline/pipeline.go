@@ -190,9 +190,25 @@ func Open(cfg Config) (*Pipeline, error) {
 	return p, nil
 }
 
-func open(cfg Config) (*Pipeline, error) {
+// ProbeSampler loads the sampler as Open would open it for cfg with
+// tables (UnwindAuto on a kernel that has bpf_loop) and unloads it,
+// attaching nothing (bpf.ProbeLoad): nil when this kernel's verifier takes
+// it, the error Open's auto would fall back to copies on otherwise. sprof
+// check asks it with record's defaults.
+func ProbeSampler(cfg Config) error {
+	cfg, tables, err := resolve(cfg)
+	if err != nil {
+		return err
+	}
+	return bpf.ProbeLoad(samplerConfig(cfg, tables, nil))
+}
+
+// resolve returns cfg as the pipeline runs it, and the unwind tables'
+// memory (0 without them): no copies without user stacks or with
+// UnwindBPF, tables with UnwindBPF and UnwindAuto.
+func resolve(cfg Config) (Config, int64, error) {
 	if !cfg.User && !cfg.Kernel {
-		return nil, errors.New("pipeline: neither user nor kernel stacks selected")
+		return cfg, 0, errors.New("pipeline: neither user nor kernel stacks selected")
 	}
 	if !cfg.User {
 		cfg.StackCopy = 0
@@ -205,6 +221,38 @@ func open(cfg Config) (*Pipeline, error) {
 		fallthrough
 	case UnwindAuto:
 		tables = cmp.Or(cfg.UnwindTables, bpf.DefaultUnwindTables)
+	}
+	return cfg, tables, nil
+}
+
+// samplerConfig is the sampler's configuration for the resolved cfg, with
+// tables bytes of unwind tables and copyPids marked for stack copies.
+func samplerConfig(cfg Config, tables int64, copyPids []uint32) bpf.Config {
+	return bpf.Config{
+		Frequency:        cfg.Frequency,
+		Pids:             cfg.Pids,
+		FollowForks:      cfg.Command,
+		CgroupID:         cfg.CgroupID,
+		IncludeIdle:      cfg.IncludeIdle,
+		User:             cfg.User,
+		Kernel:           cfg.Kernel,
+		OffCPU:           cfg.OffCPU,
+		OffCPUMin:        cfg.OffCPUMin,
+		OffCPUExitBudget: cfg.OffCPUBudget,
+		RunTimeStats:     cfg.RunTimeStats,
+		RingBufferSize:   cfg.RingBufferSize,
+		StackCopy:        cfg.StackCopy,
+		CopyAll:          cfg.StackCopy > 0 && cfg.Command,
+		CopyPids:         copyPids,
+		UnwindTables:     tables,
+		Python:           cfg.Python && cfg.User,
+	}
+}
+
+func open(cfg Config) (*Pipeline, error) {
+	cfg, tables, err := resolve(cfg)
+	if err != nil {
+		return nil, err
 	}
 	p := &Pipeline{cfg: cfg}
 	opts := collector.Options{
@@ -238,25 +286,7 @@ func open(cfg Config) (*Pipeline, error) {
 		<-read
 		return nil, err
 	}
-	s, err := bpf.Open(bpf.Config{
-		Frequency:        cfg.Frequency,
-		Pids:             cfg.Pids,
-		FollowForks:      cfg.Command,
-		CgroupID:         cfg.CgroupID,
-		IncludeIdle:      cfg.IncludeIdle,
-		User:             cfg.User,
-		Kernel:           cfg.Kernel,
-		OffCPU:           cfg.OffCPU,
-		OffCPUMin:        cfg.OffCPUMin,
-		OffCPUExitBudget: cfg.OffCPUBudget,
-		RunTimeStats:     cfg.RunTimeStats,
-		RingBufferSize:   cfg.RingBufferSize,
-		StackCopy:        cfg.StackCopy,
-		CopyAll:          cfg.StackCopy > 0 && cfg.Command,
-		CopyPids:         col.CopyPids(),
-		UnwindTables:     tables,
-		Python:           cfg.Python && cfg.User,
-	})
+	s, err := bpf.Open(samplerConfig(cfg, tables, col.CopyPids()))
 	if err != nil {
 		<-read
 		col.Close()

@@ -120,8 +120,9 @@ func TestCloseClosesSymbolizer(t *testing.T) {
 // TestAutoFallsBackToCopy: UnwindAuto on a sampler that cannot be opened
 // with its unwind tables (here a budget past the sampler's bound, where a
 // host would refuse the kernel memory) opens it without them, with stack
-// copies, and says why; UnwindBPF, which has no copy to fall back on,
-// fails.
+// copies, and says why (and ProbeSampler, which check asks, refuses
+// that budget and takes the default one); UnwindBPF, which has no copy to
+// fall back on, fails.
 func TestAutoFallsBackToCopy(t *testing.T) {
 	testenv.RequireRoot(t)
 	cfg := Config{Frequency: 19, Pids: []uint32{uint32(os.Getpid())}, User: true, StackCopy: DefaultStackCopy,
@@ -134,6 +135,14 @@ func TestAutoFallsBackToCopy(t *testing.T) {
 	if p.TablesErr == nil || p.cfg.Unwind != UnwindCopy || p.cfg.StackCopy != DefaultStackCopy {
 		t.Errorf("auto without tables: TablesErr %v, unwind %v, stack copy %d; want an error, copy, %d", p.TablesErr, p.cfg.Unwind, p.cfg.StackCopy, DefaultStackCopy)
 	}
+	if err := ProbeSampler(cfg); err == nil {
+		t.Errorf("ProbeSampler with tables the sampler refuses: nil")
+	}
+	cfg.UnwindTables = 0
+	if err := ProbeSampler(cfg); err != nil {
+		t.Errorf("ProbeSampler with the default tables: %v", err)
+	}
+	cfg.UnwindTables = 1 << 40
 	cfg.Unwind = UnwindBPF
 	if p, err := Open(cfg); err == nil {
 		p.Close()

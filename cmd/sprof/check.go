@@ -13,9 +13,11 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/sprof/sprof/bpf"
+	"github.com/sprof/sprof/collector"
 	"github.com/sprof/sprof/pipeline"
 	"github.com/sprof/sprof/symbolize"
 )
@@ -105,7 +107,7 @@ func checkHost(cacheDir string) []checkLine {
 		feats = bpf.ProbeFeatures()
 		offCPUErr = bpf.ProbeOffCPU()
 		if feats.Check() == nil && feats.LoopWalk() {
-			tablesErr = bpf.ProbeLoad(tablesConfig())
+			tablesErr = pipeline.ProbeSampler(recordDefaults())
 		}
 	}
 	lines = append(lines, featureLines(feats, btfPresent())...)
@@ -567,8 +569,8 @@ func stackCopyLine(feats *bpf.Features) checkLine {
 // auto, on 5.17 and newer) and by frame pointers, in one bpf_loop or
 // (before 5.17) in tail calls, and kernel stacks with the kernel's own
 // unwinder. tablesErr is why the sampler with tables did not load as
-// record and agent open it by default (tablesConfig), nil when it did or
-// was not tried (before 5.17, where auto copies stacks).
+// record opens it by default (recordDefaults), nil when it did or was not
+// tried (before 5.17, where auto copies stacks).
 func unwindingLine(feats *bpf.Features, tablesErr error) checkLine {
 	const item = "in-kernel unwinding"
 	const kernel = "; kernel stacks by the kernel's unwinder"
@@ -586,12 +588,14 @@ func unwindingLine(feats *bpf.Features, tablesErr error) checkLine {
 	return checkLine{statusOK, item, "user stacks over the unwind tables of code without frame pointers (.sframe, .eh_frame; --unwind auto) and by frame pointers, up to 1,024 frames in one bpf_loop" + kernel, ""}
 }
 
-// tablesConfig is the sampler sprof record and agent open by default on
-// a host, for check to load: every process, Python frames, the walk over
-// unwind tables, and stack copies until a binary's table is loaded.
-func tablesConfig() bpf.Config {
-	return bpf.Config{Frequency: defaultFrequency, User: true, Kernel: true, StackCopy: pipeline.DefaultStackCopy,
-		UnwindTables: bpf.DefaultUnwindTables, Python: true}
+// recordDefaults is the pipeline sprof record runs without flags (the
+// agent samples alike), for check to load its sampler: every process,
+// Python frames, the walk over unwind tables, and stack copies until a
+// binary's table is loaded.
+func recordDefaults() pipeline.Config {
+	var f samplingFlags
+	f.add(pflag.NewFlagSet("record", pflag.ContinueOnError), collector.DefaultUnwindCacheBytes, "")
+	return f.config(defaultFrequency)
 }
 
 // offCPULine reports whether --off-cpu works: feats nil means not probed,
