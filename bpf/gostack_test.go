@@ -90,8 +90,13 @@ func growing(pid int, g *GoProcess) func(*Sample) bool {
 // A goroutine whose stack grows runs newstack on the g0 stack with the
 // frame pointer cleared; with the process marked (SetGo), its samples go
 // on past morestack to the function that called it and the goroutine's
-// root, on every kernel path; unmarked, they end at morestack, truncated
-// or not (user space marks them). Samples taken while copystack adjusts
+// root, on every kernel path, and say so (Sample.Goroutine); so do those
+// taken on arm64 in runtime.save_g, which morestack calls with the frame
+// pointer of the growing function's caller. Unmarked, they end at
+// morestack, truncated or not (user space marks them), but for those whose
+// leaf returns into morestack (save_g), which go on past it unfollowed,
+// frames skipped (user space cuts them: TestMorestackMarksTruncated).
+// Samples taken while copystack adjusts
 // the new stack's chain reach the root through the old stack's first
 // record (switch_stack); without that 1-6% of them ended truncated at the
 // goroutine's first function, with it about 0.2% end early (the few
@@ -117,7 +122,7 @@ func TestWalkFollowsMorestack(t *testing.T) {
 		if len(got) < want {
 			t.Fatalf("%d samples under morestack, want >= %d", len(got), want)
 		}
-		whole := 0
+		whole, leaves := 0, 0
 		var bad []string
 		for _, x := range got {
 			n := len(x.user)
@@ -125,15 +130,19 @@ func TestWalkFollowsMorestack(t *testing.T) {
 			for i < n && !(g.MorestackStart < x.user[i] && x.user[i] <= g.MorestackEnd) {
 				i++
 			}
-			if !x.UserTruncated && i+2 < n && funcName(tab, x.user, i+1) == "main.recurse" &&
+			if i == 1 && x.LeafReturn {
+				leaves++
+			}
+			if !x.UserTruncated && x.Goroutine && i+2 < n && funcName(tab, x.user, i+1) == "main.recurse" &&
 				funcName(tab, x.user, n-1) == "runtime.goexit" {
 				whole++
 			} else if len(bad) < 5 {
-				bad = append(bad, fmt.Sprintf("truncated %v, past morestack %d frames, %s ... %s", x.UserTruncated, n-i-1,
-					funcName(tab, x.user, min(i+1, n-1)), funcName(tab, x.user, n-1)))
+				bad = append(bad, fmt.Sprintf("truncated %v, followed %v, past morestack %d frames, %s ... %s", x.UserTruncated,
+					x.Goroutine, n-i-1, funcName(tab, x.user, min(i+1, n-1)), funcName(tab, x.user, n-1)))
 			}
 		}
-		t.Logf("%d of %d samples under morestack go on to main.recurse and runtime.goexit; others: %q", whole, len(got), bad)
+		t.Logf("%d of %d samples under morestack (%d with its leaf returning into it) go on to main.recurse and runtime.goexit; others: %q",
+			whole, len(got), leaves, bad)
 		if whole*100 < len(got)*97 {
 			t.Errorf("%d of %d samples under morestack reach the goroutine's root, want >= 97%%", whole, len(got))
 		}
@@ -145,7 +154,12 @@ func TestWalkFollowsMorestack(t *testing.T) {
 		since := monotonic(t)
 		under := growing(pid, g)
 		for _, x := range collectN(t, s, 20, func(x *Sample) bool { return x.Time > since && under(x) }) {
-			if last := x.user[len(x.user)-1]; !(g.MorestackStart < last && last <= g.MorestackEnd) {
+			last := x.user[len(x.user)-1]
+			if x.Goroutine {
+				t.Fatalf("unmarked, a walk says it followed the goroutine: %s", funcName(tab, x.user, len(x.user)-1))
+			}
+			if !(g.MorestackStart < last && last <= g.MorestackEnd) &&
+				!(x.LeafReturn && g.MorestackStart < x.user[1] && x.user[1] <= g.MorestackEnd) {
 				t.Fatalf("unmarked, a walk went on past morestack to %s", funcName(tab, x.user, len(x.user)-1))
 			}
 		}

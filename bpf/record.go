@@ -24,6 +24,7 @@ const (
 	flagStackCopyFault     = 1 << 4 // SAMPLE_STACK_COPY_FAULT
 	flagPython             = 1 << 5 // SAMPLE_PYTHON
 	flagUserTables         = 1 << 6 // SAMPLE_USER_TABLES
+	flagGoroutine          = 1 << 7 // SAMPLE_GOROUTINE
 
 	pythonCountMask = 0xffff  // the Python frame count in the Python part's first word
 	pythonTruncated = 1 << 16 // PY_TRUNCATED
@@ -63,6 +64,11 @@ type Sample struct {
 	// (Config.UnwindTables); without UserTruncated it reached the
 	// thread's outermost frame and the sample has no StackCopy.
 	UserTables bool
+	// Goroutine says the walk met Go's runtime.morestack and went on at
+	// the goroutine whose stack grows (Sampler.SetGo): the frames after
+	// morestack's are that goroutine's. A walk of a Go process through
+	// morestack without it may lack frames there.
+	Goroutine bool
 	// LeafReturn says the sample hit a prologue or epilogue and User[1] is
 	// the return address from the top of the stack (x86-64) or LR (arm64)
 	// rather than from a frame record.
@@ -209,6 +215,7 @@ func (s *Sample) decodeBody(raw []byte, b recordBody) error {
 	s.UserTruncated = b.flags&flagUserTruncated != 0
 	s.LeafReturn = b.flags&flagLeafReturn != 0
 	s.UserTables = b.flags&flagUserTables != 0
+	s.Goroutine = b.flags&flagGoroutine != 0
 	s.StackCopy = nil
 	if copied {
 		s.StackCopy = raw[framesEnd : framesEnd+b.stackBytes : framesEnd+b.stackBytes]

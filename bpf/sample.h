@@ -40,6 +40,11 @@ enum sample_flag {
 	 * (sprof.bpf.c, table_step); without SAMPLE_USER_TRUNCATED they end
 	 * at the thread's outermost frame and the record has no stack copy. */
 	SAMPLE_USER_TABLES = 1 << 6,
+	/* A Go walk that met runtime.morestack went on at the goroutine whose
+	 * stack grows (sprof.bpf.c, follow_goroutine): the frames after
+	 * morestack's are that goroutine's. A walk through morestack without
+	 * it may have skipped frames there (user space cuts it). */
+	SAMPLE_GOROUTINE = 1 << 7,
 };
 
 /* Ancestor levels searched by the cgroup filter. */

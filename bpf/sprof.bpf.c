@@ -593,8 +593,10 @@ struct fp_walk {
 	/* follow_goroutine ran: a walk jumps to the goroutine once. */
 	bool goroutine;
 	/* The last user frame written: follow_goroutine's, read without a
-	 * variable index, which Linux 5.10's verifier cannot always bound. */
-	__u64 last;
+	 * variable index, which Linux 5.10's verifier cannot always bound;
+	 * for the same reason, the walk's first frame (the sampled pc) and
+	 * its leaf's return address (0 when not taken; see walk_user). */
+	__u64 last, leaf_pc, leaf_ret;
 	/* arm64: the sample's g register, R28 (see follow_goroutine). */
 	__u64 g_reg;
 	/* The table walk (table_step): the registers of the frame to unwind
@@ -848,6 +850,8 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 		put_user_frame(s, ret);
 		w->flags |= SAMPLE_LEAF_RETURN;
 	}
+	w->leaf_pc = pc;
+	w->leaf_ret = ret;
 	w->end = stack->end;
 	w->lo = sp - RECORD_BELOW_SP;
 	w->stack_lo = stack->lo;
@@ -939,23 +943,43 @@ static __always_inline bool read_word(__u64 addr, __u64 *v)
  * old stack, which is intact until copystack frees it, and whose chain goes
  * on to the goroutine's root.
  */
+static __always_inline bool in_morestack(struct go_proc *gp, __u64 addr)
+{
+	return gp->morestack_start <= addr && addr < gp->morestack_end;
+}
+
 static __always_inline bool follow_goroutine(struct scratch_value *s)
 {
 	struct fp_walk *w = &s->walk;
-	__u32 tgid = s->rec.hdr.pid;
+	__u32 tgid = s->rec.hdr.pid, keep = 0;
 	__u64 last = w->last, g, m, g0, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
 	struct go_proc *gp;
 
-	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0)
+	if (w->goroutine || w->n == 0)
 		return false;
 	gp = bpf_map_lookup_elem(&go_procs, &tgid);
 	if (!gp)
 		return false;
-	if (w->n > 1)
-		last--; /* a return address: the call before it */
-	if (last < gp->morestack_start || last >= gp->morestack_end)
+	if (in_morestack(gp, w->leaf_pc))
+		keep = 1;
+	else if (w->leaf_ret && w->n >= 2 && in_morestack(gp, w->leaf_ret - 1))
+		keep = 2;
+	else if (w->fp || (w->flags & SAMPLE_USER_TRUNCATED) || !in_morestack(gp, w->n > 1 ? last - 1 : last))
 		return false;
 	w->goroutine = true;
+	/* Sampled in morestack, or (arm64) in runtime.save_g, which morestack
+	 * calls once g is g0 but before sp and the frame pointer leave the
+	 * goroutine: the frame-pointer register still names the record of
+	 * the caller of the function that called morestack, so the walk from
+	 * it skipped that function and its caller and went on to the root as
+	 * if whole. It is cut after morestack and goes on as above, or ends
+	 * there (user space marks it truncated). */
+	if (keep) {
+		w->at = s->rec.hdr.kernel_frames + keep;
+		w->n = keep;
+		w->flags &= ~SAMPLE_USER_TRUNCATED;
+		w->leaf_unsure = false;
+	}
 #if defined(__TARGET_ARCH_x86)
 	if (!read_word(BPF_CORE_READ(current_task(), thread.fsbase) + gp->tls_g, &g))
 		return false;
@@ -982,6 +1006,7 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 		return false;
 	put_user_frame(s, pc);
 	put_user_frame(s, ret);
+	w->flags |= SAMPLE_GOROUTINE;
 	w->fp = bp;
 	w->lo = sp - RECORD_BELOW_SP;
 	w->end = stack[1];
@@ -1622,6 +1647,8 @@ static __always_inline void table_start(struct scratch_value *s, struct user_reg
 	put_user_frame(s, r->pc);
 	w->leaf_unsure = false;
 	w->goroutine = false;
+	w->leaf_pc = r->pc;
+	w->leaf_ret = 0;
 	w->tpc = r->pc;
 	w->tsp = r->sp;
 	w->tfp = r->fp;

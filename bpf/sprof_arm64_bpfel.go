@@ -111,6 +111,8 @@ type sprofScratchValue struct {
 		Goroutine   bool
 		_           [5]byte
 		Last        uint64
+		LeafPc      uint64
+		LeafRet     uint64
 		G_reg       uint64
 		Tpc         uint64
 		Tsp         uint64

@@ -24,6 +24,10 @@ type Sample struct {
 	// UserTables says the sampler walked User over unwind tables in the
 	// kernel (TableLoader); without UserTruncated it is whole.
 	UserTables bool
+	// Goroutine says the sampler followed a Go walk from
+	// runtime.morestack to the goroutine whose stack grows (GoMarker):
+	// the frames after morestack's are the goroutine's.
+	Goroutine bool
 	// Python holds the Python frames of a CPython process's thread as the
 	// sampler records them (bpf.Sample.Python); PythonTruncated says the
 	// chain was cut short.

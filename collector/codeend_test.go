@@ -116,8 +116,12 @@ func TestCutAtData(t *testing.T) {
 // a goroutine's true root, is not, and neither is one of a binary that
 // is not Go. A Go program's stack of the sampled pc alone (newstack's
 // entry, before it sets its frame pointer) is marked too; another
-// program's is not. The Go program is this test's own binary, stripped as go test
-// links it; its functions are found in its function table by debug/gosym.
+// program's is not. A walk that went on through morestack without following
+// the goroutine (Sample.Goroutine false: sampled in morestack, or on arm64 in
+// runtime.save_g, whose caller's frame pointer skips frames) is cut after
+// morestack's frame and marked; a followed one is whole. The Go program is
+// this test's own binary, stripped as go test links it; its functions are
+// found in its function table by debug/gosym.
 func TestMorestackMarksTruncated(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -167,6 +171,11 @@ func TestMorestackMarksTruncated(t *testing.T) {
 	src.add(41, 10, lo+goexit, lo+morestack+5)
 	src.add(40, 10, lo+newstack)
 	src.add(41, 10, lo+newstack)
+	src.add(40, 10, lo+newstack+2, lo+morestack+5, lo+newstack+9, lo+goexit+5)
+	src.add(40, 10, lo+morestack+1, lo+newstack+9, lo+goexit+5)
+	src.add(41, 10, lo+morestack+1, lo+newstack+9, lo+goexit+5)
+	src.add(40, 10, lo+newstack+3, lo+morestack+5, lo+newstack+9, lo+goexit+5)
+	src.samples[len(src.samples)-1].Goroutine = true
 	if err := c.Drain(src); err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +193,10 @@ func TestMorestackMarksTruncated(t *testing.T) {
 		fmt.Sprintf("41 [%x %x] false", goexit, morestack+5),
 		fmt.Sprintf("40 [%x] true", newstack),
 		fmt.Sprintf("41 [%x] false", newstack),
+		fmt.Sprintf("40 [%x %x] true", newstack+2, morestack+5),
+		fmt.Sprintf("40 [%x] true", morestack+1),
+		fmt.Sprintf("41 [%x %x %x] false", morestack+1, newstack+9, goexit+5),
+		fmt.Sprintf("40 [%x %x %x %x] false", newstack+3, morestack+5, newstack+9, goexit+5),
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("stacks (addresses less the mapping's start)\n%q\nwant\n%q", got, want)

@@ -188,8 +188,8 @@ type pending struct {
 	// PythonTruncated.
 	python      span
 	pyTruncated bool
-	// tables is Sample.UserTables.
-	tables bool
+	// tables is Sample.UserTables, goroutine Sample.Goroutine.
+	tables, goroutine bool
 }
 
 // eventKind is what a side-band record changes in the process table.
@@ -486,6 +486,7 @@ func (c *Collector) copySample(s *Sample) {
 	c.arena, p.python = appendSpan(c.arena, s.Python)
 	p.pyTruncated = s.PythonTruncated
 	p.tables = s.UserTables
+	p.goroutine = s.Goroutine
 	if c.unw != nil {
 		p.copy = c.unw.keep(s)
 	}
@@ -662,7 +663,7 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 			return
 		}
 	}
-	if n, partial := c.stackEnd(p.key.pid, p.key.set, user); partial && (n < len(user) || !p.key.truncated) {
+	if n, partial := c.stackEnd(p.key.pid, p.key.set, user, p.goroutine); partial && (n < len(user) || !p.key.truncated) {
 		user, p.key.truncated = user[:n], true
 		h = c.agg.hash(&p.key, user, kernel)
 		if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {

@@ -88,16 +88,23 @@ func (c *Collector) attachGo(src Source) {
 // (runtime.newstack on g0 after morestack: 1 of about 3,300 samples of
 // TestRecordGoMorestackChain's fixture): its callers are not known. A
 // thread's own root, runtime.mstart, is marked too when sampled so.
-func (c *Collector) stackEnd(pid uint32, set *mapSet, user []uint64) (int, bool) {
+//
+// A walk that went on through morestack without following the goroutine
+// (goroutine false: the process was not marked yet, or the sampler's
+// checks failed) is cut after morestack's frame: sampled in morestack, or
+// on arm64 in runtime.save_g, which morestack calls with the frame
+// pointer still that of the growing function's caller, the walk skipped
+// that function and its caller on the way to the goroutine's root. (The
+// same frames cannot come followed: after morestack's frame a followed
+// walk has the growing function's pc, just after its call to morestack,
+// a return address no frame record holds.)
+func (c *Collector) stackEnd(pid uint32, set *mapSet, user []uint64, goroutine bool) (int, bool) {
 	n := codeEnd(set, user)
 	if n < len(user) || n == 0 {
 		return n, n < len(user)
 	}
-	addr := user[n-1]
-	if n > 1 {
-		addr-- // a return address: the call before it
-	}
-	m := set.find(addr)
+	root := frameAddr(user, n-1)
+	m := set.find(root)
 	if m == nil || m.bin.name[0] == '[' {
 		return n, false
 	}
@@ -105,8 +112,27 @@ func (c *Collector) stackEnd(pid uint32, set *mapSet, user []uint64) (int, bool)
 	if r.limit == 0 {
 		return n, false // no Go executable
 	}
-	off := addr - m.start + m.offset
-	return n, n == 1 || r.start <= off && off < r.limit
+	inMorestack := func(addr uint64) bool {
+		off := addr - m.start + m.offset
+		return m.start <= addr && addr < m.limit && r.start <= off && off < r.limit
+	}
+	if !goroutine {
+		for i := range n - 1 {
+			if inMorestack(frameAddr(user, i)) {
+				return i + 1, true
+			}
+		}
+	}
+	return n, n == 1 || inMorestack(root)
+}
+
+// frameAddr is the code address of user stack frame i: the sampled pc,
+// then the call before each return address.
+func frameAddr(user []uint64, i int) uint64 {
+	if i == 0 {
+		return user[0]
+	}
+	return user[i] - 1
 }
 
 // considerGo tells the sampler to follow morestack in pid, if not told
