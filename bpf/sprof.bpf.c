@@ -977,7 +977,7 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 	if (keep) {
 		w->at = s->rec.hdr.kernel_frames + keep;
 		w->n = keep;
-		w->flags &= ~SAMPLE_USER_TRUNCATED;
+		w->flags &= keep == 1 ? ~(SAMPLE_USER_TRUNCATED | SAMPLE_LEAF_RETURN) : ~SAMPLE_USER_TRUNCATED;
 		w->leaf_unsure = false;
 	}
 #if defined(__TARGET_ARCH_x86)
@@ -1440,10 +1440,10 @@ struct {
  * robin). */
 static __always_inline bool find_mapping(struct scratch_value *s, __u32 pid, __u64 pc)
 {
-	struct unwind_key key = {96, __builtin_bswap32(pid), __builtin_bswap64(pc)};
 	struct fp_walk *w = &s->walk;
 	struct mapping_slot *slot;
 	struct unwind_mapping *m;
+	struct unwind_key key;
 	__u32 i;
 
 	if (w->map.start <= pc && pc < w->map.end)
@@ -1455,6 +1455,11 @@ static __always_inline bool find_mapping(struct scratch_value *s, __u32 pid, __u
 			return true;
 		}
 	}
+	/* Built here, not above: clang builds an initialised key before the
+	 * checks, at every frame. */
+	key.prefixlen = 96;
+	key.pid = __builtin_bswap32(pid);
+	key.pc = __builtin_bswap64(pc);
 	m = bpf_map_lookup_elem(&unwind_maps, &key);
 	if (!m) {
 		w->undescribed = true;
