@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,10 +97,12 @@ func growing(pid int, g *GoProcess) func(*Sample) bool {
 // morestack, truncated or not (user space marks them), but for those whose
 // leaf returns into morestack (save_g), which go on past it unfollowed,
 // frames skipped (user space cuts them: TestMorestackMarksTruncated).
-// Samples taken while copystack adjusts
-// the new stack's chain reach the root through the old stack's first
-// record (switch_stack); without that 1-6% of them ended truncated at the
-// goroutine's first function, with it about 0.2% end early (the few
+// Samples taken while copystack adjusts the new stack's chain reach the
+// root through the old stack's first record (switch_stack); without that
+// 1-6% of them ended truncated at the goroutine's first function. Those of
+// a goroutine that gives up its thread in newstack are not counted (see
+// yields). Of the others, 0-1.5% ended at morestack in the kernel matrix's
+// amd64 VMs (a signal handler on the thread's signal stack, and the few
 // instructions in which the goroutine's registers and stack bounds
 // disagree), so the bar is 97%.
 func TestWalkFollowsMorestack(t *testing.T) {
@@ -122,7 +125,7 @@ func TestWalkFollowsMorestack(t *testing.T) {
 		if len(got) < want {
 			t.Fatalf("%d samples under morestack, want >= %d", len(got), want)
 		}
-		whole, leaves := 0, 0
+		whole, leaves, yielded := 0, 0, 0
 		var bad []string
 		for _, x := range got {
 			n := len(x.user)
@@ -133,18 +136,30 @@ func TestWalkFollowsMorestack(t *testing.T) {
 			if i == 1 && x.LeafReturn {
 				leaves++
 			}
+			if yields(tab, x.user[:i]) {
+				yielded++
+				continue
+			}
 			if !x.UserTruncated && x.Goroutine && i+2 < n && funcName(tab, x.user, i+1) == "main.recurse" &&
 				funcName(tab, x.user, n-1) == "runtime.goexit" {
 				whole++
 			} else if len(bad) < 5 {
-				bad = append(bad, fmt.Sprintf("truncated %v, followed %v, past morestack %d frames, %s ... %s", x.UserTruncated,
-					x.Goroutine, n-i-1, funcName(tab, x.user, min(i+1, n-1)), funcName(tab, x.user, n-1)))
+				var below []string
+				for j := range min(i, n) {
+					below = append(below, funcName(tab, x.user, j))
+				}
+				bad = append(bad, fmt.Sprintf("truncated %v, followed %v, past morestack %d frames, %s ... %s, under %s", x.UserTruncated,
+					x.Goroutine, n-i-1, funcName(tab, x.user, min(i+1, n-1)), funcName(tab, x.user, n-1), strings.Join(below, " <- ")))
 			}
 		}
-		t.Logf("%d of %d samples under morestack (%d with its leaf returning into it) go on to main.recurse and runtime.goexit; others: %q",
-			whole, len(got), leaves, bad)
-		if whole*100 < len(got)*97 {
-			t.Errorf("%d of %d samples under morestack reach the goroutine's root, want >= 97%%", whole, len(got))
+		grew := len(got) - yielded
+		t.Logf("%d of %d samples under morestack (%d with its leaf returning into it, %d of a goroutine giving up its thread) go on to main.recurse and runtime.goexit; others: %q",
+			whole, grew, leaves, yielded, bad)
+		if grew < want/2 {
+			t.Fatalf("%d of %d samples under morestack grew a stack, want >= %d", grew, len(got), want/2)
+		}
+		if whole*100 < grew*97 {
+			t.Errorf("%d of %d samples under morestack reach the goroutine's root, want >= 97%%", whole, grew)
 		}
 		if err := s.SetGo(uint32(pid), nil); err != nil {
 			t.Fatal(err)
@@ -164,6 +179,25 @@ func TestWalkFollowsMorestack(t *testing.T) {
 			}
 		}
 	})
+}
+
+// yields reports whether frames, those of a sample below morestack's,
+// hold one of the functions through which newstack gives up the thread
+// when the goroutine was asked to stop rather than to grow (preemption:
+// sysmon asks a goroutine that ran 10 ms so, through the same stack check
+// in a function's prologue). From the moment the scheduler drops the
+// goroutine (m.curg = nil) the walk cannot follow it, and the g0 stack the
+// scheduler runs on ends at morestack: such samples are marked truncated.
+// In the kernel matrix's amd64 VMs 0-1.5% of the fixture's samples under
+// morestack were such.
+func yields(tab *gosym.Table, frames []uint64) bool {
+	for i := range frames {
+		switch funcName(tab, frames, i) {
+		case "runtime.gopreempt_m", "runtime.preemptPark", "runtime.goschedImpl", "runtime.schedule":
+			return true
+		}
+	}
+	return false
 }
 
 // BenchmarkGoMorestack measures the program's run time on a Go program
