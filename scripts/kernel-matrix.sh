@@ -51,10 +51,13 @@
 # turned the sched_switch tracepoint on; sprof sets no breakpoints) or
 # goes silent (nothing on its console for longer than Go's test timeout,
 # which a guest whose kernel still runs prints when a test hangs:
-# bullseye's amd64 kernel once stopped so in TestOffCPUWaits, the emulator
-# spinning on both host CPUs, and passed on the next boot) is booted once
-# more, with one emulator thread, and the table says so: those are the
-# emulator's faults. A test that fails is never rerun. The kernels
+# bullseye's amd64 kernel stopped so twice in TestOffCPUWaits, and
+# bookworm's once, the emulator spinning on both host CPUs, and passed on
+# the next boot; the retry's reason then says where the vCPUs were) is
+# booted once more, with one emulator thread, and the table says so:
+# those are the emulator's faults. The guests keep the tracepoints sprof
+# attaches to on from boot, so that tests do not patch kernel code, which
+# is what those faults followed. A test that fails is never rerun. The kernels
 # boot with softlockup_panic=1 and softlockup_all_cpu_backtrace=1, and a
 # VM that stalls gets a few seconds before it is killed: the panic prints
 # the stuck CPU's stack and the others' (a CPU stuck in a TLB flush waits
@@ -329,9 +332,19 @@ mount -t debugfs debugfs /sys/kernel/debug
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t bpf bpf /sys/fs/bpf
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
+# The tracepoints sprof's programs attach to stay on from here (ftrace's
+# events, recording nothing), so that attaching and detaching programs
+# patches no kernel code: multi-threaded TCG can run a stale copy of code
+# another vCPU patches, and amd64 guests oopsed or hung in __schedule as
+# tests turned sched_switch on and off.
+echo 0 >/sys/kernel/tracing/tracing_on
+for e in sched/sched_switch sched/sched_process_fork sched/sched_process_exit raw_syscalls/sys_exit; do
+	echo 1 >/sys/kernel/tracing/events/\$e/enable
+done
 echo
 echo "@@@ init \$(cut -d' ' -f1 /proc/uptime)"
 echo "@@@ kernel \$(uname -r) \$(uname -m) \$(nproc) CPUs, perf_event_paranoid \$(cat /proc/sys/kernel/perf_event_paranoid)"
+echo "@@@ _text \$(grep -m 1 ' _text\$' /proc/kallsyms | cut -d' ' -f1)"
 run() { # suite dir binary pattern
 	cd /sprof/\$2
 	echo "@@@ begin \$1"
@@ -377,18 +390,23 @@ settle() {
 # "boot-timeout" (no /init after boot_timeout seconds), "stall" (the
 # kernel reported a soft lockup or an RCU stall), "int3" (the kernel
 # oopsed on a breakpoint of its own text patching) or "silent" (nothing on
-# the console for silent_after seconds after /init), and cpu to the
-# emulator's CPU seconds (user and system), which on a loaded host say
-# more than the wall time. No network device: nothing needs one, and on
-# q35 it would bring the firmware's network boot ROM.
+# the console for silent_after seconds after /init: then where its
+# virtual CPUs were goes into the failure's reason, see vcpu_state, and
+# on amd64 an NMI has the kernel print the stack it interrupts), and
+# cpu to the emulator's CPU seconds (user and system), which on a loaded
+# host say more than the wall time. No network device: nothing needs one,
+# and on q35 it would bring the firmware's network boot ROM.
 boot() {
 	vmlinuz=$cache/kernels/$1-$2/vmlinuz
 	raw=$out/$1-$2.raw
+	mon=$out/$1-$2.mon
+	rm -f "$mon.in" "$mon.out" "$out/$1-$2.vcpus"
+	mkfifo "$mon.in" "$mon.out"
 	case $2 in
-	amd64) set -- "$1" "$2" "$3" qemu-system-x86_64 -M q35 -cpu max console=ttyS0 ;;
+	amd64) set -- "$1" "$2" "$3" qemu-system-x86_64 -M q35 -cpu max "console=ttyS0 unknown_nmi_panic=1" ;;
 	arm64) set -- "$1" "$2" "$3" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on console=ttyAMA0 ;;
 	esac
-	"$4" -accel "$3" "$5" "$6" "$7" "$8" -m 1536 -smp 2 -nographic -no-reboot -nic none \
+	"$4" -accel "$3" "$5" "$6" "$7" "$8" -m 1536 -smp 2 -nographic -no-reboot -nic none -monitor "pipe:$mon" \
 		-kernel "$vmlinuz" -initrd "$out/initrd-$2.cpio" -append "$9 panic=-1 softlockup_panic=1 softlockup_all_cpu_backtrace=1 quiet" \
 		</dev/null >"$raw" 2>&1 &
 	qemu=$!
@@ -420,6 +438,11 @@ boot() {
 			ended=int3
 		elif [ $((now - heard)) -ge "$silent_after" ] && grep -q '@@@ init' "$raw"; then
 			ended=silent
+			vcpu_state "$mon" >"$out/$1-$2.vcpus"
+			# amd64: the kernel panics on the NMI (unknown_nmi_panic),
+			# printing the stack it interrupted, with names.
+			printf 'nmi\n' >"$mon.in"
+			settle "$qemu" 10
 		else
 			sleep 0.5
 			continue
@@ -429,7 +452,7 @@ boot() {
 	done
 	wait "$qemu" || true
 	tr -d '\r' <"$raw" >"$out/$1-$2.log"
-	rm -f "$raw"
+	rm -f "$raw" "$mon.in" "$mon.out"
 	# The oops may have ended the kernel (a second oops in the interrupt
 	# handler panics it) before the loop above saw it, and so may a stall
 	# (softlockup_panic).
@@ -440,6 +463,23 @@ boot() {
 	fi
 }
 
+# vcpu_state MON prints where a silent guest's virtual CPUs are, asked of
+# its emulator's monitor (the pipes MON.in and MON.out): for each, its
+# instruction pointer, its privilege level and whether it is halted
+# (idle). A guest looping in its own kernel with interrupts off (a lockup
+# the watchdogs cannot report, since they run on interrupts) is so told
+# from an emulator that stopped running it, which does not answer: then
+# it prints that. Debian's kernels place themselves at random (KASLR):
+# the kernel's _text at that boot, which /init prints, and the
+# System.map of its -dbg package name the functions (on amd64 the NMI's
+# panic names those of one CPU).
+vcpu_state() {
+	printf 'info registers -a\n' >"$1.in"
+	timeout 5 cat "$1.out" | tr -d '\r' |
+		grep -a -o -E 'CPU#[0-9]+|(RIP|EIP|PC)=[0-9a-f]+|CPL=[0-3]|HLT=[01]|EL[0-3][th]' | tr '\n' ' ' |
+		awk '{ print } END { if (NR == 0) print "the emulator did not answer its monitor in 5 s" }'
+}
+
 # boot_failure LOG prints why a VM failed by no fault of a test: the
 # kernel's first panic, oops or BUG line, else what ended it.
 boot_failure() {
@@ -448,7 +488,7 @@ boot_failure() {
 	boot-timeout) why="no /init after $boot_timeout s${why:+; $why}" ;;
 	timeout) why="no test started in $vm_timeout s${why:+; $why}" ;;
 	stall) why="the kernel stalled: $(grep -a -m 1 -E 'BUG: soft lockup|detected stall' "$1" | cut -c1-160)" ;;
-	silent) why="the guest went silent for $silent_after s, after: $(grep -a -v -e '^ *$' -e '^qemu-system' "$1" | tail -n 1 | cut -c1-160)" ;;
+	silent) why="the guest went silent for $silent_after s, after: $(grep -a -v -e '^ *$' -e '^qemu-system' "$1" | tail -n 1 | cut -c1-160); its vCPUs: $(cat "${1%.log}.vcpus" 2>/dev/null)" ;;
 	int3) why="the kernel hit a breakpoint of its own text patching: $(grep -a -m 1 -A 3 'Oops: int3' "$1" | grep -a -m 1 'RIP:' | sed 's/^\[[^]]*\] *//' | cut -c1-160)" ;;
 	*) why=${why:-"the emulator exited before /init started any test"} ;;
 	esac
