@@ -1,0 +1,97 @@
+#!/bin/sh
+# Measures what the sampling program costs per sample on this host, for
+# issue 13's goal (at most 3 us for a 32-frame stack without frame
+# pointers, on a 16-CPU host): BenchmarkTableWalk's probed path, two
+# fixtures recursing 32 and then 400 frames of 256 bytes without frame
+# pointers (37 and 405 frames with main and libc's start code) at 499 Hz,
+# the kernel's BPF run-time statistics divided by the samples sent.
+#
+# Shared hosts drift by half from one minute to the next (the 16-CPU host
+# of issue 13's figures did), so two builds are compared only round by
+# round: with BASELINE set, each round runs both, the one first that ran
+# second in the round before.
+#
+# It prints each run's bpf-ns/sample and frames/sample at both depths,
+# then per build the median of each depth, the cost of a frame between
+# the two depths (the slope) and the cost at no frame at all (the
+# intercept), which is what a sample costs besides its walk.
+#
+# Usage: scripts/bpf-cost.sh [ROUNDS]   (default 5)
+# Environment:
+#   BPF_TEST   the bpf test binary to measure (default: built here with
+#              go test -c ./bpf)
+#   BASELINE   another build's bpf test binary, interleaved with it
+#   BENCHTIME  -test.benchtime (default 10x: ten drains of a quarter ring)
+# Run as root from anywhere in the repository; the test binaries run in
+# bpf/, where their fixtures are found.
+set -eu
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+benchtime=${BENCHTIME:-10x}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT INT TERM
+
+if [ -z "${BPF_TEST:-}" ]; then
+	BPF_TEST=$out/bpf.test
+	go test -c -o "$BPF_TEST" ./bpf
+fi
+BPF_TEST=$(realpath "$BPF_TEST")
+builds="test"
+if [ -n "${BASELINE:-}" ]; then
+	BASELINE=$(realpath "$BASELINE")
+	builds="test baseline"
+fi
+
+# run BUILD ROUND: one benchmark run, its two results appended to
+# $out/all as "build depth bpf-ns/sample frames/sample".
+run() {
+	bin=$BPF_TEST
+	[ "$1" = baseline ] && bin=$BASELINE
+	if ! (cd bpf && "$bin" -test.run '^$' -test.bench 'TableWalk/probed' -test.benchtime "$benchtime") >"$out/run" 2>&1; then
+		cat "$out/run" >&2
+		echo "bpf-cost: $1 failed in round $2" >&2
+		exit 1
+	fi
+	awk -v build="$1" '
+		/^BenchmarkTableWalk\/probed\/depth=/ {
+			depth = $1
+			sub(/^.*depth=/, "", depth)
+			sub(/-[0-9]+$/, "", depth)
+			for (i = 2; i < NF; i++) {
+				if ($(i + 1) == "bpf-ns/sample") ns = $i
+				if ($(i + 1) == "frames/sample") frames = $i
+			}
+			print build, depth, ns, frames
+		}' "$out/run" | tee -a "$out/all" | sed "s/^/round $2: /"
+}
+
+round=1
+while [ "$round" -le "$rounds" ]; do
+	order=$builds
+	if [ $((round % 2)) -eq 0 ] && [ -n "${BASELINE:-}" ]; then
+		order="baseline test"
+	fi
+	for build in $order; do
+		run "$build" "$round"
+	done
+	round=$((round + 1))
+done
+
+# median BUILD DEPTH COLUMN: the median of a column (3: ns, 4: frames).
+median() {
+	awk -v b="$1" -v d="$2" -v c="$3" '$1 == b && $2 == d { print $c }' "$out/all" | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+echo "bpf-cost: $rounds rounds on $(nproc) CPUs, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for build in $builds; do
+	ns32=$(median "$build" 32 3)
+	fr32=$(median "$build" 32 4)
+	ns400=$(median "$build" 400 3)
+	fr400=$(median "$build" 400 4)
+	awk -v b="$build" -v a="$ns32" -v fa="$fr32" -v z="$ns400" -v fz="$fr400" 'BEGIN {
+		slope = (z - a) / (fz - fa)
+		printf "%s: median %.0f ns a sample at %.0f frames, %.0f at %.0f; %.1f ns a frame, %.0f ns at none\n",
+			b, a, fa, z, fz, slope, a - slope * fa
+	}'
+done
