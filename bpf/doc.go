@@ -41,17 +41,17 @@
 // (amd64: fsbase plus runtime.tlsg's offset) or R28 (arm64), its m, the
 // goroutine m.curg, and from curg.sched the function that called
 // morestack, its caller and the frame pointers within curg.stack; every
-// read checked (g is m.g0, curg.m is m, sched.pc follows a call, sched.sp
+// read checked (g is m.g0, or m.gsignal under a signal handler that
+// interrupted newstack; curg.m is m, sched.pc follows a call, sched.sp
 // lies in curg.stack), a failed one leaving the stack ending at morestack,
 // which user space marks truncated (follow_goroutine in sprof.bpf.c); a
 // followed walk says so in [Sample.Goroutine]. A sample taken in morestack
 // itself, or on arm64 in runtime.save_g, which morestack calls with g
 // already g0 but the frame pointer still the growing function's caller's,
 // would walk on from that frame pointer past two missing frames: it is cut
-// after morestack and followed the same way. Go in
-// a shared object (its g in dynamic TLS) and g0 reached from a signal
-// handler are not followed. The one frame the records cannot give is the leaf's
-// caller when the frame-pointer register does not yet (prologue), no longer
+// after morestack and followed the same way. Go in a shared object (its g
+// in dynamic TLS) is not followed. The one frame the records cannot give is
+// the leaf's caller when the frame-pointer register does not yet (prologue), no longer
 // (epilogue) or never (frameless leaf, which GCC emits even with
 // -fno-omit-frame-pointer) name the leaf's record; it is taken from the top of
 // the stack (x86-64) or the link register (arm64) only when the code around it

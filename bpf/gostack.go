@@ -64,6 +64,7 @@ func goProc(p *GoProcess) (sprofGoProc, error) {
 		G_m:            off("g.m", l.GM),
 		G_sched:        off("g.sched", l.GSched),
 		M_g0:           off("m.g0", l.MG0),
+		M_gsignal:      off("m.gsignal", l.MGsignal),
 		M_curg:         off("m.curg", l.MCurg),
 		GobufSp:        off("gobuf.sp", l.GobufSP),
 		GobufPc:        off("gobuf.pc", l.GobufPC),

@@ -901,9 +901,9 @@ static __always_inline bool walk_chunk(struct scratch_value *s)
 struct go_proc {
 	__u64 morestack_start, morestack_end;
 	__s64 tls_g;
-	__u16 g_stack, g_m, g_sched, m_g0, m_curg;
+	__u16 g_stack, g_m, g_sched, m_g0, m_gsignal, m_curg;
 	__u16 gobuf_sp, gobuf_pc, gobuf_lr, gobuf_bp;
-	__u16 pad[3];
+	__u16 pad[2];
 };
 
 struct {
@@ -929,7 +929,9 @@ static __always_inline bool read_word(__u64 addr, __u64 *v)
  * There it goes on as Go's own traceback does, at the goroutine: g, the
  * thread's g0 (amd64: in thread-local storage, at tls_g from fsbase; arm64:
  * in R28), m = g0.m, and the goroutine m.curg, each read checked and
- * required to agree (g is m.g0, curg.m is m, as Go's traceback requires);
+ * required to agree (g is m.g0, curg.m is m, as Go's traceback requires;
+ * g is m.gsignal instead where a signal handler, on the thread's signal
+ * stack, interrupted newstack and the walk came from there to g0);
  * then the frames curg.sched.pc (the function whose prologue called
  * morestack, which must follow a call), its caller's return address (amd64:
  * the word at sched.sp; arm64: sched.lr) and the frame-pointer walk from
@@ -952,7 +954,7 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 {
 	struct fp_walk *w = &s->walk;
 	__u32 tgid = s->rec.hdr.pid, keep = 0;
-	__u64 last = w->last, g, m, g0, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
+	__u64 last = w->last, g, m, g0, gsignal, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
 	struct go_proc *gp;
 
 	if (w->goroutine || w->n == 0)
@@ -986,7 +988,8 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 #else
 	g = w->g_reg;
 #endif
-	if (!read_word(g + gp->g_m, &m) || !read_word(m + gp->m_g0, &g0) || g0 != g ||
+	if (!read_word(g + gp->g_m, &m) || !read_word(m + gp->m_g0, &g0) ||
+	    (g0 != g && (!read_word(m + gp->m_gsignal, &gsignal) || gsignal != g)) ||
 	    !read_word(m + gp->m_curg, &curg) || !read_word(curg + gp->g_m, &curg_m) || curg_m != m ||
 	    !read_word(curg + gp->g_stack, &stack[0]) || !read_word(curg + gp->g_stack + 8, &stack[1]))
 		return false;

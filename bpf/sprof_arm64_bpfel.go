@@ -22,12 +22,13 @@ type sprofGoProc struct {
 	G_m            uint16
 	G_sched        uint16
 	M_g0           uint16
+	M_gsignal      uint16
 	M_curg         uint16
 	GobufSp        uint16
 	GobufPc        uint16
 	GobufLr        uint16
 	GobufBp        uint16
-	Pad            [3]uint16
+	Pad            [2]uint16
 }
 
 type sprofPyProc struct {

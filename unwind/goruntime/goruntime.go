@@ -11,7 +11,8 @@
 // g.m.curg.sched; so can a sampler that knows these offsets:
 //
 //	g      = the thread's g (amd64: at TLSG from the thread pointer; arm64: R28)
-//	m      = *(g + GM), and g must be *(m + MG0)
+//	m      = *(g + GM), and g must be *(m + MG0), or *(m + MGsignal) when a
+//	         signal handler interrupted newstack
 //	curg   = *(m + MCurg), and *(curg + GM) must be m
 //	frames = curg.sched.pc; the caller's return address (amd64: the word at
 //	         curg.sched.sp; arm64: curg.sched.lr); then the frame
@@ -40,8 +41,8 @@ var ErrUnsupported = errors.New("goroutine not found from samples")
 
 // Layout holds byte offsets into the runtime's structures.
 type Layout struct {
-	GStack, GM, GSched uint64 // in runtime.g: stack (lo, hi), m, sched
-	MG0, MCurg         uint64 // in runtime.m
+	GStack, GM, GSched   uint64 // in runtime.g: stack (lo, hi), m, sched
+	MG0, MGsignal, MCurg uint64 // in runtime.m
 	// In runtime.gobuf.
 	GobufSP, GobufPC, GobufLR, GobufBP uint64
 }
@@ -197,6 +198,7 @@ func (l *Layout) fields() []field {
 		{"runtime.g", "m", &l.GM},
 		{"runtime.g", "sched", &l.GSched},
 		{"runtime.m", "g0", &l.MG0},
+		{"runtime.m", "gsignal", &l.MGsignal},
 		{"runtime.m", "curg", &l.MCurg},
 		{"runtime.gobuf", "sp", &l.GobufSP},
 		{"runtime.gobuf", "pc", &l.GobufPC},
@@ -308,7 +310,7 @@ func known(version string, machine elf.Machine) (Layout, bool) {
 	}
 	switch {
 	case strings.HasPrefix(version, "go1.26.") || version == "go1.26":
-		return Layout{GStack: 0, GM: 48, GSched: 56, MG0: 0, MCurg: 184,
+		return Layout{GStack: 0, GM: 48, GSched: 56, MG0: 0, MGsignal: 72, MCurg: 184,
 			GobufSP: 0, GobufPC: 8, GobufLR: 32, GobufBP: 40}, true
 	}
 	return Layout{}, false
