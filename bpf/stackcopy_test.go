@@ -151,11 +151,22 @@ func TestStackCopy(t *testing.T) {
 					if runtime.GOARCH == "arm64" && x.LR != intoB {
 						t.Fatalf("lr %#x, want c's return address %#x", x.LR, intoB)
 					}
-					truncated, end := tc.truncated, startStack(t, pid)
+					truncated, fault, end := tc.truncated, false, startStack(t, pid)
 					switch {
 					case truncated, x.Tid == x.Pid:
 					case knowsMappings:
-						end = residentEnd(t, pid, x.SP, mappingEnd(t, pid, x.SP))
+						// A page never written below a mapping
+						// whose last page is resident is a hole
+						// (TestStackCopyFault), flagged: so it is
+						// where the thread's mapping merged with a
+						// mapping above that is resident at its top
+						// (the merged case's copies were flagged
+						// once in the kernel matrix's arm64 7.2 VM,
+						// the mapping's top not checked then).
+						top := mappingEnd(t, pid, x.SP)
+						end = residentEnd(t, pid, x.SP, top)
+						fault = end < top && residentEnd(t, pid, top-8, top) == top
+						truncated = fault
 					default:
 						// Without bpf_find_vma the thread's mapping is
 						// not known: the copy goes on into the next
@@ -164,9 +175,15 @@ func TestStackCopy(t *testing.T) {
 						end = residentEnd(t, pid, x.SP, x.SP+uint64(tc.size))
 						truncated = end == x.SP+uint64(tc.size)
 					}
-					if x.StackCopyTruncated != truncated || x.StackCopyFault {
-						t.Fatalf("copy of %d bytes: truncated %v fault %v, want truncated %v, no fault",
-							len(x.stack), x.StackCopyTruncated, x.StackCopyFault, truncated)
+					if x.StackCopyTruncated != truncated || x.StackCopyFault != fault {
+						t.Fatalf("copy of %d bytes: truncated %v fault %v, want truncated %v, fault %v",
+							len(x.stack), x.StackCopyTruncated, x.StackCopyFault, truncated, fault)
+					}
+					if fault {
+						if x.SP+uint64(len(x.stack)) != end {
+							t.Fatalf("copy [%#x, +%d) faulted, want it to end at the hole %#x", x.SP, len(x.stack), end)
+						}
+						continue
 					}
 					if truncated {
 						if len(x.stack) != tc.size {
