@@ -55,9 +55,10 @@
 # bookworm's once, the emulator spinning on both host CPUs, and passed on
 # the next boot; the retry's reason then says where the vCPUs were) is
 # booted once more, with one emulator thread, and the table says so:
-# those are the emulator's faults. The guests keep the tracepoints sprof
-# attaches to on from boot, so that tests do not patch kernel code, which
-# is what those faults followed. A test that fails is never rerun. The kernels
+# those are the emulator's faults. The guests keep two probes on each
+# tracepoint sprof attaches to from boot, so that tests do not patch
+# kernel code, which is what those faults followed. A test that fails is
+# never rerun. The kernels
 # boot with softlockup_panic=1 and softlockup_all_cpu_backtrace=1, and a
 # VM that stalls gets a few seconds before it is killed: the panic prints
 # the stuck CPU's stack and the others' (a CPU stuck in a TLB flush waits
@@ -332,14 +333,20 @@ mount -t debugfs debugfs /sys/kernel/debug
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t bpf bpf /sys/fs/bpf
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
-# The tracepoints sprof's programs attach to stay on from here (ftrace's
-# events, recording nothing), so that attaching and detaching programs
-# patches no kernel code: multi-threaded TCG can run a stale copy of code
-# another vCPU patches, and amd64 guests oopsed or hung in __schedule as
-# tests turned sched_switch on and off.
-echo 0 >/sys/kernel/tracing/tracing_on
-for e in sched/sched_switch sched/sched_process_fork sched/sched_process_exit raw_syscalls/sys_exit; do
-	echo 1 >/sys/kernel/tracing/events/\$e/enable
+# The tracepoints sprof's programs attach to keep two probes from here
+# (ftrace's events, in two trace instances, recording nothing), so that
+# attaching and detaching programs patches no kernel code: multi-threaded
+# TCG can run a stale copy of code another vCPU patches, and amd64 guests
+# oopsed or hung in __schedule and trace_syscall_exit as tests turned
+# those tracepoints on and off. A tracepoint's first probe turns its
+# static key on, and since 5.10 its static call goes to the probe alone
+# while it is the only one, to the loop over probes from the second on.
+mkdir /sys/kernel/tracing/instances/keep
+for t in /sys/kernel/tracing /sys/kernel/tracing/instances/keep; do
+	echo 0 >\$t/tracing_on
+	for e in sched/sched_switch sched/sched_process_fork sched/sched_process_exit raw_syscalls/sys_exit; do
+		echo 1 >\$t/events/\$e/enable
+	done
 done
 echo
 echo "@@@ init \$(cut -d' ' -f1 /proc/uptime)"
