@@ -957,7 +957,9 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 	__u64 last = w->last, g, m, g0, gsignal, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
 	struct go_proc *gp;
 
-	if (w->goroutine || w->n == 0)
+	/* Only a walk that ended whole: one flagged truncated is marked
+	 * already, and the lookup below is the price of every other walk. */
+	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0)
 		return false;
 	gp = bpf_map_lookup_elem(&go_procs, &tgid);
 	if (!gp)
@@ -966,7 +968,7 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 		keep = 1;
 	else if (w->leaf_ret && w->n >= 2 && in_morestack(gp, w->leaf_ret - 1))
 		keep = 2;
-	else if (w->fp || (w->flags & SAMPLE_USER_TRUNCATED) || !in_morestack(gp, w->n > 1 ? last - 1 : last))
+	else if (!in_morestack(gp, w->n > 1 ? last - 1 : last))
 		return false;
 	w->goroutine = true;
 	/* Sampled in morestack, or (arm64) in runtime.save_g, which morestack
@@ -979,7 +981,8 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 	if (keep) {
 		w->at = s->rec.hdr.kernel_frames + keep;
 		w->n = keep;
-		w->flags &= keep == 1 ? ~(SAMPLE_USER_TRUNCATED | SAMPLE_LEAF_RETURN) : ~SAMPLE_USER_TRUNCATED;
+		if (keep == 1)
+			w->flags &= ~SAMPLE_LEAF_RETURN;
 		w->leaf_unsure = false;
 	}
 #if defined(__TARGET_ARCH_x86)
