@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,19 +73,17 @@ func funcName(tab *gosym.Table, stack []uint64, i int) string {
 	return fmt.Sprintf("%#x", pc)
 }
 
+// returnsInto reports whether ret, a return address, follows a call in
+// g's runtime.morestack.
+func returnsInto(g *GoProcess, ret uint64) bool {
+	return g.MorestackStart < ret && ret <= g.MorestackEnd
+}
+
 // growing keeps the samples of pid that ran under runtime.newstack: the
 // walk reached a return address into morestack.
 func growing(pid int, g *GoProcess) func(*Sample) bool {
 	return func(x *Sample) bool {
-		if x.Pid != uint32(pid) {
-			return false
-		}
-		for _, ret := range x.User[1:] {
-			if g.MorestackStart < ret && ret <= g.MorestackEnd {
-				return true
-			}
-		}
-		return false
+		return x.Pid == uint32(pid) && slices.ContainsFunc(x.User[1:], func(ret uint64) bool { return returnsInto(g, ret) })
 	}
 }
 
@@ -131,7 +130,7 @@ func TestWalkFollowsMorestack(t *testing.T) {
 		for _, x := range got {
 			n := len(x.user)
 			i := 1
-			for i < n && !(g.MorestackStart < x.user[i] && x.user[i] <= g.MorestackEnd) {
+			for i < n && !returnsInto(g, x.user[i]) {
 				i++
 			}
 			if i == 1 && x.LeafReturn {
@@ -174,8 +173,7 @@ func TestWalkFollowsMorestack(t *testing.T) {
 			if x.Goroutine {
 				t.Fatalf("unmarked, a walk says it followed the goroutine: %s", funcName(tab, x.user, len(x.user)-1))
 			}
-			if !(g.MorestackStart < last && last <= g.MorestackEnd) &&
-				!(x.LeafReturn && g.MorestackStart < x.user[1] && x.user[1] <= g.MorestackEnd) {
+			if !returnsInto(g, last) && !(x.LeafReturn && returnsInto(g, x.user[1])) {
 				t.Fatalf("unmarked, a walk went on past morestack to %s", funcName(tab, x.user, len(x.user)-1))
 			}
 		}
@@ -227,7 +225,7 @@ func BenchmarkGoMorestack(b *testing.B) {
 					samples++
 					if growing(pid, g)(x) {
 						under++
-						if last := x.User[len(x.User)-1]; !(g.MorestackStart < last && last <= g.MorestackEnd) {
+						if !returnsInto(g, x.User[len(x.User)-1]) {
 							past++
 						}
 					}
