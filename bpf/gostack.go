@@ -14,7 +14,8 @@ import (
 // stack grows (sprof.bpf.c, follow_goroutine).
 type GoProcess struct {
 	// MorestackStart and MorestackEnd are where the process has
-	// runtime.morestack, [start, end) in its address space.
+	// runtime.morestack and morestack_noctxt (goruntime.Morestack),
+	// [start, end) in its address space.
 	MorestackStart, MorestackEnd uint64
 	// TLSG and Layout are the executable's (goruntime.Runtime).
 	TLSG   int64

@@ -87,6 +87,12 @@ func growing(pid int, g *GoProcess) func(*Sample) bool {
 	}
 }
 
+// inMorestack reports whether user, a stack of g's process, was sampled
+// in runtime.morestack or morestack_noctxt.
+func inMorestack(g *GoProcess, user []uint64) bool {
+	return len(user) > 0 && g.MorestackStart <= user[0] && user[0] < g.MorestackEnd
+}
+
 // A goroutine whose stack grows runs newstack on the g0 stack with the
 // frame pointer cleared; with the process marked (SetGo), its samples go
 // on past morestack to the function that called it and the goroutine's
@@ -104,7 +110,10 @@ func growing(pid int, g *GoProcess) func(*Sample) bool {
 // amd64 VMs, and a few in a thousand there now (those of a signal handler
 // on the thread's signal stack are followed since; left are the few
 // instructions in which the goroutine's registers and stack bounds
-// disagree), so the bar is 97%.
+// disagree), so the bar is 97%. Samples taken in morestack itself (or
+// morestack_noctxt), a few in a thousand, go on to the root every one:
+// before the switch to g0 from the registers and the goroutine's stack,
+// after it from g.sched.
 func TestWalkFollowsMorestack(t *testing.T) {
 	bin, tab, g := goStackFixture(t)
 	onEveryPath(t, func(t *testing.T, features *Features) {
@@ -121,17 +130,23 @@ func TestWalkFollowsMorestack(t *testing.T) {
 		if testenv.EmulatedCPU() {
 			want, budget = 15, 40*time.Second
 		}
-		got := collectUntil(t, s, budget, growing(pid, g), func(got []sampleCopy) bool { return len(got) >= want })
+		under := growing(pid, g)
+		got := collectUntil(t, s, budget, func(x *Sample) bool { return under(x) || x.Pid == uint32(pid) && inMorestack(g, x.User) },
+			func(got []sampleCopy) bool { return len(got) >= want })
 		if len(got) < want {
 			t.Fatalf("%d samples under morestack, want >= %d", len(got), want)
 		}
-		whole, leaves, yielded := 0, 0, 0
+		whole, leaves, yielded, in := 0, 0, 0, 0
 		var bad []string
 		for _, x := range got {
 			n := len(x.user)
 			i := 1
 			for i < n && !returnsInto(g, x.user[i]) {
 				i++
+			}
+			if inMorestack(g, x.user) {
+				in++
+				i = 0
 			}
 			if i == 1 && x.LeafReturn {
 				leaves++
@@ -143,6 +158,9 @@ func TestWalkFollowsMorestack(t *testing.T) {
 			if !x.UserTruncated && x.Goroutine && i+2 < n && funcName(tab, x.user, i+1) == "main.recurse" &&
 				funcName(tab, x.user, n-1) == "runtime.goexit" {
 				whole++
+			} else if i == 0 {
+				t.Errorf("taken in %s, truncated %v, followed %v: %s ... %s", funcName(tab, x.user, 0), x.UserTruncated,
+					x.Goroutine, funcName(tab, x.user, min(1, n-1)), funcName(tab, x.user, n-1))
 			} else if len(bad) < 5 {
 				var below []string
 				for j := range min(i, n) {
@@ -153,8 +171,8 @@ func TestWalkFollowsMorestack(t *testing.T) {
 			}
 		}
 		grew := len(got) - yielded
-		t.Logf("%d of %d samples under morestack (%d with its leaf returning into it, %d of a goroutine giving up its thread) go on to main.recurse and runtime.goexit; others: %q",
-			whole, grew, leaves, yielded, bad)
+		t.Logf("%d of %d samples under morestack (%d with its leaf returning into it, %d taken in it, %d of a goroutine giving up its thread) go on to main.recurse and runtime.goexit; others: %q",
+			whole, grew, leaves, in, yielded, bad)
 		if grew < want/2 {
 			t.Fatalf("%d of %d samples under morestack grew a stack, want >= %d", grew, len(got), want/2)
 		}
@@ -167,7 +185,6 @@ func TestWalkFollowsMorestack(t *testing.T) {
 		// Only samples that began after the mark went: one begun before
 		// may reach the ring after any drain.
 		since := monotonic(t)
-		under := growing(pid, g)
 		for _, x := range collectN(t, s, 20, func(x *Sample) bool { return x.Time > since && under(x) }) {
 			last := x.user[len(x.user)-1]
 			if x.Goroutine {

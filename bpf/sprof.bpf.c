@@ -597,8 +597,10 @@ struct fp_walk {
 	 * for the same reason, the walk's first frame (the sampled pc) and
 	 * its leaf's return address (0 when not taken; see walk_user). */
 	__u64 last, leaf_pc, leaf_ret;
-	/* arm64: the sample's g register, R28 (see follow_goroutine). */
-	__u64 g_reg;
+	/* arm64: the sample's g register, R28, and R3, where a Go prologue
+	 * keeps its return address while it calls morestack (see
+	 * follow_goroutine). */
+	__u64 g_reg, r3;
 	/* The table walk (table_step): the registers of the frame to unwind
 	 * next, whether it is the topmost, why the walk stopped (enum
 	 * table_stop, 0 while it goes on), and the mapping last found, which
@@ -895,6 +897,7 @@ static __always_inline bool walk_chunk(struct scratch_value *s)
 }
 
 /* Per Go process (Sampler.SetGo): where runtime.morestack lies, absolute,
+ * with runtime.morestack_noctxt, which jumps to it (unwind/goruntime),
  * and how to find the goroutine whose stack it grows: g's offset from the
  * thread pointer (amd64) and the runtime's structure offsets (see
  * unwind/goruntime). Shared with gostack.go. */
@@ -936,8 +939,10 @@ static __always_inline bool read_word(__u64 addr, __u64 *v)
  * morestack, which must follow a call), its caller's return address (amd64:
  * the word at sched.sp; arm64: sched.lr) and the frame-pointer walk from
  * sched.bp within the goroutine's stack [curg.stack.lo, curg.stack.hi).
- * A failed check leaves the walk ended at morestack, which user space marks
- * truncated (collector/gostack.go). Once per walk.
+ * A sample in morestack itself before g is g0 takes the same two frames
+ * from the registers and the stack instead (below). A failed check leaves
+ * the walk ended at morestack, which user space marks truncated
+ * (collector/gostack.go). Once per walk.
  *
  * From the goroutine's stack the walk may switch stacks once more: while
  * copystack adjusts the frames it copied to the new stack, innermost
@@ -971,13 +976,14 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 	else if (!in_morestack(gp, w->n > 1 ? last - 1 : last))
 		return false;
 	w->goroutine = true;
-	/* Sampled in morestack, or (arm64) in runtime.save_g, which morestack
-	 * calls once g is g0 but before sp and the frame pointer leave the
-	 * goroutine: the frame-pointer register still names the record of
-	 * the caller of the function that called morestack, so the walk from
-	 * it skipped that function and its caller and went on to the root as
-	 * if whole. It is cut after morestack and goes on as above, or ends
-	 * there (user space marks it truncated). */
+	/* Sampled in morestack (or morestack_noctxt), or (arm64) in
+	 * runtime.save_g, which morestack calls once g is g0 but before sp
+	 * and the frame pointer leave the goroutine: the frame-pointer
+	 * register still names the record of the caller of the function that
+	 * called morestack, so the walk from it skipped that function and its
+	 * caller and went on to the root as if whole. It is cut after
+	 * morestack and goes on as above, or ends there (user space marks it
+	 * truncated). */
 	if (keep) {
 		w->at = s->rec.hdr.kernel_frames + keep;
 		w->n = keep;
@@ -991,22 +997,48 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 #else
 	g = w->g_reg;
 #endif
-	if (!read_word(g + gp->g_m, &m) || !read_word(m + gp->m_g0, &g0) ||
-	    (g0 != g && (!read_word(m + gp->m_gsignal, &gsignal) || gsignal != g)) ||
-	    !read_word(m + gp->m_curg, &curg) || !read_word(curg + gp->g_m, &curg_m) || curg_m != m ||
-	    !read_word(curg + gp->g_stack, &stack[0]) || !read_word(curg + gp->g_stack + 8, &stack[1]))
+	if (!read_word(g + gp->g_m, &m) || !read_word(m + gp->m_g0, &g0) || !read_word(m + gp->m_curg, &curg))
 		return false;
-	sched = curg + gp->g_sched;
-	if (!read_word(sched + gp->gobuf_sp, &sp) || !read_word(sched + gp->gobuf_pc, &pc) ||
-	    !read_word(sched + gp->gobuf_bp, &bp) || sp < stack[0] || sp >= stack[1] || !after_call(pc))
-		return false;
+	if (keep == 1 && g != g0) {
+		/* Sampled in morestack before it switched to g0 (or in
+		 * morestack_noctxt): g is the goroutine, sp on its stack, and
+		 * the growing function has no frame yet. Its return address
+		 * and its caller's are where the calls left them (amd64: at sp
+		 * and sp + 8; arm64: in lr, and in R3, where the prologue moved
+		 * lr before it called), the frame pointer is its caller's; both
+		 * must follow calls. */
+		if (curg != g || !read_word(g + gp->g_stack, &stack[0]) || !read_word(g + gp->g_stack + 8, &stack[1]))
+			return false;
+		sp = s->rec.hdr.sp;
+		bp = s->rec.hdr.fp;
 #if defined(__TARGET_ARCH_x86)
-	if (!read_word(sp, &ret))
-		return false;
+		if (!read_word(sp, &pc) || !read_word(sp + 8, &ret))
+			return false;
 #else
-	if (!read_word(sched + gp->gobuf_lr, &ret))
-		return false;
+		pc = code_addr(s->rec.hdr.lr);
+		ret = w->r3;
 #endif
+		if (!after_call(code_addr(ret)))
+			return false;
+	} else {
+		if ((g0 != g && (!read_word(m + gp->m_gsignal, &gsignal) || gsignal != g)) ||
+		    !read_word(curg + gp->g_m, &curg_m) || curg_m != m || !read_word(curg + gp->g_stack, &stack[0]) ||
+		    !read_word(curg + gp->g_stack + 8, &stack[1]))
+			return false;
+		sched = curg + gp->g_sched;
+		if (!read_word(sched + gp->gobuf_sp, &sp) || !read_word(sched + gp->gobuf_pc, &pc) ||
+		    !read_word(sched + gp->gobuf_bp, &bp))
+			return false;
+#if defined(__TARGET_ARCH_x86)
+		if (!read_word(sp, &ret))
+			return false;
+#else
+		if (!read_word(sched + gp->gobuf_lr, &ret))
+			return false;
+#endif
+	}
+	if (sp < stack[0] || sp >= stack[1] || !after_call(pc))
+		return false;
 	ret = code_addr(ret);
 	if (ret < MIN_USER_ADDR || ret >= MAX_USER_ADDR)
 		return false;
@@ -1139,7 +1171,8 @@ static __always_inline bool wants_copy(__u32 tgid)
 
 struct user_regs {
 	__u64 pc, sp, fp, lr;
-	__u64 g; /* arm64: R28, which Go code keeps g in */
+	__u64 g;  /* arm64: R28, which Go code keeps g in */
+	__u64 r3; /* arm64: R3 (follow_goroutine) */
 };
 
 /* Whether the sample interrupted user mode: its registers are then the
@@ -1211,6 +1244,7 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 		r->fp = ctx->regs.regs[29];
 		r->lr = ctx->regs.regs[30];
 		r->g = ctx->regs.regs[28];
+		r->r3 = ctx->regs.regs[3];
 		return true;
 	}
 #endif
@@ -1239,6 +1273,7 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 #if defined(__TARGET_ARCH_arm64)
 	r->lr = PT_REGS_RET_CORE(regs);
 	r->g = BPF_CORE_READ((const struct user_pt_regs *)regs, regs[28]);
+	r->r3 = BPF_CORE_READ((const struct user_pt_regs *)regs, regs[3]);
 #endif
 	return true;
 }
@@ -1766,6 +1801,7 @@ static __always_inline int sample_with(struct bpf_perf_event_data *ctx, const bo
 	h->fp = regs.fp;
 	h->lr = regs.lr;
 	s->walk.g_reg = regs.g;
+	s->walk.r3 = regs.r3;
 	if (!capture_user || !regs.pc)
 		return finish(s);
 	if (table_unwind) {

@@ -115,6 +115,7 @@ type sprofScratchValue struct {
 		LeafPc      uint64
 		LeafRet     uint64
 		G_reg       uint64
+		R3          uint64
 		Tpc         uint64
 		Tsp         uint64
 		Tfp         uint64

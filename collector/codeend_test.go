@@ -117,9 +117,10 @@ func TestCutAtData(t *testing.T) {
 // is not Go. A Go program's stack of the sampled pc alone (newstack's
 // entry, before it sets its frame pointer) is marked too; another
 // program's is not. A walk that went on through morestack without following
-// the goroutine (Sample.Goroutine false: sampled in morestack, or on arm64 in
-// runtime.save_g, whose caller's frame pointer skips frames) is cut after
-// morestack's frame and marked; a followed one is whole. The Go program is
+// the goroutine (Sample.Goroutine false: sampled in morestack or in
+// morestack_noctxt, which jumps there, or on arm64 in runtime.save_g,
+// whose caller's frame pointer skips frames) is cut after morestack's
+// frame and marked; a followed one is whole. The Go program is
 // this test's own binary, stripped as go test links it; its functions are
 // found in its function table by debug/gosym.
 func TestMorestackMarksTruncated(t *testing.T) {
@@ -155,6 +156,7 @@ func TestMorestackMarksTruncated(t *testing.T) {
 		return 0
 	}
 	morestack, goexit, newstack := fileOffset("runtime.morestack"), fileOffset("runtime.goexit"), fileOffset("runtime.newstack")
+	noctxt := fileOffset("runtime.morestack_noctxt")
 
 	const lo, hi = 0x1000_0000, 0x2000_0000
 	proc := newFakeProc(t)
@@ -174,6 +176,7 @@ func TestMorestackMarksTruncated(t *testing.T) {
 	src.add(40, 10, lo+newstack+2, lo+morestack+5, lo+newstack+9, lo+goexit+5)
 	src.add(40, 10, lo+morestack+1, lo+newstack+9, lo+goexit+5)
 	src.add(41, 10, lo+morestack+1, lo+newstack+9, lo+goexit+5)
+	src.add(40, 10, lo+noctxt, lo+newstack+9, lo+goexit+5)
 	src.add(40, 10, lo+newstack+3, lo+morestack+5, lo+newstack+9, lo+goexit+5)
 	src.samples[len(src.samples)-1].Goroutine = true
 	if err := c.Drain(src); err != nil {
@@ -196,6 +199,7 @@ func TestMorestackMarksTruncated(t *testing.T) {
 		fmt.Sprintf("40 [%x %x] true", newstack+2, morestack+5),
 		fmt.Sprintf("40 [%x] true", morestack+1),
 		fmt.Sprintf("41 [%x %x %x] false", morestack+1, newstack+9, goexit+5),
+		fmt.Sprintf("40 [%x] true", noctxt),
 		fmt.Sprintf("40 [%x %x %x %x] false", newstack+3, morestack+5, newstack+9, goexit+5),
 	}
 	if !slices.Equal(got, want) {

@@ -52,8 +52,8 @@ type Layout struct {
 type Runtime struct {
 	// Version is the toolchain that built the binary (go1.26.8).
 	Version string
-	// Morestack is where runtime.morestack lies, [Start, End) in
-	// virtual addresses.
+	// Morestack is where runtime.morestack and runtime.morestack_noctxt
+	// lie (see Morestack), [Start, End) in virtual addresses.
 	MorestackStart, MorestackEnd uint64
 	// TLSG is, on amd64, the offset of the thread's g from the thread
 	// pointer (fsbase). arm64 keeps g in R28 in Go code.
@@ -112,7 +112,13 @@ func Read(f *elf.File, r io.ReaderAt) (*Runtime, error) {
 
 // Morestack returns where runtime.morestack lies in f, in virtual
 // addresses, from the Go function table (.gopclntab, which stripping
-// leaves).
+// leaves), with runtime.morestack_noctxt where that follows it, as it
+// does in the runtime's assembly for amd64 and arm64: the prologue of
+// every function without a closure context calls morestack_noctxt, whose
+// two instructions jump to morestack, and a sample in either is taken
+// before the growing function has a frame (the frame pointer still names
+// its caller's record), which the walk must know as a sample in
+// morestack.
 func Morestack(f *elf.File) (start, end uint64, err error) {
 	pcln := f.Section(".gopclntab")
 	if pcln == nil {
@@ -136,6 +142,9 @@ func Morestack(f *elf.File) (start, end uint64, err error) {
 	fn := tab.LookupFunc("runtime.morestack")
 	if fn == nil || fn.End <= fn.Entry {
 		return 0, 0, fmt.Errorf("%w: no runtime.morestack", ErrNotGo)
+	}
+	if next := tab.LookupFunc("runtime.morestack_noctxt"); next != nil && next.Entry == fn.End && next.End > next.Entry {
+		return fn.Entry, next.End, nil
 	}
 	return fn.Entry, fn.End, nil
 }

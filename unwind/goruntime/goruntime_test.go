@@ -84,6 +84,52 @@ func TestKnownLayouts(t *testing.T) {
 	}
 }
 
+// Morestack's range, from the function table, covers runtime.morestack
+// and runtime.morestack_noctxt after it, as the linker's symbol table
+// places them, and ends before the function after those.
+func TestMorestackRange(t *testing.T) {
+	for _, goarch := range []string{"amd64", "arm64"} {
+		t.Run(goarch, func(t *testing.T) {
+			bin := build(t, goarch, false)
+			rt, err := read(t, bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := elf.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			syms, err := f.Symbols()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var morestack, noctxt elf.Symbol
+			after := ^uint64(0) // the first function after morestack_noctxt
+			for _, s := range syms {
+				switch strings.TrimSuffix(s.Name, ".abi0") {
+				case "runtime.morestack":
+					morestack = s
+				case "runtime.morestack_noctxt":
+					noctxt = s
+				}
+			}
+			for _, s := range syms {
+				if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value > noctxt.Value && s.Value < after {
+					after = s.Value
+				}
+			}
+			if morestack.Size == 0 || noctxt.Size == 0 {
+				t.Fatalf("symbols: morestack %+v, morestack_noctxt %+v", morestack, noctxt)
+			}
+			if rt.MorestackStart != morestack.Value || rt.MorestackEnd < noctxt.Value+noctxt.Size || rt.MorestackEnd > after {
+				t.Errorf("[%#x, %#x), want from morestack at %#x past morestack_noctxt at [%#x, %#x), not past %#x",
+					rt.MorestackStart, rt.MorestackEnd, morestack.Value, noctxt.Value, noctxt.Value+noctxt.Size, after)
+			}
+		})
+	}
+}
+
 // g's thread-local slot: -8 from the thread pointer for internally
 // linked amd64 binaries, runtime.tlsg's place for externally linked ones.
 func TestTLSG(t *testing.T) {
