@@ -1006,7 +1006,9 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 		 * and its caller's are where the calls left them (amd64: at sp
 		 * and sp + 8; arm64: in lr, and in R3, where the prologue moved
 		 * lr before it called), the frame pointer is its caller's; both
-		 * must follow calls. */
+		 * must follow calls, but for the return address of a
+		 * goroutine's first function, runtime.goexit plus one
+		 * instruction (see switch_stack), with the frame pointer 0. */
 		if (curg != g || !read_word(g + gp->g_stack, &stack[0]) || !read_word(g + gp->g_stack + 8, &stack[1]))
 			return false;
 		sp = s->rec.hdr.sp;
@@ -1018,7 +1020,7 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 		pc = code_addr(s->rec.hdr.lr);
 		ret = w->r3;
 #endif
-		if (!after_call(code_addr(ret)))
+		if (bp && !after_call(code_addr(ret)))
 			return false;
 	} else {
 		if ((g0 != g && (!read_word(m + gp->m_gsignal, &gsignal) || gsignal != g)) ||
