@@ -959,7 +959,7 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 {
 	struct fp_walk *w = &s->walk;
 	__u32 tgid = s->rec.hdr.pid, keep = 0;
-	__u64 last = w->last, g, m, g0, gsignal, curg, curg_m, stack[2], sched, sp, pc, bp, ret;
+	__u64 last = w->last, g, m, g0, gsignal, curg, curg_m, stack[2], copied[2], sched, sp, pc, bp, ret;
 	struct go_proc *gp;
 
 	/* Only a walk that ended whole: one flagged truncated is marked
@@ -1046,6 +1046,26 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 		return false;
 	put_user_frame(s, pc);
 	put_user_frame(s, ret);
+	/* copystack points g.sched.bp into the new stack (adjustctxt) before
+	 * g.stack and g.sched.sp, and the records it copied there still link
+	 * to the old stack until adjustframe adjusts them: meanwhile bp names
+	 * the copy of the caller's record, whose saved frame pointer and
+	 * return address are the original's. The walk takes the return
+	 * address from there and goes on at the saved record, on the old
+	 * stack, intact until copystack frees it. */
+	if (bp && (bp < stack[0] || bp >= stack[1])) {
+		if (!read_word(bp, &copied[0]) || !read_word(bp + 8, &copied[1]))
+			return false;
+		ret = code_addr(copied[1]);
+		bp = copied[0];
+		/* A saved frame pointer 0: the goroutine's first function,
+		 * whose return address follows no call (see switch_stack). */
+		if (bp && (bp < sp || bp >= stack[1] || !after_call(ret)))
+			return false;
+		if (ret < MIN_USER_ADDR || ret >= MAX_USER_ADDR)
+			return false;
+		put_user_frame(s, ret);
+	}
 	w->flags |= SAMPLE_GOROUTINE;
 	w->fp = bp;
 	w->lo = sp - RECORD_BELOW_SP;
