@@ -87,6 +87,19 @@ func growing(pid int, g *GoProcess) func(*Sample) bool {
 	}
 }
 
+// sampleGrowing starts the fixture's goroutines growing their stacks and
+// a sampler of its user stacks at hz, told to follow morestack in it.
+func sampleGrowing(t *testing.T, bin string, g *GoProcess, hz int, features *Features) (int, *Sampler) {
+	t.Helper()
+	cmd, _ := startBinary(t, bin, "grow")
+	pid := cmd.Process.Pid
+	s := openSampler(t, Config{Frequency: hz, Pids: []uint32{uint32(pid)}, User: true, features: features})
+	if err := s.SetGo(uint32(pid), g); err != nil {
+		t.Fatal(err)
+	}
+	return pid, s
+}
+
 // A goroutine whose stack grows runs newstack on the g0 stack with the
 // frame pointer cleared; with the process marked (SetGo), its samples go
 // on past morestack to the function that called it and the goroutine's
@@ -111,12 +124,7 @@ func growing(pid int, g *GoProcess) func(*Sample) bool {
 func TestWalkFollowsMorestack(t *testing.T) {
 	bin, tab, g := goStackFixture(t)
 	onEveryPath(t, func(t *testing.T, features *Features) {
-		cmd, _ := startBinary(t, bin, "grow")
-		pid := cmd.Process.Pid
-		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, features: features})
-		if err := s.SetGo(uint32(pid), g); err != nil {
-			t.Fatal(err)
-		}
+		pid, s := sampleGrowing(t, bin, g, 499, features)
 		// An emulated CPU sustains a fraction of the rate: 13-21 were
 		// seen in 10 s of the fixture's CPU time in the kernel matrix's
 		// arm64 VMs, so there the fixture runs up to 40 s for them.
@@ -202,12 +210,7 @@ func inMorestack(g *GoProcess, user []uint64) bool {
 func TestWalkInMorestack(t *testing.T) {
 	bin, tab, g := goStackFixture(t)
 	onEveryPath(t, func(t *testing.T, features *Features) {
-		cmd, _ := startBinary(t, bin, "grow")
-		pid := cmd.Process.Pid
-		s := openSampler(t, Config{Frequency: 4999, Pids: []uint32{uint32(pid)}, User: true, features: features})
-		if err := s.SetGo(uint32(pid), g); err != nil {
-			t.Fatal(err)
-		}
+		pid, s := sampleGrowing(t, bin, g, 4999, features)
 		want, budget := 20, 20*time.Second
 		if testenv.EmulatedCPU() {
 			want, budget = 10, 60*time.Second
