@@ -11,7 +11,11 @@
 # host: sprof's stack-copy path 1.8-3.1 us a sample, the OpenTelemetry
 # profiler 2.9-4.3 us. The copy path at 6 frames, which the benchmark
 # measures after each walk, is printed too: set beside it, a host's
-# figures say how that host compares with the one of the goal.
+# figures say how that host compares with the one of the goal. So is
+# BenchmarkFloor, what programs that do next to nothing cost per run on
+# the same events and load (empty, the pid filter, a minimal record
+# filled, and sent through a ring buffer): the part of a sample's cost
+# that is the host's.
 #
 # Shared hosts drift by half from one minute to the next (the 16-CPU host
 # of issue 13's figures did), so two builds are compared only round by
@@ -52,11 +56,12 @@ if [ -n "${BASELINE:-}" ]; then
 fi
 
 # run BUILD ROUND: one benchmark run, its results appended to $out/all as
-# "build depth bpf-ns/sample frames/sample copy-bpf-ns/sample".
+# "build depth bpf-ns/sample frames/sample copy-bpf-ns/sample", and
+# BenchmarkFloor's as "build floor-NAME bpf-ns/run 0 0".
 run() {
 	bin=$BPF_TEST
 	[ "$1" = baseline ] && bin=$BASELINE
-	if ! (cd bpf && "$bin" -test.run '^$' -test.bench 'TableWalk/probed' -test.benchtime "$benchtime") >"$out/run" 2>&1; then
+	if ! (cd bpf && "$bin" -test.run '^$' -test.bench 'TableWalk/probed|Floor' -test.benchtime "$benchtime") >"$out/run" 2>&1; then
 		cat "$out/run" >&2
 		echo "bpf-cost: $1 failed in round $2" >&2
 		exit 1
@@ -72,6 +77,14 @@ run() {
 				if ($(i + 1) == "copy-bpf-ns/sample") copy = $i
 			}
 			print build, depth, ns, frames, copy
+		}
+		/^BenchmarkFloor\// {
+			name = $1
+			sub(/^BenchmarkFloor\//, "", name)
+			sub(/-[0-9]+$/, "", name)
+			for (i = 2; i < NF; i++)
+				if ($(i + 1) == "bpf-ns/run") ns = $i
+			print build, "floor-" name, ns, 0, 0
 		}' "$out/run" | tee -a "$out/all" | sed "s/^/round $2: /"
 }
 
@@ -107,5 +120,14 @@ for build in $builds; do
 	}'
 	if ns1=$(median "$build" 1 3) && fr1=$(median "$build" 1 4) && copy1=$(median "$build" 1 5); then
 		echo "$build: median $ns1 ns a sample at $fr1 frames; the stack copy's $copy1 ns there"
+	fi
+	floor=""
+	for name in empty filter header record; do
+		if ns=$(median "$build" "floor-$name" 3); then
+			floor="$floor, $name $ns"
+		fi
+	done
+	if [ -n "$floor" ]; then
+		echo "$build: floor, median ns a run${floor}"
 	fi
 done
