@@ -1,8 +1,8 @@
 #!/bin/sh
 # Measures what the sampling program costs per sample on this host, for
 # issue 13's goal (at most 3 us for a 32-frame stack without frame
-# pointers, on a 16-CPU host): BenchmarkTableWalk's probed path, two
-# fixtures recursing 1, 32 and then 400 frames of 256 bytes without frame
+# pointers, on a 16-CPU host): BenchmarkTableWalk's probed path, fixtures
+# recursing 1, 32 and then 400 frames of 256 bytes without frame
 # pointers (6, 37 and 405 frames with main and libc's start code) at
 # 499 Hz, the kernel's BPF run-time statistics divided by the samples
 # sent.
@@ -26,15 +26,17 @@
 # bpf-ns/sample at each depth, then per build the median of each depth,
 # the cost of a frame between the two deeper ones (the slope), the cost at
 # no frame at all (the intercept), which is what a sample costs besides
-# its walk, and the medians at 6 frames, the walk's and the copy's (a
-# build without depth 1 prints none).
+# its walk, the medians at 6 frames, the walk's and the copy's, and the
+# floor's (a build without depth 1 or BenchmarkFloor prints none of
+# those).
 #
 # Usage: scripts/bpf-cost.sh [ROUNDS]   (default 5)
 # Environment:
 #   BPF_TEST   the bpf test binary to measure (default: built here with
 #              go test -c ./bpf)
 #   BASELINE   another build's bpf test binary, interleaved with it
-#   BENCHTIME  -test.benchtime (default 10x: ten drains of a quarter ring)
+#   BENCHTIME  -test.benchtime (default 10x: ten drains of a quarter ring;
+#              for the floor, ten tenths of a second)
 # Run as root from anywhere in the repository; the test binaries run in
 # bpf/, where their fixtures are found.
 set -eu
