@@ -20,7 +20,7 @@ import (
 // load: a depth-1 fixture per CPU, 499 Hz, the kernel's BPF run-time
 // statistics per run. empty is an empty program, filter the sampler's pid
 // filter alone (a hash lookup of the thread group), header the filter and
-// a minimal 80-byte record filled and counted, record the same sent
+// a minimal 104-byte record filled and counted, record the same sent
 // through a ring buffer. Set beside
 // BenchmarkTableWalk's bpf-ns/sample at depth 1, record says how much of a
 // shallow sample's cost any program pays there. Each iteration is 100 ms

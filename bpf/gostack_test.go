@@ -205,8 +205,8 @@ func inMorestack(g *GoProcess, user []uint64) bool {
 // there and marked truncated; a failed check ends the walk at morestack,
 // which user space marks. So a sample taken in morestack is whole,
 // followed and rooted in runtime.goexit, or not followed and marked, and
-// at least 90% are whole. About 1 in 300 of the
-// fixture's samples is one, hence 4,999 Hz.
+// at least 90% are whole. About 1 in 300 of the fixture's samples is one,
+// hence 4,999 Hz.
 func TestWalkInMorestack(t *testing.T) {
 	bin, tab, g := goStackFixture(t)
 	onEveryPath(t, func(t *testing.T, features *Features) {

@@ -92,9 +92,10 @@ func (c *Collector) attachGo(src Source) {
 // A walk that went on through morestack without following the goroutine
 // (goroutine false: the process was not marked yet, or the sampler's
 // checks failed) is cut after morestack's frame: sampled in morestack (or
-// morestack_noctxt, which jumps there), or on arm64 in runtime.save_g, which morestack calls with the frame
-// pointer still that of the growing function's caller, the walk skipped
-// that function and its caller on the way to the goroutine's root. (The
+// morestack_noctxt, which jumps there), or on arm64 in runtime.save_g,
+// which morestack calls with the frame pointer still that of the growing
+// function's caller, the walk skipped that function and its caller on the
+// way to the goroutine's root. (The
 // same frames cannot come followed: after morestack's frame a followed
 // walk has the growing function's pc, just after its call to morestack,
 // a return address no frame record holds.)
