@@ -547,7 +547,8 @@ func (s *Sampler) start(cfg Config, online []int) error {
 func (s *Sampler) Ready() <-chan struct{} { return s.ready }
 
 // Read hands every record now in the backlog and the ring buffer to fn, in
-// order, and returns how many it handed. It does not wait for records. The
+// order, and returns how many it handed. It does not wait for records, and
+// those written while it reads wait for the next Read (see drainRing). The
 // *Sample and its slices are reused: valid only during fn.
 func (s *Sampler) Read(fn func(*Sample)) (int, error) {
 	s.mu.Lock()
@@ -560,20 +561,15 @@ func (s *Sampler) Read(fn func(*Sample)) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	for {
-		err := s.reader.ReadInto(&s.rec)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("read BPF ring buffer: %w", err)
-		}
-		if err := s.sample.decode(s.rec.RawSample); err != nil {
-			return n, err
+	err = drainRing(s.reader, &s.rec, func(raw []byte) error {
+		if err := s.sample.decode(raw); err != nil {
+			return err
 		}
 		fn(&s.sample)
 		n++
-	}
+		return nil
+	})
+	return n, err
 }
 
 // AddPid adds a process to the pid filter, e.g. one started after Open.
@@ -672,8 +668,9 @@ func (s *Sampler) Stats() (Stats, error) {
 
 // Stop stops sampling: the CPU-clock events are disabled, so the program
 // sends no more samples, and what it sent stays to be read. A recording
-// stops before its last drain so that the drain ends: at high rates the
-// program can write samples faster than user space aggregates them.
+// stops as it ends, while a Read may be under way (Stop may be called
+// then, but not twice at once): at high rates the program can write
+// samples faster than user space aggregates them.
 func (s *Sampler) Stop() error {
 	var errs []error
 	for _, c := range s.clocks {

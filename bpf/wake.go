@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 )
 
@@ -131,23 +132,55 @@ const backlogHeader = 8
 // bigger one, grown in a long pause, goes back to the garbage collector.
 const keepBacklogCap = 4 << 20
 
-// spill moves every record in the ring into the backlog.
+// spill moves the records in the ring into the backlog.
 func (s *Sampler) spill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for {
-		err := s.reader.ReadInto(&s.rec)
+	err := drainRing(s.reader, &s.rec, func(raw []byte) error {
+		s.backlog.add(raw)
+		return nil
+	})
+	if err != nil && s.waitErr == nil {
+		s.waitErr = fmt.Errorf("spill into the backlog: %w", err)
+	}
+}
+
+// ringReader is the part of a ringbuf.Reader that drainRing uses.
+type ringReader interface {
+	ReadInto(*ringbuf.Record) error
+}
+
+// ringRecordHeader is the length word and page offset that precede each
+// record in a BPF ring buffer (the kernel's BPF_RINGBUF_HDR_SZ); a
+// record's data is padded to 8 bytes.
+const ringRecordHeader = 8
+
+// drainRing hands fn the records that were in the ring when it read the
+// first, and no more: on a host where the programs write records faster
+// than fn handles them, a loop until the ring is empty would never end,
+// and its caller, holding the Sampler's lock, would not see the
+// recording's end, a signal or its own timer again. The records written
+// meanwhile wait for the next call; the ring's wakeups and the backlog
+// see to them. The reader must not block (a deadline in the past).
+func drainRing(r ringReader, rec *ringbuf.Record, fn func(raw []byte) error) error {
+	for left := -1; left != 0; { // left: bytes after the first record, once read
+		err := r.ReadInto(rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return
+			return nil
 		}
 		if err != nil {
-			if s.waitErr == nil {
-				s.waitErr = fmt.Errorf("read BPF ring buffer into the backlog: %w", err)
-			}
-			return
+			return fmt.Errorf("read BPF ring buffer: %w", err)
 		}
-		s.backlog.add(s.rec.RawSample)
+		if left < 0 {
+			left = rec.Remaining
+		} else {
+			left = max(left-ringRecordHeader-(len(rec.RawSample)+7)&^7, 0)
+		}
+		if err := fn(rec.RawSample); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // add appends a record, or counts it lost if the backlog is full.

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/sprof/sprof/internal/proctime"
 )
 
@@ -203,5 +204,54 @@ func TestReadAfterClose(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// busyRing is a ring whose producer writes a record for every one read,
+// as the programs do on a host where the reader cannot keep up: it is
+// never empty.
+type busyRing struct {
+	lengths []int // of the records in the ring, oldest first
+	read    int
+}
+
+func (r *busyRing) ReadInto(rec *ringbuf.Record) error {
+	l := r.lengths[r.read]
+	rec.RawSample = bytes.Repeat([]byte{byte(r.read)}, l)
+	r.read++
+	rec.Remaining = 0 // what the reader saw in the ring as it read this record
+	for _, l := range r.lengths[r.read:] {
+		rec.Remaining += ringRecordHeader + (l+7)&^7
+	}
+	r.lengths = append(r.lengths, 8+r.read%13) // the producer's next
+	return nil
+}
+
+// drainRing hands out the records that were in the ring when it began,
+// in order, and returns although the ring never empties: a Read or a
+// spill that ran until the ring was empty kept the collector from ever
+// seeing the recording's end (sprof record -F 50000 under load ran 30 s
+// for -d 3s).
+func TestDrainRingEndsWhatWasThere(t *testing.T) {
+	ring := &busyRing{lengths: []int{0, 1, 376, 8, 4095}}
+	var rec ringbuf.Record
+	var got []int
+	err := drainRing(ring, &rec, func(raw []byte) error {
+		if len(got) > 100 {
+			t.Fatal("drainRing is still reading after 100 records")
+		}
+		got = append(got, len(raw))
+		return nil
+	})
+	if want := []int{0, 1, 376, 8, 4095}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("handed records of %v bytes, %v; want %v, nil", got, err, want)
+	}
+
+	// fn's error ends the drain, as is.
+	stop := errors.New("undecodable")
+	n := 0
+	err = drainRing(ring, &rec, func([]byte) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("after fn's error: %d records handed, %v", n, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,8 +46,10 @@ type Notifier interface {
 }
 
 // A Stopper is a Source that can stop producing samples and still be
-// read. Run stops it before its last drain, which then ends even when the
-// source produces samples faster than they are aggregated (high rates).
+// read. Run stops it as soon as the recording ends, while a drain may be
+// reading it (Stop must allow that), and reads it once more: the last
+// drain then ends even when the source produced samples faster than they
+// were aggregated (high rates).
 type Stopper interface {
 	Stop() error
 }
@@ -345,6 +348,7 @@ func (c *Collector) RunInterval(ctx context.Context, src Source, exited <-chan s
 		ready = n.Ready()
 	}
 	built := c.TablesBuilt()
+	stop := stopAtEnd(ctx, src, exited)
 loop:
 	for {
 		select {
@@ -360,10 +364,12 @@ loop:
 			c.note(c.Drain(src))
 		}
 	}
-	if st, ok := src.(Stopper); ok {
-		c.note(st.Stop())
-	}
+	stoppedAt, err := stop()
+	c.note(err)
 	c.note(c.drain(src, true))
+	if !stoppedAt.IsZero() {
+		c.end = stoppedAt // the samples end there, however long the drains took
+	}
 	c.settleHeld()
 	lost, err := src.Lost()
 	if err != nil {
@@ -398,6 +404,47 @@ func (c *Collector) note(err error) {
 		if c.stats.Err == nil {
 			c.stats.Err = err
 		}
+	}
+}
+
+// stopAtEnd stops src, if it is a Stopper, as soon as ctx is done or
+// exited closes, from a goroutine of its own rather than between drains:
+// on a host where samples come faster than they are aggregated, a drain
+// can last many times the recording's length, and sampling would go on
+// until it ends, past --duration, a signal or the command's exit. The
+// function it returns stops src if that has not happened yet, ends the
+// goroutine, and says when src was stopped (the zero time for a source
+// that cannot stop).
+func stopAtEnd(ctx context.Context, src Source, exited <-chan struct{}) func() (time.Time, error) {
+	st, ok := src.(Stopper)
+	if !ok {
+		return func() (time.Time, error) { return time.Time{}, nil }
+	}
+	var (
+		once sync.Once
+		at   time.Time
+		err  error
+	)
+	stop := func() {
+		once.Do(func() {
+			err = st.Stop()
+			at = time.Now()
+		})
+	}
+	ended := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop()
+		case <-exited:
+			stop()
+		case <-ended:
+		}
+	}()
+	return func() (time.Time, error) {
+		close(ended)
+		stop()
+		return at, err
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sprof/sprof/internal/testenv"
@@ -267,14 +269,18 @@ func TestRunSurvivesReadErrors(t *testing.T) {
 }
 
 // stoppingSource is a Stopper that produces a sample at every read until
-// it is stopped, as the sampler does at high rates.
+// it is stopped, as the sampler does at high rates. Run stops it from a
+// goroutine of its own.
 type stoppingSource struct {
+	mu sync.Mutex
 	fakeSource
 	reads, readsAtStop int
 	stopped            bool
 }
 
 func (s *stoppingSource) Read(fn func(*Sample)) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.reads++
 	if !s.stopped {
 		s.add(42, uint64(s.reads), 0x1234)
@@ -283,6 +289,8 @@ func (s *stoppingSource) Read(fn func(*Sample)) (int, error) {
 }
 
 func (s *stoppingSource) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.stopped {
 		return errors.New("stopped twice")
 	}
@@ -305,8 +313,61 @@ func TestRunStopsSourceBeforeLastDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !src.stopped || src.reads != src.readsAtStop+1 || st.Samples != uint64(src.readsAtStop) || st.Errors != 0 {
-		t.Fatalf("stopped %v after %d of %d reads, %d samples, stats %+v; want stopped, then one last read that adds nothing",
+	if !src.stopped || src.reads <= src.readsAtStop || st.Samples != uint64(src.readsAtStop) || st.Errors != 0 {
+		t.Fatalf("stopped %v after %d of %d reads, %d samples, stats %+v; want stopped, then a last read that adds nothing",
 			src.stopped, src.readsAtStop, src.reads, st.Samples, st)
 	}
+}
+
+// drainingSource's first Read lasts until the source is stopped and an
+// hour after: a drain on a host where samples come faster than they are
+// aggregated.
+type drainingSource struct {
+	fakeSource
+	reading, stopped chan struct{}
+	reads            int
+}
+
+func (s *drainingSource) Read(fn func(*Sample)) (int, error) {
+	if s.reads++; s.reads == 1 {
+		s.add(42, 1, 0x1234)
+		close(s.reading)
+		<-s.stopped
+		time.Sleep(time.Hour)
+	}
+	return s.fakeSource.Read(fn)
+}
+
+func (s *drainingSource) Stop() error {
+	close(s.stopped) // a second Stop panics
+	return nil
+}
+
+// TestRunStopsSourceWhileDraining: the recording's end stops the source at
+// once, not when the drain under way ends (sprof record -F 50000 on a
+// loaded 2-CPU VM sampled for 25 s with -d 3s), and the recording lasts
+// until then, not until the drains are over. Without the stop mid-drain
+// every goroutine of the bubble blocks and synctest fails the test.
+func TestRunStopsSourceWhileDraining(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := New(Options{Frequency: 99, ProcRoot: t.TempDir(), NoSideband: true, Interval: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		src := &drainingSource{reading: make(chan struct{}), stopped: make(chan struct{})}
+		go func() {
+			<-src.reading
+			time.Sleep(3 * time.Second)
+			cancel()
+		}()
+		_, st, err := c.Run(ctx, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Samples != 1 || src.reads < 2 || st.Duration < 3*time.Second || st.Duration >= time.Hour {
+			t.Fatalf("%d samples in %d reads, recorded %v; want 1 in 2 or more, 3s up to the stop", st.Samples, src.reads, st.Duration)
+		}
+	})
 }

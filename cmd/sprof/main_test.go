@@ -98,6 +98,27 @@ func TestCount(t *testing.T) {
 	}
 }
 
+// A recording that lost 1% or more of its samples says so, with the flag
+// that helps; fewer lost leave the summary's count alone.
+func TestLossHint(t *testing.T) {
+	for _, tt := range []struct {
+		kept, lost uint64
+		want       string
+	}{
+		{0, 0, ""},
+		{1000, 0, ""},
+		{991, 9, ""},
+		{99, 1, "1.0% of the samples"},
+		{5401, 211321, "97.5% of the samples"},
+		{0, 7, "100.0% of the samples"},
+	} {
+		got := lossHint(tt.kept, tt.lost)
+		if tt.want == "" && got != "" || tt.want != "" && (!strings.HasPrefix(got, tt.want) || !strings.Contains(got, "--frequency")) {
+			t.Errorf("lossHint(%d, %d) = %q; want %q...", tt.kept, tt.lost, got, tt.want)
+		}
+	}
+}
+
 func TestUnknownCommand(t *testing.T) {
 	code, _, errs := runSprof("recrod")
 	if code != 2 || !strings.Contains(errs, `unknown command "recrod"`) || !strings.Contains(errs, "record") {

@@ -307,6 +307,18 @@ func watchExits(pids []uint32) (<-chan struct{}, func(), error) {
 }
 
 // count says "1 sample" or "2 samples": n and the noun in its number.
+// lossHint says what to do when 1% or more of the samples taken were lost
+// (the programs found the ring and the backlog full: user space did not
+// keep up), and nothing otherwise.
+func lossHint(kept, lost uint64) string {
+	taken := kept + lost
+	if lost == 0 || lost*100 < taken {
+		return ""
+	}
+	return fmt.Sprintf("%.1f%% of the samples taken were lost: they came faster than sprof could read them on this host; a lower --frequency keeps them (a larger --ring-buffer, only bursts)",
+		float64(lost)*100/float64(taken))
+}
+
 func count[N int | uint64](n N, one, many string) string {
 	if n == 1 {
 		return "1 " + one

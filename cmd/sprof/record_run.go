@@ -169,6 +169,9 @@ func runRecord(e *env, args []string) error {
 	fmt.Fprintf(e.stderr, "sprof: recorded %.1fs, %s, %d lost, %s; wrote %s (%s)\n",
 		stats.Duration.Seconds(), count(stats.Samples, "sample", "samples"), stats.Lost,
 		count(stats.Processes, "process", "processes"), out.Name(), o.format)
+	if hint := lossHint(stats.Samples, stats.Lost); hint != "" {
+		fmt.Fprintf(e.stderr, "sprof: %s\n", hint)
+	}
 	if stats.Errors > 0 {
 		fmt.Fprintf(e.stderr, "sprof: %d records could not be read and were skipped; first: %v\n", stats.Errors, stats.Err)
 	}
