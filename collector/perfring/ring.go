@@ -23,16 +23,24 @@ type Ring struct {
 	wrapped []byte
 }
 
-// CorruptError reports a record header that cannot be right: the reader
-// skipped everything up to the kernel's head to resynchronise.
+// CorruptError reports a record header, or a head, that cannot be right:
+// the reader skipped everything up to the kernel's head to resynchronise.
 type CorruptError struct {
 	// Offset is the position of the bad header in the ring's stream.
-	Offset  uint64
+	Offset uint64
+	// BadHead: the kernel's head, Head, is what cannot be right (more
+	// than the data area past the tail, or either not 8-byte aligned).
+	// Otherwise the header at Offset is, with its size Size.
+	BadHead bool
+	Head    uint64
 	Size    uint16
 	Skipped uint64
 }
 
 func (e *CorruptError) Error() string {
+	if e.BadHead {
+		return fmt.Sprintf("perf ring: head at stream offset %#x cannot follow tail %#x; skipped %d bytes", e.Head, e.Offset, e.Skipped)
+	}
 	return fmt.Sprintf("perf ring: record header at stream offset %#x: size %d is impossible; skipped %d bytes", e.Offset, e.Size, e.Skipped)
 }
 
@@ -41,7 +49,7 @@ func (e *CorruptError) Error() string {
 // two. mem must be 8-byte aligned.
 func newRing(mem []byte, pageSize int) (*Ring, error) {
 	size := len(mem) - pageSize
-	if pageSize < int(unsafe.Sizeof(unix.PerfEventMmapPage{})) || size <= 0 || size&(size-1) != 0 {
+	if pageSize < int(unsafe.Sizeof(unix.PerfEventMmapPage{})) || size < headerSize || size&(size-1) != 0 {
 		return nil, fmt.Errorf("perf ring: %d bytes is not a %d-byte metadata page plus a power-of-two data area", len(mem), pageSize)
 	}
 	return &Ring{
@@ -63,14 +71,14 @@ func (r *Ring) Read(fn func(rec []byte)) (int, error) {
 	size := uint64(len(r.data))
 	n := 0
 	var err error
-	if head-tail > size {
-		err = &CorruptError{Offset: tail, Skipped: head - tail}
+	// The kernel writes whole records of multiples of 8 bytes, so both
+	// ends stay 8-byte aligned and a header never straddles the end.
+	if head-tail > size || (head|tail)%8 != 0 {
+		err = &CorruptError{Offset: tail, BadHead: true, Head: head, Skipped: head - tail}
 		tail = head
 	}
 	for tail < head {
 		off := tail & (size - 1)
-		// Records are 8-byte aligned and the area is a power of two of
-		// at least 8 bytes, so a header never straddles the end.
 		recSize := binary.NativeEndian.Uint16(r.data[off+6:])
 		if recSize < headerSize || recSize%8 != 0 || uint64(recSize) > head-tail {
 			err = &CorruptError{Offset: tail, Size: recSize, Skipped: head - tail}

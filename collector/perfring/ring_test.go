@@ -120,11 +120,18 @@ func TestRingCorruptSize(t *testing.T) {
 	}
 }
 
-func TestRingHeadBeyondSize(t *testing.T) {
-	f := newFakeRing(t, 256)
-	f.meta.Data_head = 1 << 20
-	if _, err := f.Read(func([]byte) { t.Fatal("called") }); err == nil {
-		t.Fatal("no error for a head 1 MiB past the tail of a 256-byte ring")
+// A head more than the data area past the tail, or a head or tail not
+// 8-byte aligned (a header could then straddle the end: FuzzRing's
+// corpus), is skipped whole and said.
+func TestRingBadHead(t *testing.T) {
+	for _, tt := range []struct{ head, tail uint64 }{{1 << 20, 0}, {268, 249}, {12, 0}, {0, 8}} {
+		f := newFakeRing(t, 256)
+		f.meta.Data_head, f.meta.Data_tail = tt.head, tt.tail
+		_, err := f.Read(func([]byte) { t.Fatal("called") })
+		var ce *CorruptError
+		if !errors.As(err, &ce) || !ce.BadHead || ce.Head != tt.head || ce.Offset != tt.tail || f.meta.Data_tail != tt.head {
+			t.Errorf("head %d, tail %d: %v, tail %d after; want the head said bad and the tail at it", tt.head, tt.tail, err, f.meta.Data_tail)
+		}
 	}
 }
 
