@@ -152,8 +152,13 @@ func (s *Sample) decode(raw []byte) error {
 	var python uint64
 	if h.Flags&flagPython != 0 {
 		at := headerSize + 8*(b.kernel+b.user)
-		if b.kernel+b.user >= maxFrames || len(raw) < at+8 {
-			return &RecordError{Off: at, Field: "python frames", Msg: fmt.Sprintf("record has %d bytes, no room for the Python part after %d frames", len(raw), b.kernel+b.user)}
+		if b.kernel+b.user >= maxFrames {
+			return &RecordError{Off: b.framesOff, Field: "frame counts",
+				Msg: fmt.Sprintf("%d kernel + %d user frames leave no room for a Python part in %d words", b.kernel, b.user, maxFrames)}
+		}
+		if len(raw) < at+8 {
+			return &RecordError{Off: len(raw), Field: "python frames",
+				Msg: fmt.Sprintf("record has %d bytes, the Python part after %d frames needs %d", len(raw), b.kernel+b.user, at+8)}
 		}
 		python = binary.NativeEndian.Uint64(raw[at:])
 		n := int(python & pythonCountMask)

@@ -164,6 +164,13 @@ func (b *tableBuilder) addFunction(st *sframe.Table, f *sframe.FDE) error {
 		reps = min((uint64(f.Size)+step-1)/step, maxRepeats)
 	}
 	for k := range reps {
+		// Before a function's (or a block's) first row there is none: a
+		// gap, not the rule of the row before.
+		if rows[0].Start > 0 {
+			if err := b.add(f.Start+k*step, unwindRule{Kind: ruleGap}); err != nil {
+				return err
+			}
+		}
 		for i := range rows {
 			if uint64(rows[i].Start) >= step {
 				break
@@ -173,6 +180,12 @@ func (b *tableBuilder) addFunction(st *sframe.Table, f *sframe.FDE) error {
 				return err
 			}
 		}
+	}
+	// Blocks past maxRepeats have no rows of their own: the walk stops
+	// there rather than apply the last block's last rule.
+	if end := reps * step; end < uint64(f.Size) {
+		b.t.Unsupported++
+		return b.add(f.Start+end, unwindRule{Kind: ruleUnsupported})
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"sort"
 	"testing"
 
 	"github.com/sprof/sprof/sframe"
@@ -57,6 +58,10 @@ func checkTable(t *testing.T, st *sframe.Table, ut *UnwindTable) {
 		if ok {
 			wantRule = conv.rule(&want.Row, &want.FDE)
 		}
+		if beyondRepeats(st, pc) {
+			// Past the blocks expanded, the walk stops.
+			ok, wantRule = true, unwindRule{Kind: ruleUnsupported}
+		}
 		if gotOK != ok || got != wantRule {
 			t.Fatalf("pc %#x: walk finds %+v (%v), the SFrame table %+v (%v): %s", pc, got, gotOK, wantRule, ok, st.Describe(want))
 		}
@@ -80,6 +85,18 @@ func checkTable(t *testing.T, st *sframe.Table, ut *UnwindTable) {
 			check(f.Start + uint64(r.Start) - 1)
 		}
 	}
+}
+
+// beyondRepeats says pc lies in a block of repeated rows (a PLT's) past
+// the maxRepeats that NewUnwindTable expands.
+func beyondRepeats(st *sframe.Table, pc uint64) bool {
+	fdes := st.FDEs() // sorted by start
+	i := sort.Search(len(fdes), func(i int) bool { return fdes[i].Start > pc }) - 1
+	if i < 0 {
+		return false
+	}
+	f := &fdes[i]
+	return f.PCMask() && f.RepSize > 0 && len(st.Rows(f)) > 0 && pc < f.End() && (pc-f.Start)/uint64(f.RepSize) >= maxRepeats
 }
 
 // TestUnwindTableLayout converts the tables of the fixtures (SFrame v1 to
