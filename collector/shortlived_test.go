@@ -321,7 +321,8 @@ func TestRunStopsSourceBeforeLastDrain(t *testing.T) {
 
 // drainingSource's first Read lasts until the source is stopped and an
 // hour after: a drain on a host where samples come faster than they are
-// aggregated.
+// aggregated. Its one caller runs it in a synctest bubble, whose clock
+// is fake: the hour passes at once, when every goroutine waits.
 type drainingSource struct {
 	fakeSource
 	reading, stopped chan struct{}
@@ -357,7 +358,7 @@ func TestRunStopsSourceWhileDraining(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		src := &drainingSource{reading: make(chan struct{}), stopped: make(chan struct{})}
-		go func() {
+		go func() { // the recording ends 3 s (of the bubble's clock) into the first drain
 			<-src.reading
 			time.Sleep(3 * time.Second)
 			cancel()
