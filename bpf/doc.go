@@ -97,6 +97,22 @@
 // the topmost frame gives way to the frame-pointer walk and the stack
 // copy, which stay the fallback for code whose table is not loaded.
 //
+// Code with no rule, JIT compilers' ([Sampler.MapJIT]) and code of a
+// file its CFI does not describe (V8's builtins in node's text), takes the
+// frame-pointer rule on x86-64 where bpf_loop exists (5.17): x86-64 JIT
+// compilers keep frame records (V8 always, HotSpot with
+// -XX:+PreserveFramePointer), and there a record lies right below the CFA,
+// the caller's sp. The record is checked as the frame-pointer walk checks
+// it (aligned, above sp, on the sample's stack), in a file the return
+// address must follow a call, and in the topmost frame leaf_return's
+// evidence decides whether %rbp names the frame's record yet. A Node.js
+// process's stacks, JIT frames between node's C++ and libc, were marked
+// truncated in nearly every sample before (the frame-pointer walk ends at
+// libc's start code) and paid for a stack copy; with it, whole
+// (TestTableWalkJIT). On arm64, whose frame records lie anywhere in their
+// frame, and on the compat path (its verifier budget) such code ends the
+// walk as before.
+//
 // The layout, chosen for the 5.10 verifier and for cost:
 //
 //   - Rows are 8 bytes (a 32-bit offset from the table's base and a rule
@@ -156,8 +172,8 @@
 // page. A frame whose pc is the previous frame's (a recursion) reuses its
 // rule.
 // Measured on this project's 6.18 host, the verifier checks sample in
-// ~7,800 instructions with tables, sample_compat in ~178,000 and
-// table_compat in ~186,000 (walk_compat ~57,000), below the 1 million
+// ~13,500 instructions with tables, sample_compat in ~358,000 and
+// table_compat in ~264,000 (walk_compat ~76,000), below the 1 million
 // limit of 5.10.
 //
 // # Off-CPU records

@@ -387,7 +387,10 @@ static __always_inline bool after_call(__u64 ret)
 	       (b[0] == 0xff && (b[1] & 0x38) == 0x10);
 }
 
-static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr, bool *unsure)
+/* leaf_return's x86-64 body; *at is where on the stack the return address
+ * lay, for a walk that goes on at the caller: its sp is *at + 8, its
+ * %rbp the register's value (no prologue had run, or the epilogue has). */
+static __always_inline __u64 leaf_return_at(__u64 pc, __u64 sp, __u64 *at)
 {
 	__u8 insn[8];
 	__u64 ret = 0;
@@ -404,7 +407,8 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr,
 		slot = 8, prologue = true; /* mov %rsp,%rbp */
 	else if (insn[0] == 0xc3 || (insn[0] == 0xf3 && insn[1] == 0xc3))
 		slot = 0; /* ret, rep ret */
-	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)(sp + (slot > 0 ? slot : 0))))
+	*at = sp + (slot > 0 ? slot : 0);
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)*at))
 		return 0;
 	/* Code without frame pointers pushes %rbp as a callee-saved register,
 	 * not always first: there the slot need not hold a return address. */
@@ -413,6 +417,13 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr,
 	if (slot == 0)
 		return ret;
 	return entered_from(ret, pc) ? ret : 0;
+}
+
+static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr, bool *unsure)
+{
+	__u64 at;
+
+	return leaf_return_at(pc, sp, &at);
 }
 #elif defined(__TARGET_ARCH_arm64)
 /* Whether ret follows a call instruction: bl, blr, or the pointer-
@@ -584,7 +595,9 @@ struct fp_walk {
 	__u16 flags;
 	__u16 switches; /* stacks switched to (see switch_stack) */
 	/* For the stack copy after the walk: the sample's sp and its stack's
-	 * end, and whether that end is a guess (see stack_bounds). */
+	 * end, and whether that end is a guess (see stack_bounds). The table
+	 * walk's frame_pointer_rule bounds records by the end too (0 until
+	 * it first needs it). */
 	__u64 sp, stack_end;
 	bool guessed;
 	/* The leaf's caller could not be told (see leaf_return): the record
@@ -1394,6 +1407,9 @@ enum mapping_kind {
 	 * process, and a pc of its that no longer prefix covers has no
 	 * table. */
 	MAPPING_PROCESS,
+	/* Executable memory of no file: code a JIT compiler wrote (see
+	 * frame_pointer_rule). */
+	MAPPING_JIT,
 };
 
 /* The layouts below are shared with tables.go, as are unwind_rule and
@@ -1579,8 +1595,9 @@ static __always_inline struct unwind_rule *find_rule(struct unwind_table *t, __u
 
 /* The rule for the pc at offset off of table t (w->map.table), into the
  * walk's rule fields: from the rule slot of (table, generation, offset),
- * else found in the table and kept in that slot. False when the table has
- * none. */
+ * else found in the table and kept in that slot, a gap where the table
+ * has none (code without CFI, which frame_pointer_rule may walk, is met
+ * again and again). False for an offset no table holds. */
 static __always_inline bool table_rule(struct scratch_value *s, struct unwind_table *t, __u64 off)
 {
 	struct fp_walk *w = &s->walk;
@@ -1592,19 +1609,86 @@ static __always_inline bool table_rule(struct scratch_value *s, struct unwind_ta
 		return false;
 	if (slot->key != key || slot->gen != w->map.gen) {
 		rule = find_rule(t, off);
-		if (!rule)
-			return false;
 		slot->key = key;
 		slot->gen = w->map.gen;
-		slot->rule = *rule;
+		if (rule)
+			slot->rule = *rule;
+		else
+			slot->rule.kind = RULE_GAP;
 	}
 	w->rule = slot->rule;
 	return true;
 }
 
+/*
+ * Code with no rule: JIT compilers' output (MAPPING_JIT), and code of a
+ * file that its CFI does not describe, such as V8's builtins, embedded in
+ * node's text. Both are seen between frames that have rules: a Node.js or
+ * Java stack is the interpreter's or JIT's frames between the runtime's C++
+ * and libc's start code. x86-64 JIT compilers keep frame records, always
+ * (V8) or on request (HotSpot's -XX:+PreserveFramePointer), and so does
+ * such hand-written code as a rule; so there the walk takes the
+ * frame-pointer rule rather than end. Before, the table walk ended at such
+ * a frame and the frame-pointer walk took over, which ends at the first
+ * caller without frame pointers (libc's start code: all of a Node.js
+ * program's samples were marked truncated) and pays for a stack copy. On
+ * x86-64 only: there a frame record always lies right below the CFA (push
+ * %rbp; mov %rsp,%rbp), which the caller's rule may need as its sp; arm64
+ * code puts its record anywhere in its frame.
+ *
+ * The record must lie on the sample's stack, above the frame's sp, as the
+ * frame-pointer walk demands; in code of a file (in_file), where %rbp may
+ * as well be a callee-saved register holding data, its return address must
+ * also follow a call. In the topmost frame %rbp may still name the
+ * caller's record (a prologue, a frameless leaf): leaf_return's evidence
+ * decides, as for the frame-pointer walk, and then the rule reads the
+ * return address where that found it. Sets the walk's rule; false when
+ * the frame fails the checks.
+ */
+#if defined(__TARGET_ARCH_x86)
+#define FP_RULE_ELSEWHERE true
+
+static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_file)
+{
+	struct fp_walk *w = &s->walk;
+	__u64 fp = w->tfp, at, ra;
+
+	w->rule_pc = 0; /* not the rule of the pc */
+	w->rule.ra_off = -8;
+	if (w->top && leaf_return_at(w->tpc, w->tsp, &at)) {
+		w->flags |= SAMPLE_LEAF_RETURN;
+		w->rule.kind = RULE_CFA_SP;
+		w->rule.cfa_off = at + sizeof(at) - w->tsp;
+		w->rule.flags = RULE_RA_SAVED;
+		return true;
+	}
+	if (!w->stack_end)
+		w->stack_end = stack_of(s->rec.hdr.sp, true, false).end;
+	if ((fp & 7) || fp < w->tsp || fp > w->stack_end - 2 * sizeof(fp))
+		return false;
+	if (in_file && (!stack_word(w, fp + sizeof(fp), &ra) || !after_call(ra)))
+		return false;
+	w->rule.kind = RULE_CFA_FP;
+	w->rule.cfa_off = 16;
+	w->rule.fp_off = -16;
+	w->rule.flags = RULE_RA_SAVED | RULE_FP_SAVED;
+	return true;
+}
+#else
+#define FP_RULE_ELSEWHERE false
+
+static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_file)
+{
+	return false;
+}
+#endif
+
 /* One frame of the table walk: the caller's registers from the frame's,
- * and its return address into the record; nonzero when the walk ends. */
-static __always_inline long table_step(struct scratch_value *s)
+ * and its return address into the record; nonzero when the walk ends.
+ * fp_elsewhere: code without a rule takes the frame-pointer rule
+ * (frame_pointer_rule), on bpf_loop's path only, which the verifier checks
+ * once, not for each step of a chunk. */
+static __always_inline long table_step(struct scratch_value *s, const bool fp_elsewhere)
 {
 	struct fp_walk *w = &s->walk;
 	__u64 look = w->top ? w->tpc : w->tpc - 1;
@@ -1614,7 +1698,11 @@ static __always_inline long table_step(struct scratch_value *s)
 
 	if (!find_mapping(s, s->rec.hdr.pid, look))
 		return table_end(w, TABLE_NO_MAPPING);
-	if (w->map.kind == MAPPING_FRAME_POINTERS) {
+	/* Without fp_elsewhere a JIT mapping finds no table (MapJIT). */
+	if (fp_elsewhere && w->map.kind == MAPPING_JIT) {
+		if (!frame_pointer_rule(s, false))
+			return table_end(w, TABLE_NO_MAPPING);
+	} else if (w->map.kind == MAPPING_FRAME_POINTERS) {
 		/* In the topmost frame fp may still name the caller's record
 		 * (a prologue, a frameless leaf): leaf_return's business. */
 		if (w->top)
@@ -1636,6 +1724,8 @@ static __always_inline long table_step(struct scratch_value *s)
 			return table_end(w, TABLE_NO_RULE);
 		w->rule_pc = look;
 	}
+	if (fp_elsewhere && w->rule.kind == RULE_GAP && !frame_pointer_rule(s, true))
+		return table_end(w, TABLE_NO_RULE);
 	switch (w->rule.kind) {
 	case RULE_CFA_SP:
 		cfa = w->tsp + w->rule.cfa_off;
@@ -1685,7 +1775,7 @@ static __always_inline long table_step(struct scratch_value *s)
 /* table_step as bpf_loop's callback. */
 static long table_loop_step(__u64 i, struct scratch_value **s)
 {
-	return table_step(*s);
+	return table_step(*s, FP_RULE_ELSEWHERE);
 }
 
 /* Runs a chunk of the table walk; true when the walk has ended. */
@@ -1693,7 +1783,7 @@ static __always_inline bool table_chunk(struct scratch_value *s)
 {
 #pragma clang loop unroll(disable)
 	for (int i = 0; i < WALK_CHUNK; i++)
-		if (table_step(s))
+		if (table_step(s, false))
 			return true;
 	return false;
 }
@@ -1726,6 +1816,7 @@ static __always_inline void table_start(struct scratch_value *s, struct user_reg
 	w->map.start = 0;
 	w->map.end = 0;
 	w->rule_pc = 0;
+	w->stack_end = 0; /* frame_pointer_rule finds it when it needs it */
 	w->undescribed = false;
 	epoch = bpf_map_lookup_elem(&unwind_epoch, &zero);
 	w->epoch = epoch ? *epoch : 0;

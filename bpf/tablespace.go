@@ -386,6 +386,18 @@ func (s *Sampler) MapFramePointers(pid uint32, start, end uint64) error {
 	return s.mapRange(pid, start, end, unwindMapping{Start: start, End: end, Kind: mappingFramePointers})
 }
 
+// MapJIT says that pid has executable memory of no file at [start, end):
+// code a JIT compiler wrote. On x86-64 the table walk goes on there by the
+// frame-pointer rule, checked as the frame-pointer walk checks its records
+// (V8 keeps frame records; HotSpot does with -XX:+PreserveFramePointer),
+// on kernels with bpf_loop (5.17); elsewhere a walk ends there as in code
+// it has no table for.
+func (s *Sampler) MapJIT(pid uint32, start, end uint64) error {
+	// A walk that does not take the rule looks for a table: there is
+	// none in slot maxTables.
+	return s.mapRange(pid, start, end, unwindMapping{Start: start, End: end, Kind: mappingJIT, Table: maxTables})
+}
+
 // MapProcess says that pid's mappings have been described (MapTable and
 // MapFramePointers for those that have tables or frame pointers): a walk
 // that finds no mapping for a pc of pid's then knows there is none,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -274,45 +276,66 @@ func BenchmarkTableWalk(b *testing.B) {
 	for _, depth := range []int{1, 32, 400} {
 		for _, path := range kernelPaths {
 			b.Run(fmt.Sprintf("%s/depth=%d", path.name, depth), func(b *testing.B) {
-				var pids []uint32
-				for range 2 {
-					cmd, _ := startBinary(b, deepPath, strconv.Itoa(depth))
-					pids = append(pids, uint32(cmd.Process.Pid))
-				}
-				features := pathFeatures(path.without)
-				var tableSize, copySize recordSizes
-				var whole, frames int
-				count := func(x *Sample) {
-					tableSize.add(x)
-					frames += len(x.User)
-					if x.UserTables && !x.UserTruncated {
-						whole++
-					}
-				}
-				perSample := drainCost(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
-					UnwindTables: DefaultUnwindTables, RunTimeStats: true, features: features},
-					func(s *Sampler) {
-						for _, pid := range pids {
-							loadProcessTables(b, s, int(pid))
-						}
-					}, count, b.Loop)
-				drains := b.N
-				copyPerSample := drainCost(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
-					StackCopy: 16 << 10, CopyAll: true, RunTimeStats: true, features: features},
-					func(*Sampler) {}, copySize.add, func() bool { drains--; return drains >= 0 })
-				if tableSize.samples == 0 || copySize.samples == 0 {
-					b.Fatal("no samples")
-				}
-				b.ReportMetric(perSample, "bpf-ns/sample")
-				b.ReportMetric(perSample*float64(tableSize.samples)/float64(frames), "bpf-ns/frame")
-				b.ReportMetric(copyPerSample, "copy-bpf-ns/sample")
-				b.ReportMetric(float64(frames)/float64(tableSize.samples), "frames/sample")
-				b.ReportMetric(100*float64(whole)/float64(tableSize.samples), "%whole")
-				b.ReportMetric(tableSize.mean(tableSize.bytes), "bytes/sample")
-				b.ReportMetric(copySize.mean(copySize.bytes), "copy-bytes/sample")
+				benchWalk(b, pathFeatures(path.without), deepPath, strconv.Itoa(depth), nil)
 			})
 		}
 	}
+}
+
+// BenchmarkTableWalkJIT is BenchmarkTableWalk's probed path over the
+// jitwalk fixture's middle mode: nine frames, one of them JIT code and one
+// code of a file without CFI, which the walk takes by the frame-pointer
+// rule (see TestTableWalkJIT).
+func BenchmarkTableWalkJIT(b *testing.B) {
+	requireFixture(b)
+	if runtime.GOARCH != "amd64" {
+		b.Skip("the frame-pointer rule where no table has one is x86-64's")
+	}
+	benchWalk(b, nil, jitPath, "middle", func(s *Sampler, pid int) { describeJIT(b, s, pid) })
+}
+
+// benchWalk runs two processes of bin with arg, and measures the sampler
+// walking their stacks over tables, each process's loaded and, with
+// describe, described further, then the stack copy instead.
+func benchWalk(b *testing.B, features *Features, bin, arg string, describe func(s *Sampler, pid int)) {
+	var pids []uint32
+	for range 2 {
+		cmd, _ := startBinary(b, bin, arg)
+		pids = append(pids, uint32(cmd.Process.Pid))
+	}
+	var tableSize, copySize recordSizes
+	var whole, frames int
+	count := func(x *Sample) {
+		tableSize.add(x)
+		frames += len(x.User)
+		if x.UserTables && !x.UserTruncated {
+			whole++
+		}
+	}
+	perSample := drainCost(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
+		UnwindTables: DefaultUnwindTables, RunTimeStats: true, features: features},
+		func(s *Sampler) {
+			for _, pid := range pids {
+				loadProcessTables(b, s, int(pid))
+				if describe != nil {
+					describe(s, int(pid))
+				}
+			}
+		}, count, b.Loop)
+	drains := b.N
+	copyPerSample := drainCost(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
+		StackCopy: 16 << 10, CopyAll: true, RunTimeStats: true, features: features},
+		func(*Sampler) {}, copySize.add, func() bool { drains--; return drains >= 0 })
+	if tableSize.samples == 0 || copySize.samples == 0 {
+		b.Fatal("no samples")
+	}
+	b.ReportMetric(perSample, "bpf-ns/sample")
+	b.ReportMetric(perSample*float64(tableSize.samples)/float64(frames), "bpf-ns/frame")
+	b.ReportMetric(copyPerSample, "copy-bpf-ns/sample")
+	b.ReportMetric(float64(frames)/float64(tableSize.samples), "frames/sample")
+	b.ReportMetric(100*float64(whole)/float64(tableSize.samples), "%whole")
+	b.ReportMetric(tableSize.mean(tableSize.bytes), "bytes/sample")
+	b.ReportMetric(copySize.mean(copySize.bytes), "copy-bytes/sample")
 }
 
 // drainCost opens a sampler with cfg, runs setup on it, then drains it
@@ -420,6 +443,114 @@ func BenchmarkLoadTable(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*ut.Rows()), "ns/row")
 			b.ReportMetric(float64(ut.Rows()), "rows")
+		})
+	}
+}
+
+var jitPath = fixtureDir() + "/jitwalk" // code without CFI between frames without frame pointers
+
+// describeJIT says where pid maps executable memory of no file, as the
+// collector does from /proc/PID/maps, and returns the first such range's
+// start.
+func describeJIT(t testing.TB, s *Sampler, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		// start-end perms offset dev inode [path]
+		fields := strings.Fields(line)
+		if len(fields) != 5 || !strings.Contains(fields[1], "x") {
+			continue
+		}
+		var start, end uint64
+		fmt.Sscanf(fields[0], "%x-%x", &start, &end)
+		if err := s.MapJIT(uint32(pid), start, end); err != nil {
+			t.Fatal(err)
+		}
+		if first == 0 {
+			first = start
+		}
+	}
+	if first == 0 {
+		t.Fatalf("pid %d maps no executable memory of no file", pid)
+	}
+	return first
+}
+
+// TestTableWalkJIT: where no table has a rule, in code of no file (a JIT
+// compiler's, MapJIT) and in code of a file its CFI does not describe,
+// the x86-64 walk goes on by the frame-pointer rule, to the outermost
+// frame: a stack with such frames between frames without frame pointers
+// is whole, exact, without a stack copy, in at least 99% of the samples,
+// whether the sample stops in the JIT code (top) or below it (middle). On
+// the path without bpf_loop the walk ends at such a frame, marked
+// truncated; on every path no other stack is shown whole.
+func TestTableWalkJIT(t *testing.T) {
+	requireFixture(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the frame-pointer rule where no table has one is x86-64's: arm64 code puts its frame record anywhere in its frame")
+	}
+	fx := loadELF(t, jitPath)
+	intoNoCFI := fx.syms["nocfi_call"].Value + 12 // after its call *%rax
+	intoOuter := fx.returnAfterCall(t, "outer", "nocfi_call")
+	for _, mode := range []string{"middle", "top"} {
+		t.Run(mode, func(t *testing.T) {
+			onEveryPath(t, func(t *testing.T, features *Features) {
+				loop := features == nil && ProbeFeatures().LoopWalk()
+				cmd, _ := startBinary(t, jitPath, mode)
+				pid := cmd.Process.Pid
+				waitCPUTime(t, pid, 50*time.Millisecond)
+				s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true,
+					UnwindTables: DefaultUnwindTables, features: features})
+				loadProcessTables(t, s, pid)
+				page := describeJIT(t, s, pid)
+				if err := s.MapProcess(uint32(pid)); err != nil {
+					t.Fatal(err)
+				}
+				// The chain below the frames without CFI.
+				want := []uint64{page + 6, intoNoCFI, intoOuter} // jit_call's return address
+				if mode == "top" {
+					want = want[1:]
+				}
+				since := monotonic(t)
+				got := collectN(t, s, 200, func(x *Sample) bool { return x.Pid == uint32(pid) && x.Time > since })
+				if len(got) < 100 {
+					t.Fatalf("%d samples in 10 s", len(got))
+				}
+				whole, why := 0, map[string]int{}
+				for _, x := range got {
+					u, top := x.user, 2 // spin and inner's frames
+					if mode == "top" {
+						top = 1 // jit_spin's
+					}
+					exact := len(u) > top+len(want)+1 && slices.Equal(u[top:top+len(want)], want) &&
+						fx.contains("main", u[top+len(want)]) && fx.contains("_start", u[len(u)-1])
+					switch {
+					case mode == "middle" && (len(u) < 2 || !fx.contains("spin", u[0]) || u[1] != fx.returnAfterCall(t, "inner", "spin")):
+						why["leaf "+hexFrames(u[:min(len(u), 2)])]++
+					case mode == "top" && (len(u) < 1 || u[0] < page+16 || u[0] >= page+22):
+						why["leaf "+hexFrames(u[:min(len(u), 1)])]++
+					case exact && x.UserTables && !x.UserTruncated && x.StackCopy == nil:
+						whole++
+					case !x.UserTruncated:
+						t.Fatalf("%s shown whole (tables %v), want %s below the leaf, then main, libc and _start",
+							hexFrames(u), x.UserTables, hexFrames(want))
+					default:
+						why[fmt.Sprintf("truncated after %d frames (tables %v)", len(u), x.UserTables)]++
+					}
+				}
+				st, err := s.TableStats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d of %d samples whole; others: %v; walks ended: %v", whole, len(got), why, st.Walks)
+				if loop && float64(whole) < 0.99*float64(len(got)) {
+					t.Errorf("%d of %d samples walked whole through the code without CFI, want 99%%", whole, len(got))
+				}
+			})
 		})
 	}
 }

@@ -62,6 +62,7 @@ const (
 	mappingTable = iota
 	mappingFramePointers
 	mappingProcess
+	mappingJIT
 )
 
 // tablePageShift is TABLE_PAGE_SHIFT: the page index has an entry per

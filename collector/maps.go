@@ -51,6 +51,17 @@ func (s *mapSet) find(addr uint64) *mapping {
 	return nil
 }
 
+// has reports whether s still maps d as it was: the same binary from the
+// same start, or, for d of no binary, the same range of no file.
+func (s *mapSet) has(d mapping) bool {
+	if d.bin == nil {
+		i := sort.Search(len(s.anon), func(i int) bool { return s.anon[i].limit > d.start })
+		return i < len(s.anon) && s.anon[i] == codeRange{d.start, d.limit}
+	}
+	m := s.find(d.start)
+	return m != nil && m.start == d.start && m.bin == d.bin
+}
+
 // executable reports whether addr lies in an executable mapping, of a
 // file or not.
 func (s *mapSet) executable(addr uint64) bool {

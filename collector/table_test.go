@@ -136,7 +136,8 @@ func (f *fakeProc) set(pid uint32, startTime uint64, lo, hi uint64, file string)
 }
 
 // addMapping adds an executable mapping of file at [lo, hi) to pid, a
-// process set up by set. The maps file stays in address order, as the
+// process set up by set, or with file "" one of no file (anonymous
+// memory, a JIT compiler's). The maps file stays in address order, as the
 // kernel lists mappings and as a mapSet must be: a mapping out of order
 // is one that mapSet.find does not find.
 func (f *fakeProc) addMapping(pid uint32, lo, hi uint64, file string) {
@@ -158,6 +159,9 @@ func (f *fakeProc) addMapping(pid uint32, lo, hi uint64, file string) {
 	slices.SortStableFunc(lines, func(a, b string) int { return cmp.Compare(start(a), start(b)) })
 	if err := os.WriteFile(filepath.Join(dir, "maps"), []byte(strings.Join(lines, "")), 0o644); err != nil {
 		f.t.Fatal(err)
+	}
+	if file == "" {
+		return
 	}
 	if err := os.Symlink(file, filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", lo, hi))); err != nil {
 		f.t.Fatal(err)

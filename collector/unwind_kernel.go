@@ -37,6 +37,11 @@ import (
 // A process whose mappings change so that one described to the kernel is
 // gone (munmap, exec) has all its mappings described again: a stale one
 // would give another binary's rules to the code now there.
+//
+// Executable memory of no file (mapSet.anon: JIT compilers' code) is
+// described too, as such: there the kernel's walk takes the frame-pointer
+// rule, which JIT compilers keep, so that the stack of a Node.js or Java
+// thread, JIT frames between frames with tables, is walked whole.
 
 // TableLoader is implemented by a Source whose sampler walks user stacks
 // over unwind tables in the kernel.
@@ -59,6 +64,10 @@ type TableLoader interface {
 	// MapFramePointers says pid maps code keeping frame pointers at
 	// [start, end).
 	MapFramePointers(pid uint32, start, end uint64) error
+	// MapJIT says pid has executable memory of no file at [start, end),
+	// code a JIT compiler wrote, which the walk may take to keep frame
+	// pointers.
+	MapJIT(pid uint32, start, end uint64) error
 	// MapProcess says pid's mappings have all been described (those
 	// that could be), until UnmapPid.
 	MapProcess(pid uint32) error
@@ -144,8 +153,8 @@ func (u *unwinder) kernelSet(pid uint32, set *mapSet) {
 		return
 	}
 	kt.sets[pid] = set
-	for start, d := range kt.mapped[pid] {
-		if m := set.find(start); m == nil || m.start != start || m.bin != d.bin {
+	for _, d := range kt.mapped[pid] {
+		if !set.has(d) {
 			kt.loader.UnmapPid(pid)
 			delete(kt.mapped, pid)
 			break
@@ -153,6 +162,9 @@ func (u *unwinder) kernelSet(pid uint32, set *mapSet) {
 	}
 	for i := range set.maps {
 		u.kernelMap(pid, &set.maps[i])
+	}
+	for _, r := range set.anon {
+		u.kernelMapJIT(pid, r)
 	}
 	if err := kt.loader.MapProcess(pid); err != nil {
 		u.kernelError(err)
@@ -196,6 +208,23 @@ func (u *unwinder) kernelMap(pid uint32, m *mapping) {
 		kt.mapped[pid] = map[uint64]mapping{}
 	}
 	kt.mapped[pid][m.start] = *m
+}
+
+// kernelMapJIT describes pid's executable memory of no file r to the
+// kernel, once; kt.mapped keeps it as a mapping of no binary.
+func (u *unwinder) kernelMapJIT(pid uint32, r codeRange) {
+	kt := u.kt
+	if d, ok := kt.mapped[pid][r.start]; ok && d.bin == nil && d.limit == r.limit {
+		return
+	}
+	if err := kt.loader.MapJIT(pid, r.start, r.limit); err != nil {
+		u.kernelError(err)
+		return
+	}
+	if kt.mapped[pid] == nil {
+		kt.mapped[pid] = map[uint64]mapping{}
+	}
+	kt.mapped[pid][r.start] = mapping{start: r.start, limit: r.limit}
 }
 
 // kernelWait has pid's mapping m wait for in's table, once: a process's

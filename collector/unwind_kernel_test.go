@@ -102,6 +102,11 @@ func (s *tableSource) MapFramePointers(pid uint32, start, end uint64) error {
 	return nil
 }
 
+func (s *tableSource) MapJIT(pid uint32, start, end uint64) error {
+	s.calls = append(s.calls, fmt.Sprintf("jit %d %#x-%#x", pid, start, end))
+	return nil
+}
+
 func (s *tableSource) MapProcess(pid uint32) error {
 	s.described = append(s.described, pid)
 	return nil
@@ -215,6 +220,49 @@ func TestKernelTables(t *testing.T) {
 	if want := []string{"unmap 500"}; !slices.Equal(src.calls, want) {
 		t.Fatalf("after exit: %q, want %q", src.calls, want)
 	}
+}
+
+// TestKernelTablesJIT: executable memory of no file, a JIT compiler's
+// code, is described to the kernel as such, once; more of it mapped later
+// is described too, without describing the process again; after an exec,
+// which leaves none, the process is described again without it.
+func TestKernelTablesJIT(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := newFakeProc(t)
+	proc.set(500, 1, 0x400000, 0x500000, self)
+	proc.addMapping(500, 0x7f0000000000, 0x7f0000010000, "")
+	c, err := New(Options{Frequency: 100, ProcRoot: proc.root, NoSideband: true, Pids: []uint32{500}, KernelTables: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	src := &tableSource{}
+	drain := func(step string, want ...string) {
+		t.Helper()
+		if err := c.Drain(src); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(src.calls, want) {
+			t.Fatalf("%s: %q, want %q", step, src.calls, want)
+		}
+		src.calls = nil
+	}
+	drain("at start", "fp 500 0x400000-0x500000", "jit 500 0x7f0000000000-0x7f0000010000")
+	src.add(500, 5, 0x7f0000000100)
+	drain("unchanged")
+	c.events = []event{{time: 10, kind: eventMmap, pid: 500, m: mapping{start: 0x7f0000020000, limit: 0x7f0000030000}, anon: true}}
+	src.add(500, 12, 0x7f0000020100)
+	drain("more JIT code", "jit 500 0x7f0000020000-0x7f0000030000")
+	proc.set(500, 1, 0x400000, 0x500000, self) // what /proc shows after the exec
+	c.events = []event{
+		{time: 20, kind: eventExec, pid: 500},
+		mmapEvent(21, 500, 0x400000, 0x500000, 0, self, nil),
+	}
+	src.add(500, 22, 0x400100)
+	drain("after exec", "unmap 500", "fp 500 0x400000-0x500000")
 }
 
 // TestKernelTablesFromStore: a table loaded into the kernel leaves its

@@ -87,9 +87,9 @@ go=${GO:-go}
 #     frame-pointer walk with its leaf and PLT rules and stack switches
 #     (Go's runtime.morestack on the fixture built for the VMs),
 #     kernel stacks through the syscall entry, stack bounds and copies, the
-#     walk over unwind tables 400 and 1,000 frames deep, the cgroup
-#     filter, fork hooks, off-CPU waits and stack copies, and sprof record
-#     --off-cpu (the off-CPU tests took 30-140 s a VM).
+#     walk over unwind tables 400 and 1,000 frames deep and through JIT
+#     code, the cgroup filter, fork hooks, off-CPU waits and stack copies,
+#     and sprof record --off-cpu (the off-CPU tests took 30-140 s a VM).
 #   full (make kernel-matrix-full): all of ./bpf's tests and the end-to-end
 #     ones.
 chains='TestRecordCFramePointerChain|TestRecordNoFramePointerChain|TestRecordThreadChain|TestRecordPLTLeafChain|TestRecordKernelFrames|TestRecordPprofTop'
@@ -100,7 +100,7 @@ chains)
 	sprof_tests="^($chains)\$"
 	;;
 kernel)
-	bpf_tests='^(TestEveryPathLoads|TestOpenLoadsItsPathOnly|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestTableWalkDeep|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
+	bpf_tests='^(TestEveryPathLoads|TestOpenLoadsItsPathOnly|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkOtherStack|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestTableWalkDeep|TestTableWalkJIT|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
 	sprof_tests="^($chains|TestCheckAsRoot|TestCheckUnprivileged|TestRecordOffCPU)\$"
 	;;
 full)

@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sprof/sprof/bpf"
 	"github.com/sprof/sprof/internal/testenv"
 )
 
@@ -83,14 +85,14 @@ func checkJITProfile(t *testing.T, out, comm, fn string) {
 
 // recordRunning records the process pid for 2 s of its CPU time
 // (recordCPU, which kills it) and checks the recording with
-// checkJITProfile. The runtime's files are removed after a recording is
-// reported.
-func recordRunning(t *testing.T, pid int, out, comm, fn string) {
+// checkJITProfile; flags go to sprof record. The runtime's files are
+// removed after a recording is reported.
+func recordRunning(t *testing.T, pid int, out, comm, fn string, flags ...string) {
 	t.Helper()
 	if strings.HasSuffix(out, ".sprof") {
 		defer os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid))
 	}
-	recordCPU(t, pid, out)
+	recordCPU(t, pid, out, flags...)
 	checkJITProfile(t, out, comm, fn)
 }
 
@@ -112,8 +114,16 @@ func TestRecordNodeJIT(t *testing.T) {
 	for _, ext := range []string{".pb.gz", ".sprof"} {
 		t.Run("perf-basic-prof"+ext, func(t *testing.T) {
 			dir := t.TempDir()
+			if ext == ".sprof" {
+				cmd := startJIT(t, dir, node, "--perf-basic-prof", "--allow-natives-syntax", script, "60")
+				recordRunning(t, cmd.Process.Pid, filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+				return
+			}
+			cache := warmStore(t, node)
 			cmd := startJIT(t, dir, node, "--perf-basic-prof", "--allow-natives-syntax", script, "60")
-			recordRunning(t, cmd.Process.Pid, filepath.Join(dir, "cpu"+ext), "node", "hotLoop")
+			out := filepath.Join(dir, "cpu"+ext)
+			recordRunning(t, cmd.Process.Pid, out, "node", "hotLoop", "--cache-dir", cache)
+			checkRoot(t, out, "node", "_start")
 		})
 		t.Run("perf-prof"+ext, func(t *testing.T) {
 			dir := t.TempDir() // where node writes jit-PID.dump
@@ -124,6 +134,39 @@ func TestRecordNodeJIT(t *testing.T) {
 			}
 			checkJIT(t, out, "node", "hotLoop", "-p", strconv.Itoa(cmd.Process.Pid)) // until it exits
 		})
+	}
+}
+
+// warmStore returns a cache directory whose unwind store holds the tables
+// of bins and of the libraries they load, as after an earlier run on the
+// host: node's and libjvm's took seconds to build on a loaded CI VM,
+// longer than a recording.
+func warmStore(t *testing.T, bins ...string) string {
+	t.Helper()
+	cache := t.TempDir()
+	for _, bin := range bins {
+		warmUnwindStore(t, cache, bin)
+	}
+	return cache
+}
+
+// checkRoot wants >= 90% of the samples of the threads named comm in the
+// profile out to reach root, their thread's outermost frame, where the
+// kernel's walk takes JIT code and code without CFI by frame pointers
+// (x86-64, bpf_loop): the JIT's frames lie between the runtime's C++ and
+// libc's thread start, which the frame-pointer walk does not reach. The
+// first samples, taken before sprof has described the process to the
+// kernel, are partial.
+func checkRoot(t *testing.T, out, comm, root string) {
+	t.Helper()
+	if runtime.GOARCH != "amd64" || !bpf.ProbeFeatures().LoopWalk() {
+		return
+	}
+	share, _ := sampleShare(t, parseProfile(t, out), comm, root+" at the root", func(fns []string) bool {
+		return len(fns) > 0 && fns[len(fns)-1] == root
+	})
+	if share < 0.90 {
+		t.Errorf("%.2f%% of the samples of %s reach %s, want >= 90%%", 100*share, comm, root)
 	}
 }
 
@@ -169,15 +212,28 @@ func TestRecordJavaJIT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	real, err := filepath.EvalSymlinks(java)
+	if err != nil {
+		t.Fatal(err)
+	}
+	libjvm := filepath.Join(filepath.Dir(filepath.Dir(real)), "lib", "server", "libjvm.so") // loaded by dlopen: no ldd
 	for _, ext := range []string{".pb.gz", ".sprof"} {
 		t.Run(ext, func(t *testing.T) {
+			var flags []string
+			if ext == ".pb.gz" {
+				flags = []string{"--cache-dir", warmStore(t, real, libjvm)}
+			}
 			dir := t.TempDir()
 			cmd := startJIT(t, dir, java, "-XX:+PreserveFramePointer", "-Xbatch", src, "60")
 			pid := cmd.Process.Pid
 			if out, err := exec.Command(jcmd, strconv.Itoa(pid), "Compiler.perfmap").CombinedOutput(); err != nil {
 				t.Fatalf("jcmd %d Compiler.perfmap: %v\n%s", pid, err, out)
 			}
-			recordRunning(t, pid, filepath.Join(dir, "cpu"+ext), "java", "Hot.spin")
+			out := filepath.Join(dir, "cpu"+ext)
+			recordRunning(t, pid, out, "java", "Hot.spin", flags...)
+			if ext == ".pb.gz" {
+				checkRoot(t, out, "java", "clone3") // the thread the launcher starts
+			}
 		})
 	}
 }

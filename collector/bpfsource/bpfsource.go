@@ -149,6 +149,12 @@ func (src *Source) MapFramePointers(pid uint32, start, end uint64) error {
 	return src.sampler.MapFramePointers(pid, start, end)
 }
 
+// MapJIT says pid has executable memory of no file at [start, end)
+// (collector.TableLoader).
+func (src *Source) MapJIT(pid uint32, start, end uint64) error {
+	return src.sampler.MapJIT(pid, start, end)
+}
+
 // MapProcess says pid is described (collector.TableLoader).
 func (src *Source) MapProcess(pid uint32) error { return src.sampler.MapProcess(pid) }
 

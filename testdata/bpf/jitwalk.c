@@ -1,0 +1,88 @@
+/*
+ * Fixture for the table walk's frame-pointer rule where no table has a
+ * rule (x86-64 only): code that keeps frame records but has no CFI, between
+ * frames that have CFI and no frame pointers, as in a Node.js or Java
+ * process. Built -O2 -fomit-frame-pointer -no-pie by
+ * scripts/build-bpf-fixtures.sh. nocfi_call is written in assembly with no
+ * CFI directives; jit_call and jit_spin are copied at run time into an
+ * anonymous executable page, as a JIT compiler's output is. Modes (the
+ * argument):
+ *
+ *   middle: spin <- inner <- jit_call <- nocfi_call <- outer <- main
+ *   top:    jit_spin <- nocfi_call <- outer <- main
+ *
+ * each followed by libc's start code and _start. The anonymous page's
+ * address goes to standard output, in hex, once it is written.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define NOINLINE __attribute__((noinline, noclone))
+
+volatile unsigned long sink;
+
+/* nocfi_call(fn, arg) calls fn(arg) in a frame record of its own. */
+void nocfi_call(void (*fn)(void *), void *arg);
+__asm__(".text\n"
+	".globl nocfi_call\n"
+	".type nocfi_call, @function\n"
+	"nocfi_call:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	mov %rdi, %rax\n"
+	"	mov %rsi, %rdi\n"
+	"	call *%rax\n"
+	"	pop %rbp\n"
+	"	ret\n"
+	".size nocfi_call, . - nocfi_call\n");
+
+/* jit_call(fn): push %rbp; mov %rsp,%rbp; call *%rdi; pop %rbp; ret. */
+static const unsigned char jit_call[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+/* jit_spin(): push %rbp; mov %rsp,%rbp; 1: jmp 1b. */
+static const unsigned char jit_spin[] = {0x55, 0x48, 0x89, 0xe5, 0xeb, 0xfe};
+#define JIT_SPIN_AT 16
+
+NOINLINE static void spin(void)
+{
+	for (;;)
+		sink++;
+}
+
+NOINLINE static void inner(void)
+{
+	volatile char frame[64];
+
+	frame[0] = 1;
+	spin();
+	sink += frame[0];
+}
+
+NOINLINE static void outer(void (*fn)(void *), void *arg)
+{
+	volatile char frame[64];
+
+	frame[0] = 1;
+	nocfi_call(fn, arg);
+	sink += frame[0];
+}
+
+int main(int argc, char **argv)
+{
+	unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (page == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	memcpy(page, jit_call, sizeof(jit_call));
+	memcpy(page + JIT_SPIN_AT, jit_spin, sizeof(jit_spin));
+	printf("%lx\n", (unsigned long)page);
+	fflush(stdout);
+	if (argc > 1 && strcmp(argv[1], "top") == 0)
+		outer((void (*)(void *))(page + JIT_SPIN_AT), NULL);
+	else
+		outer((void (*)(void *))page, (void *)inner);
+	return 0;
+}
