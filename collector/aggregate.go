@@ -21,6 +21,10 @@ type Sample struct {
 	User          []uint64
 	Kernel        []uint64
 	UserTruncated bool
+	// LeafReturn says User[1] is the leaf's return address, which the
+	// sampler's frame-pointer walk took from the top of the stack or the
+	// link register, not from a frame record (bpf.Sample.LeafReturn).
+	LeafReturn bool
 	// UserTables says the sampler walked User over unwind tables in the
 	// kernel (TableLoader); without UserTruncated it is whole.
 	UserTables bool

@@ -49,7 +49,8 @@ import (
 //     process is copied): the BPF walk followed the same chain and also
 //     knows the return address of a leaf caught in its prologue.
 // A BPF walk that disagrees went wrong at the first frame without a frame
-// pointer: the tables win.
+// pointer: the tables win. A BPF walk kept goes on by the tables where its
+// chain of frame records ended (unwind_resume.go).
 
 // CopyMarker is implemented by a Source whose sampler copies user stacks
 // for marked processes (collector/bpfsource does, over bpf.Sampler.SetCopy).
@@ -70,11 +71,12 @@ const (
 )
 
 // stackCopy is a sample's registers and where its stack bytes sit in the
-// drain's copy arena.
+// drain's copy arena; leaf says the BPF walk's frame 1 is the leaf's
+// return address (Sample.LeafReturn).
 type stackCopy struct {
-	regs      sframe.Regs
-	off, n    int
-	truncated bool
+	regs            sframe.Regs
+	off, n          int
+	truncated, leaf bool
 }
 
 // unwindInfo is what the unwinder knows of one binary (one build ID).
@@ -230,6 +232,7 @@ func (u *unwinder) keep(s *Sample) stackCopy {
 		off:       len(u.stack),
 		n:         len(s.StackCopy),
 		truncated: s.StackCopyTruncated,
+		leaf:      s.LeafReturn,
 	}
 	u.stack = append(u.stack, s.StackCopy...)
 	return c
@@ -447,6 +450,8 @@ func (c *Collector) unwindCopy(p *pending, img *image, bpf []uint64, stack []byt
 	user, userspace, stop := u.account(p.key.set, us, stop, bpf)
 	if userspace {
 		p.key.truncated = stop.Truncated()
+	} else {
+		user, p.key.truncated = u.resume(p.key.pid, p.key.set, &p.copy, stack, user, p.key.truncated)
 	}
 	return img, user, nil
 }
@@ -462,8 +467,14 @@ func (u *unwinder) unwind(pid uint32, set *mapSet, c *stackCopy) ([]uint64, unwi
 // unwindBytes walks the stack bytes stack, copied at regs, over the
 // mappings set; forced, it goes on past tables still being built.
 func (u *unwinder) unwindBytes(pid uint32, set *mapSet, regs sframe.Regs, stack []byte, forced bool) ([]uint64, unwind.Stop) {
+	return u.unwindFrom(pid, set, regs, regs.SP, stack, forced)
+}
+
+// unwindFrom is unwindBytes from the frame with registers regs, over
+// stack copied at base.
+func (u *unwinder) unwindFrom(pid uint32, set *mapSet, regs sframe.Regs, base uint64, stack []byte, forced bool) ([]uint64, unwind.Stop) {
 	u.res.reset(pid, set, forced)
-	u.snap = sframe.Snapshot{Base: regs.SP, Data: stack}
+	u.snap = sframe.Snapshot{Base: base, Data: stack}
 	n, stop := u.sf.Unwind(regs, &u.snap, u.out[:])
 	return u.out[:n], unwind.FromSFrame(stop)
 }

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/sprof/sprof/sframe"
@@ -39,6 +40,16 @@ func FuzzUnwindCopy(f *testing.F) {
 		}
 		if len(got) != len(want) || len(got) > 0 && &got[0] != &want[0] {
 			t.Fatalf("kept a walk of %d frames that is neither of the two", len(got))
+		}
+		if userspace {
+			return
+		}
+		// The BPF walk kept, resumed where its chain of records ends
+		// in the copy, its frame 1 a leaf's return address or not.
+		cp.leaf = pc&1 != 0
+		all, _ := u.resume(1, set, &cp, stack, slices.Clone(bpf), false)
+		if len(all) < len(bpf) || len(all) > len(bpf)+maxUnwindFrames || !slices.Equal(all[:len(bpf)], bpf) {
+			t.Fatalf("resumed %x into %x", bpf, all)
 		}
 	})
 }

@@ -25,8 +25,12 @@ type UnwindStats struct {
 	// sampler's ring.
 	CopyBytes uint64
 	// Userspace and BPF count which walk was kept for a sample with a
-	// copy.
-	Userspace, BPF uint64
+	// copy; of the BPF ones, Resumed counts those the copy's unwind
+	// continued where the frame-pointer chain ended, and Unrooted those
+	// marked truncated for ending at a frame whose table says it has a
+	// caller (unwind_resume.go).
+	Userspace, BPF    uint64
+	Resumed, Unrooted uint64
 	// Frames counts the frames each method produced (the leaf frame,
 	// which comes from the registers, is not counted).
 	Frames [unwind.NumMethods]uint64
@@ -173,8 +177,8 @@ func (s *UnwindStats) WriteText(w io.Writer) error {
 	if s.Copies > 0 {
 		avg = float64(s.CopyBytes) / float64(s.Copies)
 	}
-	fmt.Fprintf(tw, "samples with a stack copy: %d (%.0f bytes on average; %d truncated, %d dropped); kept: userspace %d, bpf-fp %d\n",
-		s.Copies, avg, s.TruncatedCopies, s.DroppedCopies, s.Userspace, s.BPF)
+	fmt.Fprintf(tw, "samples with a stack copy: %d (%.0f bytes on average; %d truncated, %d dropped); kept: userspace %d, bpf-fp %d (%d resumed by the tables, %d ending at a frame with a caller)\n",
+		s.Copies, avg, s.TruncatedCopies, s.DroppedCopies, s.Userspace, s.BPF, s.Resumed, s.Unrooted)
 	fmt.Fprintf(tw, "processes marked for copies: %d (%d refused", s.Marked, s.MarkErrors)
 	if s.MarkErr != nil {
 		fmt.Fprintf(tw, ", first: %v", s.MarkErr)

@@ -5,10 +5,15 @@ import (
 	"fmt"
 )
 
-// Regs are the registers of the topmost frame that the unwinder uses.
+// Regs are the registers of the frame the unwinder starts from that it
+// uses: the topmost frame's, or with Caller a caller's.
 type Regs struct {
 	PC, SP, FP uint64
-	LR         uint64 // aarch64 x30; ignored on amd64
+	LR         uint64 // aarch64 x30, the topmost frame's; ignored on amd64
+	// Caller: PC is a return address, as where an unwind resumes a walk
+	// that ended below the topmost frame; the rule is the call's, at
+	// PC - 1.
+	Caller bool
 }
 
 // Memory reads the unwound process's memory.
@@ -129,7 +134,7 @@ type frame struct {
 // stopped. The first PC is regs.PC; the others are return addresses.
 // It allocates nothing.
 func (u *Unwinder) Unwind(regs Regs, mem Memory, out []uint64) (int, StopReason) {
-	fr := frame{pc: regs.PC, sp: regs.SP, fp: regs.FP, lr: regs.LR, top: true}
+	fr := frame{pc: regs.PC, sp: regs.SP, fp: regs.FP, lr: regs.LR, top: !regs.Caller}
 	for n := 0; ; n++ {
 		if n == len(out) {
 			return n, StopFull

@@ -333,7 +333,8 @@ func TestUnwindPoppedFP(t *testing.T) {
 // TestUnwindReturnAddressMinusOne: A ends with a call to a function that
 // does not return, so its return address is the first byte of B. Below
 // the topmost frame the unwinder must look up that address minus one (A's
-// rule, CFA=sp+16); in the topmost frame the PC itself (B's, CFA=sp+8).
+// rule, CFA=sp+16); in the topmost frame the PC itself (B's, CFA=sp+8);
+// from a caller's registers (Regs.Caller) the address minus one.
 func TestUnwindReturnAddressMinusOne(t *testing.T) {
 	tab, err := Parse(section(1,
 		testFDE{start: 0x1000, size: 16, rows: []byte{0, 0x03, 16}, numRows: 1}, // A
@@ -357,6 +358,10 @@ func TestUnwindReturnAddressMinusOne(t *testing.T) {
 	n, stop = u.Unwind(Regs{PC: 0x1010, SP: 0x7008}, stack, out)
 	if want := []uint64{0x1010, 0x4444}; !slices.Equal(out[:n], want) || stop != StopNoRule {
 		t.Errorf("from B's first byte: %#x (%v), want %#x (%v): the topmost PC is not adjusted", out[:n], stop, want, StopNoRule)
+	}
+	n, stop = u.Unwind(Regs{PC: 0x1010, SP: 0x7008, Caller: true}, stack, out)
+	if want := []uint64{0x1010, 0x3000}; !slices.Equal(out[:n], want) || stop != StopNoRule {
+		t.Errorf("from a caller at A's return address: %#x (%v), want %#x (%v): a caller's PC is the call's + 1", out[:n], stop, want, StopNoRule)
 	}
 }
 

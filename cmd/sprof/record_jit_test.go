@@ -123,7 +123,7 @@ func TestRecordNodeJIT(t *testing.T) {
 			cmd := startJIT(t, dir, node, "--perf-basic-prof", "--allow-natives-syntax", script, "60")
 			out := filepath.Join(dir, "cpu"+ext)
 			recordRunning(t, cmd.Process.Pid, out, "node", "hotLoop", "--cache-dir", cache)
-			checkRoot(t, out, "node", "_start")
+			checkRoot(t, out, "node", "_start", false)
 		})
 		t.Run("perf-prof"+ext, func(t *testing.T) {
 			dir := t.TempDir() // where node writes jit-PID.dump
@@ -151,15 +151,16 @@ func warmStore(t *testing.T, bins ...string) string {
 }
 
 // checkRoot wants >= 90% of the samples of the threads named comm in the
-// profile out to reach root, their thread's outermost frame, where the
-// kernel's walk takes JIT code and code without CFI by frame pointers
-// (x86-64, bpf_loop): the JIT's frames lie between the runtime's C++ and
-// libc's thread start, which the frame-pointer walk does not reach. The
-// first samples, taken before sprof has described the process to the
-// kernel, are partial.
-func checkRoot(t *testing.T, out, comm, root string) {
+// profile out to reach root, their thread's outermost frame, on x86-64:
+// the JIT's frames lie between the runtime's C++ and libc's thread start,
+// which the frame-pointer walk does not reach. The kernel's walk takes JIT
+// code and code without CFI by frame pointers (with bpf_loop); with copy,
+// the stack copy's unwind resumes the frame-pointer walk where it ends.
+// The first samples, taken before sprof has described the process to the
+// kernel or has libc's table, are partial.
+func checkRoot(t *testing.T, out, comm, root string, copy bool) {
 	t.Helper()
-	if runtime.GOARCH != "amd64" || !bpf.ProbeFeatures().LoopWalk() {
+	if runtime.GOARCH != "amd64" || !copy && !bpf.ProbeFeatures().LoopWalk() {
 		return
 	}
 	share, _ := sampleShare(t, parseProfile(t, out), comm, root+" at the root", func(fns []string) bool {
@@ -217,11 +218,17 @@ func TestRecordJavaJIT(t *testing.T) {
 		t.Fatal(err)
 	}
 	libjvm := filepath.Join(filepath.Dir(filepath.Dir(real)), "lib", "server", "libjvm.so") // loaded by dlopen: no ldd
-	for _, ext := range []string{".pb.gz", ".sprof"} {
-		t.Run(ext, func(t *testing.T) {
+	// The stack copy: the frame-pointer walk through the Java frames,
+	// resumed by libc's table (collector/unwind_resume.go).
+	for _, name := range []string{".pb.gz", ".pb.gz/copy", ".sprof"} {
+		t.Run(name, func(t *testing.T) {
+			ext, unwinding, _ := strings.Cut(name, "/")
 			var flags []string
 			if ext == ".pb.gz" {
 				flags = []string{"--cache-dir", warmStore(t, real, libjvm)}
+			}
+			if unwinding != "" {
+				flags = append(flags, "--unwind", unwinding)
 			}
 			dir := t.TempDir()
 			cmd := startJIT(t, dir, java, "-XX:+PreserveFramePointer", "-Xbatch", src, "60")
@@ -232,7 +239,7 @@ func TestRecordJavaJIT(t *testing.T) {
 			out := filepath.Join(dir, "cpu"+ext)
 			recordRunning(t, pid, out, "java", "Hot.spin", flags...)
 			if ext == ".pb.gz" {
-				checkRoot(t, out, "java", "clone3") // the thread the launcher starts
+				checkRoot(t, out, "java", "clone3", unwinding == "copy") // the thread the launcher starts
 			}
 		})
 	}
