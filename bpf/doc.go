@@ -99,19 +99,19 @@
 //
 // Code with no rule, JIT compilers' ([Sampler.MapJIT]) and code of a
 // file its CFI does not describe (V8's builtins in node's text), takes the
-// frame-pointer rule on x86-64 where bpf_loop exists (5.17): x86-64 JIT
-// compilers keep frame records (V8 always, HotSpot with
-// -XX:+PreserveFramePointer), and there a record lies right below the CFA,
-// the caller's sp. The record is checked as the frame-pointer walk checks
-// it (aligned, above sp, on the sample's stack), in a file the return
-// address must follow a call, and in the topmost frame leaf_return's
-// evidence decides whether %rbp names the frame's record yet. A Node.js
+// frame-pointer rule where bpf_loop exists (5.17): JIT compilers keep
+// frame records (V8 always, HotSpot with -XX:+PreserveFramePointer) right
+// below the CFA, the caller's sp. The record is checked as the
+// frame-pointer walk checks it (aligned, above sp, on the sample's stack),
+// in a file the return address must follow a call, and in the topmost
+// frame leaf_return's evidence decides whether the frame pointer names the
+// frame's record yet (on arm64 a leaf whose caller is in lr gives way to
+// the frame-pointer walk: its caller's sp is not known). A Node.js
 // process's stacks, JIT frames between node's C++ and libc, were marked
 // truncated in nearly every sample before (the frame-pointer walk ends at
 // libc's start code) and paid for a stack copy; with it, whole
-// (TestTableWalkJIT). On arm64, whose frame records lie anywhere in their
-// frame, and on the compat path (its verifier budget) such code ends the
-// walk as before.
+// (TestTableWalkJIT). On the compat path (its verifier budget) such code
+// ends the walk as before.
 //
 // The layout, chosen for the 5.10 verifier and for cost:
 //

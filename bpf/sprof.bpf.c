@@ -1625,48 +1625,59 @@ static __always_inline bool table_rule(struct scratch_value *s, struct unwind_ta
  * file that its CFI does not describe, such as V8's builtins, embedded in
  * node's text. Both are seen between frames that have rules: a Node.js or
  * Java stack is the interpreter's or JIT's frames between the runtime's C++
- * and libc's start code. x86-64 JIT compilers keep frame records, always
- * (V8) or on request (HotSpot's -XX:+PreserveFramePointer), and so does
- * such hand-written code as a rule; so there the walk takes the
- * frame-pointer rule rather than end. Before, the table walk ended at such
- * a frame and the frame-pointer walk took over, which ends at the first
- * caller without frame pointers (libc's start code: all of a Node.js
- * program's samples were marked truncated) and pays for a stack copy. On
- * x86-64 only: there a frame record always lies right below the CFA (push
- * %rbp; mov %rsp,%rbp), which the caller's rule may need as its sp; arm64
- * code puts its record anywhere in its frame.
+ * and libc's start code. JIT compilers keep frame records, always (V8) or
+ * on request (HotSpot's -XX:+PreserveFramePointer), right below the CFA
+ * (x86-64: push %rbp; mov %rsp,%rbp; arm64: stp x29, x30, [sp, #-16]!;
+ * mov x29, sp), and so does such hand-written code as a rule; so there the
+ * walk takes the frame-pointer rule, CFA = fp + 16, rather than end, the
+ * CFA being the caller's sp, which a caller with a rule may need. Before,
+ * the table walk ended at such a frame and the frame-pointer walk took
+ * over, which ends at the first caller without frame pointers (libc's
+ * start code: all of a Node.js program's samples were marked truncated)
+ * and pays for a stack copy.
  *
  * The record must lie on the sample's stack, above the frame's sp, as the
- * frame-pointer walk demands; in code of a file (in_file), where %rbp may
- * as well be a callee-saved register holding data, its return address must
- * also follow a call. In the topmost frame %rbp may still name the
- * caller's record (a prologue, a frameless leaf): leaf_return's evidence
- * decides, as for the frame-pointer walk, and then the rule reads the
- * return address where that found it. Sets the walk's rule; false when
- * the frame fails the checks.
+ * frame-pointer walk demands; in code of a file (in_file), where the frame
+ * pointer may as well be a callee-saved register holding data, its return
+ * address must also follow a call. In the topmost frame the frame pointer
+ * may still name the caller's record (a prologue, a frameless leaf):
+ * leaf_return's evidence decides, as for the frame-pointer walk. On x86-64
+ * the rule then reads the return address where that found it; on arm64 it
+ * is in lr, and the caller's sp is not known (a leaf may have moved sp
+ * without a record), so such a frame gives way to the frame-pointer walk,
+ * as a leaf with frame pointers does. Sets the walk's rule; false when the
+ * frame fails the checks.
  */
-#if defined(__TARGET_ARCH_x86)
-#define FP_RULE_ELSEWHERE true
-
 static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_file)
 {
 	struct fp_walk *w = &s->walk;
-	__u64 fp = w->tfp, at, ra;
+	__u64 fp = w->tfp, ra;
 
 	w->rule_pc = 0; /* not the rule of the pc */
 	w->rule.ra_off = -8;
-	if (w->top && leaf_return_at(w->tpc, w->tsp, &at)) {
-		w->flags |= SAMPLE_LEAF_RETURN;
-		w->rule.kind = RULE_CFA_SP;
-		w->rule.cfa_off = at + sizeof(at) - w->tsp;
-		w->rule.flags = RULE_RA_SAVED;
-		return true;
+	if (w->top) {
+#if defined(__TARGET_ARCH_x86)
+		__u64 at;
+
+		if (leaf_return_at(w->tpc, w->tsp, &at)) {
+			w->flags |= SAMPLE_LEAF_RETURN;
+			w->rule.kind = RULE_CFA_SP;
+			w->rule.cfa_off = at + sizeof(at) - w->tsp;
+			w->rule.flags = RULE_RA_SAVED;
+			return true;
+		}
+#else
+		bool unsure = false;
+
+		if (leaf_return(w->tpc, w->tsp, fp, code_addr(w->tlr), &unsure) || unsure)
+			return false;
+#endif
 	}
 	if (!w->stack_end)
 		w->stack_end = stack_of(s->rec.hdr.sp, true, false).end;
 	if ((fp & 7) || fp < w->tsp || fp > w->stack_end - 2 * sizeof(fp))
 		return false;
-	if (in_file && (!stack_word(w, fp + sizeof(fp), &ra) || !after_call(ra)))
+	if (in_file && (!stack_word(w, fp + sizeof(fp), &ra) || !after_call(code_addr(ra))))
 		return false;
 	w->rule.kind = RULE_CFA_FP;
 	w->rule.cfa_off = 16;
@@ -1674,14 +1685,6 @@ static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_
 	w->rule.flags = RULE_RA_SAVED | RULE_FP_SAVED;
 	return true;
 }
-#else
-#define FP_RULE_ELSEWHERE false
-
-static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_file)
-{
-	return false;
-}
-#endif
 
 /* One frame of the table walk: the caller's registers from the frame's,
  * and its return address into the record; nonzero when the walk ends.
@@ -1775,7 +1778,7 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 /* table_step as bpf_loop's callback. */
 static long table_loop_step(__u64 i, struct scratch_value **s)
 {
-	return table_step(*s, FP_RULE_ELSEWHERE);
+	return table_step(*s, true);
 }
 
 /* Runs a chunk of the table walk; true when the walk has ended. */

@@ -387,11 +387,11 @@ func (s *Sampler) MapFramePointers(pid uint32, start, end uint64) error {
 }
 
 // MapJIT says that pid has executable memory of no file at [start, end):
-// code a JIT compiler wrote. On x86-64 the table walk goes on there by the
+// code a JIT compiler wrote. The table walk goes on there by the
 // frame-pointer rule, checked as the frame-pointer walk checks its records
 // (V8 keeps frame records; HotSpot does with -XX:+PreserveFramePointer),
-// on kernels with bpf_loop (5.17); elsewhere a walk ends there as in code
-// it has no table for.
+// on kernels with bpf_loop (5.17); before, a walk ends there as in code it
+// has no table for.
 func (s *Sampler) MapJIT(pid uint32, start, end uint64) error {
 	// A walk that does not take the rule looks for a table: there is
 	// none in slot maxTables.

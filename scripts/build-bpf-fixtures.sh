@@ -16,6 +16,5 @@ for cc in gcc aarch64-linux-gnu-gcc; do
 	$cc -O2 -fno-omit-frame-pointer -no-pie -pthread -o "$out/offcpu" offcpu.c
 	$cc -O2 -fno-omit-frame-pointer -no-pie -o "$out/pltleaf" pltleaf.c
 	$cc -O2 -fno-omit-frame-pointer -no-pie -o "$out/stackswitch" stackswitch.c
-	# x86-64 code copied at run time: no arm64 build.
-	[ "$cc" != gcc ] || $cc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -o "$out/jitwalk" jitwalk.c
+	$cc -O2 -fomit-frame-pointer -fno-stack-protector -no-pie -o "$out/jitwalk" jitwalk.c
 done

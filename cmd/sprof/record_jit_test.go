@@ -151,16 +151,16 @@ func warmStore(t *testing.T, bins ...string) string {
 }
 
 // checkRoot wants >= 90% of the samples of the threads named comm in the
-// profile out to reach root, their thread's outermost frame, on x86-64:
-// the JIT's frames lie between the runtime's C++ and libc's thread start,
-// which the frame-pointer walk does not reach. The kernel's walk takes JIT
-// code and code without CFI by frame pointers (with bpf_loop); with copy,
-// the stack copy's unwind resumes the frame-pointer walk where it ends.
-// The first samples, taken before sprof has described the process to the
+// profile out to reach root, their thread's outermost frame: the JIT's
+// frames lie between the runtime's C++ and libc's thread start, which the
+// frame-pointer walk does not reach. The kernel's walk takes JIT code and
+// code without CFI by frame pointers (with bpf_loop); with copy, the stack
+// copy's unwind resumes the frame-pointer walk where it ends (x86-64). The
+// first samples, taken before sprof has described the process to the
 // kernel or has libc's table, are partial.
 func checkRoot(t *testing.T, out, comm, root string, copy bool) {
 	t.Helper()
-	if runtime.GOARCH != "amd64" || !copy && !bpf.ProbeFeatures().LoopWalk() {
+	if copy && runtime.GOARCH != "amd64" || !copy && !bpf.ProbeFeatures().LoopWalk() {
 		return
 	}
 	share, _ := sampleShare(t, parseProfile(t, out), comm, root+" at the root", func(fns []string) bool {
