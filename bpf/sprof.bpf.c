@@ -1377,8 +1377,8 @@ static __always_inline int finish(struct scratch_value *s)
 enum table_stop {
 	TABLE_GOING,
 	TABLE_OUTERMOST,   /* the thread's outermost frame: the stack is whole */
-	TABLE_NO_MAPPING,  /* the pc is in no mapping with a table loaded */
-	TABLE_NO_RULE,     /* the table has no row for the pc, or was evicted */
+	TABLE_NO_MAPPING,  /* the pc is in no mapping with a table loaded (or in JIT code whose record fails the checks) */
+	TABLE_NO_RULE,     /* the table has no row for the pc (and its record fails the checks), or was evicted */
 	TABLE_UNSUPPORTED, /* a rule the walk cannot apply (signal frame, register rule below the top) */
 	TABLE_FAULT,       /* reading the return address or the saved fp faulted */
 	TABLE_BAD_FRAME,   /* the CFA does not increase or is misaligned, or the return address is no code address */
@@ -1597,7 +1597,7 @@ static __always_inline struct unwind_rule *find_rule(struct unwind_table *t, __u
  * walk's rule fields: from the rule slot of (table, generation, offset),
  * else found in the table and kept in that slot, a gap where the table
  * has none (code without CFI, which frame_pointer_rule may walk, is met
- * again and again). False for an offset no table holds. */
+ * again and again). False for an offset past 32 bits. */
 static __always_inline bool table_rule(struct scratch_value *s, struct unwind_table *t, __u64 off)
 {
 	struct fp_walk *w = &s->walk;
@@ -1637,9 +1637,17 @@ static __always_inline bool table_rule(struct scratch_value *s, struct unwind_ta
  * and pays for a stack copy.
  *
  * The record must lie on the sample's stack, above the frame's sp, as the
- * frame-pointer walk demands; in code of a file (in_file), where the frame
- * pointer may as well be a callee-saved register holding data, its return
- * address must also follow a call. In the topmost frame the frame pointer
+ * frame-pointer walk demands, and its return address must follow a call:
+ * the frame pointer of code without records holds data (HotSpot's
+ * compiled code without -XX:+PreserveFramePointer, a file's callee-saved
+ * register), and 0 there is no outermost frame. Below the topmost frame the
+ * pc must follow a call too: a signal handler's return address is the
+ * signal trampoline's first instruction (glibc's __restore_rt, whose CFI
+ * the tables drop, a gap), and the frame pointer there is the interrupted
+ * code's, whose own frame the rule would skip. A function whose CFI the
+ * tables drop for another reason (GCC's stack-realigning DRAP prologue)
+ * keeps a record whose CFA is not fp + 16: its caller may be misread
+ * there, as before it ended the walk. In the topmost frame the frame pointer
  * may still name the caller's record (a prologue, a frameless leaf):
  * leaf_return's evidence decides, as for the frame-pointer walk. On x86-64
  * the rule then reads the return address where that found it; on arm64 it
@@ -1648,7 +1656,7 @@ static __always_inline bool table_rule(struct scratch_value *s, struct unwind_ta
  * as a leaf with frame pointers does. Sets the walk's rule; false when the
  * frame fails the checks.
  */
-static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_file)
+static __always_inline bool frame_pointer_rule(struct scratch_value *s)
 {
 	struct fp_walk *w = &s->walk;
 	__u64 fp = w->tfp, ra;
@@ -1677,7 +1685,8 @@ static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_
 		w->stack_end = stack_of(s->rec.hdr.sp, true, false).end;
 	if ((fp & 7) || fp < w->tsp || fp > w->stack_end - 2 * sizeof(fp))
 		return false;
-	if (in_file && (!stack_word(w, fp + sizeof(fp), &ra) || !after_call(code_addr(ra))))
+	if ((!w->top && !after_call(code_addr(w->tpc))) || !stack_word(w, fp + sizeof(fp), &ra) ||
+	    !after_call(code_addr(ra)))
 		return false;
 	w->rule.kind = RULE_CFA_FP;
 	w->rule.cfa_off = 16;
@@ -1703,7 +1712,7 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 		return table_end(w, TABLE_NO_MAPPING);
 	/* Without fp_elsewhere a JIT mapping finds no table (MapJIT). */
 	if (fp_elsewhere && w->map.kind == MAPPING_JIT) {
-		if (!frame_pointer_rule(s, false))
+		if (!frame_pointer_rule(s))
 			return table_end(w, TABLE_NO_MAPPING);
 	} else if (w->map.kind == MAPPING_FRAME_POINTERS) {
 		/* In the topmost frame fp may still name the caller's record
@@ -1727,7 +1736,7 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 			return table_end(w, TABLE_NO_RULE);
 		w->rule_pc = look;
 	}
-	if (fp_elsewhere && w->rule.kind == RULE_GAP && !frame_pointer_rule(s, true))
+	if (fp_elsewhere && w->rule.kind == RULE_GAP && !frame_pointer_rule(s))
 		return table_end(w, TABLE_NO_RULE);
 	switch (w->rule.kind) {
 	case RULE_CFA_SP:

@@ -446,6 +446,36 @@ func BenchmarkLoadTable(b *testing.B) {
 
 var jitPath = fixtureDir() + "/jitwalk" // code without CFI between frames without frame pointers
 
+// checkSignalWalk runs jitwalk's signal mode and wants none of the
+// samples in its handler walked over the tables to be shown whole (see
+// TestTableWalkJIT).
+func checkSignalWalk(t *testing.T, fx *fixtureELF, features *Features) {
+	cmd, _ := startBinary(t, jitPath, "signal")
+	pid := cmd.Process.Pid
+	waitCPUTime(t, pid, 50*time.Millisecond)
+	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true,
+		UnwindTables: DefaultUnwindTables, features: features})
+	loadProcessTables(t, s, pid)
+	describeJIT(t, s, pid)
+	if err := s.MapProcess(uint32(pid)); err != nil {
+		t.Fatal(err)
+	}
+	got := collectN(t, s, 100, func(x *Sample) bool { return x.Pid == uint32(pid) && fx.contains("spin", x.PC) })
+	if len(got) < 50 {
+		t.Fatalf("%d samples in the handler in 10 s", len(got))
+	}
+	tables := 0
+	for _, x := range got {
+		if x.UserTables {
+			tables++
+		}
+		if x.UserTables && !x.UserTruncated {
+			t.Fatalf("%s shown whole across the signal frame", hexFrames(x.user))
+		}
+	}
+	t.Logf("%d samples in the handler, %d walked over the tables, all truncated", len(got), tables)
+}
+
 // describeJIT says where pid maps executable memory of no file, as the
 // collector does from /proc/PID/maps, and returns the first such range's
 // start.
@@ -488,20 +518,29 @@ func describeJIT(t testing.TB, s *Sampler, pid int) uint64 {
 // stack walked over the tables is shown whole. (The frame-pointer walk
 // cannot tell that outer, without a frame record, hides main: on arm64,
 // whose main keeps a record, it shows the chain without main, whole.)
+// In signal, the spin moves to a SIGALRM handler after a second, on the
+// stack above the signal frame, whose return address (the signal
+// trampoline's, with no CFI the tables keep) follows no call: the walk
+// must not take the interrupted JIT code's record for the trampoline's and
+// show the stack whole without the interrupted frame.
 func TestTableWalkJIT(t *testing.T) {
 	requireFixture(t)
 	fx := loadELF(t, jitPath)
 	// Where jitwalk.c's calls return, and where jit_spin spins.
-	intoNoCFI, intoJIT, spinFrom, spinTo := uint64(12), uint64(6), uint64(32), uint64(38)
+	intoNoCFI, intoJIT, spinFrom, spinTo := uint64(12), uint64(16+6), uint64(48), uint64(48+6)
 	if runtime.GOARCH == "arm64" {
-		intoNoCFI, intoJIT, spinTo = 20, 12, 44
+		intoNoCFI, intoJIT, spinTo = 20, 16+12, 48+12
 	}
 	intoNoCFI += fx.syms["nocfi_call"].Value
 	intoOuter := fx.returnAfterCall(t, "outer", "nocfi_call")
-	for _, mode := range []string{"middle", "top"} {
+	for _, mode := range []string{"middle", "top", "signal"} {
 		t.Run(mode, func(t *testing.T) {
 			onEveryPath(t, func(t *testing.T, features *Features) {
 				loop := features == nil && ProbeFeatures().LoopWalk()
+				if mode == "signal" {
+					checkSignalWalk(t, fx, features)
+					return
+				}
 				cmd, _ := startBinary(t, jitPath, mode)
 				pid := cmd.Process.Pid
 				waitCPUTime(t, pid, 50*time.Millisecond)

@@ -599,6 +599,9 @@ func (c *Collector) apply(e *event) {
 		case !c.table.tracked(e.pid):
 		case e.anon:
 			c.table.mmap(e.pid, e.m, true)
+			if c.unw != nil {
+				c.unw.kernelMapJIT(e.pid, codeRange{e.m.start, e.m.limit})
+			}
 		default:
 			e.m.bin = c.table.files.fromMMap(e.pid, e.m.start, e.m.limit, e.file, e.buildID)
 			c.table.mmap(e.pid, e.m, false)

@@ -52,11 +52,13 @@ func (s *mapSet) find(addr uint64) *mapping {
 }
 
 // has reports whether s still maps d as it was: the same binary from the
-// same start, or, for d of no binary, the same range of no file.
+// same start, or, for d of no binary, code of no file over all of d's
+// range (merged with its neighbours into one mapping, as /proc shows it,
+// it is still the same code).
 func (s *mapSet) has(d mapping) bool {
 	if d.bin == nil {
 		i := sort.Search(len(s.anon), func(i int) bool { return s.anon[i].limit > d.start })
-		return i < len(s.anon) && s.anon[i] == codeRange{d.start, d.limit}
+		return i < len(s.anon) && s.anon[i].start <= d.start && d.limit <= s.anon[i].limit
 	}
 	m := s.find(d.start)
 	return m != nil && m.start == d.start && m.bin == d.bin

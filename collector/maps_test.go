@@ -98,3 +98,30 @@ func TestMapSetInsert(t *testing.T) {
 		}
 	}
 }
+
+// TestMapSetHasCode: code of no file described as a range is still there
+// while the set has such code over all of the range, merged with its
+// neighbours or not; a file's mapping is still there from the same start
+// with the same binary.
+func TestMapSetHasCode(t *testing.T) {
+	bin := &binaryFile{name: "/bin/app"}
+	s := &mapSet{}
+	s.insert(mapping{start: 0x400000, limit: 0x500000, bin: bin})
+	s.insertAnon(codeRange{0x7f0000000000, 0x7f0000030000})
+	for _, tc := range []struct {
+		d    mapping
+		want bool
+	}{
+		{mapping{start: 0x7f0000000000, limit: 0x7f0000030000}, true},
+		{mapping{start: 0x7f0000010000, limit: 0x7f0000020000}, true},
+		{mapping{start: 0x7f0000020000, limit: 0x7f0000040000}, false},
+		{mapping{start: 0x7effffff0000, limit: 0x7f0000010000}, false},
+		{mapping{start: 0x400000, limit: 0x500000, bin: bin}, true},
+		{mapping{start: 0x400000, limit: 0x500000, bin: &binaryFile{name: "/bin/other"}}, false},
+		{mapping{start: 0x401000, limit: 0x500000, bin: bin}, false},
+	} {
+		if got := s.has(tc.d); got != tc.want {
+			t.Errorf("has [%#x, %#x) of %v: %v, want %v", tc.d.start, tc.d.limit, tc.d.bin, got, tc.want)
+		}
+	}
+}

@@ -451,7 +451,11 @@ func (c *Collector) unwindCopy(p *pending, img *image, bpf []uint64, stack []byt
 	if userspace {
 		p.key.truncated = stop.Truncated()
 	} else {
+		// resume unwinds again: the hold-back's caller reads whether
+		// this unwind skipped a table being built (unwind_hold.go).
+		skipped := u.res.skipped
 		user, p.key.truncated = u.resume(p.key.pid, p.key.set, &p.copy, stack, user, p.key.truncated)
+		u.res.skipped = skipped
 	}
 	return img, user, nil
 }

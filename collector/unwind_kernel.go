@@ -39,9 +39,11 @@ import (
 // would give another binary's rules to the code now there.
 //
 // Executable memory of no file (mapSet.anon: JIT compilers' code) is
-// described too, as such: there the kernel's walk takes the frame-pointer
-// rule, which JIT compilers keep, so that the stack of a Node.js or Java
-// thread, JIT frames between frames with tables, is walked whole.
+// described too, as such, when it is mapped: there the kernel's walk
+// takes the frame-pointer rule (with bpf_loop, 5.17), which JIT compilers
+// keep (HotSpot with -XX:+PreserveFramePointer), so that the stack of a
+// Node.js or Java thread, JIT frames between frames with tables, is walked
+// whole.
 
 // TableLoader is implemented by a Source whose sampler walks user stacks
 // over unwind tables in the kernel.
@@ -214,6 +216,9 @@ func (u *unwinder) kernelMap(pid uint32, m *mapping) {
 // kernel, once; kt.mapped keeps it as a mapping of no binary.
 func (u *unwinder) kernelMapJIT(pid uint32, r codeRange) {
 	kt := u.kt
+	if kt == nil || kt.sets[pid] == nil {
+		return // not described yet: kernelSet describes it whole
+	}
 	if d, ok := kt.mapped[pid][r.start]; ok && d.bin == nil && d.limit == r.limit {
 		return
 	}

@@ -224,8 +224,9 @@ func TestKernelTables(t *testing.T) {
 
 // TestKernelTablesJIT: executable memory of no file, a JIT compiler's
 // code, is described to the kernel as such, once; more of it mapped later
-// is described too, without describing the process again; after an exec,
-// which leaves none, the process is described again without it.
+// is described as it is mapped, without describing the process again;
+// after an exec, which leaves none, the process is described again
+// without it.
 func TestKernelTablesJIT(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -253,9 +254,12 @@ func TestKernelTablesJIT(t *testing.T) {
 	drain("at start", "fp 500 0x400000-0x500000", "jit 500 0x7f0000000000-0x7f0000010000")
 	src.add(500, 5, 0x7f0000000100)
 	drain("unchanged")
+	// Described as it is mapped, before any sample needs it.
 	c.events = []event{{time: 10, kind: eventMmap, pid: 500, m: mapping{start: 0x7f0000020000, limit: 0x7f0000030000}, anon: true}}
-	src.add(500, 12, 0x7f0000020100)
 	drain("more JIT code", "jit 500 0x7f0000020000-0x7f0000030000")
+	// The gap between them mapped: described, the others not again.
+	c.events = []event{{time: 11, kind: eventMmap, pid: 500, m: mapping{start: 0x7f0000010000, limit: 0x7f0000020000}, anon: true}}
+	drain("the gap between them mapped", "jit 500 0x7f0000010000-0x7f0000020000")
 	proc.set(500, 1, 0x400000, 0x500000, self) // what /proc shows after the exec
 	c.events = []event{
 		{time: 20, kind: eventExec, pid: 500},

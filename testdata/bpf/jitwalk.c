@@ -10,13 +10,17 @@
  *
  *   middle: spin <- inner <- jit_call <- nocfi_call <- outer <- main
  *   top:    jit_spin <- nocfi_call <- outer <- main
+ *   signal: top's, and after a second spin in the SIGALRM handler, on the
+ *           same stack above the signal frame and jit_spin's record
  *
  * each followed by libc's start code and _start.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define NOINLINE __attribute__((noinline, noclone))
 
@@ -67,8 +71,11 @@ static const unsigned int jit_spin[] = {0xa9bf7bfd, 0x910003fd, 0x14000000};
 #error "jitwalk is x86-64 and aarch64 code"
 #endif
 
-/* Where jit_spin goes in the page, after jit_call. */
-#define JIT_SPIN_AT 32
+/* Where the functions go in the page: not at its start, so that reading
+ * the code before a return address stays in the page, as in a JIT's code
+ * space (V8 puts a header before each function's code). */
+#define JIT_CALL_AT 16
+#define JIT_SPIN_AT 48
 
 NOINLINE static void spin(void)
 {
@@ -81,6 +88,15 @@ NOINLINE static void inner(void)
 	volatile char frame[64];
 
 	frame[0] = 1;
+	spin();
+	sink += frame[0];
+}
+
+NOINLINE static void on_alarm(int sig)
+{
+	volatile char frame[64];
+
+	frame[0] = (char)sig;
 	spin();
 	sink += frame[0];
 }
@@ -102,12 +118,16 @@ int main(int argc, char **argv)
 		perror("mmap");
 		return 1;
 	}
-	memcpy(page, jit_call, sizeof(jit_call));
+	memcpy(page + JIT_CALL_AT, jit_call, sizeof(jit_call));
 	memcpy(page + JIT_SPIN_AT, jit_spin, sizeof(jit_spin));
 	__builtin___clear_cache((char *)page, (char *)page + 4096);
-	if (argc > 1 && strcmp(argv[1], "top") == 0)
+	if (argc > 1 && strcmp(argv[1], "signal") == 0) {
+		signal(SIGALRM, on_alarm);
+		alarm(1);
+	}
+	if (argc > 1 && (strcmp(argv[1], "top") == 0 || strcmp(argv[1], "signal") == 0))
 		outer((void (*)(void *))(page + JIT_SPIN_AT), NULL);
 	else
-		outer((void (*)(void *))page, (void *)inner);
+		outer((void (*)(void *))(page + JIT_CALL_AT), (void *)inner);
 	return 0;
 }
