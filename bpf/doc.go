@@ -103,15 +103,16 @@
 // frame records (V8 always, HotSpot with -XX:+PreserveFramePointer) right
 // below the CFA, the caller's sp. The record is checked as the
 // frame-pointer walk checks it (aligned, above sp, on the sample's stack),
-// in a file the return address must follow a call, and in the topmost
-// frame leaf_return's evidence decides whether the frame pointer names the
-// frame's record yet (on arm64 a leaf whose caller is in lr gives way to
-// the frame-pointer walk: its caller's sp is not known). A Node.js
-// process's stacks, JIT frames between node's C++ and libc, were marked
-// truncated in nearly every sample before (the frame-pointer walk ends at
-// libc's start code) and paid for a stack copy; with it, whole
-// (TestTableWalkJIT). On the compat path (its verifier budget) such code
-// ends the walk as before.
+// in a file its return address and, below the topmost frame, the pc must
+// follow a call (a signal trampoline's pc does not: its frame pointer is
+// the interrupted code's), and in the topmost frame leaf_return's evidence
+// decides whether the frame pointer names the frame's record yet (on
+// arm64 a leaf whose caller is in lr gives way to the frame-pointer walk:
+// its caller's sp is not known). A Node.js process's stacks, JIT frames
+// between node's C++ and libc, were marked truncated in nearly every
+// sample before (the frame-pointer walk ends at libc's start code) and
+// paid for a stack copy; with it, whole (TestTableWalkJIT). On the compat
+// path (its verifier budget) such code ends the walk as before.
 //
 // The layout, chosen for the 5.10 verifier and for cost:
 //

@@ -1637,14 +1637,18 @@ static __always_inline bool table_rule(struct scratch_value *s, struct unwind_ta
  * and pays for a stack copy.
  *
  * The record must lie on the sample's stack, above the frame's sp, as the
- * frame-pointer walk demands, and its return address must follow a call:
- * the frame pointer of code without records holds data (HotSpot's
- * compiled code without -XX:+PreserveFramePointer, a file's callee-saved
- * register), and 0 there is no outermost frame. Below the topmost frame the
- * pc must follow a call too: a signal handler's return address is the
- * signal trampoline's first instruction (glibc's __restore_rt, whose CFI
- * the tables drop, a gap), and the frame pointer there is the interrupted
- * code's, whose own frame the rule would skip. A function whose CFI the
+ * frame-pointer walk demands, and a return address of 0 there is no
+ * outermost frame. In code of a file (in_file), where the frame pointer
+ * may as well be a callee-saved register holding data, the return address
+ * must follow a call, and below the topmost frame the pc too: a signal
+ * handler's return address is the signal trampoline's first instruction
+ * (glibc's __restore_rt, whose CFI the tables drop, a gap), and the frame
+ * pointer there is the interrupted code's, whose own frame the rule would
+ * skip. JIT code is taken on the record alone, as the frame-pointer walk
+ * takes it: the forms of its calls are the runtime's own (HotSpot's
+ * compiled frames failed the x86-64 call check), and code without records
+ * (HotSpot without -XX:+PreserveFramePointer) may be misread there as
+ * before by the frame-pointer walk. A function whose CFI the
  * tables drop for another reason (GCC's stack-realigning DRAP prologue)
  * keeps a record whose CFA is not fp + 16: its caller may be misread
  * there, as before it ended the walk. In the topmost frame the frame pointer
@@ -1656,7 +1660,7 @@ static __always_inline bool table_rule(struct scratch_value *s, struct unwind_ta
  * as a leaf with frame pointers does. Sets the walk's rule; false when the
  * frame fails the checks.
  */
-static __always_inline bool frame_pointer_rule(struct scratch_value *s)
+static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_file)
 {
 	struct fp_walk *w = &s->walk;
 	__u64 fp = w->tfp, ra;
@@ -1685,8 +1689,9 @@ static __always_inline bool frame_pointer_rule(struct scratch_value *s)
 		w->stack_end = stack_of(s->rec.hdr.sp, true, false).end;
 	if ((fp & 7) || fp < w->tsp || fp > w->stack_end - 2 * sizeof(fp))
 		return false;
-	if ((!w->top && !after_call(code_addr(w->tpc))) || !stack_word(w, fp + sizeof(fp), &ra) ||
-	    !after_call(code_addr(ra)))
+	if (!stack_word(w, fp + sizeof(fp), &ra) || !code_addr(ra))
+		return false;
+	if (in_file && ((!w->top && !after_call(code_addr(w->tpc))) || !after_call(code_addr(ra))))
 		return false;
 	w->rule.kind = RULE_CFA_FP;
 	w->rule.cfa_off = 16;
@@ -1712,7 +1717,7 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 		return table_end(w, TABLE_NO_MAPPING);
 	/* Without fp_elsewhere a JIT mapping finds no table (MapJIT). */
 	if (fp_elsewhere && w->map.kind == MAPPING_JIT) {
-		if (!frame_pointer_rule(s))
+		if (!frame_pointer_rule(s, false))
 			return table_end(w, TABLE_NO_MAPPING);
 	} else if (w->map.kind == MAPPING_FRAME_POINTERS) {
 		/* In the topmost frame fp may still name the caller's record
@@ -1736,7 +1741,7 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 			return table_end(w, TABLE_NO_RULE);
 		w->rule_pc = look;
 	}
-	if (fp_elsewhere && w->rule.kind == RULE_GAP && !frame_pointer_rule(s))
+	if (fp_elsewhere && w->rule.kind == RULE_GAP && !frame_pointer_rule(s, true))
 		return table_end(w, TABLE_NO_RULE);
 	switch (w->rule.kind) {
 	case RULE_CFA_SP:
