@@ -113,7 +113,7 @@ func TestBPFAgentPython(t *testing.T) {
 			if ok, _ := fx.ChainOK(pychain.RootFirst(s)); ok {
 				good += s.Value[0]
 			} else if len(bad) < 5 {
-				bad = append(bad, fmt.Sprint(pychain.RootFirst(s)))
+				bad = append(bad, pychain.Brief(pychain.RootFirst(s)))
 			}
 		}
 		n := sampleCount(ss)

@@ -73,9 +73,20 @@ func startBinary(t testing.TB, path string, args ...string) (*exec.Cmd, io.Write
 
 func openSampler(t testing.TB, cfg Config) *Sampler {
 	t.Helper()
-	s, err := Open(cfg)
+	s := loadSampler(t, cfg)
+	if err := s.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return s
+}
+
+// loadSampler loads a Sampler for cfg that samples nothing until Start,
+// closed when t ends.
+func loadSampler(t testing.TB, cfg Config) *Sampler {
+	t.Helper()
+	s, err := Load(cfg)
 	if err != nil {
-		t.Fatalf("Open: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {

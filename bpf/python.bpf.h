@@ -40,8 +40,9 @@ enum python_limits {
 };
 
 enum python_flag {
-	/* The chain did not end at its first frame: a read failed, or the
-	 * walk stopped at PY_MAX_FRAMES. */
+	/* The chain did not end at its first frame: a read failed (that of
+	 * the thread state or of its current frame too: then no frame is
+	 * known), or the walk stopped at PY_MAX_FRAMES. */
 	PY_TRUNCATED = 1 << 16,
 	/* The sampled thread has no PyThreadState (not a Python thread, or
 	 * one beyond PY_MAX_THREADS). */
@@ -145,45 +146,56 @@ static __always_inline bool py_thread_tid(struct py_proc *p, __u64 ts, __u64 *ti
 	return true;
 }
 
-/* The sampled thread's PyThreadState, 0 when it has none. */
-static __always_inline __u64 py_thread_state(struct py_proc *p, __u64 id)
+/* The sampled thread's PyThreadState in *tstate, 0 when it has none; false
+ * when a read failed, which is not remembered: the next sample looks
+ * again. */
+static __always_inline bool py_thread_state(struct py_proc *p, __u64 id, __u64 *tstate)
 {
 	struct py_thread *known = bpf_map_lookup_elem(&py_threads, &id), found = {};
 	__u64 interp = 0, ts = 0, tid = 0, want = (__u32)id;
 
-	if (known && known->tstate && py_thread_tid(p, known->tstate, &tid) && tid == want)
-		return known->tstate;
-	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)p->interp_head) || !interp ||
-	    bpf_probe_read_user(&found.head, sizeof(found.head), (void *)(interp + p->interp_threads_head)))
-		return 0;
+	*tstate = 0;
+	if (known && known->tstate && py_thread_tid(p, known->tstate, &tid) && tid == want) {
+		*tstate = known->tstate;
+		return true;
+	}
+	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)p->interp_head))
+		return false;
+	if (!interp)
+		return true; /* no interpreter yet */
+	if (bpf_probe_read_user(&found.head, sizeof(found.head), (void *)(interp + p->interp_threads_head)))
+		return false;
 	if (known && !known->tstate && known->head == found.head)
-		return 0;
+		return true;
 	ts = found.head;
 	for (int i = 0; i < PY_MAX_THREADS && ts; i++) {
 		if (!py_thread_tid(p, ts, &tid))
-			break;
+			return false;
 		if (tid == want) {
 			found.tstate = ts;
 			break;
 		}
 		if (bpf_probe_read_user(&ts, sizeof(ts), (void *)(ts + p->thread_next)))
-			break;
+			return false;
 	}
 	bpf_map_update_elem(&py_threads, &id, &found, BPF_ANY);
-	return found.tstate;
+	*tstate = found.tstate;
+	return true;
 }
 
-/* The thread's current frame, 0 when it runs none. */
-static __always_inline __u64 py_current_frame(struct py_proc *p, __u64 ts)
+/* The thread's current frame in *frame, 0 when it runs none; false when
+ * a read failed. */
+static __always_inline bool py_current_frame(struct py_proc *p, __u64 ts, __u64 *frame)
 {
 	__u64 at = 0;
 
 	if (bpf_probe_read_user(&at, sizeof(at), (void *)(ts + p->thread_frame)))
-		return 0;
+		return false;
 	if (p->cframe_frame != PY_NO_FIELD && at &&
 	    bpf_probe_read_user(&at, sizeof(at), (void *)(at + p->cframe_frame)))
-		return 0;
-	return at;
+		return false;
+	*frame = at;
+	return true;
 }
 
 /* One frame of the chain: true when the walk ends. */
@@ -228,7 +240,7 @@ static __always_inline void python_frames(struct scratch_value *s)
 	__u32 tgid = h->pid, zero = 0, head = s->walk.at;
 	struct py_proc *p;
 	struct py_walk *w;
-	__u64 ts;
+	__u64 ts = 0;
 	int i;
 
 	if (!python_enabled || !capture_user || !h->pc)
@@ -240,13 +252,11 @@ static __always_inline void python_frames(struct scratch_value *s)
 	w->at = head + 1;
 	w->n = 0;
 	w->flags = 0;
-	ts = py_thread_state(p, bpf_get_current_pid_tgid());
-	if (!ts) {
+	w->frame = 0;
+	if (!py_thread_state(p, bpf_get_current_pid_tgid(), &ts) || (ts && !py_current_frame(p, ts, &w->frame)))
+		w->flags = PY_TRUNCATED; /* the thread's frames, if any, are unknown */
+	else if (!ts)
 		w->flags = PY_NO_THREAD;
-		w->frame = 0;
-	} else {
-		w->frame = py_current_frame(p, ts);
-	}
 #pragma clang loop unroll(disable)
 	for (i = 0; i < PY_MAX_FRAMES; i++)
 		if (py_step(s, p, w))

@@ -62,6 +62,50 @@ func testPythonFrames(t *testing.T, python string) {
 	})
 }
 
+// TestPythonUnreadable: where the interpreter's state cannot be read, a
+// sample of a Python process says its Python frames are unknown
+// (PythonTruncated, so the profile never shows its native stack as
+// whole), not that the thread runs no Python. The layout given points
+// _PyRuntime into the unmapped first page of the address space.
+func TestPythonUnreadable(t *testing.T) {
+	requireFixture(t)
+	python := testenv.RequireTool(t, pychain.Debian)
+	cmd := pychain.Start(t, python, "../testdata/python/chain.py")
+	pid := uint32(cmd.Process.Pid)
+	p := detectPython(t, pid)
+	p.Runtime = 0x100
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		s := loadSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
+		if err := s.SetPython(pid, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		got := collectN(t, s, 50, ofPid(int(pid)))
+		for _, x := range got {
+			if !x.PythonTruncated || len(x.Python) != 0 {
+				t.Fatalf("a sample has %d Python words, PythonTruncated %v; want none, truncated", len(x.Python), x.PythonTruncated)
+			}
+		}
+		t.Logf("%d samples, all with their Python frames unknown", len(got))
+	})
+}
+
+// detectPython finds the interpreter of Python process pid.
+func detectPython(t testing.TB, pid uint32) *cpython.Process {
+	t.Helper()
+	maps, err := cpython.ReadMaps("/proc", pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cpython.Detect("/proc", pid, maps)
+	if err != nil {
+		t.Fatalf("Detect: %v", err)
+	}
+	return p
+}
+
 // pySample is a sample's Python chain, root first, each frame's function
 // named from the interpreter's code objects ("?" when unreadable) and
 // marked "*" when it is an entry frame.
@@ -78,16 +122,14 @@ func sampleChains(t *testing.T, python string, features *Features, args ...strin
 	t.Helper()
 	cmd := pychain.Start(t, python, args...)
 	pid := uint32(cmd.Process.Pid)
-	maps, err := cpython.ReadMaps("/proc", pid)
-	if err != nil {
+	p := detectPython(t, pid)
+	// Marked before the first sample, as pipeline.Open marks: every
+	// sample has its Python part.
+	s := loadSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
+	if err := s.SetPython(pid, p); err != nil {
 		t.Fatal(err)
 	}
-	p, err := cpython.Detect("/proc", pid, maps)
-	if err != nil {
-		t.Fatalf("Detect: %v", err)
-	}
-	s := openSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
-	if err := s.SetPython(pid, p); err != nil {
+	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
@@ -195,15 +237,7 @@ func benchmarkPythonWalk(b *testing.B, python string) {
 			for range 2 {
 				cmd := pychain.Start(b, python, "../testdata/python/deep.py", "30")
 				pid := uint32(cmd.Process.Pid)
-				maps, err := cpython.ReadMaps("/proc", pid)
-				if err != nil {
-					b.Fatal(err)
-				}
-				p, err := cpython.Detect("/proc", pid, maps)
-				if err != nil {
-					b.Fatal(err)
-				}
-				pids, procs = append(pids, pid), append(procs, p)
+				pids, procs = append(pids, pid), append(procs, detectPython(b, pid))
 			}
 			cfg := Config{Frequency: 999, User: true, Pids: pids, RunTimeStats: true, features: pathFeatures(path.without)}
 			plain := openSampler(b, cfg)

@@ -157,6 +157,12 @@ type Sampler struct {
 	offCPU     *offCPU
 	tables     *tableSpace // with Config.UnwindTables
 
+	// What Start needs of Load's Config, and whether it ran.
+	online      []int
+	frequency   int
+	includeIdle bool
+	started     bool
+
 	// mu is held while the ring is read, by Read or by the waiter's spill.
 	mu      sync.Mutex
 	backlog backlog
@@ -165,15 +171,32 @@ type Sampler struct {
 	sample  Sample
 }
 
-// Open checks the host, loads the program, fills the filters and starts
-// sampling on every online CPU. Errors about the host wrap ErrPermission,
-// ErrNoBTF, ErrUnsupported or ErrFrequency.
+// Open checks the host, loads the programs, fills the filters and starts
+// sampling on every online CPU: Load, then Start. Errors about the host
+// wrap ErrPermission, ErrNoBTF, ErrUnsupported or ErrFrequency.
 func Open(cfg Config) (*Sampler, error) {
-	s, online, err := prepare(cfg)
+	s, err := Load(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.start(cfg, online); err != nil {
+	if err := s.Start(); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+// Load is Open up to the first sample: the programs and maps loaded, the
+// filters filled, the fork and exit hooks attached and the ring ready to
+// read, but no CPU sampled until Start. What the caller marks in between
+// (SetCopy, SetPython, SetGo, the unwind tables) every sample has: marked
+// after Start, a process's first samples lack what the marks are for (its
+// Python frames, its goroutine, its stack copy). Its errors are Open's.
+func Load(cfg Config) (*Sampler, error) {
+	s, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.attach(cfg); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 	return s, nil
@@ -186,7 +209,7 @@ func Open(cfg Config) (*Sampler, error) {
 // frames on, and took it without), so sprof check asks it for the
 // configuration sprof's commands open by default. Its errors are Open's.
 func ProbeLoad(cfg Config) error {
-	s, _, err := prepare(cfg)
+	s, err := prepare(cfg)
 	if err != nil {
 		return err
 	}
@@ -194,60 +217,60 @@ func ProbeLoad(cfg Config) error {
 }
 
 // prepare checks cfg and the host and loads the programs and maps of a
-// Sampler for cfg, which start starts on the online CPUs it returns.
-func prepare(cfg Config) (*Sampler, []int, error) {
+// Sampler for cfg, to sample the CPUs online now.
+func prepare(cfg Config) (*Sampler, error) {
 	if cfg.OffCPUMin < 0 {
-		return nil, nil, fmt.Errorf("bpf: negative OffCPUMin %v", cfg.OffCPUMin)
+		return nil, fmt.Errorf("bpf: negative OffCPUMin %v", cfg.OffCPUMin)
 	}
 	if !cfg.OffCPU || cfg.Frequency != 0 {
 		if err := checkFrequency(cfg.Frequency); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	if !cfg.User && !cfg.Kernel {
-		return nil, nil, errors.New("bpf: Config captures neither user nor kernel stacks")
+		return nil, errors.New("bpf: Config captures neither user nor kernel stacks")
 	}
 	if cfg.FollowForks && len(cfg.Pids) == 0 {
-		return nil, nil, errors.New("bpf: FollowForks needs Pids to follow")
+		return nil, errors.New("bpf: FollowForks needs Pids to follow")
 	}
 	if cfg.StackCopy < 0 || cfg.StackCopy > MaxStackCopy {
-		return nil, nil, fmt.Errorf("bpf: stack copy of %d bytes; the limit is %d", cfg.StackCopy, MaxStackCopy)
+		return nil, fmt.Errorf("bpf: stack copy of %d bytes; the limit is %d", cfg.StackCopy, MaxStackCopy)
 	}
 	if cfg.StackCopy > 0 && !cfg.User {
-		return nil, nil, errors.New("bpf: StackCopy needs User stacks")
+		return nil, errors.New("bpf: StackCopy needs User stacks")
 	}
 	if (cfg.CopyAll || len(cfg.CopyPids) > 0) && cfg.StackCopy == 0 {
-		return nil, nil, errors.New("bpf: CopyAll and CopyPids need a StackCopy size")
+		return nil, errors.New("bpf: CopyAll and CopyPids need a StackCopy size")
 	}
 	if cfg.UnwindTables != 0 && (cfg.UnwindTables < minUnwindTables || cfg.UnwindTables > maxUnwindTables) {
-		return nil, nil, fmt.Errorf("bpf: UnwindTables of %d bytes; give %d to %d", cfg.UnwindTables, minUnwindTables, maxUnwindTables)
+		return nil, fmt.Errorf("bpf: UnwindTables of %d bytes; give %d to %d", cfg.UnwindTables, minUnwindTables, maxUnwindTables)
 	}
 	if cfg.UnwindTables != 0 && !cfg.User {
-		return nil, nil, errors.New("bpf: UnwindTables needs User stacks")
+		return nil, errors.New("bpf: UnwindTables needs User stacks")
 	}
 	if err := CheckHost(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	online, err := cpus.Online()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ringSize, err := ringBufferSize(cfg, len(online))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 
 	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0, python: cfg.Python, ringSize: ringSize,
-		ready: make(chan struct{}, 1)}
+		ready: make(chan struct{}, 1), online: online, frequency: cfg.Frequency, includeIdle: cfg.IncludeIdle}
 	s.backlog.max = backlogSize(cfg, len(online))
 	s.features = cfg.features
 	if s.features == nil {
 		s.features = ProbeFeatures()
 	}
 	if err := s.load(cfg, ringSize); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return s, online, nil
+	return s, nil
 }
 
 func ringBufferSize(cfg Config, cpus int) (int, error) {
@@ -476,10 +499,10 @@ func (o *objects) Close() error {
 // for the user to read once at start; "" on Linux 5.17 and newer.
 func (s *Sampler) Limits() string { return s.features.Limits() }
 
-// start hooks forks and exits, opens the ring and enables the events, in
-// that order, so nothing is sampled before the ring can be read and no
-// fork after Open returns is missed.
-func (s *Sampler) start(cfg Config, online []int) error {
+// attach sets up what runs from Load on: the run-time statistics, the fork
+// and exit hooks (no fork after Load returns is missed) and the ring's
+// reader and waiter (nothing is sampled before the ring can be read).
+func (s *Sampler) attach(cfg Config) error {
 	// BPF_ENABLE_STATS holds run-time statistics on while its fd is open and
 	// drops them when sprof exits, unlike the kernel.bpf_stats_enabled sysctl.
 	// It costs two clock reads per run.
@@ -514,19 +537,27 @@ func (s *Sampler) start(cfg Config, online []int) error {
 	// A deadline in the past makes reads return at once when the ring is
 	// empty: the waiter, not the reader, sleeps until the program wakes it.
 	s.reader.SetDeadline(time.Unix(1, 0))
-	if err := s.startWaiter(); err != nil {
-		return err
+	return s.startWaiter()
+}
+
+// Start starts sampling the CPUs that were online at Load, once: the
+// cpu-clock events run the sampler, and with Config.OffCPU the off-CPU
+// programs are attached.
+func (s *Sampler) Start() error {
+	if s.started {
+		return errors.New("bpf: sampler started twice")
 	}
+	s.started = true
 	if s.offCPU != nil {
 		if err := s.offCPU.attach(); err != nil {
 			return err
 		}
 	}
-	for _, cpu := range online {
-		if cfg.Frequency == 0 {
+	for _, cpu := range s.online {
+		if s.frequency == 0 {
 			break
 		}
-		c, err := openCPUClock(cpu, cfg.Frequency, cfg.IncludeIdle, s.objs.Sample)
+		c, err := openCPUClock(cpu, s.frequency, s.includeIdle, s.objs.Sample)
 		if err != nil {
 			return err
 		}

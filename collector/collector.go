@@ -188,9 +188,11 @@ type pending struct {
 	copy         stackCopy
 	offCPU       uint64 // Sample.OffCPU
 	// python holds Sample.Python's words, pyTruncated its
-	// PythonTruncated.
+	// PythonTruncated; pyRead says the sample has a Python part (the
+	// sampler read the Python frames, or tried).
 	python      span
 	pyTruncated bool
+	pyRead      bool
 	// tables is Sample.UserTables, goroutine Sample.Goroutine.
 	tables, goroutine bool
 }
@@ -319,9 +321,9 @@ func (c *Collector) Run(ctx context.Context, src Source, exited <-chan struct{})
 // running now and will tell it from then on: those whose stacks need
 // copies, the mappings whose unwind tables the kernel walks, the CPython
 // processes whose Python frames it reads, and the Go processes whose
-// growing stacks it follows to the goroutine. The source samples from
-// the moment it is opened, so a caller attaches it then (pipeline.Open
-// does), before anything slow: a sample taken before gets none of these.
+// growing stacks it follows to the goroutine. A sample taken before gets
+// none of these, so a caller attaches a source before it samples
+// (pipeline.Open: bpf.Load, Attach, then bpf.Sampler.Start).
 // Run and Drain attach the source they are given, if not done yet.
 func (c *Collector) Attach(src Source) {
 	if c.unw != nil {
@@ -532,6 +534,7 @@ func (c *Collector) copySample(s *Sample) {
 	c.arena, p.kernel = appendSpan(c.arena, s.Kernel)
 	c.arena, p.python = appendSpan(c.arena, s.Python)
 	p.pyTruncated = s.PythonTruncated
+	p.pyRead = s.Python != nil
 	p.tables = s.UserTables
 	p.goroutine = s.Goroutine
 	if c.unw != nil {

@@ -65,8 +65,11 @@ type PythonStats struct {
 	// Processes counts the Python processes found; Samples the samples
 	// with Python frames spliced in, Truncated those whose Python chain
 	// was cut short, and Unnamed the frames whose code object could not
-	// be read.
-	Processes, Samples, Truncated, Unnamed int
+	// be read. Unread counts the samples marked truncated because they
+	// ran Python code whose frames were not read: taken before the
+	// process was known to run an interpreter (it exec'd one since the
+	// last drain, or mapped libpython late).
+	Processes, Samples, Truncated, Unnamed, Unread int
 	// Err is the first reason a process that maps an interpreter gets no
 	// Python frames (an unsupported version, an unreadable file).
 	Err error
@@ -217,12 +220,24 @@ func (py *pythons) lookup(pid uint32, addr uint64) (cpython.Frame, bool) {
 // is valid until the next call. Names new to the Sink are told to it.
 func (c *Collector) splicePython(p *pending, user, words []uint64) []uint64 {
 	py := c.py
-	if py == nil || (len(words) == 0 && !p.pyTruncated) {
+	if py == nil {
 		return user
 	}
 	pp := py.byPid[p.key.pid]
 	if pp == nil {
 		return user
+	}
+	if !p.pyRead {
+		// Off-CPU samples never carry Python frames: their native
+		// stack is all there is.
+		if p.offCPU == 0 && pp.proc.Evaluates(user) {
+			py.stats.Unread++
+			p.key.truncated = true // its Python frames are missing
+		}
+		return user
+	}
+	if len(words) == 0 && !p.pyTruncated {
+		return user // a thread that runs no Python code
 	}
 	py.stats.Samples++
 	if p.pyTruncated {

@@ -27,3 +27,38 @@ func TestCodeEndPassesPythonFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestSpliceUnreadPython: a CPU sample of a known Python process that
+// runs the evaluator but carries no Python part (taken before the process
+// was marked) is marked truncated, not shown whole without its Python
+// frames; one outside the evaluator, an off-CPU one (which never carries
+// Python frames) and one of a thread without Python frames stay whole.
+func TestSpliceUnreadPython(t *testing.T) {
+	const pid = 7
+	inEval, elsewhere := []uint64{0x5000, 0x1100, 0x6000}, []uint64{0x5000, 0x6000}
+	for _, tc := range []struct {
+		name      string
+		user      []uint64
+		read      bool
+		offCPU    uint64
+		truncated bool
+	}{
+		{"unread in the evaluator", inEval, false, 0, true},
+		{"unread elsewhere", elsewhere, false, 0, false},
+		{"unread off-CPU", inEval, false, 1000, false},
+		{"read, no Python thread", inEval, true, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Collector{py: newPythons("/proc")}
+			c.py.byPid[pid] = &pythonProcess{proc: &cpython.Process{Eval: []cpython.Range{{Start: 0x1000, Limit: 0x2000}}}}
+			p := &pending{key: stackKey{pid: pid}, pyRead: tc.read, offCPU: tc.offCPU}
+			got := c.splicePython(p, tc.user, nil)
+			if len(got) != len(tc.user) || p.key.truncated != tc.truncated {
+				t.Errorf("splice: %d frames, truncated %v; want %d, %v", len(got), p.key.truncated, len(tc.user), tc.truncated)
+			}
+			if want := map[bool]int{true: 1}[tc.truncated]; c.py.stats.Unread != want {
+				t.Errorf("Unread = %d, want %d", c.py.stats.Unread, want)
+			}
+		})
+	}
+}

@@ -286,18 +286,25 @@ func open(cfg Config) (*Pipeline, error) {
 		<-read
 		return nil, err
 	}
-	s, err := bpf.Open(samplerConfig(cfg, tables, col.CopyPids()))
+	// The processes the sampler treats apart (Go stacks to follow, Python
+	// frames, stack copies, tables to walk) are marked before the first
+	// sample: marked after, a Python process's first samples had no Python
+	// frames (25 ms of them on a loaded 2-CPU host, while the marks waited
+	// for the tables), and none waits for kallsyms (up to 0.7 s, whose
+	// samples of a growing Go stack then stopped at runtime.morestack).
+	s, err := bpf.Load(samplerConfig(cfg, tables, col.CopyPids()))
+	if err == nil {
+		p.col, p.sampler, p.src = col, s, bpfsource.New(s)
+		col.Attach(p.src)
+		if err = s.Start(); err != nil {
+			s.Close()
+		}
+	}
 	if err != nil {
 		<-read
 		col.Close()
 		return nil, err
 	}
-	// The sampler samples already: the processes it must treat apart (Go
-	// stacks to follow, Python frames, tables to walk) are marked now,
-	// not after kallsyms is read (up to 0.7 s on a loaded host, whose
-	// samples of a growing Go stack then stopped at runtime.morestack).
-	p.col, p.sampler, p.src = col, s, bpfsource.New(s)
-	col.Attach(p.src)
 	p.KernelErr = <-read
 	p.Limits = s.Limits()
 	return p, nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -39,7 +38,7 @@ func TestRecordPython(t *testing.T) {
 					if ok {
 						good += s.Value[0]
 					} else if len(bad) < 10 {
-						bad = append(bad, fmt.Sprint(frames))
+						bad = append(bad, pychain.Brief(frames))
 					}
 					if ok && acc {
 						accelerated += s.Value[0]

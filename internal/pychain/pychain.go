@@ -7,6 +7,7 @@ package pychain
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -71,6 +72,32 @@ func RootFirst(s *profile.Sample) []Frame {
 		}
 	}
 	return out
+}
+
+// Brief renders frames (root first) for a test's log, from two frames
+// below the first Python frame (where the chain starts) or, without one,
+// the last twelve frames: Python frames as fn:line, native ones as fn,
+// [?] where a frame has no name.
+func Brief(frames []Frame) string {
+	from := slices.IndexFunc(frames, func(f Frame) bool { return f.Python }) - 2
+	if from < 0 {
+		from = max(len(frames)-12, 0)
+	}
+	var b strings.Builder
+	for i, f := range frames[from:] {
+		if i > 0 {
+			b.WriteString(" > ")
+		}
+		switch {
+		case f.Fn == "":
+			b.WriteString("[?]")
+		case f.Python:
+			fmt.Fprintf(&b, "%s:%d", f.Fn, f.Line)
+		default:
+			b.WriteString(f.Fn)
+		}
+	}
+	return b.String()
 }
 
 // ChainOK says whether frames (root first) hold the fixture's chain

@@ -55,6 +55,18 @@ func (p *Process) InEval(addr uint64, isCall bool) bool {
 	return false
 }
 
+// Evaluates reports whether the native user stack native (leaf first,
+// native[0] the sampled pc, the rest return addresses) runs Python code:
+// whether a frame of it runs _PyEval_EvalFrameDefault.
+func (p *Process) Evaluates(native []uint64) bool {
+	for i, addr := range native {
+		if p.InEval(addr, i > 0) {
+			return true
+		}
+	}
+	return false
+}
+
 // interpreterName matches the files an interpreter is mapped from: the
 // shared library, or an executable linked statically with it (Debian's
 // python3.11). A "d" build is a debug build; "t" (free-threaded, 3.13+)
