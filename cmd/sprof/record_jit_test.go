@@ -204,7 +204,10 @@ func TestRecordNodeJITInContainer(t *testing.T) {
 }
 
 // TestRecordJavaJIT: OpenJDK 17 keeping frame pointers in compiled code,
-// its perf map written by jcmd once the hot method is compiled.
+// its perf map written by jcmd once the hot methods are compiled. The hot
+// method runs under javaDepth compiled calls of another, none inlined:
+// >= 90% of the samples show every one of them, and with the walk in the
+// kernel (or the copy's, resumed) >= 90% reach the thread's root below.
 func TestRecordJavaJIT(t *testing.T) {
 	testenv.RequireRoot(t)
 	java := testenv.RequireTool(t, "java")
@@ -231,16 +234,42 @@ func TestRecordJavaJIT(t *testing.T) {
 				flags = append(flags, "--unwind", unwinding)
 			}
 			dir := t.TempDir()
-			cmd := startJIT(t, dir, java, "-XX:+PreserveFramePointer", "-Xbatch", src, "60")
+			cmd := startJIT(t, dir, java, "-XX:+PreserveFramePointer", "-Xbatch", "-XX:CompileCommand=quiet",
+				"-XX:CompileCommand=dontinline,Hot::*", src, "60", strconv.Itoa(javaDepth))
 			pid := cmd.Process.Pid
 			if out, err := exec.Command(jcmd, strconv.Itoa(pid), "Compiler.perfmap").CombinedOutput(); err != nil {
 				t.Fatalf("jcmd %d Compiler.perfmap: %v\n%s", pid, err, out)
 			}
 			out := filepath.Join(dir, "cpu"+ext)
 			recordRunning(t, pid, out, "java", "Hot.spin", flags...)
+			if ext == ".sprof" {
+				out = strings.TrimSuffix(out, ext) + ".pb.gz" // checkJITProfile's report
+			}
+			share, _ := sampleShare(t, parseProfile(t, out), "java", fmt.Sprintf("%d calls of Hot.down", javaDepth+1), func(fns []string) bool {
+				return slices.ContainsFunc(fns, func(fn string) bool { return strings.Contains(fn, "Hot.spin") }) &&
+					countFunc(fns, func(fn string) bool { return strings.Contains(fn, "Hot.down") }) == javaDepth+1
+			})
+			if share < 0.90 {
+				t.Errorf("%.2f%% of the samples of java show Hot.spin under its %d calls of Hot.down, want >= 90%%", 100*share, javaDepth+1)
+			}
 			if ext == ".pb.gz" {
 				checkRoot(t, out, "java", "clone3", unwinding == "copy") // the thread the launcher starts
 			}
 		})
 	}
+}
+
+// javaDepth is how deep testdata/jit/Hot.java recurses through compiled
+// frames (Hot.down) into the hot method (Hot.spin).
+const javaDepth = 12
+
+// countFunc counts the elements of s that f reports.
+func countFunc[E any](s []E, f func(E) bool) int {
+	n := 0
+	for _, e := range s {
+		if f(e) {
+			n++
+		}
+	}
+	return n
 }
