@@ -472,6 +472,7 @@ type sampleObjects struct {
 	Sample     *ebpf.Program `ebpf:"sample"`
 	FollowFork *ebpf.Program `ebpf:"follow_fork"`
 	ForgetExit *ebpf.Program `ebpf:"forget_exit"`
+	WakeOnExec *ebpf.Program `ebpf:"wake_on_exec"`
 	sprofMaps
 }
 
@@ -487,7 +488,7 @@ type tableChunk struct {
 
 func (o *objects) Close() error {
 	var errs []error
-	for _, p := range []*ebpf.Program{o.Sample, o.WalkCompat, o.TableCompat, o.FollowFork, o.ForgetExit} {
+	for _, p := range []*ebpf.Program{o.Sample, o.WalkCompat, o.TableCompat, o.FollowFork, o.ForgetExit, o.WakeOnExec} {
 		if p != nil {
 			errs = append(errs, p.Close())
 		}
@@ -499,9 +500,10 @@ func (o *objects) Close() error {
 // for the user to read once at start; "" on Linux 5.17 and newer.
 func (s *Sampler) Limits() string { return s.features.Limits() }
 
-// attach sets up what runs from Load on: the run-time statistics, the fork
-// and exit hooks (no fork after Load returns is missed) and the ring's
-// reader and waiter (nothing is sampled before the ring can be read).
+// attach sets up what runs from Load on: the run-time statistics, the
+// fork, exit and exec hooks (no fork after Load returns is missed) and the
+// ring's reader and waiter (nothing is sampled before the ring can be
+// read).
 func (s *Sampler) attach(cfg Config) error {
 	// BPF_ENABLE_STATS holds run-time statistics on while its fd is open and
 	// drops them when sprof exits, unlike the kernel.bpf_stats_enabled sysctl.
@@ -516,18 +518,25 @@ func (s *Sampler) attach(cfg Config) error {
 		s.stats = stats
 	}
 	copyMarks := s.stackCopy && !cfg.CopyAll
+	var hooks []*ebpf.Program
 	if s.filterPids || copyMarks {
-		hooks := []*ebpf.Program{s.objs.ForgetExit}
+		hooks = append(hooks, s.objs.ForgetExit)
 		if cfg.FollowForks || copyMarks {
 			hooks = append(hooks, s.objs.FollowFork)
 		}
-		for _, p := range hooks {
-			l, err := link.AttachTracing(link.TracingOptions{Program: p})
-			if err != nil {
-				return fmt.Errorf("attach %s: %w", p, err)
-			}
-			s.hooks = append(s.hooks, l)
+	}
+	if cfg.User {
+		// What the caller marks of a process (SetPython, SetGo, its
+		// tables) is of its image: after an exec the caller should
+		// look again soon.
+		hooks = append(hooks, s.objs.WakeOnExec)
+	}
+	for _, p := range hooks {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			return fmt.Errorf("attach %s: %w", p, err)
 		}
+		s.hooks = append(s.hooks, l)
 	}
 	reader, err := ringbuf.NewReader(s.objs.Samples)
 	if err != nil {

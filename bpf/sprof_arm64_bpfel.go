@@ -234,11 +234,13 @@ const (
 	sprofProgSample            = "sample"
 	sprofProgSampleCompat      = "sample_compat"
 	sprofProgTableCompat       = "table_compat"
+	sprofProgWakeOnExec        = "wake_on_exec"
 	sprofProgWalkCompat        = "walk_compat"
 	sprofVarCaptureKernel      = "capture_kernel"
 	sprofVarCaptureUser        = "capture_user"
 	sprofVarCgroupId           = "cgroup_id"
 	sprofVarCopyAll            = "copy_all"
+	sprofVarExecSeen           = "exec_seen"
 	sprofVarFilterPids         = "filter_pids"
 	sprofVarFollowForks        = "follow_forks"
 	sprofVarHaveAncestorCgroup = "have_ancestor_cgroup"
@@ -299,6 +301,7 @@ type sprofProgramSpecs struct {
 	Sample       *ebpf.ProgramSpec `ebpf:"sample"`
 	SampleCompat *ebpf.ProgramSpec `ebpf:"sample_compat"`
 	TableCompat  *ebpf.ProgramSpec `ebpf:"table_compat"`
+	WakeOnExec   *ebpf.ProgramSpec `ebpf:"wake_on_exec"`
 	WalkCompat   *ebpf.ProgramSpec `ebpf:"walk_compat"`
 }
 
@@ -336,6 +339,7 @@ type sprofVariableSpecs struct {
 	CaptureUser        *ebpf.VariableSpec `ebpf:"capture_user"`
 	CgroupId           *ebpf.VariableSpec `ebpf:"cgroup_id"`
 	CopyAll            *ebpf.VariableSpec `ebpf:"copy_all"`
+	ExecSeen           *ebpf.VariableSpec `ebpf:"exec_seen"`
 	FilterPids         *ebpf.VariableSpec `ebpf:"filter_pids"`
 	FollowForks        *ebpf.VariableSpec `ebpf:"follow_forks"`
 	HaveAncestorCgroup *ebpf.VariableSpec `ebpf:"have_ancestor_cgroup"`
@@ -424,6 +428,7 @@ type sprofVariables struct {
 	CaptureUser        *ebpf.Variable `ebpf:"capture_user"`
 	CgroupId           *ebpf.Variable `ebpf:"cgroup_id"`
 	CopyAll            *ebpf.Variable `ebpf:"copy_all"`
+	ExecSeen           *ebpf.Variable `ebpf:"exec_seen"`
 	FilterPids         *ebpf.Variable `ebpf:"filter_pids"`
 	FollowForks        *ebpf.Variable `ebpf:"follow_forks"`
 	HaveAncestorCgroup *ebpf.Variable `ebpf:"have_ancestor_cgroup"`
@@ -446,6 +451,7 @@ type sprofPrograms struct {
 	Sample       *ebpf.Program `ebpf:"sample"`
 	SampleCompat *ebpf.Program `ebpf:"sample_compat"`
 	TableCompat  *ebpf.Program `ebpf:"table_compat"`
+	WakeOnExec   *ebpf.Program `ebpf:"wake_on_exec"`
 	WalkCompat   *ebpf.Program `ebpf:"walk_compat"`
 }
 
@@ -456,6 +462,7 @@ func (p *sprofPrograms) Close() error {
 		p.Sample,
 		p.SampleCompat,
 		p.TableCompat,
+		p.WakeOnExec,
 		p.WalkCompat,
 	)
 }

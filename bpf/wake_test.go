@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/sprof/sprof/internal/proctime"
+	"github.com/sprof/sprof/internal/testenv"
 )
 
 // The backlog gives back what it was given, in order, 8-byte aligned
@@ -254,4 +256,43 @@ func TestDrainRingEndsWhatWasThere(t *testing.T) {
 	if !errors.Is(err, stop) || n != 1 {
 		t.Errorf("after fn's error: %d records handed, %v", n, err)
 	}
+}
+
+// TestExecWakes: a sampled process that execs wakes the reader at its
+// next sample (Ready), not when the ring is a quarter full, so that user
+// space looks at the new program at once (its Python frames, its tables).
+// A shell execs the fixture when told; the 64 MiB ring would take minutes
+// of samples at 99 Hz to fill a quarter.
+func TestExecWakes(t *testing.T) {
+	requireFixture(t)
+	sh := testenv.RequireTool(t, "sh")
+	cmd, stdin := startBinary(t, sh, "-c", `read go && exec "$0" chain`, fixturePath)
+	s := openSampler(t, Config{Frequency: 99, User: true, Pids: []uint32{uint32(cmd.Process.Pid)}, RingBufferSize: 64 << 20})
+	select {
+	case <-s.Ready(): // nothing to wait for: the shell sleeps in read
+	default:
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for woken := false; !woken; {
+		select {
+		case <-s.Ready():
+			woken = true
+		case <-tick.C:
+			if ran, running := filterCPU(t, s); !running || ran >= 5*time.Second {
+				t.Fatalf("not woken after the exec, in %v of the fixture's CPU time", ran)
+			}
+		}
+	}
+	n, err := s.Read(func(*Sample) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Error("woken with no sample in the ring")
+	}
+	t.Logf("woken with %d samples in the ring", n)
 }

@@ -88,7 +88,8 @@ func Interpreter(path string) (Version, bool) {
 }
 
 // ErrNotPython is returned by Detect for a process that maps no CPython
-// interpreter.
+// interpreter, or not all of it yet: a 3.9 or 3.10 whose libc glibc's
+// loader has not mapped so far (the process has only just started).
 var ErrNotPython = errors.New("no CPython interpreter mapped")
 
 // Detect finds the interpreter of process pid, given its executable
@@ -190,7 +191,11 @@ func detectIn(procRoot string, pid uint32, m Mapping, v Version, maps []Mapping)
 		return nil, err
 	}
 	if p.Layout.ThreadPthread {
-		if p.PthreadTID, err = pthreadTID(procRoot, pid, maps); err != nil {
+		p.PthreadTID, err = pthreadTID(procRoot, pid, maps)
+		if errors.Is(err, errNoLibcYet) {
+			return nil, fmt.Errorf("%w: Python %v names its threads by pthread_t, and %w", ErrNotPython, v, err)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%w: Python %v names its threads by pthread_t: %w", ErrUnsupported, v, err)
 		}
 	}
@@ -211,13 +216,25 @@ const symPthreadTID = "_thread_db_pthread_tid"
 // the first cache lines in every glibc (720 on x86-64, 208 on arm64).
 const maxPthreadTID = 4096
 
+// loaderName matches glibc's dynamic loader: ld-linux-x86-64.so.2,
+// ld-linux-aarch64.so.1, ld-2.31.so before glibc 2.34.
+var loaderName = regexp.MustCompile(`^ld-(?:linux-[a-z0-9_-]+\.so\.[0-9]+|2\.[0-9]+\.so)$`)
+
+// errNoLibcYet says glibc's loader is mapped and libc is not: the process
+// has just started, and its loader will map libc.
+var errNoLibcYet = errors.New("glibc's loader has not mapped libc yet")
+
 // pthreadTID finds where the libc that process pid maps keeps a thread's
 // kernel id in struct pthread, from glibc's descriptor of that field.
 func pthreadTID(procRoot string, pid uint32, maps []Mapping) (uint64, error) {
+	libc, loader := false, false
 	for _, m := range maps {
-		if !libcName.MatchString(filepath.Base(m.Path)) {
+		name := filepath.Base(m.Path)
+		loader = loader || loaderName.MatchString(name)
+		if !libcName.MatchString(name) {
 			continue
 		}
+		libc = true
 		f, err := openMapped(procRoot, pid, m)
 		if err != nil {
 			return 0, err
@@ -235,6 +252,9 @@ func pthreadTID(procRoot string, pid uint32, maps []Mapping) (uint64, error) {
 		if !errors.Is(err, errNoDescriptor) {
 			return 0, fmt.Errorf("%s: %w", m.Path, err)
 		}
+	}
+	if loader && !libc {
+		return 0, errNoLibcYet
 	}
 	return 0, fmt.Errorf("no glibc with %s mapped (musl and static binaries are not supported)", symPthreadTID)
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sprof/sprof/internal/pychain"
@@ -111,6 +113,17 @@ func TestDetectPthreadTID(t *testing.T) {
 			}
 			if !p.Layout.ThreadPthread || p.PthreadTID == NoField {
 				t.Fatalf("detected %+v", p)
+			}
+			// Just started, libc not yet mapped by the loader: not an
+			// interpreter yet. Without the loader either (a static
+			// binary): one sprof cannot read.
+			noLibc := slices.DeleteFunc(slices.Clone(maps), func(m Mapping) bool { return libcName.MatchString(filepath.Base(m.Path)) })
+			if _, err := Detect("/proc", pid, noLibc); !errors.Is(err, ErrNotPython) || errors.Is(err, ErrUnsupported) {
+				t.Errorf("without libc: %v, want ErrNotPython alone", err)
+			}
+			static := slices.DeleteFunc(noLibc, func(m Mapping) bool { return loaderName.MatchString(filepath.Base(m.Path)) })
+			if _, err := Detect("/proc", pid, static); !errors.Is(err, ErrUnsupported) {
+				t.Errorf("without libc and its loader: %v, want ErrUnsupported", err)
 			}
 			mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 			if err != nil {
