@@ -8,8 +8,13 @@
 // stack walked by frame pointers, and sends the record through one BPF ring
 // buffer. It wakes user space only when the ring passes a quarter full
 // ([Sampler.Ready]) or half full (a Sampler goroutine then moves the
-// records into a backlog in user memory), never per sample; [Sampler.Read]
-// drains backlog and ring when the caller chooses. Nothing is aggregated in
+// records into a backlog in user memory), and, at most every 10 ms on the
+// host, at a sample of a process that exec'd since the last such wakeup
+// (a BTF tracepoint on sched_process_exec notes it) or that user space
+// has not described to the table walk yet (see below): what user space
+// marks of a process is of its program, and a new program goes unmarked
+// until user space drains. Never per sample; [Sampler.Read] drains
+// backlog and ring when the caller chooses. Nothing is aggregated in
 // the kernel, because stacks rarely repeat within a drain interval and a
 // kernel-side table would only cost memory and lose detail.
 //
