@@ -1319,15 +1319,18 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
  * wakes the reader at once rather than at its next drain (up to 250 ms):
  * until the process's mappings reach unwind_maps its samples end at the
  * first frame without a table, and a compile's first 250 ms is a few
- * percent of its samples. So does the first sample after a sampled
- * process execs (exec_seen, set by wake_on_exec): until user space reads
- * the new image it marks nothing of it, and a Python script's first
- * 250 ms lacked their Python frames. At most once per
- * UNDESCRIBED_WAKE_NS on the host: a process user space never describes
- * does not wake it more, nor do a thousand execs a second. */
+ * percent of its samples. So do the first two samples at least
+ * UNDESCRIBED_WAKE_NS apart after a sampled process execs (exec_wakes,
+ * set by wake_on_exec): until user space reads the new program it marks
+ * nothing of it, and a Python script's first 250 ms lacked their Python
+ * frames; the second wakeup finds the libraries the loader mapped since
+ * the first (a shared libpython). At most once per UNDESCRIBED_WAKE_NS on
+ * the host: a process user space never describes does not wake it more,
+ * nor do a thousand execs a second. */
 #define UNDESCRIBED_WAKE_NS 10000000ULL
+#define EXEC_WAKES 2
 __u64 undescribed_woken;
-bool exec_seen;
+__u32 exec_wakes;
 
 /* Ends a run: the Python frames of a CPython process, the stack copy, when
  * wanted, and the record into the ring. */
@@ -1349,9 +1352,10 @@ static __always_inline int finish(struct scratch_value *s)
 
 	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
 	wake = wakeup(&samples, size);
-	if ((s->walk.undescribed || exec_seen) && h->time - undescribed_woken >= UNDESCRIBED_WAKE_NS) {
+	if ((s->walk.undescribed || exec_wakes) && h->time - undescribed_woken >= UNDESCRIBED_WAKE_NS) {
 		undescribed_woken = h->time;
-		exec_seen = false;
+		if (exec_wakes)
+			exec_wakes--;
 		wake = BPF_RB_FORCE_WAKEUP;
 	}
 	if (send_record(&samples, &s->rec, size, sizeof(s->rec) + stack_copy_size, wake))
@@ -2038,12 +2042,12 @@ int BPF_PROG(forget_exit, struct task_struct *task)
 	return 0;
 }
 
-/* A sampled process ran a new program: the next sample wakes the reader
- * (see exec_seen). In the exec'ing task, which is current. */
+/* A sampled process ran a new program: the next samples wake the reader
+ * (see exec_wakes). In the exec'ing task, which is current. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(wake_on_exec, struct task_struct *p)
 {
 	if (wanted(p->tgid))
-		exec_seen = true;
+		exec_wakes = EXEC_WAKES;
 	return 0;
 }

@@ -240,7 +240,7 @@ const (
 	sprofVarCaptureUser        = "capture_user"
 	sprofVarCgroupId           = "cgroup_id"
 	sprofVarCopyAll            = "copy_all"
-	sprofVarExecSeen           = "exec_seen"
+	sprofVarExecWakes          = "exec_wakes"
 	sprofVarFilterPids         = "filter_pids"
 	sprofVarFollowForks        = "follow_forks"
 	sprofVarHaveAncestorCgroup = "have_ancestor_cgroup"
@@ -339,7 +339,7 @@ type sprofVariableSpecs struct {
 	CaptureUser        *ebpf.VariableSpec `ebpf:"capture_user"`
 	CgroupId           *ebpf.VariableSpec `ebpf:"cgroup_id"`
 	CopyAll            *ebpf.VariableSpec `ebpf:"copy_all"`
-	ExecSeen           *ebpf.VariableSpec `ebpf:"exec_seen"`
+	ExecWakes          *ebpf.VariableSpec `ebpf:"exec_wakes"`
 	FilterPids         *ebpf.VariableSpec `ebpf:"filter_pids"`
 	FollowForks        *ebpf.VariableSpec `ebpf:"follow_forks"`
 	HaveAncestorCgroup *ebpf.VariableSpec `ebpf:"have_ancestor_cgroup"`
@@ -428,7 +428,7 @@ type sprofVariables struct {
 	CaptureUser        *ebpf.Variable `ebpf:"capture_user"`
 	CgroupId           *ebpf.Variable `ebpf:"cgroup_id"`
 	CopyAll            *ebpf.Variable `ebpf:"copy_all"`
-	ExecSeen           *ebpf.Variable `ebpf:"exec_seen"`
+	ExecWakes          *ebpf.Variable `ebpf:"exec_wakes"`
 	FilterPids         *ebpf.Variable `ebpf:"filter_pids"`
 	FollowForks        *ebpf.Variable `ebpf:"follow_forks"`
 	HaveAncestorCgroup *ebpf.Variable `ebpf:"have_ancestor_cgroup"`
