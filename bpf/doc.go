@@ -9,9 +9,10 @@
 // buffer. It wakes user space only when the ring passes a quarter full
 // ([Sampler.Ready]) or half full (a Sampler goroutine then moves the
 // records into a backlog in user memory), and, at most every 10 ms on the
-// host, at a sample of a process that exec'd since the last such wakeup
-// (a BTF tracepoint on sched_process_exec notes it) or that user space
-// has not described to the table walk yet (see below): what user space
+// host, at the first two samples after a sampled process execs (a BTF
+// tracepoint on sched_process_exec notes it; the second finds the
+// libraries its loader mapped since) and at a sample of a process user
+// space has not described to the table walk yet (see below): what user space
 // marks of a process is of its program, and a new program goes unmarked
 // until user space drains. Never per sample; [Sampler.Read] drains
 // backlog and ring when the caller chooses. Nothing is aggregated in
