@@ -96,7 +96,7 @@ func parseRecord(e *env, args []string) (*recordOptions, error) {
 	fs.StringVarP(&o.output, "output", "o", "sprof.pb.gz", "output file, - for standard output; its extension picks the format")
 	format := fs.String("format", "", "output format, overriding the extension: "+formatNames(append(exporters.Formats(), formatRecording)))
 	fs.BoolVarP(&o.includeIdle, "include-idle", "I", false, "also sample idle CPUs (pid 0)")
-	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and per sample, its ring size and backlog use, and sprof's userspace ns per sample")
+	fs.BoolVar(&o.stats, "stats", false, "print the BPF program's ns per run and per sample, its ring size and backlog use, sprof's userspace ns per sample, how the walks over unwind tables ended, and how many samples had Python frames or lost them")
 	o.sampling.add(fs, collector.DefaultUnwindCacheBytes, "record where threads wait off the CPU (blocked, asleep, preempted) instead of where they run; add --cpu for both")
 	fs.BoolVar(&o.cpu, "cpu", true, "sample what runs on the CPU (the default; with --off-cpu, records both)")
 	export := &exportFlags{}
