@@ -67,8 +67,8 @@ type PythonStats struct {
 	// was cut short, and Unnamed the frames whose code object could not
 	// be read. Unread counts the samples marked truncated because they
 	// ran Python code whose frames were not read: taken before the
-	// process was known to run an interpreter (it exec'd one since the
-	// last drain, or mapped libpython late).
+	// process was marked (it exec'd an interpreter or mapped libpython
+	// since the last drain), or the mark failed (see Err).
 	Processes, Samples, Truncated, Unnamed, Unread int
 	// Err is the first reason a process that maps an interpreter gets no
 	// Python frames (an unsupported version, an unreadable file).
