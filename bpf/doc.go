@@ -278,8 +278,9 @@
 //     bounds a thread's stack by its mapping, from bpf_find_vma.
 //   - sample_compat (5.10 to 5.16) walks them in chunks of 32 in a bounded
 //     loop, each chunk a tail call of walk_compat, and bounds the stack
-//     8 MiB either side of sp until a stack copy has found the stack's top
-//     (the first unreadable page above sp, remembered per thread).
+//     8 MiB either side of sp; its stack copies end at the stack's top
+//     once a copy has found it (the first unreadable page above sp,
+//     remembered per thread).
 //
 // Both programs are needed because a 5.10 verifier rejects an object that
 // merely mentions a callback (bpf_loop, bpf_find_vma) even in code it proves

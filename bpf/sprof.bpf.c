@@ -165,8 +165,11 @@ static __always_inline bool wanted(__u32 tgid)
 
 /* What is known of the stack that held a thread's stack pointer last time:
  * the mapping [start, end) and, below or at end, top, where the stack's
- * readable part ends. top < end where the kernel merged the stack's mapping
- * with untouched anonymous memory above it (see copy_stack). */
+ * readable part ended when a stack copy last looked (see copy_stack): top <
+ * end where the kernel merged the stack's mapping with untouched anonymous
+ * memory above it. top bounds copies only, not frame records: it is the
+ * top of the stack the copy was of, and a thread may run on many stacks in
+ * one mapping (Go's goroutines, in its heap), some of them above it. */
 struct stack_vma {
 	__u64 start;
 	__u64 end;
@@ -200,9 +203,9 @@ static long stack_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
 }
 
 /* The stack holding sp: records lie in [lo, end); the whole mapping, which
- * a record on another stack must lie outside of, is [lo, mapped_end).
- * known: the thread's entry in stack_vmas, when there is one for this
- * stack, for copy_stack to correct.
+ * a record on another stack must lie outside of, is [lo, mapped_end); a
+ * copy of it ends at top (at or below end), where the readable part of the
+ * thread's stack ended last time.
  *
  * On the main thread's stack, end is mm->start_stack, the initial stack
  * pointer, above which no frame record lies, read without any lock: sp
@@ -224,8 +227,7 @@ static long stack_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
 #define UNKNOWN_STACK_SPAN (8 << 20)
 
 struct stack_bounds {
-	__u64 lo, end, mapped_end;
-	struct stack_vma *known;
+	__u64 lo, end, mapped_end, top;
 	bool guessed; /* the mapping is not known: lo and end are sp -/+ UNKNOWN_STACK_SPAN */
 };
 
@@ -239,21 +241,20 @@ static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup, const
 	if (sp < top && top - sp < MAIN_STACK_SPAN) {
 		__u64 strings = BPF_CORE_READ(task, mm, env_end);
 
-		return (struct stack_bounds){top - MAIN_STACK_SPAN, top, strings + 2 * 4096};
+		return (struct stack_bounds){top - MAIN_STACK_SPAN, top, strings + 2 * 4096, top};
 	}
 	known = bpf_map_lookup_elem(&stack_vmas, &tid);
 	if (known && known->start <= sp && sp < known->top)
-		return (struct stack_bounds){known->start, known->top, known->end, known};
+		return (struct stack_bounds){known->start, known->end, known->end, known->top};
 	if (find_vma && lookup) {
 		bpf_find_vma(bpf_get_current_task_btf(), sp, stack_vma_cb, &found, 0);
 		if (found.start <= sp && sp < found.end) {
 			bpf_map_update_elem(&stack_vmas, &tid, &found, BPF_ANY);
-			return (struct stack_bounds){found.start, found.end, found.end,
-						     bpf_map_lookup_elem(&stack_vmas, &tid)};
+			return (struct stack_bounds){found.start, found.end, found.end, found.end};
 		}
 	}
 	return (struct stack_bounds){sp - UNKNOWN_STACK_SPAN, sp + UNKNOWN_STACK_SPAN, sp + UNKNOWN_STACK_SPAN,
-				     .guessed = true};
+				     sp + UNKNOWN_STACK_SPAN, .guessed = true};
 }
 
 /*
@@ -594,11 +595,11 @@ struct fp_walk {
 	__u32 n;   /* user frames written */
 	__u16 flags;
 	__u16 switches; /* stacks switched to (see switch_stack) */
-	/* For the stack copy after the walk: the sample's sp and its stack's
-	 * end, and whether that end is a guess (see stack_bounds). The table
-	 * walk's frame_pointer_rule bounds records by the end too (0 until
-	 * it first needs it). */
-	__u64 sp, stack_end;
+	/* For the stack copy after the walk: the sample's sp, where its
+	 * copy ends, and whether that is a guess (see stack_bounds). The
+	 * table walk's frame_pointer_rule bounds records by the stack's end
+	 * (0 until it first needs it). */
+	__u64 sp, stack_top, stack_end;
 	bool guessed;
 	/* The leaf's caller could not be told (see leaf_return): the record
 	 * is flagged truncated once the walk ends, which it must not stop. */
@@ -875,6 +876,7 @@ static __always_inline void walk_user(struct scratch_value *s, __u64 pc, __u64 s
 	w->goroutine = false;
 	w->fp = fp;
 	w->sp = sp;
+	w->stack_top = stack->top;
 	w->stack_end = stack->end;
 	w->guessed = stack->guessed;
 }
@@ -1145,12 +1147,14 @@ static __always_inline __u64 readable_end(__u64 sp, __u64 n)
 	return base + lo * COPY_GRAIN;
 }
 
-/* Corrects the thread's remembered stack: it ends at top. */
+/* Corrects the thread's remembered stack: its copies end at top. Where
+ * its mapping is not known, frame records stay bounded by the guess the
+ * sample had. */
 static __always_inline void remember_top(struct fp_walk *w, __u64 top)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct stack_vma *known = bpf_map_lookup_elem(&stack_vmas, &tid);
-	struct stack_vma guessed = {top - UNKNOWN_STACK_SPAN, top, top};
+	struct stack_vma guessed = {top - UNKNOWN_STACK_SPAN, w->sp + UNKNOWN_STACK_SPAN, top};
 
 	if (known && known->start <= w->sp && w->sp < known->end)
 		known->top = top;
@@ -1162,7 +1166,7 @@ static __always_inline void copy_stack(struct scratch_value *s)
 {
 	struct fp_walk *w = &s->walk;
 	__u32 at = w->at;
-	__u64 sp = w->sp, end = w->stack_end, want, n, top;
+	__u64 sp = w->sp, end = w->stack_top, want, n, top;
 	__u16 cut = 0;
 	__u8 *dst;
 
@@ -1870,6 +1874,7 @@ static __always_inline int after_tables(struct bpf_perf_event_data *ctx, struct 
 	}
 	stack = stack_of(h->sp, true, walk_helpers);
 	w->sp = h->sp;
+	w->stack_top = stack.top;
 	w->stack_end = stack.end;
 	w->guessed = stack.guessed;
 	/* A Go stack that grows: the walk went past morestack's return

@@ -106,6 +106,7 @@ type sprofScratchValue struct {
 		Switches    uint16
 		_           [4]byte
 		Sp          uint64
+		StackTop    uint64
 		StackEnd    uint64
 		Guessed     bool
 		LeafUnsure  bool

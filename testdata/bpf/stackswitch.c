@@ -10,8 +10,18 @@
  * mapping (run_on_stack), and goroutine runs spin on the upper half; spin
  * calls tick in a loop. The chain from spin goes up the upper half, down
  * to the lower half, and from there to main's stack, another mapping.
+ *
+ * With the argument "above", the layout of Go's goroutines taking turns on
+ * one thread: main runs wait_to_move on a stack in the second page of a
+ * mapping whose pages above it are untouched (a stack copy of it ends at
+ * the third page's start, where reading faults) until SIGUSR1, then
+ * far_spin on a stack at the mapping's top, whose frame reaches down
+ * below the second page's end: spin's frame record lies below that first
+ * stack's top, and far_spin's far above it.
  */
+#include <signal.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define NOINLINE __attribute__((noinline, noclone))
@@ -55,8 +65,50 @@ NOINLINE void goroutine(void)
 	KEEP();
 }
 
-int main(void)
+#define PAGE 4096
+#define ABOVE_PAGES 32
+
+static volatile sig_atomic_t moved;
+
+static void move(int sig) { moved = 1; }
+
+NOINLINE void wait_to_move(void)
 {
+	while (!moved)
+		tick();
+}
+
+NOINLINE void far_spin(void)
+{
+	volatile char pad[(ABOVE_PAGES - 2) * PAGE];
+
+	pad[0] = 1;
+	spin();
+	KEEP();
+}
+
+NOINLINE void far(void)
+{
+	run_on_stack(mapping + ABOVE_PAGES * PAGE - 64, far_spin);
+	KEEP();
+}
+
+static int above(void)
+{
+	mapping = mmap(NULL, ABOVE_PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mapping == MAP_FAILED || signal(SIGUSR1, move) == SIG_ERR)
+		return 1;
+	run_on_stack(mapping + 2 * PAGE - 64, wait_to_move);
+	KEEP();
+	far();
+	KEEP();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "above") == 0)
+		return above();
 	mapping = mmap(NULL, 2 * HALF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mapping == MAP_FAILED)
 		return 1;
