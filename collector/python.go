@@ -68,7 +68,9 @@ type PythonStats struct {
 	// be read. Unread counts the samples marked truncated because they
 	// ran Python code whose frames were not read: taken before the
 	// process was marked (it exec'd an interpreter or mapped libpython
-	// since the last drain), or the mark failed (see Err).
+	// since the last drain), the mark failed (see Err), or the sampler
+	// found no Python frame for a thread in the evaluator (one of more
+	// threads than it looks through, or of a subinterpreter).
 	Processes, Samples, Truncated, Unnamed, Unread int
 	// Err is the first reason a process that maps an interpreter gets no
 	// Python frames (an unsupported version, an unreadable file).
@@ -227,17 +229,17 @@ func (c *Collector) splicePython(p *pending, user, words []uint64) []uint64 {
 	if pp == nil {
 		return user
 	}
-	if !p.pyRead {
-		// Off-CPU samples never carry Python frames: their native
-		// stack is all there is.
+	if !p.pyRead || (len(words) == 0 && !p.pyTruncated) {
+		// No Python part, or the sampler found no Python frame for
+		// the thread (no thread state among the first PY_MAX_THREADS,
+		// none current): whole for a thread that runs no Python code,
+		// but one in the evaluator ran some. Off-CPU samples never
+		// carry Python frames: their native stack is all there is.
 		if p.offCPU == 0 && pp.proc.Evaluates(user) {
 			py.stats.Unread++
 			p.key.truncated = true // its Python frames are missing
 		}
 		return user
-	}
-	if len(words) == 0 && !p.pyTruncated {
-		return user // a thread that runs no Python code
 	}
 	py.stats.Samples++
 	if p.pyTruncated {

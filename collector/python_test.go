@@ -30,9 +30,10 @@ func TestCodeEndPassesPythonFrames(t *testing.T) {
 
 // TestSpliceUnreadPython: a CPU sample of a known Python process that
 // runs the evaluator but carries no Python part (taken before the process
-// was marked) is marked truncated, not shown whole without its Python
-// frames; one outside the evaluator, an off-CPU one (which never carries
-// Python frames) and one of a thread without Python frames stay whole.
+// was marked), or a part without a frame (the sampler found no thread
+// state for the thread), is marked truncated, not shown whole without its
+// Python frames; one outside the evaluator and an off-CPU one (which never
+// carries Python frames) stay whole.
 func TestSpliceUnreadPython(t *testing.T) {
 	const pid = 7
 	inEval, elsewhere := []uint64{0x5000, 0x1100, 0x6000}, []uint64{0x5000, 0x6000}
@@ -46,7 +47,8 @@ func TestSpliceUnreadPython(t *testing.T) {
 		{"unread in the evaluator", inEval, false, 0, true},
 		{"unread elsewhere", elsewhere, false, 0, false},
 		{"unread off-CPU", inEval, false, 1000, false},
-		{"read, no Python thread", inEval, true, 0, false},
+		{"read, no Python frame in the evaluator", inEval, true, 0, true},
+		{"read, no Python frame elsewhere", elsewhere, true, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Collector{py: newPythons("/proc")}

@@ -11,7 +11,8 @@ import (
 // TestRecordPython records the fixture for 2 s at 499 Hz into a profile,
 // and into a recording reported after the process is gone, and wants
 // >= 95% of its samples to show the chain exactly with file:line (see
-// pychain.Fixture.ChainOK), and some through json's C accelerator.
+// pychain.Fixture.ChainOK), and some through json's C accelerator;
+// below the bar it prints what --stats said of the Python frames.
 func TestRecordPython(t *testing.T) {
 	testenv.RequireRoot(t)
 	fx := pychain.Load(t, "../..")
@@ -21,7 +22,7 @@ func TestRecordPython(t *testing.T) {
 				dir := t.TempDir()
 				cmd := startJIT(t, dir, python, fx.Path)
 				out := filepath.Join(dir, "cpu"+ext)
-				recordCPU(t, cmd.Process.Pid, out)
+				stats := recordCPU(t, cmd.Process.Pid, out, "--stats")
 				if ext == ".sprof" {
 					pb := filepath.Join(dir, "cpu.pb.gz")
 					if code, _, errs := runSprof("report", out, "-o", pb); code != 0 {
@@ -49,7 +50,7 @@ func TestRecordPython(t *testing.T) {
 					t.Errorf("only %d samples in 2 s of CPU time at 499 Hz", total)
 				}
 				if good*100 < total*95 {
-					t.Errorf("%d of %d samples show the chain, want >= 95%%", good, total)
+					t.Errorf("%d of %d samples show the chain, want >= 95%%; sprof record --stats said:\n%s", good, total, stats)
 				}
 				if accelerated == 0 {
 					t.Errorf("no sample shows the chain through json's C accelerator")

@@ -345,7 +345,7 @@ func printStats(e *env, s collector.Stats, b bpf.Stats, bpfErr error) {
 	fmt.Fprintf(e.stderr, "sprof: userspace: %.0f ns/sample (%v CPU draining %d samples into %d stacks); profile built in %v; %d side-band records lost\n",
 		s.NsPerSample, s.Busy.Round(time.Microsecond), s.Samples, s.Stacks, s.Build.Round(time.Millisecond), s.SidebandLost)
 	if py := s.Python; py.Processes > 0 || py.Err != nil {
-		fmt.Fprintf(e.stderr, "sprof: Python: %s; %d samples with Python frames (%d cut short, %d frames unnamed); %d samples in the interpreter marked truncated, their Python frames not read (taken before sprof marked the process, or it could not)\n",
+		fmt.Fprintf(e.stderr, "sprof: Python: %s; %d samples with Python frames (%d cut short, %d frames unnamed); %d samples in the interpreter marked truncated, their Python frames not read (taken before sprof marked the process, or it could not, or the thread was not found)\n",
 			count(py.Processes, "process", "processes"), py.Samples, py.Truncated, py.Unnamed, py.Unread)
 		if py.Err != nil {
 			fmt.Fprintf(e.stderr, "sprof: Python frames missing: %v\n", py.Err)
