@@ -53,7 +53,7 @@ var featureInfo = [numFeatures]struct{ name, since, use, without string }{
 	FeatureLoop: {"bpf_loop", "5.17", "frame-pointer walks of up to 1024 frames",
 		"the walk runs in up to 33 tail calls of 32 frames"},
 	FeatureFindVMA: {"bpf_find_vma", "5.17", "the stack's bounds (frame checks, stack copies)",
-		"a thread's stack is bounded by what of it is readable, and a stack copy may carry bytes above it"},
+		"a thread's stack is taken to span 8 MiB either side of sp, its copies end where it stops being readable, and a copy may carry bytes above it"},
 }
 
 // String returns the feature's name: the helper, map or program type.
@@ -151,8 +151,8 @@ func (fs *Features) Limits() string {
 			missing = append(missing, f.String())
 		}
 	}
-	return fmt.Sprintf("kernel %s has no %s (Linux 5.17 has them): thread stacks are bounded by what of them "+
-		"is readable rather than by their mapping, so stack copies may carry bytes from above a thread's stack",
+	return fmt.Sprintf("kernel %s has no %s (Linux 5.17 has them): thread stacks are bounded by a guess and, for "+
+		"stack copies, by what of them is readable rather than by their mapping, so a copy may carry bytes from above a thread's stack",
 		fs.Release, strings.Join(missing, " or "))
 }
 
