@@ -62,7 +62,10 @@
 // -fno-omit-frame-pointer) name the leaf's record; it is taken from the top of
 // the stack (x86-64) or the link register (arm64) only when the code around it
 // proves it a return address into that leaf (see leaf_return in sprof.bpf.c),
-// and the sample says so in [Sample.LeafReturn].
+// and the sample says so in [Sample.LeafReturn]. A sample taken in execve
+// has no user stack at all and is marked truncated: once the new program's
+// memory replaces the old one's, the user registers are still the old
+// program's.
 //
 // Kernel stacks come from bpf_get_stack into the same record (up to 128
 // frames, further limited by kernel.perf_event_max_stack). Records carry a
@@ -74,8 +77,8 @@
 // user space marks (Sampler.SetCopy: only it knows which mappings lack frame
 // pointers) or for all (Config.CopyAll), the record ends with a copy of the
 // user stack from sp upward, Config.StackCopy bytes at most and never past
-// the stack's end, the bound the walk uses; the registers the unwinder
-// starts from are in every record. Copying is the sampler's dominant cost
+// the stack's end nor where an earlier copy found it unreadable; the
+// registers the unwinder starts from are in every record. Copying is the sampler's dominant cost
 // (each byte is written to the ring and read out again), so unmarked
 // processes never pay it, only the used part of a record enters the ring,
 // and with copies the ring is small enough to stay in the CPU caches (see

@@ -1897,6 +1897,25 @@ static __always_inline int after_tables(struct bpf_perf_event_data *ctx, struct 
 	return finish(s);
 }
 
+/*
+ * Whether the sampled task is in execve. From the point where the new
+ * program's memory replaces the old one's (exec_mmap) until execve
+ * returns, the user registers are still the old program's and its stack
+ * is gone: a walk would read the new program's memory at the old
+ * addresses, and user space, which describes the process as the new
+ * program by then, would name the old pc in the new program's mappings
+ * (`compile` samples in the kernel's ELF loader showed Go's
+ * internal/strconv.formatBits as their user frame, the go command's
+ * syscall address in the compiler). The task does not tell that point
+ * apart from execve's first microseconds, which still run under the old
+ * memory: such a sample has no user stack at all, marked truncated. A
+ * kernel without the flag loads the program and reads the registers.
+ */
+static __always_inline bool in_execve(struct task_struct *task)
+{
+	return bpf_core_field_exists(task->in_execve) && BPF_CORE_READ_BITFIELD_PROBED(task, in_execve);
+}
+
 /* The body of both sampling programs; walk_helpers picks bpf_loop and
  * bpf_find_vma (5.17), which older kernels' verifiers reject even in code
  * they prove dead, over tail calls of walk_compat. */
@@ -1940,6 +1959,11 @@ static __always_inline int sample_with(struct bpf_perf_event_data *ctx, const bo
 	}
 	h->kernel_frames = s->walk.at;
 
+	if (capture_user && !interrupted_user(ctx) && in_execve(current_task())) {
+		h->pc = h->sp = h->fp = h->lr = 0;
+		s->walk.flags = SAMPLE_USER_TRUNCATED;
+		return finish(s);
+	}
 	user_regs_of(ctx, current_task(), &regs);
 	h->pc = regs.pc;
 	h->sp = regs.sp;

@@ -114,6 +114,7 @@ struct task_struct {
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 	struct css_set *cgroups;
+	unsigned int in_execve : 1; /* CO-RE finds the bit */
 #if defined(__TARGET_ARCH_x86)
 	struct thread_struct thread;
 #endif
