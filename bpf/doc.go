@@ -72,18 +72,18 @@
 // version and a flags word so later versions can append data.
 //
 // Code built without frame pointers, most of a distribution's libraries,
-// cannot be walked this way; its stacks are unwound in user space from
-// SFrame or .eh_frame tables, which need the stack's contents. For processes
-// user space marks (Sampler.SetCopy: only it knows which mappings lack frame
+// cannot be walked this way; its stacks are unwound in user space from SFrame
+// or .eh_frame tables, which need the stack's contents. For processes user
+// space marks (Sampler.SetCopy: only it knows which mappings lack frame
 // pointers) or for all (Config.CopyAll), the record ends with a copy of the
-// user stack from sp upward, Config.StackCopy bytes at most and never past
-// the stack's end nor where an earlier copy found it unreadable; the
-// registers the unwinder starts from are in every record. Copying is the sampler's dominant cost
-// (each byte is written to the ring and read out again), so unmarked
-// processes never pay it, only the used part of a record enters the ring,
-// and with copies the ring is small enough to stay in the CPU caches (see
-// [DefaultRingBufferSize]). A read that faults (a page swapped out) falls back to shorter
-// prefixes rather than losing the sample.
+// user stack from sp upward, Config.StackCopy bytes at most and never past the
+// stack's end nor where an earlier copy found it unreadable; the registers the
+// unwinder starts from are in every record. Copying is the sampler's dominant
+// cost (each byte is written to the ring and read out again), so unmarked
+// processes never pay it, only the used part of a record enters the ring, and
+// with copies the ring is small enough to stay in the CPU caches (see
+// [DefaultRingBufferSize]). A read that faults (a page swapped out) falls back
+// to shorter prefixes rather than losing the sample.
 //
 // # Unwinding over tables in the kernel
 //
