@@ -46,27 +46,43 @@ func goProbes(t *testing.T, bin string) []uint64 {
 // address, from the pclntab, and the innermost file and line) and, where
 // the program has DWARF, the whole inline stack against llvm-addr2line;
 // on a Go program with symbols and on the same program stripped (-s -w),
-// which only its pclntab still names.
+// which only its pclntab still names; and on a program linked by the C
+// linker (-linkmode=external), whose C start-up code comes before Go's,
+// stripped by binutils' strip. The tools are asked of the binary with
+// symbols: addr2line names a program linked so by the linker's
+// runtime.text symbol, and the stripped one wrong.
 func TestGoAgainstGoAddr2line(t *testing.T) {
 	needTool(t, "readelf")
 	needTool(t, llvmAddr2line)
 	full := buildGo(t, "")
-	probes := goProbes(t, full)
 	for _, c := range []struct {
-		name, ldflags string
-		dwarf         bool
-	}{{"symbols", "", true}, {"stripped", "-s -w", false}} {
+		name string
+		// build returns the binary to symbolize and one with symbols
+		// at the same addresses, for the probes and for addr2line.
+		build func(t *testing.T) (bin, named string)
+		dwarf bool
+	}{
+		{"symbols", func(*testing.T) (string, string) { return full, full }, true},
+		{"stripped", func(t *testing.T) (string, string) { return buildGo(t, "-s -w"), full }, false},
+		{"external linking, stripped", func(t *testing.T) (string, string) {
+			needTool(t, "gcc")
+			needTool(t, "strip")
+			dir := t.TempDir()
+			linked, bin := filepath.Join(dir, "goprog"), filepath.Join(dir, "goprog-stripped")
+			run(t, "", "env", "CGO_ENABLED=1", "go", "build", "-ldflags=-linkmode=external", "-o", linked, filepath.Join(fixtures, "goprog", "main.go"))
+			run(t, "", "strip", "-o", bin, linked)
+			return bin, linked
+		}, false},
+	} {
 		t.Run(c.name, func(t *testing.T) {
-			bin := full
-			if c.ldflags != "" {
-				bin = buildGo(t, c.ldflags)
-			}
+			bin, named := c.build(t)
+			probes := goProbes(t, named)
 			var in strings.Builder
 			for _, a := range probes {
 				in.WriteString("0x" + strconv.FormatUint(a, 16) + "\n")
 			}
-			want := strings.Split(run(t, in.String(), "go", "tool", "addr2line", bin), "\n")
-			stacksWant := addr2line(t, llvmAddr2line, bin, probes)
+			want := strings.Split(run(t, in.String(), "go", "tool", "addr2line", named), "\n")
+			stacksWant := addr2line(t, llvmAddr2line, named, probes)
 			loads := readelfLoads(t, bin)
 			s := NewELF(Options{})
 			var frames []stacks.Frame

@@ -128,7 +128,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		tab, err := loadGo(ef, size, syms)
+		tab, err := loadGo(ef, size)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -377,8 +377,11 @@ func codeRanges(f *elf.File) func(addr uint64) bool {
 
 // loadGo reads a Go program's pclntab, nil for other binaries. It finds the
 // table by section, as `go tool addr2line` does, so stripped Go binaries
-// are named too.
-func loadGo(f *elf.File, fileSize int64, syms []symbol) (*gosym.Table, error) {
+// are named too, and where its entries count from by the runtime's own
+// record (elfx.GoText), which stripping leaves, so a stripped program
+// linked by a C linker is named right too (addr2line names it by the
+// functions 256 bytes before).
+func loadGo(f *elf.File, fileSize int64) (*gosym.Table, error) {
 	s := f.Section(".gopclntab")
 	if s == nil {
 		s = f.Section(".data.rel.ro.gopclntab")
@@ -396,19 +399,7 @@ func loadGo(f *elf.File, fileSize int64, syms []symbol) (*gosym.Table, error) {
 	if err := checkPclntab(data); err != nil {
 		return nil, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
 	}
-	// runtime.text is where Go's code starts; in externally linked
-	// programs C start-up code may come first in .text.
-	text := uint64(0)
-	if t := f.Section(".text"); t != nil {
-		text = t.Addr
-	}
-	for i := range syms {
-		if syms[i].name == "runtime.text" {
-			text = syms[i].addr
-			break
-		}
-	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text))
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, elfx.GoText(f, s, data)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
 	}

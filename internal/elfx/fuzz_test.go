@@ -8,7 +8,8 @@ import (
 )
 
 // FuzzRead: whatever the bytes, Read returns; reading sections, program
-// headers, symbols and the Go check through it never panics out.
+// headers, symbols, the Go check and the Go text's start through it never
+// panics out.
 func FuzzRead(f *testing.F) {
 	for _, path := range []string{"/bin/true", os.Args[0]} {
 		if b, err := os.ReadFile(path); err == nil && len(b) < 64<<20 {
@@ -24,7 +25,9 @@ func FuzzRead(f *testing.F) {
 			ss.Bias(0x7f00_0000_0000, 0x1000)
 			for _, s := range ef.Sections {
 				if s.Size < 1<<20 {
-					s.Data()
+					if data, err := s.Data(); err == nil && s.Name == ".gopclntab" {
+						GoText(ef, s, data)
+					}
 				}
 			}
 			ef.Symbols()

@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/sprof/sprof/internal/elfx"
 )
 
 // ErrNotGo is returned for a binary that is not a Go program.
@@ -112,7 +114,7 @@ func Read(f *elf.File, r io.ReaderAt) (*Runtime, error) {
 
 // Morestack returns where runtime.morestack lies in f, in virtual
 // addresses, from the Go function table (.gopclntab, which stripping
-// leaves), with runtime.morestack_noctxt where that follows it, as it
+// leaves, counted from elfx.GoText), with runtime.morestack_noctxt where that follows it, as it
 // does in the runtime's assembly for amd64 and arm64: the prologue of
 // every function without a closure context calls morestack_noctxt, whose
 // two instructions jump to morestack, and a sample in either is taken
@@ -124,8 +126,7 @@ func Morestack(f *elf.File) (start, end uint64, err error) {
 	if pcln == nil {
 		pcln = f.Section(".data.rel.ro.gopclntab")
 	}
-	text := f.Section(".text")
-	if pcln == nil || text == nil {
+	if pcln == nil || f.Section(".text") == nil {
 		return 0, 0, ErrNotGo
 	}
 	if pcln.Size > maxPclntab {
@@ -135,7 +136,7 @@ func Morestack(f *elf.File) (start, end uint64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("go function table: %w", err)
 	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, elfx.GoText(f, pcln, data)))
 	if err != nil {
 		return 0, 0, fmt.Errorf("go function table: %w", err)
 	}

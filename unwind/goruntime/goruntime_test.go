@@ -86,11 +86,25 @@ func TestKnownLayouts(t *testing.T) {
 
 // Morestack's range, from the function table, covers runtime.morestack
 // and runtime.morestack_noctxt after it, as the linker's symbol table
-// places them, and ends before the function after those.
+// places them, and ends before the function after those; also in a
+// program the C linker linked, which puts C start-up code before Go's.
 func TestMorestackRange(t *testing.T) {
-	for _, goarch := range []string{"amd64", "arm64"} {
-		t.Run(goarch, func(t *testing.T) {
-			bin := build(t, goarch, false)
+	for _, c := range []struct {
+		name, goarch string
+		cgo          bool
+		args         []string
+	}{
+		{"amd64", "amd64", false, nil},
+		{"arm64", "arm64", false, nil},
+		{"amd64, external linking", "amd64", true, []string{"-ldflags=-linkmode=external"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.cgo {
+				if _, err := exec.LookPath("gcc"); err != nil {
+					testenv.Unavailable(t, "no gcc for external linking")
+				}
+			}
+			bin := build(t, c.goarch, c.cgo, c.args...)
 			rt, err := read(t, bin)
 			if err != nil {
 				t.Fatal(err)
