@@ -14,7 +14,7 @@ import (
 // stack grows (sprof.bpf.c, follow_goroutine).
 type GoProcess struct {
 	// MorestackStart and MorestackEnd are where the process has
-	// runtime.morestack and morestack_noctxt (goruntime.Morestack),
+	// runtime.morestack and morestack_noctxt (goruntime.Code),
 	// [start, end) in its address space.
 	MorestackStart, MorestackEnd uint64
 	// TLSG and Layout are the executable's (goruntime.Runtime).

@@ -46,7 +46,11 @@ func goStackFixture(t testing.TB) (string, *gosym.Table, *GoProcess) {
 	if f.Type != elf.ET_EXEC {
 		t.Fatalf("gostack is %v, want a fixed-address executable", f.Type)
 	}
-	rt, err := goruntime.Read(f, fh)
+	code, err := goruntime.ReadCode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := code.Runtime(f, fh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +62,7 @@ func goStackFixture(t testing.TB) (string, *gosym.Table, *GoProcess) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bin, tab, &GoProcess{MorestackStart: rt.MorestackStart, MorestackEnd: rt.MorestackEnd, TLSG: rt.TLSG, Layout: rt.Layout}
+	return bin, tab, &GoProcess{MorestackStart: rt.Morestack.Start, MorestackEnd: rt.Morestack.End, TLSG: rt.TLSG, Layout: rt.Layout}
 }
 
 // funcName names the function holding user frame i of stack.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -115,8 +116,11 @@ func TestCutAtData(t *testing.T) {
 // newstack on g0) is marked truncated, one that ends in runtime.goexit,
 // a goroutine's true root, is not, and neither is one of a binary that
 // is not Go. A Go program's stack of the sampled pc alone (newstack's
-// entry, before it sets its frame pointer) is marked too; another
-// program's is not. A walk that went on through morestack without following
+// entry, before it sets its frame pointer) is marked too, unless the pc
+// is in a root (goexit; the start code the kernel enters the program at,
+// and rt0_go it jumps to; mstart and clone where the program does not use
+// cgo), even where the walk said it was not whole;
+// another program's is not. A walk that went on through morestack without following
 // the goroutine (Sample.Goroutine false: sampled in morestack or in
 // morestack_noctxt, which jumps there, or on arm64 in runtime.save_g,
 // whose caller's frame pointer skips frames) is cut after morestack's
@@ -157,6 +161,9 @@ func TestMorestackMarksTruncated(t *testing.T) {
 	}
 	morestack, goexit, newstack := fileOffset("runtime.morestack"), fileOffset("runtime.goexit"), fileOffset("runtime.newstack")
 	noctxt := fileOffset("runtime.morestack_noctxt")
+	start, rt0go := fileOffset("_rt0_"+runtime.GOARCH+"_linux"), fileOffset("runtime.rt0_go")
+	mstart, clone := fileOffset("runtime.mstart"), fileOffset("runtime.clone")
+	cgo := tab.LookupFunc("crosscall2") != nil
 
 	const lo, hi = 0x1000_0000, 0x2000_0000
 	proc := newFakeProc(t)
@@ -179,6 +186,16 @@ func TestMorestackMarksTruncated(t *testing.T) {
 	src.add(40, 10, lo+noctxt, lo+newstack+9, lo+goexit+5)
 	src.add(40, 10, lo+newstack+3, lo+morestack+5, lo+newstack+9, lo+goexit+5)
 	src.samples[len(src.samples)-1].Goroutine = true
+	src.add(40, 10, lo+goexit+1)
+	src.add(40, 10, lo+start)
+	src.add(40, 10, lo+rt0go+4)
+	src.add(40, 10, lo+mstart)
+	src.add(40, 10, lo+clone+2)
+	src.samples[len(src.samples)-1].UserTruncated = true // the parent's frame pointer refused
+	src.add(40, 10, lo+rt0go+8)
+	src.samples[len(src.samples)-1].UserTruncated = true
+	src.add(40, 10, lo+newstack+1)
+	src.samples[len(src.samples)-1].UserTruncated = true
 	if err := c.Drain(src); err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +218,13 @@ func TestMorestackMarksTruncated(t *testing.T) {
 		fmt.Sprintf("41 [%x %x %x] false", morestack+1, newstack+9, goexit+5),
 		fmt.Sprintf("40 [%x] true", noctxt),
 		fmt.Sprintf("40 [%x %x %x %x] false", newstack+3, morestack+5, newstack+9, goexit+5),
+		fmt.Sprintf("40 [%x] false", goexit+1),
+		fmt.Sprintf("40 [%x] false", start),
+		fmt.Sprintf("40 [%x] false", rt0go+4),
+		fmt.Sprintf("40 [%x] %v", mstart, cgo),
+		fmt.Sprintf("40 [%x] %v", clone+2, cgo),
+		fmt.Sprintf("40 [%x] false", rt0go+8),
+		fmt.Sprintf("40 [%x] true", newstack+1),
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("stacks (addresses less the mapping's start)\n%q\nwant\n%q", got, want)

@@ -696,7 +696,7 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 	}
 	// A new stack: make sure its addresses are known before keeping it,
 	// that its walk ends where it leaves the process's code, and that it
-	// is marked when it is not whole (stackEnd).
+	// is marked when it is not whole, and only then (stackEnd).
 	if img != nil && p.key.set == img.maps && !covers(p.key.set, user) && c.stable(p.key.pid, img) {
 		img = c.table.refresh(img, p.time)
 		if p.key.set != img.maps {
@@ -716,8 +716,8 @@ func (c *Collector) aggregate(p *pending, img *image, user, kernel []uint64) {
 			return
 		}
 	}
-	if n, partial := c.stackEnd(p.key.pid, p.key.set, user, p.goroutine); partial && (n < len(user) || !p.key.truncated) {
-		user, p.key.truncated = user[:n], true
+	if n, truncated := c.stackEnd(p.key.pid, p.key.set, user, p.goroutine, p.key.truncated); n < len(user) || truncated != p.key.truncated {
+		user, p.key.truncated = user[:n], truncated
 		h = c.agg.hash(&p.key, user, kernel)
 		if i := c.agg.find(h, &p.key, user, kernel); i >= 0 {
 			c.agg.entries[i].add(p.offCPU)

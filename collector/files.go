@@ -28,13 +28,15 @@ type binaryFile struct {
 	// read at the end even after its process exited or it was deleted.
 	pinned *os.File
 	tried  bool
-	// morestack is where a Go binary's runtime.morestack lies, in file
-	// offsets (empty for other binaries); morestackKnown says it was
-	// looked up (gostack.go).
-	morestack      codeRange
-	morestackKnown bool
+	// morestack and goRoots are where a Go binary's runtime.morestack
+	// and the functions its stacks begin in lie (goruntime.Code), in file
+	// offsets (empty for other binaries); goKnown says they were looked
+	// up (gostack.go).
+	morestack codeRange
+	goRoots   []codeRange
+	goKnown   bool
 	// goRuntime is what the sampler needs to follow morestack to the
-	// goroutine; nil where it cannot (see goruntime.Read).
+	// goroutine; nil where it cannot (see goruntime.Code.Runtime).
 	goRuntime *goruntime.Runtime
 }
 

@@ -80,14 +80,20 @@ func (c *Collector) attachGo(src Source) {
 }
 
 // stackEnd returns how many frames of a user stack of pid, sampled under
-// set, to keep, and whether what is kept is partial: cut where the walk
-// left the process's code (codeEnd), ending in runtime.morestack, or, in
-// a Go executable, the sampled pc alone. Go code keeps frame pointers, so
-// a walk that found none at all was sampled as a function was entered on
-// a stack the runtime had just switched to with the frame pointer 0
-// (runtime.newstack on g0 after morestack: 1 of about 3,300 samples of
-// TestRecordGoMorestackChain's fixture): its callers are not known. A
-// thread's own root, runtime.mstart, is marked too when sampled so.
+// set, to keep, and whether what is kept is partial, given whether the
+// walk said so (truncated): cut where the walk left the process's code
+// (codeEnd), ending in runtime.morestack, or, in a Go executable, the
+// sampled pc alone. Go code keeps frame pointers, so a walk that found
+// none at all was sampled as a function was entered on a stack the
+// runtime had just switched to with the frame pointer 0 (runtime.newstack
+// on g0 after morestack: 1 of about 3,300 samples of
+// TestRecordGoMorestackChain's fixture), or before a function's prologue
+// pushed it (a page fault on that push, the first touch of a new stack
+// page): its callers are not known. That pc alone is the whole stack,
+// whatever the walk said, in a function the program's stacks begin in
+// (goruntime.Code's Roots: the start code, a goroutine's runtime.goexit,
+// a thread's runtime.mstart and runtime.clone, which a new thread returns
+// into with its parent's frame pointer, a record the walk refuses).
 //
 // A walk that went on through morestack without following the goroutine
 // (goroutine false: the process was not marked yet, or the sampler's
@@ -99,19 +105,19 @@ func (c *Collector) attachGo(src Source) {
 // same frames cannot come followed: after morestack's frame a followed
 // walk has the growing function's pc, just after its call to morestack,
 // a return address no frame record holds.)
-func (c *Collector) stackEnd(pid uint32, set *mapSet, user []uint64, goroutine bool) (int, bool) {
+func (c *Collector) stackEnd(pid uint32, set *mapSet, user []uint64, goroutine, truncated bool) (int, bool) {
 	n := codeEnd(set, user)
 	if n < len(user) || n == 0 {
-		return n, n < len(user)
+		return n, truncated || n < len(user)
 	}
 	root := frameAddr(user, n-1)
 	m := set.find(root)
 	if m == nil || m.bin.name[0] == '[' {
-		return n, false
+		return n, truncated
 	}
 	r := c.table.files.morestackOf(pid, m)
 	if r.limit == 0 {
-		return n, false // no Go executable
+		return n, truncated // no Go executable
 	}
 	inMorestack := func(addr uint64) bool {
 		off := addr - m.start + m.offset
@@ -124,7 +130,16 @@ func (c *Collector) stackEnd(pid uint32, set *mapSet, user []uint64, goroutine b
 			}
 		}
 	}
-	return n, n == 1 || inMorestack(root)
+	if n == 1 {
+		off := root - m.start + m.offset
+		for _, r := range m.bin.goRoots {
+			if r.start <= off && off < r.limit {
+				return n, false
+			}
+		}
+		return n, true
+	}
+	return n, truncated || inMorestack(root)
 }
 
 // frameAddr is the code address of user stack frame i: the sampled pc,
@@ -186,15 +201,16 @@ func (c *Collector) forgetGo(pid uint32) {
 }
 
 // morestackOf returns where runtime.morestack lies in the binary pid maps
-// at m, in file offsets, read the first time with what else the sampler
-// needs to follow it (m.bin.goRuntime, nil where goruntime cannot);
-// empty for a binary that is not Go's, whose stacks are then not marked.
+// at m, in file offsets, read the first time with the functions its
+// stacks begin in (m.bin.goRoots) and what else the sampler needs to
+// follow morestack (m.bin.goRuntime, nil where goruntime cannot); empty
+// for a binary that is not Go's, whose stacks are then not marked.
 func (fs *files) morestackOf(pid uint32, m *mapping) codeRange {
 	f := m.bin
-	if f.morestackKnown {
+	if f.goKnown {
 		return f.morestack
 	}
-	f.morestackKnown = true
+	f.goKnown = true
 	h := f.pinned
 	if h == nil {
 		if h = fs.open(pid, m); h == nil {
@@ -203,24 +219,32 @@ func (fs *files) morestackOf(pid uint32, m *mapping) codeRange {
 		defer h.Close()
 	}
 	elfx.Read(h, f.name, func(ef *elf.File) error {
-		entry, end, err := goruntime.Morestack(ef)
+		code, err := goruntime.ReadCode(ef)
 		if err != nil {
 			return err
 		}
 		loads := elfx.LoadSegments(ef)
-		lo, ok1 := loads.FileOffset(entry)
-		hi, ok2 := loads.FileOffset(end - 1)
-		if !ok1 || !ok2 {
+		// offsets is r in file offsets, if one segment holds it all.
+		offsets := func(r goruntime.Range) (codeRange, bool) {
+			lo, ok1 := loads.FileOffset(r.Start)
+			hi, ok2 := loads.FileOffset(r.End - 1)
+			return codeRange{lo, hi + 1}, ok1 && ok2 && hi+1-lo == r.End-r.Start
+		}
+		morestack, ok := offsets(code.Morestack)
+		if !ok {
 			return nil
 		}
-		f.morestack = codeRange{lo, hi + 1}
-		rt, err := goruntime.Read(ef, h)
+		f.morestack = morestack
+		for _, r := range code.Roots {
+			if root, ok := offsets(r); ok {
+				f.goRoots = append(f.goRoots, root)
+			}
+		}
+		rt, err := code.Runtime(ef, h)
 		if err != nil && !errors.Is(err, goruntime.ErrUnsupported) {
 			return err
 		}
-		if rt != nil && rt.MorestackEnd-rt.MorestackStart == hi+1-lo {
-			f.goRuntime = rt
-		}
+		f.goRuntime = rt
 		return nil
 	})
 	return f.morestack

@@ -1,7 +1,8 @@
 // Package goruntime reads from a Go executable what a stack walk needs to
 // follow runtime.morestack back to the goroutine whose stack grows: where
 // morestack lies, where the thread's current g is kept, and the offsets
-// of the runtime's g, m and gobuf fields.
+// of the runtime's g, m and gobuf fields; and where the functions lie that
+// the program's stacks begin in.
 //
 // Go's morestack, called from a function's prologue when its goroutine's
 // stack is too small, saves the function's context in g.sched, switches
@@ -55,8 +56,8 @@ type Runtime struct {
 	// Version is the toolchain that built the binary (go1.26.8).
 	Version string
 	// Morestack is where runtime.morestack and runtime.morestack_noctxt
-	// lie (see Morestack), [Start, End) in virtual addresses.
-	MorestackStart, MorestackEnd uint64
+	// lie (see Code).
+	Morestack Range
 	// TLSG is, on amd64, the offset of the thread's g from the thread
 	// pointer (fsbase). arm64 keeps g in R28 in Go code.
 	TLSG   int64
@@ -67,24 +68,106 @@ type Runtime struct {
 	LayoutFrom string
 }
 
-// maxPclntab bounds the Go function table Read parses: a very large Go
-// binary's is tens of MiB.
+// maxPclntab bounds the Go function table ReadCode parses: a very large
+// Go binary's is tens of MiB.
 const maxPclntab = 256 << 20
 
-// maxDWARFEntries bounds the DWARF entries Read visits looking for the
-// runtime's types: they lie in the runtime's compile unit, among the
+// maxDWARFEntries bounds the DWARF entries Runtime visits looking for
+// the runtime's types: they lie in the runtime's compile unit, among the
 // first.
 const maxDWARFEntries = 1 << 22
 
-// Read returns what to follow morestack with in f, read through r (the
-// same file; for its build info). The error wraps ErrNotGo for other
-// binaries and ErrUnsupported where the goroutine cannot be found.
-func Read(f *elf.File, r io.ReaderAt) (*Runtime, error) {
-	var rt Runtime
-	var err error
-	if rt.MorestackStart, rt.MorestackEnd, err = Morestack(f); err != nil {
-		return nil, err
+// Range is [Start, End) in a binary's virtual addresses.
+type Range struct{ Start, End uint64 }
+
+// Code is where the functions lie, in a Go executable, that a walk of its
+// stacks must know by address. Both come from the Go function table
+// (.gopclntab, which stripping leaves, counted from elfx.GoText).
+type Code struct {
+	// Morestack is runtime.morestack, with runtime.morestack_noctxt where
+	// that follows it, as it does in the runtime's assembly for amd64 and
+	// arm64: the prologue of every function without a closure context
+	// calls morestack_noctxt, whose two instructions jump to morestack,
+	// and a sample in either is taken before the growing function has a
+	// frame (the frame pointer still names its caller's record), which
+	// the walk must know as a sample in morestack.
+	Morestack Range
+	// Roots are the functions a stack of the program begins in, which a
+	// frame-pointer walk may find with no frame record at all and still
+	// whole: runtime.goexit, every goroutine's; and where the kernel
+	// enters the program at Go's own start code (linked internally, with
+	// no C start code before it), that code (_rt0_<arch>_linux and the
+	// _rt0_<arch> it jumps to) and runtime.rt0_go it jumps to in turn;
+	// and there, unless the program uses cgo (has crosscall2), whose
+	// threads pthread_create starts, runtime.mstart, where the runtime's
+	// threads begin (the first called from rt0_go, which keeps no frame
+	// record, the others by runtime.clone), and clone, which a new thread
+	// returns from the system call into with its parent's frame pointer
+	// (its one frame, sampled there, is the whole stack). These are where
+	// Go's own traceback stops (the runtime marks goexit, rt0_go and
+	// mstart TOPFRAME), less runtime.sigtramp, under which lies the code
+	// the signal interrupted. In a program a C start calls, a thread's
+	// first Go frames have C callers, and only goexit is a root.
+	Roots []Range
+}
+
+// ReadCode returns where f's code lies that a walk must know (see Code);
+// the error wraps ErrNotGo for a binary that is not a Go program.
+func ReadCode(f *elf.File) (*Code, error) {
+	pcln := f.Section(".gopclntab")
+	if pcln == nil {
+		pcln = f.Section(".data.rel.ro.gopclntab")
 	}
+	if pcln == nil || f.Section(".text") == nil {
+		return nil, ErrNotGo
+	}
+	if pcln.Size > maxPclntab {
+		return nil, fmt.Errorf("go function table of %d bytes, more than %d", pcln.Size, maxPclntab)
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		return nil, fmt.Errorf("go function table: %w", err)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, elfx.GoText(f, pcln, data)))
+	if err != nil {
+		return nil, fmt.Errorf("go function table: %w", err)
+	}
+	var c Code
+	fn := tab.LookupFunc("runtime.morestack")
+	if fn == nil || fn.End <= fn.Entry {
+		return nil, fmt.Errorf("%w: no runtime.morestack", ErrNotGo)
+	}
+	c.Morestack = Range{fn.Entry, fn.End}
+	if next := tab.LookupFunc("runtime.morestack_noctxt"); next != nil && next.Entry == fn.End && next.End > next.Entry {
+		c.Morestack.End = next.End
+	}
+	roots := []string{"runtime.goexit"}
+	if entry := tab.PCToFunc(f.Entry); entry != nil && strings.HasPrefix(entry.Name, "_rt0_") {
+		roots = append(roots, entry.Name, "runtime.rt0_go")
+		switch f.Machine {
+		case elf.EM_X86_64:
+			roots = append(roots, "_rt0_amd64")
+		case elf.EM_AARCH64:
+			roots = append(roots, "_rt0_arm64")
+		}
+		if tab.LookupFunc("crosscall2") == nil {
+			roots = append(roots, "runtime.mstart", "runtime.clone")
+		}
+	}
+	for _, name := range roots {
+		if fn := tab.LookupFunc(name); fn != nil && fn.End > fn.Entry {
+			c.Roots = append(c.Roots, Range{fn.Entry, fn.End})
+		}
+	}
+	return &c, nil
+}
+
+// Runtime returns what to follow morestack with in f, whose code c is,
+// read through r (the same file; for its build info). The error wraps
+// ErrUnsupported where the goroutine cannot be found.
+func (c *Code) Runtime(f *elf.File, r io.ReaderAt) (*Runtime, error) {
+	rt := Runtime{Morestack: c.Morestack}
+	var err error
 	switch f.Machine {
 	case elf.EM_X86_64:
 		if rt.TLSG, err = tlsG(f); err != nil {
@@ -110,44 +193,6 @@ func Read(f *elf.File, r io.ReaderAt) (*Runtime, error) {
 	}
 	rt.Layout, rt.LayoutFrom = l, "table"
 	return &rt, nil
-}
-
-// Morestack returns where runtime.morestack lies in f, in virtual
-// addresses, from the Go function table (.gopclntab, which stripping
-// leaves, counted from elfx.GoText), with runtime.morestack_noctxt where that follows it, as it
-// does in the runtime's assembly for amd64 and arm64: the prologue of
-// every function without a closure context calls morestack_noctxt, whose
-// two instructions jump to morestack, and a sample in either is taken
-// before the growing function has a frame (the frame pointer still names
-// its caller's record), which the walk must know as a sample in
-// morestack.
-func Morestack(f *elf.File) (start, end uint64, err error) {
-	pcln := f.Section(".gopclntab")
-	if pcln == nil {
-		pcln = f.Section(".data.rel.ro.gopclntab")
-	}
-	if pcln == nil || f.Section(".text") == nil {
-		return 0, 0, ErrNotGo
-	}
-	if pcln.Size > maxPclntab {
-		return 0, 0, fmt.Errorf("go function table of %d bytes, more than %d", pcln.Size, maxPclntab)
-	}
-	data, err := pcln.Data()
-	if err != nil {
-		return 0, 0, fmt.Errorf("go function table: %w", err)
-	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, elfx.GoText(f, pcln, data)))
-	if err != nil {
-		return 0, 0, fmt.Errorf("go function table: %w", err)
-	}
-	fn := tab.LookupFunc("runtime.morestack")
-	if fn == nil || fn.End <= fn.Entry {
-		return 0, 0, fmt.Errorf("%w: no runtime.morestack", ErrNotGo)
-	}
-	if next := tab.LookupFunc("runtime.morestack_noctxt"); next != nil && next.Entry == fn.End && next.End > next.Entry {
-		return fn.Entry, next.End, nil
-	}
-	return fn.Entry, fn.End, nil
 }
 
 func hasInterp(f *elf.File) bool {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // build compiles a minimal Go program with the installed toolchain for
-// goarch, with extra go build arguments; "" when the toolchain is missing.
+// goarch, with extra go build arguments; one that imports "C" with cgo.
 func build(t *testing.T, goarch string, cgo bool, args ...string) string {
 	t.Helper()
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -23,6 +24,9 @@ func build(t *testing.T, goarch string, cgo bool, args ...string) string {
 	}
 	dir := t.TempDir()
 	src := "package main\n\nfunc main() { println(\"hello\") }\n"
+	if cgo {
+		src = "package main\n\nimport \"C\"\n\nfunc main() { println(\"hello\") }\n"
+	}
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +58,11 @@ func read(t *testing.T, path string) (*Runtime, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Read(f, fh)
+	code, err := ReadCode(f)
+	if err != nil {
+		return nil, err
+	}
+	return code.Runtime(f, fh)
 }
 
 // The table for binaries without DWARF is what the DWARF of binaries the
@@ -76,9 +84,8 @@ func TestKnownLayouts(t *testing.T) {
 			if stripped.LayoutFrom != "table" || stripped.Layout != rt.Layout {
 				t.Errorf("%s: table %+v, DWARF %+v", rt.Version, stripped.Layout, rt.Layout)
 			}
-			if stripped.MorestackStart != rt.MorestackStart || stripped.MorestackEnd <= stripped.MorestackStart {
-				t.Errorf("morestack [%#x, %#x) stripped, [%#x, %#x) with symbols",
-					stripped.MorestackStart, stripped.MorestackEnd, rt.MorestackStart, rt.MorestackEnd)
+			if stripped.Morestack.Start != rt.Morestack.Start || stripped.Morestack.End <= stripped.Morestack.Start {
+				t.Errorf("morestack %#x stripped, %#x with symbols", stripped.Morestack, rt.Morestack)
 			}
 		})
 	}
@@ -136,9 +143,9 @@ func TestMorestackRange(t *testing.T) {
 			if morestack.Size == 0 || noctxt.Size == 0 {
 				t.Fatalf("symbols: morestack %+v, morestack_noctxt %+v", morestack, noctxt)
 			}
-			if rt.MorestackStart != morestack.Value || rt.MorestackEnd < noctxt.Value+noctxt.Size || rt.MorestackEnd > after {
-				t.Errorf("[%#x, %#x), want from morestack at %#x past morestack_noctxt at [%#x, %#x), not past %#x",
-					rt.MorestackStart, rt.MorestackEnd, morestack.Value, noctxt.Value, noctxt.Value+noctxt.Size, after)
+			if rt.Morestack.Start != morestack.Value || rt.Morestack.End < noctxt.Value+noctxt.Size || rt.Morestack.End > after {
+				t.Errorf("%#x, want from morestack at %#x past morestack_noctxt at [%#x, %#x), not past %#x",
+					rt.Morestack, morestack.Value, noctxt.Value, noctxt.Value+noctxt.Size, after)
 			}
 		})
 	}
@@ -165,4 +172,110 @@ func TestNotGo(t *testing.T) {
 	if _, err := read(t, "/bin/sh"); !errors.Is(err, ErrNotGo) {
 		t.Errorf("/bin/sh: %v, want ErrNotGo", err)
 	}
+}
+
+// A program the kernel enters at Go's start code (linked internally) has
+// six roots, each where the linker's symbol table puts the function (the
+// function table's end is the next function's start), on both
+// architectures and stripped too; the entry point lies in one. With cgo,
+// whose threads C starts, mstart and clone are not; one a C start calls (linked
+// externally) has goexit alone.
+func TestRoots(t *testing.T) {
+	for _, goarch := range []string{"amd64", "arm64"} {
+		t.Run(goarch, func(t *testing.T) {
+			bin := build(t, goarch, false)
+			want := symbolRanges(t, bin, "runtime.goexit", "_rt0_"+goarch+"_linux", "runtime.rt0_go", "_rt0_"+goarch, "runtime.mstart", "runtime.clone")
+			for _, path := range []string{bin, build(t, goarch, false, "-ldflags=-s -w")} {
+				code, entry := readCode(t, path)
+				checkRanges(t, path, code.Roots, want)
+				if !slices.ContainsFunc(code.Roots, func(r Range) bool { return r.Start <= entry && entry < r.End }) {
+					t.Errorf("%s: entry %#x in no root of %#x", path, entry, code.Roots)
+				}
+			}
+		})
+	}
+	for _, c := range []struct {
+		linkmode string
+		roots    []string
+	}{
+		{"internal", []string{"runtime.goexit", "_rt0_amd64_linux", "runtime.rt0_go", "_rt0_amd64"}},
+		{"external", []string{"runtime.goexit"}},
+	} {
+		t.Run("cgo, "+c.linkmode, func(t *testing.T) {
+			if _, err := exec.LookPath("gcc"); err != nil {
+				testenv.Unavailable(t, "no gcc for cgo")
+			}
+			bin := build(t, "amd64", true, "-ldflags=-linkmode="+c.linkmode)
+			code, _ := readCode(t, bin)
+			checkRanges(t, bin, code.Roots, symbolRanges(t, bin, c.roots...))
+		})
+	}
+}
+
+// checkRanges checks that got holds a range for each function of want in
+// turn, from its start to at least its end, not past the next function.
+func checkRanges(t *testing.T, path string, got []Range, want []symbolRange) {
+	t.Helper()
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		ok = got[i].Start == want[i].Start && want[i].End <= got[i].End && got[i].End <= want[i].next
+	}
+	if !ok {
+		t.Errorf("%s: %#x, want %+x", path, got, want)
+	}
+}
+
+// readCode returns ReadCode's answer for the binary at path, and its entry
+// point.
+func readCode(t *testing.T, path string) (*Code, uint64) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	code, err := ReadCode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, f.Entry
+}
+
+// symbolRange is where a symbol table puts a function, and where the next
+// function starts.
+type symbolRange struct {
+	Range
+	next uint64
+}
+
+// symbolRanges returns where the binary at path's symbol table puts the
+// functions named, in that order.
+func symbolRanges(t *testing.T, path string, names ...string) []symbolRange {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []symbolRange
+	for _, name := range names {
+		i := slices.IndexFunc(syms, func(s elf.Symbol) bool {
+			return strings.TrimSuffix(s.Name, ".abi0") == name && elf.ST_TYPE(s.Info) == elf.STT_FUNC
+		})
+		if i < 0 || syms[i].Size == 0 {
+			t.Fatalf("%s: no function %s with a size", path, name)
+		}
+		r := symbolRange{Range{syms[i].Value, syms[i].Value + syms[i].Size}, ^uint64(0)}
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value >= r.End && s.Value < r.next {
+				r.next = s.Value
+			}
+		}
+		rs = append(rs, r)
+	}
+	return rs
 }
