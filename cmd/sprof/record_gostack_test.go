@@ -12,19 +12,24 @@ import (
 	"github.com/sprof/sprof/internal/testenv"
 )
 
-// goStackShare profiles the gostack fixture (testdata/e2e/gostack) in
-// mode and returns the share of its samples holding marker whose stacks
+// goStackShare profiles the gostack fixture (testdata/e2e/gostack), built
+// with go build's extra args, in mode and returns the share of its samples holding marker whose stacks
 // go on, past marker, through each of callers in turn (the runtime
 // function that ran marker's caller on another stack, first), on to a
 // function of package main and the goroutine's root, runtime.goexit,
 // unmarked; and how many samples held marker. t fails if a stack holding
 // marker that stops short of runtime.goexit is not marked truncated.
-func goStackShare(t *testing.T, mode, marker string, callers ...string) (float64, int64) {
+func goStackShare(t *testing.T, args []string, mode, marker string, callers ...string) (float64, int64) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	bin := filepath.Join(t.TempDir(), "gostack")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../testdata/e2e/gostack").CombinedOutput(); err != nil {
-		t.Fatalf("build gostack: %v\n%s", err, out)
+	build := exec.Command("go", append(append([]string{"build", "-o", bin}, args...), "../../testdata/e2e/gostack")...)
+	if slices.Contains(args, "-ldflags=-linkmode=external") {
+		testenv.RequireTool(t, "gcc")
+		build.Env = append(build.Environ(), "CGO_ENABLED=1")
+	}
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build gostack %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	p := profileRunning(t, bin, mode)
 	p.Sample = slices.DeleteFunc(p.Sample, func(s *profile.Sample) bool {
@@ -72,7 +77,7 @@ func checkGoStackShare(t *testing.T, share float64, total int64, least float64) 
 // the allocating goroutine's functions and its root, charged to it as
 // Go's own profiler charges them.
 func TestRecordGoAssistChain(t *testing.T) {
-	share, total := goStackShare(t, "assist", "runtime.gcAssistAlloc1", "runtime.systemstack",
+	share, total := goStackShare(t, nil, "assist", "runtime.gcAssistAlloc1", "runtime.systemstack",
 		"runtime.gcAssistAlloc", "runtime.mallocgc")
 	checkGoStackShare(t, share, total, 0.95)
 }
@@ -90,6 +95,19 @@ func TestRecordGoAssistChain(t *testing.T) {
 // still point into the old stack), or in the scheduler after
 // gopreempt_m, when the goroutine is no longer the thread's.
 func TestRecordGoMorestackChain(t *testing.T) {
-	share, total := goStackShare(t, "grow", "runtime.newstack", "runtime.morestack", "main.recurse", "main.grow")
-	checkGoStackShare(t, share, total, 0.95)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"go linker", nil},
+		// cgo: the C linker puts its start-up code before Go's, which
+		// the function table's addresses count from, and runtime.tlsg
+		// among C's thread-locals.
+		{"C linker", []string{"-ldflags=-linkmode=external"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			share, total := goStackShare(t, c.args, "grow", "runtime.newstack", "runtime.morestack", "main.recurse", "main.grow")
+			checkGoStackShare(t, share, total, 0.95)
+		})
+	}
 }
