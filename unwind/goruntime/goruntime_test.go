@@ -116,15 +116,7 @@ func TestMorestackRange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := elf.Open(bin)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			syms, err := f.Symbols()
-			if err != nil {
-				t.Fatal(err)
-			}
+			syms := symbols(t, bin)
 			var morestack, noctxt elf.Symbol
 			after := ^uint64(0) // the first function after morestack_noctxt
 			for _, s := range syms {
@@ -252,15 +244,7 @@ type symbolRange struct {
 // functions named, in that order.
 func symbolRanges(t *testing.T, path string, names ...string) []symbolRange {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	syms := symbols(t, path)
 	var rs []symbolRange
 	for _, name := range names {
 		i := slices.IndexFunc(syms, func(s elf.Symbol) bool {
@@ -278,4 +262,19 @@ func symbolRanges(t *testing.T, path string, names ...string) []symbolRange {
 		rs = append(rs, r)
 	}
 	return rs
+}
+
+// symbols returns the symbol table of the binary at path.
+func symbols(t *testing.T, path string) []elf.Symbol {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return syms
 }
