@@ -62,7 +62,9 @@
 // -fno-omit-frame-pointer) name the leaf's record; it is taken from the top of
 // the stack (x86-64) or the link register (arm64) only when the code around it
 // proves it a return address into that leaf (see leaf_return in sprof.bpf.c),
-// and the sample says so in [Sample.LeafReturn]. A sample taken in execve
+// and the sample says so in [Sample.LeafReturn]; the leaf's own code need not
+// be readable (a sample in the page fault of its first instruction's fetch,
+// which is how a program's code is first run). A sample taken in execve
 // has no user stack at all and is marked truncated: once the new program's
 // memory replaces the old one's, the user registers are still the old
 // program's.
@@ -181,10 +183,11 @@
 // saved): 1 KiB first, then twice the last, up to the end of a 4 KiB
 // page. A frame whose pc is the previous frame's (a recursion) reuses its
 // rule.
-// Measured on this project's 6.18 host, the verifier checks sample in
-// ~13,500 instructions with tables, sample_compat in ~358,000 and
-// table_compat in ~264,000 (walk_compat ~76,000), below the 1 million
-// limit of 5.10.
+// Measured on this project's 6.18 host with every option
+// (TestEveryPathLoads's first configuration: tables, Python, stack copies,
+// filters; the kernel's verified_insns), the verifier checks sample in
+// ~320,000 instructions, sample_compat in ~550,000 and table_compat in
+// ~464,000 (walk_compat ~125,000), below the 1 million limit of 5.10.
 //
 // # Off-CPU records
 //

@@ -827,3 +827,73 @@ func TestEveryPathLoads(t *testing.T) {
 		}
 	})
 }
+
+// A sample taken while the leaf's first instruction is fetched keeps the
+// leaf's caller. The fixture drops the leaf's page before each call, so
+// the fetch faults, and a sample in that fault (a kernel stack, pc at the
+// leaf's entry) finds the leaf's code unreadable: its caller is then told
+// by the return address on top of the stack (x86-64, after a call rel32
+// into the leaf) or by lr (arm64), as for code it can read. Before, the
+// walk went on from the frame pointer, the caller's own record, and
+// dropped the caller without a mark.
+func TestWalkLeafInCodeFault(t *testing.T) {
+	requireFixture(t)
+	fx := loadFixtureELF(t)
+	leaf := fx.syms["pageleaf"].Value
+	want := []uint64{fx.returnAfterCall(t, "faultloop", "pageleaf"), fx.returnAfterCall(t, "main", "faultloop")}
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startFixture(t, "fault")
+		pid := uint32(cmd.Process.Pid)
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{pid}, User: true, Kernel: true, features: features})
+		got := collectN(t, s, 10, func(x *Sample) bool { return x.Pid == pid && x.PC == leaf && len(x.Kernel) > 0 })
+		if len(got) < 10 {
+			t.Fatalf("%d samples in the fault at pageleaf in 10 s, want ≥ 10", len(got))
+		}
+		for _, x := range got {
+			if len(x.user) < 1+len(want) || !equal(x.user[1:1+len(want)], want) || !x.LeafReturn {
+				t.Fatalf("pc %#x: stack %s leaf return %v, want [pc %s ...] from the leaf rule",
+					x.PC, hexFrames(x.user), x.LeafReturn, hexFrames(want))
+			}
+		}
+	})
+}
+
+// A frameless leaf entered through a stub that only jumps to it keeps its
+// caller: the stub is followed from the call's target. Go's runtime calls
+// its Go functions from assembly through such stubs (ABI0 wrappers:
+// rt0_go calls schedinit, morestack newstack), so a sample there before
+// the function's frame record is written kept one frame. The fixture's
+// stubs are Go's wrapper in both its x86-64 forms and a bare jmp (arm64:
+// a bare b, which Go's wrapper is there), each above the leaf.
+func TestWalkLeafThroughJumpStub(t *testing.T) {
+	requireFixture(t)
+	fx := loadFixtureELF(t)
+	stubs := []string{"gowrapper", "gowrapper_pie", "jmpstub"}
+	if runtime.GOARCH == "arm64" {
+		stubs = []string{"bstub"}
+	}
+	inMain := fx.returnAfterCall(t, "main", "stubloop")
+	through := map[uint64]string{}
+	for _, stub := range stubs {
+		through[fx.returnAfterCall(t, "stubloop", stub)] = stub
+	}
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startFixture(t, "stubs")
+		pid := uint32(cmd.Process.Pid)
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{pid}, User: true, features: features})
+		got := collectN(t, s, 60, func(x *Sample) bool { return x.Pid == pid && fx.contains("spinleaf", x.PC) })
+		seen := map[string]int{}
+		for _, x := range got {
+			if len(x.user) < 3 || through[x.user[1]] == "" || x.user[2] != inMain || !x.LeafReturn {
+				t.Fatalf("pc %#x: stack %s leaf return %v, want [pc, a return after a call to one of %v, %#x ...] from the leaf rule",
+					x.PC, hexFrames(x.user), x.LeafReturn, stubs, inMain)
+			}
+			seen[through[x.user[1]]]++
+		}
+		for _, stub := range stubs {
+			if seen[stub] < 5 {
+				t.Errorf("%d of %d samples came through %s, want ≥ 5", seen[stub], len(got), stub)
+			}
+		}
+	})
+}

@@ -274,9 +274,10 @@ static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup, const
  *             in the link register.
  *  2. Otherwise the candidate (x86-64: the word at (%rsp); arm64: lr) is
  *     taken when it is the return address of a direct call (call rel32 or bl,
- *     or a call through a PLT or GOT entry) whose target, the callee, lies at
- *     most LEAF_MAX_SIZE bytes below pc: the candidate's call is what entered
- *     the function pc is in.
+ *     or a call through a PLT or GOT entry, or to a stub that only jumps on,
+ *     as Go's ABI0 wrappers do) whose target, the callee, lies at most
+ *     LEAF_MAX_SIZE bytes below pc: the candidate's call is what entered the
+ *     function pc is in.
  *  3. arm64 only: lr also lies in that range above the callee. Then lr may
  *     be a frameless leaf's caller placed right above it, or the return
  *     address of a framed function's last call, which returned (pc and lr in
@@ -301,6 +302,12 @@ static __always_inline struct stack_bounds stack_of(__u64 sp, bool lookup, const
  * like such a return address; they need a direct or PLT call and a leaf
  * smaller than LEAF_MAX_SIZE, otherwise the caller stays missing (never
  * guessed).
+ *
+ * Code at pc that cannot be read is no reason to stop: a sample taken
+ * while the fetch of pc's instruction faults (the first call into a page
+ * of code not mapped in yet, as at every program's start and after
+ * memory pressure reclaimed it) has pc at a function's entry more often
+ * than not, and cases 2 and 3 need the caller's code only.
  */
 #define LEAF_MAX_SIZE (8 << 10)
 #define MIN_USER_ADDR (64 << 10)
@@ -342,16 +349,39 @@ static __always_inline __s32 rel32(const __u8 *p)
 	return (__s32)((__u32)p[0] | (__u32)p[1] << 8 | (__u32)p[2] << 16 | (__u32)p[3] << 24);
 }
 
+/* Where a stub at target whose 20 bytes are code jumps, 0 when it is none:
+ * a jmp rel32 alone (a thunk), or Go's ABI0 wrapper, through which the
+ * runtime's assembly calls Go functions (rt0_go calls schedinit, morestack
+ * newstack): xorps %xmm15,%xmm15, then g into %r14 (mov %fs:-8,%r14, or in
+ * PIE builds mov $-8,%r14; mov %fs:(%r14),%r14), then jmp rel32 to the
+ * function. A sample in the function before its frame record is written
+ * has its return address on top of the stack, after a call to the stub. */
+static __always_inline __u64 stub_jump(__u64 target, const __u8 *code)
+{
+	if (code[0] == 0xe9)
+		return target + 5 + rel32(&code[1]);
+	if (code[0] != 0x45 || code[1] != 0x0f || code[2] != 0x57 || code[3] != 0xff)
+		return 0;
+	if (code[4] == 0x64 && code[5] == 0x4c && code[6] == 0x8b && code[7] == 0x34 && code[8] == 0x25 &&
+	    code[13] == 0xe9)
+		return target + 18 + rel32(&code[14]);
+	if (code[4] == 0x49 && code[5] == 0xc7 && code[6] == 0xc6 && code[11] == 0x64 && code[12] == 0x4d &&
+	    code[13] == 0x8b && code[14] == 0x36 && code[15] == 0xe9)
+		return target + 20 + rel32(&code[16]);
+	return 0;
+}
+
 /* Whether the call that returns to ret entered the function holding pc:
  * its target is at most LEAF_MAX_SIZE below pc. The call is call rel32,
  * maybe to a PLT stub (jmp *GOT(%rip), optionally after endbr64 and bnd)
- * that is followed to the GOT entry, or -fno-plt style call *GOT(%rip).
+ * that is followed to the GOT entry, or to a stub that jumps on (see
+ * stub_jump), or -fno-plt style call *GOT(%rip).
  * Candidates below mmap_min_addr's default (64 KiB) are small integers, not
  * code addresses; skipping them avoids most faulting reads, each of which
  * costs microseconds. */
 static __always_inline bool entered_from(__u64 ret, __u64 pc)
 {
-	__u8 site[6], stub[11];
+	__u8 site[6], stub[20];
 	__u64 target, got = 0;
 
 	if (ret < MIN_USER_ADDR || bpf_probe_read_user(site, sizeof(site), (void *)(ret - sizeof(site))))
@@ -374,6 +404,8 @@ static __always_inline bool entered_from(__u64 ret, __u64 pc)
 			bpf_probe_read_user(&got, sizeof(got), (void *)(target + 11 + rel32(&stub[7])));
 		else if (stub[4] == 0xff && stub[5] == 0x25) /* endbr64; jmp */
 			bpf_probe_read_user(&got, sizeof(got), (void *)(target + 10 + rel32(&stub[6])));
+	} else {
+		got = stub_jump(target, stub);
 	}
 	return got <= pc && pc - got < LEAF_MAX_SIZE;
 }
@@ -404,8 +436,7 @@ static __always_inline __u64 leaf_return_at(__u64 pc, __u64 sp, __u64 *at)
 	int slot = -1;
 	bool prologue = false;
 
-	if (bpf_probe_read_user(insn, sizeof(insn), (void *)pc))
-		return 0;
+	bpf_probe_read_user(insn, sizeof(insn), (void *)pc); /* zeros if unreadable: case 2 */
 	if (insn[0] == 0xf3 && insn[1] == 0x0f && insn[2] == 0x1e && insn[3] == 0xfa && insn[4] == 0x55)
 		slot = 0, prologue = true; /* endbr64; push %rbp */
 	else if (insn[0] == 0x55)
@@ -501,11 +532,12 @@ static __always_inline bool in_plt_stub(__u64 pc, __u32 insn)
 }
 
 /* The function the direct call before ret entered: the target of the bl
- * at ret - 4, or the function whose PLT stub that is; 0 when ret follows
- * no bl. */
+ * at ret - 4, or the function whose PLT stub that is, or the one a branch
+ * alone there jumps to (Go's ABI0 wrapper, through which the runtime's
+ * assembly calls Go functions, is one b); 0 when ret follows no bl. */
 static __always_inline __u64 callee_of(__u64 ret)
 {
-	__u32 bl;
+	__u32 bl, b;
 	__u64 target, fn;
 
 	if (ret < MIN_USER_ADDR || bpf_probe_read_user(&bl, sizeof(bl), (void *)(ret - 4)) ||
@@ -513,7 +545,11 @@ static __always_inline __u64 callee_of(__u64 ret)
 		return 0;
 	target = ret - 4 + (__s64)((__s32)(bl << 6) >> 6) * 4;
 	fn = plt_target(target);
-	return fn ? fn : target;
+	if (fn)
+		return fn;
+	if (!bpf_probe_read_user(&b, sizeof(b), (void *)target) && (b & 0xfc000000) == 0x14000000)
+		return target + (__s64)((__s32)(b << 6) >> 6) * 4;
+	return target;
 }
 
 /* The owner of the frame record at fp: the function whose prologue wrote
@@ -532,8 +568,7 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr,
 	__u32 insn;
 	__u64 callee, owner;
 
-	if (bpf_probe_read_user(&insn, sizeof(insn), (void *)pc))
-		return 0;
+	bpf_probe_read_user(&insn, sizeof(insn), (void *)pc); /* 0 if unreadable: no case 1 */
 	if (insn == 0xd503233f || insn == 0xd503245f ||   /* paciasp, bti c */
 	    (insn & 0xffc07fff) == 0xa9807bfd ||          /* stp x29, x30, [sp, #imm]! */
 	    (insn & 0xffc07fff) == 0xa9007bfd ||          /* stp x29, x30, [sp, #imm] */

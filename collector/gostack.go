@@ -85,11 +85,11 @@ func (c *Collector) attachGo(src Source) {
 // (codeEnd), ending in runtime.morestack, or, in a Go executable, the
 // sampled pc alone. Go code keeps frame pointers, so a walk that found
 // none at all was sampled as a function was entered on a stack the
-// runtime had just switched to with the frame pointer 0 (runtime.newstack
-// on g0 after morestack: 1 of about 3,300 samples of
-// TestRecordGoMorestackChain's fixture), or before a function's prologue
-// pushed it (a page fault on that push, the first touch of a new stack
-// page): its callers are not known. That pc alone is the whole stack,
+// runtime had just switched to with the frame pointer 0, and the sampler
+// could not tell its caller from the return address on top of the stack
+// (it can after a direct call or one through Go's ABI0 wrapper, as
+// morestack calls newstack, not after mcall's indirect call): its callers
+// are not known. That pc alone is the whole stack,
 // whatever the walk said, in a function the program's stacks begin in
 // (goruntime.Code's Roots: the start code, a goroutine's runtime.goexit,
 // a thread's runtime.mstart and runtime.clone, which a new thread returns

@@ -25,6 +25,15 @@
  *   fork        reads a line from stdin, then forks a child running chain,
  *               which dies with it
  *   syscalls    sys_loop calls getppid (frameless, through the PLT) forever
+ *   stubs       main -> stubloop, which calls spinleaf, a frameless leaf,
+ *               in a loop through stubs that only jump to it: x86-64 Go's
+ *               ABI0 wrapper in both its forms, and a bare jmp; aarch64 a
+ *               bare b, as Go's wrapper is there
+ *   fault       main -> faultloop, which calls pageleaf in a loop after
+ *               dropping pageleaf's page (a page of its own) from the
+ *               page tables: each call faults fetching pageleaf's first
+ *               instruction, and samples in that fault have pc at
+ *               pageleaf, whose code cannot be read then
  */
 #include <signal.h>
 #include <stdio.h>
@@ -66,7 +75,50 @@ NOINLINE void sys_loop(void)
 	}
 }
 
+/* pageleaf alone in a page: its section starts at a page and is padded to
+ * the next. x86-64 and aarch64 both run 4 KiB pages here. */
+#define PAGE 4096
+void pageleaf(void);
+
+NOINLINE void faultloop(void)
+{
+	void *page = (void *)((unsigned long)pageleaf & ~(PAGE - 1UL));
+
+	for (;;) {
+		madvise(page, PAGE, MADV_DONTNEED);
+		pageleaf();
+		KEEP();
+	}
+}
+
 #if defined(__x86_64__)
+__asm__(".section .text.pageleaf,\"ax\",@progbits\n.balign 4096\n"
+	".globl pageleaf\n.type pageleaf,@function\npageleaf:\n"
+	"\tpush %rbp\n\tmov %rsp,%rbp\n\tpop %rbp\n\tret\n"
+	".size pageleaf, .-pageleaf\n.balign 4096\n.text\n");
+
+/* spinleaf lies below the stubs, so only the jump the stub makes leads
+ * below a call's target to it. The jumps are spelled out as jmp rel32,
+ * which an assembler could shorten. */
+void stubloop(void);
+__asm__(".text\n"
+	".globl stubloop\n.type stubloop,@function\nstubloop:\n"
+	"\tpush %rbp\n\tmov %rsp,%rbp\n"
+	"1:\tcall gowrapper\n\tcall gowrapper_pie\n\tcall jmpstub\n\tjmp 1b\n"
+	".size stubloop, .-stubloop\n"
+	".globl spinleaf\n.type spinleaf,@function\nspinleaf:\n"
+	"\tmov $4096,%ecx\n2:\tdec %ecx\n\tjnz 2b\n\tret\n"
+	".size spinleaf, .-spinleaf\n"
+	".globl gowrapper\n.type gowrapper,@function\ngowrapper:\n"
+	"\txorps %xmm15,%xmm15\n\tmov %fs:-8,%r14\n\t.byte 0xe9\n\t.long spinleaf - (. + 4)\n"
+	".size gowrapper, .-gowrapper\n"
+	".globl gowrapper_pie\n.type gowrapper_pie,@function\ngowrapper_pie:\n"
+	"\txorps %xmm15,%xmm15\n\tmov $-8,%r14\n\tmov %fs:(%r14),%r14\n\t.byte 0xe9\n\t.long spinleaf - (. + 4)\n"
+	".size gowrapper_pie, .-gowrapper_pie\n"
+	".globl jmpstub\n.type jmpstub,@function\njmpstub:\n"
+	"\t.byte 0xe9\n\t.long spinleaf - (. + 4)\n"
+	".size jmpstub, .-jmpstub\n");
+
 void leafloop(void);
 __asm__(".text\n"
 	".globl leaf\n.type leaf,@function\nleaf:\n"
@@ -120,6 +172,26 @@ NOINLINE void spin_other_data(unsigned long *rec)
 	__asm__ volatile("mov %0,%%rbp\n1: jmp 1b" ::"r"(rec));
 }
 #elif defined(__aarch64__)
+__asm__(".section .text.pageleaf,\"ax\",%progbits\n.balign 4096\n"
+	".globl pageleaf\n.type pageleaf,%function\npageleaf:\n"
+	"\tstp x29, x30, [sp, #-16]!\n\tmov x29, sp\n\tldp x29, x30, [sp], #16\n\tret\n"
+	".size pageleaf, .-pageleaf\n.balign 4096\n.text\n");
+
+/* spinleaf lies below the stub, so only the stub's branch leads below a
+ * call's target to it. */
+void stubloop(void);
+__asm__(".text\n"
+	".globl stubloop\n.type stubloop,%function\nstubloop:\n"
+	"\tstp x29, x30, [sp, #-16]!\n\tmov x29, sp\n"
+	"1:\tbl bstub\n\tb 1b\n"
+	".size stubloop, .-stubloop\n"
+	".globl spinleaf\n.type spinleaf,%function\nspinleaf:\n"
+	"\tmov x9, #4096\n2:\tsubs x9, x9, #1\n\tb.ne 2b\n\tret\n"
+	".size spinleaf, .-spinleaf\n"
+	".globl bstub\n.type bstub,%function\nbstub:\n"
+	"\tb spinleaf\n"
+	".size bstub, .-bstub\n");
+
 void leafloop(void);
 __asm__(".text\n"
 	".globl leaf\n.type leaf,%function\nleaf:\n"
@@ -196,6 +268,10 @@ int main(int argc, char **argv)
 		spin_bad_return();
 	else if (!strcmp(mode, "syscalls"))
 		sys_loop();
+	else if (!strcmp(mode, "stubs"))
+		stubloop();
+	else if (!strcmp(mode, "fault"))
+		faultloop();
 	else if (!strcmp(mode, "other-stack") || !strcmp(mode, "other-data")) {
 		size_t size = 1 << 16;
 		char *other = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -220,7 +296,7 @@ int main(int argc, char **argv)
 		}
 		wait(NULL);
 	} else {
-		fprintf(stderr, "usage: fpwalk chain|indirect|prologue|below-sp|misaligned|self-loop|above-stack S|bad-return|other-stack|other-data|deep N|fork|syscalls\n");
+		fprintf(stderr, "usage: fpwalk chain|indirect|prologue|below-sp|misaligned|self-loop|above-stack S|bad-return|other-stack|other-data|deep N|fork|syscalls|stubs|fault\n");
 		return 2;
 	}
 	KEEP();
