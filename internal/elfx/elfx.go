@@ -3,8 +3,8 @@
 // not hardened against hostile input and may panic; Read and Contain turn
 // such a panic into an error naming the file. It also answers, once for
 // every reader, the questions they would otherwise each answer their own
-// way: is this a Go program (IsGo), and which file offset is which
-// address (Segments).
+// way: is this a Go program (IsGo), where does its function table count
+// from (GoText), and which file offset is which address (Segments).
 package elfx
 
 import (
