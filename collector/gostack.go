@@ -84,16 +84,16 @@ func (c *Collector) attachGo(src Source) {
 // walk said so (truncated): cut where the walk left the process's code
 // (codeEnd), ending in runtime.morestack, or, in a Go executable, the
 // sampled pc alone. Go code keeps frame pointers, so a walk that found
-// none at all was sampled as a function was entered on a stack the
-// runtime had just switched to with the frame pointer 0, and the sampler
-// could not tell its caller from the return address on top of the stack
-// (it can after a direct call or one through Go's ABI0 wrapper, as
-// morestack calls newstack, not after mcall's indirect call): its callers
-// are not known. That pc alone is the whole stack,
-// whatever the walk said, in a function the program's stacks begin in
-// (goruntime.Code's Roots: the start code, a goroutine's runtime.goexit,
-// a thread's runtime.mstart and runtime.clone, which a new thread returns
-// into with its parent's frame pointer, a record the walk refuses).
+// none at all was sampled as a function was entered on a stack the runtime
+// had just switched to with the frame pointer 0, and the sampler could not
+// tell its caller from the return address on top of the stack (it can
+// after a direct call or one through Go's ABI0 wrapper, as morestack calls
+// newstack, not after mcall's indirect call): its callers are not known.
+// That pc alone is the whole stack, whatever the walk said, in a function
+// the program's stacks begin in (goruntime.Code's Roots: the start code, a
+// goroutine's runtime.goexit, a thread's runtime.mstart and runtime.clone,
+// which a new thread returns into with its parent's frame pointer, a
+// record the walk refuses).
 //
 // A walk that went on through morestack without following the goroutine
 // (goroutine false: the process was not marked yet, or the sampler's
