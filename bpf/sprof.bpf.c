@@ -381,7 +381,7 @@ static __always_inline __u64 stub_jump(__u64 target, const __u8 *code)
  * costs microseconds. */
 static __always_inline bool entered_from(__u64 ret, __u64 pc)
 {
-	__u8 site[6], stub[20];
+	__u8 site[6], stub[20] = {};
 	__u64 target, got = 0;
 
 	if (ret < MIN_USER_ADDR || bpf_probe_read_user(site, sizeof(site), (void *)(ret - sizeof(site))))
@@ -395,8 +395,12 @@ static __always_inline bool entered_from(__u64 ret, __u64 pc)
 	target = ret + rel32(&site[2]);
 	if (target <= pc && pc - target < LEAF_MAX_SIZE)
 		return true;
-	if (target < MIN_USER_ADDR || bpf_probe_read_user(stub, sizeof(stub), (void *)target))
+	if (target < MIN_USER_ADDR || bpf_probe_read_user(stub, 11, (void *)target))
 		return false;
+	/* The rest only for Go's wrapper (stub_jump): a stub near a page's end
+	 * is no reason to read the next page. */
+	if (stub[0] == 0x45 && stub[1] == 0x0f && stub[2] == 0x57 && stub[3] == 0xff)
+		bpf_probe_read_user(&stub[11], sizeof(stub) - 11, (void *)(target + 11));
 	if (stub[0] == 0xff && stub[1] == 0x25) /* jmp *rel32(%rip) */
 		bpf_probe_read_user(&got, sizeof(got), (void *)(target + 6 + rel32(&stub[2])));
 	else if (stub[0] == 0xf3 && stub[1] == 0x0f && stub[2] == 0x1e && stub[3] == 0xfa) {
@@ -532,12 +536,11 @@ static __always_inline bool in_plt_stub(__u64 pc, __u32 insn)
 }
 
 /* The function the direct call before ret entered: the target of the bl
- * at ret - 4, or the function whose PLT stub that is, or the one a branch
- * alone there jumps to (Go's ABI0 wrapper, through which the runtime's
- * assembly calls Go functions, is one b); 0 when ret follows no bl. */
+ * at ret - 4, or the function whose PLT stub that is; 0 when ret follows
+ * no bl. */
 static __always_inline __u64 callee_of(__u64 ret)
 {
-	__u32 bl, b;
+	__u32 bl;
 	__u64 target, fn;
 
 	if (ret < MIN_USER_ADDR || bpf_probe_read_user(&bl, sizeof(bl), (void *)(ret - 4)) ||
@@ -545,11 +548,21 @@ static __always_inline __u64 callee_of(__u64 ret)
 		return 0;
 	target = ret - 4 + (__s64)((__s32)(bl << 6) >> 6) * 4;
 	fn = plt_target(target);
-	if (fn)
+	return fn ? fn : target;
+}
+
+/* Where the b at fn branches to; fn when fn starts with no b. A callee
+ * that does not hold pc may be a stub that only branches on: Go's ABI0
+ * wrapper, through which the runtime's assembly calls Go functions, is
+ * one b. (Only then: a function that holds pc may itself start with a
+ * branch into its own body, as loops compiled by Go and by GCC -Os do.) */
+static __always_inline __u64 branch_on(__u64 fn)
+{
+	__u32 b;
+
+	if (bpf_probe_read_user(&b, sizeof(b), (void *)fn) || (b & 0xfc000000) != 0x14000000)
 		return fn;
-	if (!bpf_probe_read_user(&b, sizeof(b), (void *)target) && (b & 0xfc000000) == 0x14000000)
-		return target + (__s64)((__s32)(b << 6) >> 6) * 4;
-	return target;
+	return fn + (__s64)((__s32)(b << 6) >> 6) * 4;
 }
 
 /* The owner of the frame record at fp: the function whose prologue wrote
@@ -574,10 +587,12 @@ static __always_inline __u64 leaf_return(__u64 pc, __u64 sp, __u64 fp, __u64 lr,
 	    (insn & 0xffc07fff) == 0xa9007bfd ||          /* stp x29, x30, [sp, #imm] */
 	    insn == 0x910003fd ||                         /* mov x29, sp */
 	    insn == 0xd65f03c0 || insn == 0xd65f0bff || insn == 0xd65f0fff) /* ret, retaa, retab */
-		return lr;
+		return lr < MAX_USER_ADDR ? lr : 0;
 	if (in_plt_stub(pc, insn))
 		return after_call(lr) ? lr : 0;
 	callee = callee_of(lr);
+	if (callee && (callee > pc || pc - callee >= LEAF_MAX_SIZE))
+		callee = branch_on(callee);
 	if (callee) {
 		if (callee > pc || pc - callee >= LEAF_MAX_SIZE)
 			return 0;

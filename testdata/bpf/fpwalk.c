@@ -28,7 +28,9 @@
  *   stubs       main -> stubloop, which calls spinleaf, a frameless leaf,
  *               in a loop through stubs that only jump to it: x86-64 Go's
  *               ABI0 wrapper in both its forms, and a bare jmp; aarch64 a
- *               bare b, as Go's wrapper is there
+ *               bare b, as Go's wrapper is there; and calls loopleaf, a
+ *               frameless leaf that starts with a jump into its own body,
+ *               past its loop (as Go compiles a for loop), no stub
  *   fault       main -> faultloop, which calls pageleaf in a loop after
  *               dropping pageleaf's page (a page of its own) from the
  *               page tables: each call faults fetching pageleaf's first
@@ -104,8 +106,11 @@ void stubloop(void);
 __asm__(".text\n"
 	".globl stubloop\n.type stubloop,@function\nstubloop:\n"
 	"\tpush %rbp\n\tmov %rsp,%rbp\n"
-	"1:\tcall gowrapper\n\tcall gowrapper_pie\n\tcall jmpstub\n\tjmp 1b\n"
+	"1:\tcall gowrapper\n\tcall gowrapper_pie\n\tcall jmpstub\n\tcall loopleaf\n\tjmp 1b\n"
 	".size stubloop, .-stubloop\n"
+	".globl loopleaf\n.type loopleaf,@function\nloopleaf:\n"
+	"\t.byte 0xe9\n\t.long 2f - (. + 4)\n1:\tdec %ecx\n\tjnz 1b\n\tret\n2:\tmov $4096,%ecx\n\tjmp 1b\n"
+	".size loopleaf, .-loopleaf\n"
 	".globl spinleaf\n.type spinleaf,@function\nspinleaf:\n"
 	"\tmov $4096,%ecx\n2:\tdec %ecx\n\tjnz 2b\n\tret\n"
 	".size spinleaf, .-spinleaf\n"
@@ -183,8 +188,11 @@ void stubloop(void);
 __asm__(".text\n"
 	".globl stubloop\n.type stubloop,%function\nstubloop:\n"
 	"\tstp x29, x30, [sp, #-16]!\n\tmov x29, sp\n"
-	"1:\tbl bstub\n\tb 1b\n"
+	"1:\tbl bstub\n\tbl loopleaf\n\tb 1b\n"
 	".size stubloop, .-stubloop\n"
+	".globl loopleaf\n.type loopleaf,%function\nloopleaf:\n"
+	"\tb 2f\n1:\tsubs x9, x9, #1\n\tb.ne 1b\n\tret\n2:\tmov x9, #4096\n\tb 1b\n"
+	".size loopleaf, .-loopleaf\n"
 	".globl spinleaf\n.type spinleaf,%function\nspinleaf:\n"
 	"\tmov x9, #4096\n2:\tsubs x9, x9, #1\n\tb.ne 2b\n\tret\n"
 	".size spinleaf, .-spinleaf\n"
