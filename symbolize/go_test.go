@@ -1,6 +1,8 @@
 package symbolize
 
 import (
+	"debug/elf"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -65,12 +67,18 @@ func TestGoAgainstGoAddr2line(t *testing.T) {
 		{"symbols", func(*testing.T) (string, string) { return full, full }, true},
 		{"stripped", func(t *testing.T) (string, string) { return buildGo(t, "-s -w"), full }, false},
 		{"external linking, stripped", func(t *testing.T) (string, string) {
-			needTool(t, "gcc")
-			needTool(t, "strip")
-			dir := t.TempDir()
-			linked, bin := filepath.Join(dir, "goprog"), filepath.Join(dir, "goprog-stripped")
-			run(t, "", "env", "CGO_ENABLED=1", "go", "build", "-ldflags=-linkmode=external", "-o", linked, filepath.Join(fixtures, "goprog", "main.go"))
+			linked := buildExternal(t)
+			bin := filepath.Join(t.TempDir(), "goprog-stripped")
 			run(t, "", "strip", "-o", bin, linked)
+			return bin, linked
+		}, false},
+		// A module record the loader is left to fill (as lld leaves a
+		// PIE's): the linker's runtime.text symbol tells instead.
+		{"external linking, no module record", func(t *testing.T) (string, string) {
+			linked := buildExternal(t)
+			bin := filepath.Join(t.TempDir(), "goprog-norecord")
+			run(t, "", "strip", "--strip-debug", "-o", bin, linked)
+			zeroModuleRecord(t, bin)
 			return bin, linked
 		}, false},
 	} {
@@ -125,6 +133,40 @@ func TestGoAgainstGoAddr2line(t *testing.T) {
 				t.Errorf("only %d of %d probes were checked", checked, len(probes))
 			}
 		})
+	}
+}
+
+// buildExternal builds the Go fixture with cgo, linked by the C linker.
+func buildExternal(t *testing.T) string {
+	t.Helper()
+	needTool(t, "gcc")
+	needTool(t, "strip")
+	out := filepath.Join(t.TempDir(), "goprog")
+	run(t, "", "env", "CGO_ENABLED=1", "go", "build", "-ldflags=-linkmode=external", "-o", out, filepath.Join(fixtures, "goprog", "main.go"))
+	return out
+}
+
+// zeroModuleRecord clears the first word of the Go module record in the
+// binary at path (its .go.module section), the pointer to the function
+// table by which elfx.GoText finds the record.
+func zeroModuleRecord(t *testing.T, path string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Section(".go.module")
+	f.Close()
+	if s == nil {
+		t.Fatalf("%s has no .go.module section", path)
+	}
+	fh, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.WriteAt(make([]byte, 8), int64(s.Offset)); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"bytes"
 	"debug/elf"
 	"debug/gosym"
 	"fmt"
@@ -49,7 +50,9 @@ func (g *goLines) frame(path string, addr uint64) (stacks.Frame, bool, error) {
 }
 
 // loadGoLines reads the pclntab of the Go program at path as loadImage
-// does. It returns nil when the program has DWARF after all
+// does, with runtime.text from the symbol table, which it scans without
+// loading, for where the runtime's module record is not found. It
+// returns nil when the program has DWARF after all
 // (hasDWARF, given the file), which the ELF symbolizer would read for
 // inlined frames, or no usable pclntab.
 func loadGoLines(path string, hasDWARF func(r io.ReaderAt, f *elf.File, size int64) bool) (*goLines, error) {
@@ -71,7 +74,13 @@ func loadGoLines(path string, hasDWARF func(r io.ReaderAt, f *elf.File, size int
 		if hasDWARF(f, ef, st.Size()) {
 			return nil
 		}
-		tab, err := loadGo(ef, st.Size())
+		var syms []symbol
+		if s, ok, err := findCodeSymbol(ef, st.Size(), "runtime.text"); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		} else if ok {
+			syms = append(syms, s)
+		}
+		tab, err := loadGo(ef, st.Size(), syms)
 		if err != nil || tab == nil {
 			return err
 		}
@@ -79,4 +88,56 @@ func loadGoLines(path string, hasDWARF func(r io.ReaderAt, f *elf.File, size int
 		return nil
 	})
 	return g, err
+}
+
+// findCodeSymbol finds the first code symbol (see codeSymbol) called name
+// in f's .symtab by scanning its entries in place: debug/elf's Symbols
+// would make a string of every name, megabytes for a Go program. The
+// .dynsym is not searched: Go's runtime symbols are not dynamic.
+func findCodeSymbol(f *elf.File, fileSize int64, name string) (symbol, bool, error) {
+	s := f.SectionByType(elf.SHT_SYMTAB)
+	if s == nil || int(s.Link) >= len(f.Sections) {
+		return symbol{}, false, nil
+	}
+	strs := f.Sections[s.Link]
+	for _, sec := range []*elf.Section{s, strs} {
+		if err := checkSection(sec, fileSize, maxSymtabBytes); err != nil {
+			return symbol{}, false, err
+		}
+	}
+	data, err := s.Data()
+	if err != nil {
+		return symbol{}, false, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
+	}
+	str, err := strs.Data()
+	if err != nil {
+		return symbol{}, false, fmt.Errorf("%w: section %s: %w", ErrMalformed, strs.Name, err)
+	}
+	want := append([]byte(name), 0)
+	size := 24
+	if f.Class == elf.ELFCLASS32 {
+		size = 16
+	}
+	// Entry 0 is the null symbol.
+	for off := size; off+size <= len(data); off += size {
+		e := data[off : off+size]
+		n := uint64(f.ByteOrder.Uint32(e))
+		if n >= uint64(len(str)) || !bytes.HasPrefix(str[n:], want) {
+			continue
+		}
+		sym := elf.Symbol{Name: name}
+		if size == 24 {
+			sym.Info, sym.Other = e[4], e[5]
+			sym.Section = elf.SectionIndex(f.ByteOrder.Uint16(e[6:]))
+			sym.Value, sym.Size = f.ByteOrder.Uint64(e[8:]), f.ByteOrder.Uint64(e[16:])
+		} else {
+			sym.Value, sym.Size = uint64(f.ByteOrder.Uint32(e[4:])), uint64(f.ByteOrder.Uint32(e[8:]))
+			sym.Info, sym.Other = e[12], e[13]
+			sym.Section = elf.SectionIndex(f.ByteOrder.Uint16(e[14:]))
+		}
+		if cs, ok := codeSymbol(f, &sym); ok {
+			return cs, true, nil
+		}
+	}
+	return symbol{}, false, nil
 }

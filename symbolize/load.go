@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -128,7 +129,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		tab, err := loadGo(ef, size)
+		tab, err := loadGo(ef, size, syms)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -380,8 +381,8 @@ func codeRanges(f *elf.File) func(addr uint64) bool {
 // are named too, and where its entries count from by the runtime's own
 // record (elfx.GoText), which stripping leaves, so a stripped program
 // linked by a C linker is named right too (addr2line names it by the
-// functions 256 bytes before).
-func loadGo(f *elf.File, fileSize int64) (*gosym.Table, error) {
+// functions 256 bytes before); failing that, by syms' runtime.text.
+func loadGo(f *elf.File, fileSize int64, syms []symbol) (*gosym.Table, error) {
 	s := f.Section(".gopclntab")
 	if s == nil {
 		s = f.Section(".data.rel.ro.gopclntab")
@@ -399,7 +400,13 @@ func loadGo(f *elf.File, fileSize int64) (*gosym.Table, error) {
 	if err := checkPclntab(data); err != nil {
 		return nil, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
 	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, elfx.GoText(f, s, data)))
+	// Where the runtime's module record is not found, the linker's
+	// runtime.text symbol says where the table counts from.
+	text, found := elfx.GoText(f, s, data)
+	if i := slices.IndexFunc(syms, func(x symbol) bool { return x.name == "runtime.text" }); !found && i >= 0 {
+		text = syms[i].addr
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text))
 	if err != nil {
 		return nil, fmt.Errorf("%w: section %s: %w", ErrMalformed, s.Name, err)
 	}

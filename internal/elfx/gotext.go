@@ -19,16 +19,19 @@ const maxModuleScan = 64 << 20
 // record is found here by that word, in .go.module, where Go 1.26's
 // linker puts it, or else among the data of .noptrdata and
 // .data.rel.ro, where earlier ones did, with its text and etext words
-// checked to lie in f's code. Where none is found (before Go 1.16, whose
-// record began otherwise, or a malformed file), it is .text's start.
-func GoText(f *elf.File, pcln *elf.Section, data []byte) uint64 {
+// checked to lie in f's code. found is false where none is found: before
+// Go 1.16, whose record began otherwise; a PIE whose linker left the
+// record's words for the loader to fill (lld writes no addends into the
+// file by default); a malformed file. text is then .text's start, which a
+// caller with the symbol table can better by runtime.text's symbol.
+func GoText(f *elf.File, pcln *elf.Section, data []byte) (text uint64, found bool) {
 	if text, ok := moduleText(f, pcln, data); ok {
-		return text
+		return text, true
 	}
 	if s := f.Section(".text"); s != nil {
-		return s.Addr
+		return s.Addr, false
 	}
-	return 0
+	return 0, false
 }
 
 // moduleText returns the text word of f's Go module record (see GoText).

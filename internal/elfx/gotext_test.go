@@ -13,9 +13,9 @@ import (
 
 // TestGoText: for a program linked by Go's linker (both architectures,
 // PIE or not) and by the C linker (PIE or not), GoText is where the
-// linker's runtime.text symbol says, both in the binary and in a copy
-// llvm-strip took that symbol from; for the C linker's that is not
-// .text's start.
+// linker's runtime.text symbol says, found in the runtime's module record,
+// both in the binary and in a copy llvm-strip took that symbol from; for
+// the C linker's that is not .text's start.
 func TestGoText(t *testing.T) {
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(gobin); err != nil {
@@ -58,8 +58,9 @@ func TestGoText(t *testing.T) {
 				t.Errorf("runtime.text %#x is .text's start: no C code before Go's", want)
 			}
 			for _, path := range []string{bin, stripped} {
-				if got := goText(t, path); got != want {
-					t.Errorf("%s: GoText %#x, runtime.text %#x (.text %#x)", filepath.Base(path), got, want, textStart)
+				if got, found := goText(t, path); got != want || !found {
+					t.Errorf("%s: GoText %#x (module record found: %v), runtime.text %#x (.text %#x)",
+						filepath.Base(path), got, found, want, textStart)
 				}
 			}
 		})
@@ -88,7 +89,7 @@ func goTextSymbol(t *testing.T, path string) (uint64, uint64) {
 	return 0, 0
 }
 
-func goText(t *testing.T, path string) uint64 {
+func goText(t *testing.T, path string) (uint64, bool) {
 	t.Helper()
 	f, err := elf.Open(path)
 	if err != nil {

@@ -128,7 +128,8 @@ func ReadCode(f *elf.File) (*Code, error) {
 	if err != nil {
 		return nil, fmt.Errorf("go function table: %w", err)
 	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, elfx.GoText(f, pcln, data)))
+	text, _ := elfx.GoText(f, pcln, data)
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text))
 	if err != nil {
 		return nil, fmt.Errorf("go function table: %w", err)
 	}
