@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sprof/sprof/collector/perfring"
+	"github.com/sprof/sprof/internal/elfx"
 	"github.com/sprof/sprof/internal/testenv"
 )
 
@@ -125,8 +125,9 @@ func TestCutAtData(t *testing.T) {
 // morestack_noctxt, which jumps there, or on arm64 in runtime.save_g,
 // whose caller's frame pointer skips frames) is cut after morestack's
 // frame and marked; a followed one is whole. The Go program is
-// this test's own binary, stripped as go test links it; its functions are
-// found in its function table by debug/gosym.
+// this test's own binary, stripped as go test links it (internally, or
+// with -ldflags=-linkmode=external); its functions are found in its
+// function table by debug/gosym, counted from elfx.GoText.
 func TestMorestackMarksTruncated(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -141,7 +142,8 @@ func TestMorestackMarksTruncated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pcln, ef.Section(".text").Addr))
+	text, _ := elfx.GoText(ef, ef.Section(".gopclntab"), pcln)
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pcln, text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +163,18 @@ func TestMorestackMarksTruncated(t *testing.T) {
 	}
 	morestack, goexit, newstack := fileOffset("runtime.morestack"), fileOffset("runtime.goexit"), fileOffset("runtime.newstack")
 	noctxt := fileOffset("runtime.morestack_noctxt")
-	start, rt0go := fileOffset("_rt0_"+runtime.GOARCH+"_linux"), fileOffset("runtime.rt0_go")
-	mstart, clone := fileOffset("runtime.mstart"), fileOffset("runtime.clone")
+	rt0go, mstart, clone := fileOffset("runtime.rt0_go"), fileOffset("runtime.mstart"), fileOffset("runtime.clone")
+	// The start code is a root where the kernel enters the program there
+	// (go test links internally; linked externally, C's start code comes
+	// first and the test takes another pc of rt0_go for it); mstart and
+	// clone where, besides, it has no cgo.
+	entry := tab.PCToFunc(ef.Entry)
+	goStart := entry != nil && strings.HasPrefix(entry.Name, "_rt0_")
 	cgo := tab.LookupFunc("crosscall2") != nil
+	start := rt0go + 12
+	if goStart {
+		start = fileOffset(entry.Name)
+	}
 
 	const lo, hi = 0x1000_0000, 0x2000_0000
 	proc := newFakeProc(t)
@@ -219,11 +230,11 @@ func TestMorestackMarksTruncated(t *testing.T) {
 		fmt.Sprintf("40 [%x] true", noctxt),
 		fmt.Sprintf("40 [%x %x %x %x] false", newstack+3, morestack+5, newstack+9, goexit+5),
 		fmt.Sprintf("40 [%x] false", goexit+1),
-		fmt.Sprintf("40 [%x] false", start),
-		fmt.Sprintf("40 [%x] false", rt0go+4),
-		fmt.Sprintf("40 [%x] %v", mstart, cgo),
-		fmt.Sprintf("40 [%x] %v", clone+2, cgo),
-		fmt.Sprintf("40 [%x] false", rt0go+8),
+		fmt.Sprintf("40 [%x] %v", start, !goStart),
+		fmt.Sprintf("40 [%x] %v", rt0go+4, !goStart),
+		fmt.Sprintf("40 [%x] %v", mstart, !goStart || cgo),
+		fmt.Sprintf("40 [%x] %v", clone+2, !goStart || cgo),
+		fmt.Sprintf("40 [%x] %v", rt0go+8, !goStart),
 		fmt.Sprintf("40 [%x] true", newstack+1),
 	}
 	if !slices.Equal(got, want) {
