@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -403,8 +402,10 @@ func loadGo(f *elf.File, fileSize int64, syms []symbol) (*gosym.Table, error) {
 	// Where the runtime's module record is not found, the linker's
 	// runtime.text symbol says where the table counts from.
 	text, found := elfx.GoText(f, s, data)
-	if i := slices.IndexFunc(syms, func(x symbol) bool { return x.name == "runtime.text" }); !found && i >= 0 {
-		text = syms[i].addr
+	for i := 0; !found && i < len(syms); i++ {
+		if syms[i].name == "runtime.text" {
+			text, found = syms[i].addr, true
+		}
 	}
 	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text))
 	if err != nil {

@@ -71,11 +71,7 @@ func TestGoText(t *testing.T) {
 // start.
 func goTextSymbol(t *testing.T, path string) (uint64, uint64) {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openELF(t, path)
 	syms, err := f.Symbols()
 	if err != nil {
 		t.Fatal(err)
@@ -89,13 +85,10 @@ func goTextSymbol(t *testing.T, path string) (uint64, uint64) {
 	return 0, 0
 }
 
+// goText returns GoText's answer for the binary at path.
 func goText(t *testing.T, path string) (uint64, bool) {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openELF(t, path)
 	pcln := f.Section(".gopclntab")
 	if pcln == nil {
 		pcln = f.Section(".data.rel.ro.gopclntab")
@@ -108,4 +101,15 @@ func goText(t *testing.T, path string) (uint64, bool) {
 		t.Fatal(err)
 	}
 	return GoText(f, pcln, data)
+}
+
+// openELF opens the binary at path until the test ends.
+func openELF(t *testing.T, path string) *elf.File {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
