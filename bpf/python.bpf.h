@@ -9,8 +9,11 @@
  * and splices them into the native stack at those calls.
  *
  * Included by sprof.bpf.c, whose finish() calls python_frames() before the
- * stack copy, on every path (sample, sample_compat, walk_compat): it needs
- * no helper newer than Linux 5.10 and only bounded loops.
+ * stack copy, on every path (sample, sample_compat, walk_compat,
+ * table_compat): it needs no helper newer than Linux 5.10 and only bounded
+ * loops. The verifier checks the loop once per turn, which is most of what
+ * it checks in sample (~47,000 of ~61,000 instructions on this project's
+ * 6.18 host): finish() is called from one place in each program.
  *
  * Record: with SAMPLE_PYTHON, the user frames are followed by one word,
  * the Python frame count in bits 0-15 and PY_* flags above, and then two

@@ -92,6 +92,40 @@ func TestPythonUnreadable(t *testing.T) {
 	})
 }
 
+// TestPythonDepthLimit: a Python stack of PY_MAX_FRAMES frames is whole,
+// and one a frame deeper is cut there and marked truncated, on every path
+// (the walk's loop counts its turns, and a cycle in a hostile process's
+// chain ends there).
+func TestPythonDepthLimit(t *testing.T) {
+	requireFixture(t)
+	python := testenv.RequireTool(t, pychain.Debian)
+	for _, depth := range []int{maxPythonFrames, maxPythonFrames + 1} {
+		t.Run(fmt.Sprint(depth), func(t *testing.T) {
+			truncated := depth > maxPythonFrames
+			cmd := pychain.Start(t, python, "../testdata/python/deep.py", fmt.Sprint(depth))
+			pid := uint32(cmd.Process.Pid)
+			p := detectPython(t, pid)
+			onEveryPath(t, func(t *testing.T, features *Features) {
+				s := loadSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
+				if err := s.SetPython(pid, p); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Start(); err != nil {
+					t.Fatal(err)
+				}
+				got := collectN(t, s, 50, ofPid(int(pid)))
+				for _, x := range got {
+					if n := len(x.Python) / 2; n != maxPythonFrames || x.PythonTruncated != truncated {
+						t.Fatalf("a sample has %d Python frames, truncated %v; want %d, truncated %v",
+							n, x.PythonTruncated, maxPythonFrames, truncated)
+					}
+				}
+				t.Logf("%d samples of %d frames, truncated %v", len(got), maxPythonFrames, truncated)
+			})
+		})
+	}
+}
+
 // detectPython finds the interpreter of Python process pid.
 func detectPython(t testing.TB, pid uint32) *cpython.Process {
 	t.Helper()
