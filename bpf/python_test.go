@@ -75,14 +75,7 @@ func TestPythonUnreadable(t *testing.T) {
 	p := detectPython(t, pid)
 	p.Runtime = 0x100
 	onEveryPath(t, func(t *testing.T, features *Features) {
-		s := loadSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
-		if err := s.SetPython(pid, p); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		got := collectN(t, s, 50, ofPid(int(pid)))
+		got := collectPython(t, pid, p, features, 50)
 		for _, x := range got {
 			if !x.PythonTruncated || len(x.Python) != 0 {
 				t.Fatalf("a sample has %d Python words, PythonTruncated %v; want none, truncated", len(x.Python), x.PythonTruncated)
@@ -106,14 +99,7 @@ func TestPythonDepthLimit(t *testing.T) {
 			pid := uint32(cmd.Process.Pid)
 			p := detectPython(t, pid)
 			onEveryPath(t, func(t *testing.T, features *Features) {
-				s := loadSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
-				if err := s.SetPython(pid, p); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.Start(); err != nil {
-					t.Fatal(err)
-				}
-				got := collectN(t, s, 50, ofPid(int(pid)))
+				got := collectPython(t, pid, p, features, 50)
 				for _, x := range got {
 					if n := len(x.Python) / 2; n != maxPythonFrames || x.PythonTruncated != truncated {
 						t.Fatalf("a sample has %d Python frames, truncated %v; want %d, truncated %v",
@@ -124,6 +110,21 @@ func TestPythonDepthLimit(t *testing.T) {
 			})
 		})
 	}
+}
+
+// collectPython samples Python process pid, whose interpreter is p, at
+// 499 Hz until n samples of it or 10 s. The process is marked before the
+// first sample, as pipeline.Open marks: every sample has its Python part.
+func collectPython(t *testing.T, pid uint32, p *cpython.Process, features *Features, n int) []sampleCopy {
+	t.Helper()
+	s := loadSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
+	if err := s.SetPython(pid, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return collectN(t, s, n, ofPid(int(pid)))
 }
 
 // detectPython finds the interpreter of Python process pid.
@@ -157,22 +158,13 @@ func sampleChains(t *testing.T, python string, features *Features, args ...strin
 	cmd := pychain.Start(t, python, args...)
 	pid := uint32(cmd.Process.Pid)
 	p := detectPython(t, pid)
-	// Marked before the first sample, as pipeline.Open marks: every
-	// sample has its Python part.
-	s := loadSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, features: features})
-	if err := s.SetPython(pid, p); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mem.Close()
 	r := cpython.NewReader(mem, p)
-	got := collectN(t, s, 200, ofPid(int(pid)))
+	got := collectPython(t, pid, p, features, 200)
 	if len(got) < 100 {
 		t.Fatalf("%d samples of the fixture", len(got))
 	}
