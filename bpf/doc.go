@@ -187,13 +187,13 @@
 // (TestEveryPathLoads's first configuration: tables, Python, stack copies,
 // filters; the kernel's verified_insns), the verifier checks sample in
 // ~61,000 instructions, sample_compat in ~381,000 and table_compat in
-// ~239,000 (walk_compat ~125,000), below the 1 million limit of 5.10.
+// ~234,000 (walk_compat ~125,000), below the 1 million limit of 5.10.
 // It checks each inlined copy of a function apart, and the Python walk's
 // bounded loop once per turn: each program reaches the frame-pointer walk
 // and the end of a run (finish, which walks the Python frames) from one
 // place. Before, with up to five copies of each, sample took ~320,000
-// here and ~796,000 on Linux 7.2 for arm64 (now ~119,000), whose verifier
-// still checks table_compat, which it never loads, in ~996,000.
+// here, and on Linux 7.2 for arm64 ~796,000 (now ~123,000) and
+// table_compat ~975,000 (now ~190,000).
 //
 // # Off-CPU records
 //

@@ -1924,8 +1924,13 @@ static __always_inline void table_start(struct scratch_value *s, struct user_reg
  * the frame-pointer walk (and the copy), as without tables, and so does
  * one that ended in morestack, on to the goroutine. True when the
  * frame-pointer walk is to run (walk_rest): its one call in each program
- * is checked once by the verifier, not once per way there. */
-static __always_inline bool after_tables(struct scratch_value *s, const bool walk_helpers)
+ * is checked once by the verifier, not once per way there. after_chunk:
+ * called by table_compat, which runs after a whole chunk of frames, so the
+ * walk never gives way there; told so, the verifier does not check the
+ * frame-pointer walk's start (walk_user) for each way the chunk may end
+ * (on 7.2 for arm64 that took table_compat from ~190,000 instructions to
+ * ~996,000). */
+static __always_inline bool after_tables(struct scratch_value *s, const bool walk_helpers, const bool after_chunk)
 {
 	struct sample_header *h = &s->rec.hdr;
 	struct fp_walk *w = &s->walk;
@@ -1951,7 +1956,7 @@ static __always_inline bool after_tables(struct scratch_value *s, const bool wal
 		w->flags |= SAMPLE_USER_TABLES;
 		return true;
 	}
-	if (w->n > 1) {
+	if (w->n > 1 || after_chunk) {
 		w->flags |= SAMPLE_USER_TABLES | SAMPLE_USER_TRUNCATED;
 		return false;
 	}
@@ -2005,7 +2010,7 @@ static __always_inline void sample_user(struct bpf_perf_event_data *ctx, struct 
 			bpf_loop(MAX_USER_FRAMES, table_loop_step, &s, 0);
 		else if (!table_chunk(s))
 			bpf_tail_call(ctx, &table_tail, 0);
-		if (!after_tables(s, walk_helpers))
+		if (!after_tables(s, walk_helpers, false))
 			return;
 	} else {
 		stack = stack_of(regs.sp, true, walk_helpers);
@@ -2108,7 +2113,7 @@ int table_compat(struct bpf_perf_event_data *ctx)
 		return 0;
 	if (!table_chunk(s))
 		bpf_tail_call(ctx, &table_tail, 0);
-	if (after_tables(s, false))
+	if (after_tables(s, false, true))
 		walk_rest(ctx, s, false);
 	return finish(s);
 }
