@@ -349,6 +349,9 @@ static __always_inline __s32 rel32(const __u8 *p)
 	return (__s32)((__u32)p[0] | (__u32)p[1] << 8 | (__u32)p[2] << 16 | (__u32)p[3] << 24);
 }
 
+/* Whether code starts as Go's ABI0 wrapper does: xorps %xmm15,%xmm15. */
+#define GO_WRAPPER_START(code) ((code)[0] == 0x45 && (code)[1] == 0x0f && (code)[2] == 0x57 && (code)[3] == 0xff)
+
 /* Where a stub at target whose 20 bytes are code jumps, 0 when it is none:
  * a jmp rel32 alone (a thunk), or Go's ABI0 wrapper, through which the
  * runtime's assembly calls Go functions (rt0_go calls schedinit, morestack
@@ -360,7 +363,7 @@ static __always_inline __u64 stub_jump(__u64 target, const __u8 *code)
 {
 	if (code[0] == 0xe9)
 		return target + 5 + rel32(&code[1]);
-	if (code[0] != 0x45 || code[1] != 0x0f || code[2] != 0x57 || code[3] != 0xff)
+	if (!GO_WRAPPER_START(code))
 		return 0;
 	if (code[4] == 0x64 && code[5] == 0x4c && code[6] == 0x8b && code[7] == 0x34 && code[8] == 0x25 &&
 	    code[13] == 0xe9)
@@ -399,7 +402,7 @@ static __always_inline bool entered_from(__u64 ret, __u64 pc)
 		return false;
 	/* The rest only for Go's wrapper (stub_jump): a stub near a page's end
 	 * is no reason to read the next page. */
-	if (stub[0] == 0x45 && stub[1] == 0x0f && stub[2] == 0x57 && stub[3] == 0xff)
+	if (GO_WRAPPER_START(stub))
 		bpf_probe_read_user(&stub[11], sizeof(stub) - 11, (void *)(target + 11));
 	if (stub[0] == 0xff && stub[1] == 0x25) /* jmp *rel32(%rip) */
 		bpf_probe_read_user(&got, sizeof(got), (void *)(target + 6 + rel32(&stub[2])));
