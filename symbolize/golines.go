@@ -74,15 +74,15 @@ func loadGoLines(path string, hasDWARF func(r io.ReaderAt, f *elf.File, size int
 		if hasDWARF(f, ef, st.Size()) {
 			return nil
 		}
-		var syms []symbol
-		if s, ok, err := findCodeSymbol(ef, st.Size(), "runtime.text"); err != nil {
+		tab, err := loadGo(ef, st.Size(), func() (uint64, bool, error) {
+			s, ok, err := findCodeSymbol(ef, st.Size(), "runtime.text")
+			return s.addr, ok, err
+		})
+		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
-		} else if ok {
-			syms = append(syms, s)
 		}
-		tab, err := loadGo(ef, st.Size(), syms)
-		if err != nil || tab == nil {
-			return err
+		if tab == nil {
+			return nil
 		}
 		g = &goLines{tab: tab, size: goTableSize(tab)}
 		return nil

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,16 +13,34 @@ import (
 // A Go program built without DWARF but with its symbol table (go test's
 // and go run's binaries, -ldflags=-w) is named by GSYM from its pclntab,
 // as `go tool addr2line` names it, the same frames the ELF symbolizer
-// gives, without the ELF symbolizer loading its tables.
+// gives, without the ELF symbolizer loading its tables. So is one linked
+// by the C linker whose module record is left for the loader to fill: the
+// symbol table's runtime.text, looked up only then, says where the
+// pclntab counts from.
 func TestGSYMGoWithoutDWARF(t *testing.T) {
 	needTool(t, "readelf")
-	bin := buildGo(t, "-w")
-	probes := goProbes(t, bin)
+	t.Run("go linker", func(t *testing.T) {
+		bin := buildGo(t, "-w")
+		testGSYMGoWithoutDWARF(t, bin, bin)
+	})
+	t.Run("C linker, no module record", func(t *testing.T) {
+		linked := buildExternal(t)
+		bin := filepath.Join(t.TempDir(), "goprog-norecord")
+		run(t, "", "strip", "--strip-debug", "-o", bin, linked)
+		zeroModuleRecord(t, bin)
+		testGSYMGoWithoutDWARF(t, bin, linked)
+	})
+}
+
+// testGSYMGoWithoutDWARF symbolizes bin, a Go program without DWARF, and
+// checks it against addr2line of named, the same program with symbols.
+func testGSYMGoWithoutDWARF(t *testing.T, bin, named string) {
+	probes := goProbes(t, named)
 	var in strings.Builder
 	for _, a := range probes {
 		in.WriteString("0x" + strconv.FormatUint(a, 16) + "\n")
 	}
-	want := strings.Split(run(t, in.String(), "go", "tool", "addr2line", bin), "\n")
+	want := strings.Split(run(t, in.String(), "go", "tool", "addr2line", named), "\n")
 	loads := readelfLoads(t, bin)
 	g, err := NewGSYM(GSYMOptions{CacheDir: t.TempDir()})
 	if err != nil {

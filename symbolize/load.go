@@ -128,7 +128,14 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		tab, err := loadGo(ef, size, syms)
+		tab, err := loadGo(ef, size, func() (uint64, bool, error) {
+			for _, s := range syms {
+				if s.name == "runtime.text" {
+					return s.addr, true, nil
+				}
+			}
+			return 0, false, nil
+		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -380,8 +387,9 @@ func codeRanges(f *elf.File) func(addr uint64) bool {
 // are named too, and where its entries count from by the runtime's own
 // record (elfx.GoText), which stripping leaves, so a stripped program
 // linked by a C linker is named right too (addr2line names it by the
-// functions 256 bytes before); failing that, by syms' runtime.text.
-func loadGo(f *elf.File, fileSize int64, syms []symbol) (*gosym.Table, error) {
+// functions 256 bytes before); failing that, by the runtime.text symbol
+// runtimeText finds, asked only then.
+func loadGo(f *elf.File, fileSize int64, runtimeText func() (uint64, bool, error)) (*gosym.Table, error) {
 	s := f.Section(".gopclntab")
 	if s == nil {
 		s = f.Section(".data.rel.ro.gopclntab")
@@ -402,9 +410,13 @@ func loadGo(f *elf.File, fileSize int64, syms []symbol) (*gosym.Table, error) {
 	// Where the runtime's module record is not found, the linker's
 	// runtime.text symbol says where the table counts from.
 	text, found := elfx.GoText(f, s, data)
-	for i := 0; !found && i < len(syms); i++ {
-		if syms[i].name == "runtime.text" {
-			text, found = syms[i].addr, true
+	if !found {
+		addr, ok, err := runtimeText()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			text = addr
 		}
 	}
 	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text))
