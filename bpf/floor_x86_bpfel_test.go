@@ -28,14 +28,16 @@ type floorFloorRecord struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	floorMapRecords = "records"
-	floorMapScratch = "scratch"
-	floorMapSent    = "sent"
-	floorMapWanted  = "wanted"
-	floorProgEmpty  = "empty"
-	floorProgFilter = "filter"
-	floorProgHeader = "header"
-	floorProgRecord = "record"
+	floorMapCpuRecords = "cpu_records"
+	floorMapRecords    = "records"
+	floorMapScratch    = "scratch"
+	floorMapSent       = "sent"
+	floorMapWanted     = "wanted"
+	floorProgEmpty     = "empty"
+	floorProgFilter    = "filter"
+	floorProgHeader    = "header"
+	floorProgPercpu    = "percpu"
+	floorProgRecord    = "record"
 )
 
 // loadFloor returns the embedded CollectionSpec for floor.
@@ -83,6 +85,7 @@ type floorProgramSpecs struct {
 	Empty  *ebpf.ProgramSpec `ebpf:"empty"`
 	Filter *ebpf.ProgramSpec `ebpf:"filter"`
 	Header *ebpf.ProgramSpec `ebpf:"header"`
+	Percpu *ebpf.ProgramSpec `ebpf:"percpu"`
 	Record *ebpf.ProgramSpec `ebpf:"record"`
 }
 
@@ -90,10 +93,11 @@ type floorProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type floorMapSpecs struct {
-	Records *ebpf.MapSpec `ebpf:"records"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
-	Sent    *ebpf.MapSpec `ebpf:"sent"`
-	Wanted  *ebpf.MapSpec `ebpf:"wanted"`
+	CpuRecords *ebpf.MapSpec `ebpf:"cpu_records"`
+	Records    *ebpf.MapSpec `ebpf:"records"`
+	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	Sent       *ebpf.MapSpec `ebpf:"sent"`
+	Wanted     *ebpf.MapSpec `ebpf:"wanted"`
 }
 
 // floorVariableSpecs contains global variables before they are loaded into the kernel.
@@ -122,14 +126,16 @@ func (o *floorObjects) Close() error {
 //
 // It can be passed to loadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type floorMaps struct {
-	Records *ebpf.Map `ebpf:"records"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Sent    *ebpf.Map `ebpf:"sent"`
-	Wanted  *ebpf.Map `ebpf:"wanted"`
+	CpuRecords *ebpf.Map `ebpf:"cpu_records"`
+	Records    *ebpf.Map `ebpf:"records"`
+	Scratch    *ebpf.Map `ebpf:"scratch"`
+	Sent       *ebpf.Map `ebpf:"sent"`
+	Wanted     *ebpf.Map `ebpf:"wanted"`
 }
 
 func (m *floorMaps) Close() error {
 	return _FloorClose(
+		m.CpuRecords,
 		m.Records,
 		m.Scratch,
 		m.Sent,
@@ -150,6 +156,7 @@ type floorPrograms struct {
 	Empty  *ebpf.Program `ebpf:"empty"`
 	Filter *ebpf.Program `ebpf:"filter"`
 	Header *ebpf.Program `ebpf:"header"`
+	Percpu *ebpf.Program `ebpf:"percpu"`
 	Record *ebpf.Program `ebpf:"record"`
 }
 
@@ -158,6 +165,7 @@ func (p *floorPrograms) Close() error {
 		p.Empty,
 		p.Filter,
 		p.Header,
+		p.Percpu,
 		p.Record,
 	)
 }

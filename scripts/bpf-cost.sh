@@ -14,8 +14,8 @@
 # figures say how that host compares with the one of the goal. So is
 # BenchmarkFloor, what programs that do next to nothing cost per run on
 # the same events and load (empty, the pid filter, a minimal record
-# filled, and sent through a ring buffer): the part of a sample's cost
-# that is the host's.
+# filled, sent through the ring buffer all CPUs share, and through one of
+# the CPU's own): the part of a sample's cost that is the host's.
 #
 # Shared hosts drift by half from one minute to the next (the 16-CPU host
 # of issue 13's figures did), so two builds are compared only round by
@@ -36,7 +36,9 @@
 #              go test -c ./bpf)
 #   BASELINE   another build's bpf test binary, interleaved with it
 #   BENCHTIME  -test.benchtime (default 10x: ten drains of a quarter ring;
-#              for the floor, ten tenths of a second)
+#              for the floor, ten tenths of a second). The ring is sized
+#              for every CPU and two fill it: on a 16-CPU host a round of
+#              one build took 3 minutes at 10x; 3x makes a short call
 # Run as root from anywhere in the repository; the test binaries run in
 # bpf/, where their fixtures are found.
 set -eu
@@ -124,7 +126,7 @@ for build in $builds; do
 		echo "$build: median $ns1 ns a sample at $fr1 frames; the stack copy's $copy1 ns there"
 	fi
 	floor=""
-	for name in empty filter header record; do
+	for name in empty filter header record percpu; do
 		if ns=$(median "$build" "floor-$name" 3); then
 			floor="$floor, $name $ns"
 		fi
