@@ -45,9 +45,11 @@ func benchOffsets(b *testing.B, s *ELF, bin Binary) []uint64 {
 
 // BenchmarkSymbolizeWarm measures a lookup with the binary's tables
 // cached: libc with its debug file (names, files and lines), a C++ binary
-// (demangled names) and this Go test binary (pclntab), each named by build
-// ID as the collector names them; and libc without its build ID, which
-// costs a stat(2) per lookup to key the cache by file identity.
+// (demangled names), this Go test binary (pclntab, inlined calls from
+// DWARF) and the Go fixture stripped (pclntab, inlined calls from its
+// inline trees), each named by build ID as the collector names them; and
+// libc without its build ID, which costs a stat(2) per lookup to key the
+// cache by file identity.
 func BenchmarkSymbolizeWarm(b *testing.B) {
 	for _, c := range []struct {
 		name, path string
@@ -56,13 +58,18 @@ func BenchmarkSymbolizeWarm(b *testing.B) {
 		{"libc", libc, true},
 		{"cpp", fixture("cpp-O2"), true},
 		{"go", os.Args[0], true},
+		{"go-stripped", "", true},
 		{"libc-by-stat", libc, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s := NewELF(Options{})
-			bin := Binary{Path: c.path}
+			path := c.path
+			if path == "" {
+				path = buildGo(b, "-s -w")
+			}
+			bin := Binary{Path: path}
 			if c.byID {
-				id, err := buildIDOf(c.path)
+				id, err := buildIDOf(path)
 				if err != nil {
 					// Go's toolchain writes no GNU build ID; any
 					// stable key serves the cache.

@@ -15,9 +15,10 @@
 // reads DWARF line tables and inlined calls from whichever file has them,
 // so an address yields its whole inline stack with files and lines. Go
 // programs are named by their `.gopclntab`, which survives stripping, with
-// inline frames from DWARF when the program has it; the table's entries
-// count from where the runtime's own module record says (elfx.GoText),
-// past the C start-up code a C linker puts first.
+// inline frames from DWARF when the program has it, else from the table's
+// own inline trees (see symbolize/goinline); the table's entries count
+// from where the runtime's own module record says (elfx.GoText), past the
+// C start-up code a C linker puts first.
 // Addresses that no symbol covers are never given the nearest name hundreds
 // of bytes away. Where .eh_frame says which function holds them (a
 // stripped library's internal functions) they are named after that

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/sprof/sprof/stacks"
+	"github.com/sprof/sprof/symbolize/goinline"
 )
 
 // goLines is a Go program's pclntab, which names its Go functions: in the
@@ -23,30 +24,47 @@ import (
 // symbolizer, which loads the whole symbol table as well as the pclntab:
 // 28.7 MB of heap for compile's against 16.5, again after every eviction. For such a
 // program the ELF symbolizer answers from the pclntab alone anyway (no
-// DWARF, so no inlined frames), so goLines gives the same frames, and
-// what the pclntab does not cover (cgo's C code) still goes to the ELF
-// symbolizer (see GSYM.goFrame).
+// DWARF; the inlined calls from the pclntab's inline trees), so goLines
+// gives the same frames, and what the pclntab does not cover (cgo's C
+// code) still goes to the ELF symbolizer (see GSYM.goFrames).
 type goLines struct {
-	mu   sync.Mutex // debug/gosym's tables are not safe for concurrent use
-	tab  *gosym.Table
-	size int64
+	mu    sync.Mutex // debug/gosym's tables are not safe for concurrent use
+	tab   *gosym.Table
+	inl   *goinline.Table // nil where the inline trees cannot be read
+	calls []goinline.Call // Calls' buffer, under mu
+	size  int64
 }
 
-// frame returns the frame of the Go function at addr, false if the
-// pclntab has none there.
-func (g *goLines) frame(path string, addr uint64) (stacks.Frame, bool, error) {
-	var f stacks.Frame
+// frames appends the frames of the Go code at addr, innermost first: with
+// inlined, a frame for each call the compiler inlined there (each at the
+// call site of the one inside it, the first at addr's position), then the
+// function holding addr; false, appending none, if the pclntab has no
+// function there. Inline trees that cannot be read cost their frames, not
+// the function's.
+func (g *goLines) frames(dst []stacks.Frame, path string, addr uint64, inlined bool) ([]stacks.Frame, bool, error) {
 	var ok bool
 	err := contain(path, func() error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		file, line, fn := g.tab.PCToLine(addr)
-		if fn != nil {
-			f, ok = stacks.Frame{Function: fn.Name, File: file, Line: line}, true
+		if fn == nil {
+			return nil
 		}
+		ok = true
+		if inlined && g.inl != nil {
+			var err error
+			g.calls, err = g.inl.Calls(g.calls[:0], addr)
+			if err == nil {
+				for _, c := range g.calls {
+					dst = append(dst, stacks.Frame{Function: c.Function, File: file, Line: line})
+					file, line, _ = g.tab.PCToLine(c.Site)
+				}
+			}
+		}
+		dst = append(dst, stacks.Frame{Function: fn.Name, File: file, Line: line})
 		return nil
 	})
-	return f, ok, err
+	return dst, ok, err
 }
 
 // loadGoLines reads the pclntab of the Go program at path as loadImage
@@ -74,17 +92,13 @@ func loadGoLines(path string, hasDWARF func(r io.ReaderAt, f *elf.File, size int
 		if hasDWARF(f, ef, st.Size()) {
 			return nil
 		}
-		tab, err := loadGo(ef, st.Size(), func() (uint64, bool, error) {
+		g, err = loadGo(ef, st.Size(), func() (uint64, bool, error) {
 			s, ok, err := findCodeSymbol(ef, st.Size(), "runtime.text")
 			return s.addr, ok, err
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if tab == nil {
-			return nil
-		}
-		g = &goLines{tab: tab, size: goTableSize(tab)}
 		return nil
 	})
 	return g, err

@@ -12,8 +12,9 @@ import (
 
 // A Go program built without DWARF but with its symbol table (go test's
 // and go run's binaries, -ldflags=-w) is named by GSYM from its pclntab,
-// as `go tool addr2line` names it, the same frames the ELF symbolizer
-// gives, without the ELF symbolizer loading its tables. So is one linked
+// as `go tool addr2line` names it (the function holding the address, the
+// innermost file and line), the same frames the ELF symbolizer gives,
+// inlined calls too, without the ELF symbolizer loading its tables. So is one linked
 // by the C linker whose module record is left for the loader to fill: the
 // symbol table's runtime.text, looked up only then, says where the
 // pclntab counts from.
@@ -59,7 +60,7 @@ func testGSYMGoWithoutDWARF(t *testing.T, bin, named string) {
 		if got, err = g.Symbolize(got[:0], b, off); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0].Function != fn || got[0].File+":"+strconv.Itoa(got[0].Line) != pos {
+		if len(got) == 0 || got[len(got)-1].Function != fn || got[0].File+":"+strconv.Itoa(got[0].Line) != pos {
 			t.Errorf("%#x: %s, go tool addr2line says %s %s", a, fmtFrames(got), fn, pos)
 			continue
 		}
@@ -84,8 +85,7 @@ func testGSYMGoWithoutDWARF(t *testing.T, bin, named string) {
 }
 
 // A Go program with DWARF keeps the ELF symbolizer's answers where GSYM
-// has no line: its inlined frames come from DWARF, which the pclntab
-// alone lacks.
+// has no line: its inlined frames come from DWARF.
 func TestGoLinesNotWithDWARF(t *testing.T) {
 	bin := buildGo(t, "")
 	g, err := NewGSYM(GSYMOptions{CacheDir: t.TempDir()})

@@ -297,13 +297,13 @@ func (s *GSYM) SymbolizeBatch(b Binary, offs []uint64, fn func(i int, frames []s
 // each time its tables are evicted.
 func (s *GSYM) frames(dst []stacks.Frame, t *gsymTable, b Binary, off uint64, res *gsym.LookupResult, err error) ([]stacks.Frame, error) {
 	if err == nil && t.goProgram && (len(res.Locations) == 0 || res.Locations[0].Line == 0) {
-		if f, ok := s.goFrame(t, b, off); ok {
-			return append(dst, f), nil
+		if dst, ok := s.goFrames(dst, t, b, off); ok {
+			return dst, nil
 		}
 	}
 	if errors.Is(err, gsym.ErrNotFound) {
-		if f, ok := s.goFrame(t, b, off); ok {
-			return append(dst, f), nil
+		if dst, ok := s.goFrames(dst, t, b, off); ok {
+			return dst, nil
 		}
 		n := len(dst)
 		if dst, ferr := s.fallback.Symbolize(dst, b, off); ferr != nil || len(dst) > n || err != nil {
@@ -370,23 +370,28 @@ func (t *gsymTable) cost() int64 {
 		t.shownCount.Load()*(shownCost+perRecord) + t.goLinesSz.Load()
 }
 
-// goFrame names the function at off of a Go program without DWARF from
-// its pclntab (see goLines), false if it cannot: the program has DWARF,
-// or no function of the pclntab is there.
-func (s *GSYM) goFrame(t *gsymTable, b Binary, off uint64) (stacks.Frame, bool) {
+// goFrames appends the frames at off of a Go program without DWARF from
+// its pclntab, the inlined calls there too (see goLines), false,
+// appending none, if it cannot: the program has DWARF, or no function of
+// the pclntab is there.
+func (s *GSYM) goFrames(dst []stacks.Frame, t *gsymTable, b Binary, off uint64) ([]stacks.Frame, bool) {
 	if !t.goProgram {
-		return stacks.Frame{}, false
+		return dst, false
 	}
 	g := s.goLinesOf(t, b)
 	if g == nil {
-		return stacks.Frame{}, false
+		return dst, false
 	}
 	addr, ok := t.loads.Vaddr(off)
 	if !ok {
-		return stacks.Frame{}, false
+		return dst, false
 	}
-	f, ok, err := g.frame(b.Path, addr)
-	return f, ok && err == nil
+	n := len(dst)
+	dst, ok, err := g.frames(dst, b.Path, addr, true)
+	if err != nil || !ok {
+		return dst[:n], false
+	}
+	return dst, true
 }
 
 // goLinesOf returns t's goLines, loading them the first time; nil for a

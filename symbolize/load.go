@@ -16,6 +16,7 @@ import (
 	"github.com/sprof/sprof/stacks"
 	"github.com/sprof/sprof/symbolize/buildid"
 	"github.com/sprof/sprof/symbolize/debugfile"
+	"github.com/sprof/sprof/symbolize/goinline"
 )
 
 // Limits on what one binary may make us read. debug/elf and debug/dwarf
@@ -51,13 +52,21 @@ type image struct {
 // knows it (see unnamedFunction).
 func (img *image) frames(dst []stacks.Frame, addr uint64, b Binary) ([]stacks.Frame, error) {
 	if img.gol != nil {
-		f, ok, err := img.gol.frame(b.Path, addr)
+		// DWARF's inlined calls where it has them, else the pclntab's.
+		n := len(dst)
+		var ok bool
+		var err error
+		dst, ok, err = img.gol.frames(dst, b.Path, addr, img.inl == nil)
 		if err != nil {
-			return dst, err
+			return dst[:n], err
 		}
 		if ok {
-			dst, f.File, f.Line = img.appendInlined(dst, addr, f.File, f.Line)
-			return append(dst, f), nil
+			if img.inl != nil {
+				f := dst[n]
+				dst, f.File, f.Line = img.appendInlined(dst[:n], addr, f.File, f.Line)
+				dst = append(dst, f)
+			}
+			return dst, nil
 		}
 	}
 	i := img.syms.lookup(addr)
@@ -128,7 +137,7 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		tab, err := loadGo(ef, size, func() (uint64, bool, error) {
+		img.gol, err = loadGo(ef, size, func() (uint64, bool, error) {
 			for _, s := range syms {
 				if s.name == "runtime.text" {
 					return s.addr, true, nil
@@ -138,9 +147,6 @@ func loadImage(r io.ReaderAt, size int64, name string, dm Demangling, findDebug 
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
-		}
-		if tab != nil {
-			img.gol = &goLines{tab: tab, size: goTableSize(tab)}
 		}
 		link = readDebuglink(ef, size)
 		img.fdes = loadFunctionRanges(ef, size)
@@ -388,8 +394,11 @@ func codeRanges(f *elf.File) func(addr uint64) bool {
 // record (elfx.GoText), which stripping leaves, so a stripped program
 // linked by a C linker is named right too (addr2line names it by the
 // functions 256 bytes before); failing that, by the runtime.text symbol
-// runtimeText finds, asked only then.
-func loadGo(f *elf.File, fileSize int64, runtimeText func() (uint64, bool, error)) (*gosym.Table, error) {
+// runtimeText finds, asked only then. The calls inlined at each pc are
+// read from the table too where the record gives their base
+// (elfx.GoFunc); a program whose record is not found, or whose inline
+// trees cannot be read, gets a frame per pc.
+func loadGo(f *elf.File, fileSize int64, runtimeText func() (uint64, bool, error)) (*goLines, error) {
 	s := f.Section(".gopclntab")
 	if s == nil {
 		s = f.Section(".data.rel.ro.gopclntab")
@@ -426,7 +435,47 @@ func loadGo(f *elf.File, fileSize int64, runtimeText func() (uint64, bool, error
 	if len(tab.Funcs) == 0 {
 		return nil, nil
 	}
-	return tab, nil
+	g := &goLines{tab: tab, size: goTableSize(tab)}
+	if found {
+		g.inl, g.size = loadGoInline(f, fileSize, s, data, text, g.size)
+	}
+	return g, nil
+}
+
+// loadGoInline reads the inline trees of the Go function table pcln (the
+// section s) whose entries count from text, and returns them and size
+// plus the bytes read for them; nil where they cannot be read (see
+// loadGo).
+func loadGoInline(f *elf.File, fileSize int64, s *elf.Section, pcln []byte, text uint64, size int64) (*goinline.Table, int64) {
+	gofunc, ok := elfx.GoFunc(f, s, pcln)
+	if !ok {
+		return nil, size
+	}
+	var funcdata []byte
+	if gofunc >= s.Addr && gofunc-s.Addr < uint64(len(pcln)) {
+		funcdata = pcln[gofunc-s.Addr:] // Go 1.26 puts go:func.* in the table's section
+	} else {
+		for _, sec := range f.Sections {
+			if sec.Type != elf.SHT_PROGBITS || gofunc < sec.Addr || gofunc-sec.Addr >= sec.Size {
+				continue
+			}
+			if checkSection(sec, fileSize, maxPclntabBytes) != nil {
+				return nil, size
+			}
+			b, err := sec.Data()
+			if err != nil {
+				return nil, size
+			}
+			funcdata = b[gofunc-sec.Addr:]
+			size += int64(len(b))
+			break
+		}
+	}
+	inl, err := goinline.New(pcln, f.ByteOrder, text, funcdata)
+	if err != nil {
+		return nil, size
+	}
+	return inl, size
 }
 
 // checkPclntab bounds the function count in a pclntab header before

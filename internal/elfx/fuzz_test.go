@@ -8,8 +8,8 @@ import (
 )
 
 // FuzzRead: whatever the bytes, Read returns; reading sections, program
-// headers, symbols, the Go check and the Go text's start through it never
-// panics out.
+// headers, symbols, the Go check, the Go text's start and gofunc through
+// it never panics out.
 func FuzzRead(f *testing.F) {
 	for _, path := range []string{"/bin/true", os.Args[0]} {
 		if b, err := os.ReadFile(path); err == nil && len(b) < 64<<20 {
@@ -27,6 +27,7 @@ func FuzzRead(f *testing.F) {
 				if s.Size < 1<<20 {
 					if data, err := s.Data(); err == nil && s.Name == ".gopclntab" {
 						GoText(ef, s, data)
+						GoFunc(ef, s, data)
 					}
 				}
 			}

@@ -25,8 +25,8 @@ const maxModuleScan = 64 << 20
 // file by default); a malformed file. text is then .text's start, which a
 // caller with the symbol table can better by runtime.text's symbol.
 func GoText(f *elf.File, pcln *elf.Section, data []byte) (text uint64, found bool) {
-	if text, ok := moduleText(f, pcln, data); ok {
-		return text, true
+	if m, ok := findModule(f, pcln, data); ok {
+		return m.word(moduleText), true
 	}
 	if s := f.Section(".text"); s != nil {
 		return s.Addr, false
@@ -34,31 +34,84 @@ func GoText(f *elf.File, pcln *elf.Section, data []byte) (text uint64, found boo
 	return 0, false
 }
 
-// moduleText returns the text word of f's Go module record (see GoText).
-func moduleText(f *elf.File, pcln *elf.Section, data []byte) (uint64, bool) {
-	if len(data) < 8 {
+// GoFunc returns the runtime's gofunc (the linker's go:func.* symbol),
+// the address the offsets of the function table's funcdata count from,
+// such as those of its inline trees: from the module record GoText finds,
+// in a table of Go 1.20 or later (magic 0xfffffff1; the record's layout
+// differs before), checked to lie in a section of f that holds data. ok is
+// false where it is not found.
+func GoFunc(f *elf.File, pcln *elf.Section, data []byte) (gofunc uint64, ok bool) {
+	if len(data) < 4 || f.ByteOrder.Uint32(data) != go120Magic {
 		return 0, false
+	}
+	m, ok := findModule(f, pcln, data)
+	if !ok || len(m.b) < (moduleGoFunc+1)*m.ptr {
+		return 0, false
+	}
+	gofunc = m.word(moduleGoFunc)
+	if gofunc < m.word(moduleRodata) {
+		return 0, false
+	}
+	for _, s := range f.Sections {
+		if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR == 0 &&
+			gofunc >= s.Addr && gofunc < s.Addr+s.Size {
+			return gofunc, true
+		}
+	}
+	return 0, false
+}
+
+// go120Magic begins the function tables of Go 1.20 and later.
+const go120Magic = 0xfffffff1
+
+// The words of the module record (runtime.moduledata) read here: 0 the
+// table, 1-3 the function name slice, then four more slices and the find
+// table, 20-21 the lowest and highest function pc, 22-23 text and etext;
+// from Go 1.20 (which added the coverage counters before them), 39
+// rodata and 40 gofunc.
+const (
+	moduleTable  = 0
+	moduleNames  = 1
+	moduleMinPC  = 20
+	moduleMaxPC  = 21
+	moduleText   = 22
+	moduleEtext  = 23
+	moduleRodata = 39
+	moduleGoFunc = 40
+	// moduleWords are the words every record this package accepts has.
+	moduleWords = moduleEtext + 1
+)
+
+// module is the runtime's module record: its bytes, from its start to the
+// end of the section holding it, of ptr-byte words in f's byte order.
+type module struct {
+	f   *elf.File
+	b   []byte
+	ptr int
+}
+
+func (m module) word(i int) uint64 {
+	if m.ptr == 4 {
+		return uint64(m.f.ByteOrder.Uint32(m.b[i*4:]))
+	}
+	return m.f.ByteOrder.Uint64(m.b[i*8:])
+}
+
+// findModule finds f's Go module record (see GoText).
+func findModule(f *elf.File, pcln *elf.Section, data []byte) (module, bool) {
+	if len(data) < 8 {
+		return module{}, false
 	}
 	ptr := int(data[7])
 	if ptr != 4 && ptr != 8 {
-		return 0, false
+		return module{}, false
 	}
-	word := func(b []byte, i int) uint64 {
-		if ptr == 4 {
-			return uint64(f.ByteOrder.Uint32(b[i*4:]))
-		}
-		return f.ByteOrder.Uint64(b[i*8:])
-	}
-	// The record's words: 0 the table, 1-3 the function name slice, then
-	// four more slices and the find table, 20-21 the lowest and highest
-	// function pc, 22-23 text and etext.
-	const words = 24
-	valid := func(b []byte) bool {
-		if len(b) < words*ptr || word(b, 0) != pcln.Addr {
+	valid := func(m module) bool {
+		if len(m.b) < moduleWords*ptr || m.word(moduleTable) != pcln.Addr {
 			return false
 		}
-		names := word(b, 1)
-		minpc, maxpc, text, etext := word(b, 20), word(b, 21), word(b, 22), word(b, 23)
+		names := m.word(moduleNames)
+		minpc, maxpc, text, etext := m.word(moduleMinPC), m.word(moduleMaxPC), m.word(moduleText), m.word(moduleEtext)
 		return names >= pcln.Addr && names < pcln.Addr+uint64(len(data)) &&
 			text <= minpc && minpc <= maxpc && maxpc <= etext && inCode(f, text, etext)
 	}
@@ -72,18 +125,18 @@ func moduleText(f *elf.File, pcln *elf.Section, data []byte) (uint64, bool) {
 			continue
 		}
 		if name == ".go.module" {
-			if valid(b) {
-				return word(b, 22), true
+			if m := (module{f, b, ptr}); valid(m) {
+				return m, true
 			}
 			continue
 		}
-		for off := 0; off+words*ptr <= len(b); off += ptr {
-			if valid(b[off:]) {
-				return word(b[off:], 22), true
+		for off := 0; off+moduleWords*ptr <= len(b); off += ptr {
+			if m := (module{f, b[off:], ptr}); valid(m) {
+				return m, true
 			}
 		}
 	}
-	return 0, false
+	return module{}, false
 }
 
 // inCode reports whether [start, end) lies in one executable segment of

@@ -15,7 +15,8 @@ import (
 // PIE or not) and by the C linker (PIE or not), GoText is where the
 // linker's runtime.text symbol says, found in the runtime's module record,
 // both in the binary and in a copy llvm-strip took that symbol from; for
-// the C linker's that is not .text's start.
+// the C linker's that is not .text's start. So is GoFunc, where the
+// linker's go:func.* symbol says.
 func TestGoText(t *testing.T) {
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(gobin); err != nil {
@@ -53,40 +54,53 @@ func TestGoText(t *testing.T) {
 			if out, err := exec.Command(strip, "-o", stripped, bin).CombinedOutput(); err != nil {
 				t.Fatalf("strip: %v\n%s", err, out)
 			}
-			want, textStart := goTextSymbol(t, bin)
+			want, wantFunc, textStart := goSymbols(t, bin)
 			if c.external && want == textStart {
 				t.Errorf("runtime.text %#x is .text's start: no C code before Go's", want)
 			}
 			for _, path := range []string{bin, stripped} {
-				if got, found := goText(t, path); got != want || !found {
+				f, pcln, data := goTable(t, path)
+				if got, found := GoText(f, pcln, data); got != want || !found {
 					t.Errorf("%s: GoText %#x (module record found: %v), runtime.text %#x (.text %#x)",
 						filepath.Base(path), got, found, want, textStart)
+				}
+				if got, found := GoFunc(f, pcln, data); got != wantFunc || !found {
+					t.Errorf("%s: GoFunc %#x (found: %v), go:func.* %#x", filepath.Base(path), got, found, wantFunc)
 				}
 			}
 		})
 	}
 }
 
-// goTextSymbol returns runtime.text from path's symbol table and .text's
-// start.
-func goTextSymbol(t *testing.T, path string) (uint64, uint64) {
+// goSymbols returns runtime.text and go:func.* from path's symbol table,
+// and .text's start.
+func goSymbols(t *testing.T, path string) (text, gofunc, textStart uint64) {
 	t.Helper()
 	f := openELF(t, path)
 	syms, err := f.Symbols()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var found int
 	for _, s := range syms {
-		if s.Name == "runtime.text" {
-			return s.Value, f.Section(".text").Addr
+		switch s.Name {
+		case "runtime.text":
+			text = s.Value
+			found++
+		case "go:func.*":
+			gofunc = s.Value
+			found++
 		}
 	}
-	t.Fatalf("%s: no runtime.text symbol", path)
-	return 0, 0
+	if found != 2 {
+		t.Fatalf("%s: runtime.text %#x, go:func.* %#x: one is missing", path, text, gofunc)
+	}
+	return text, gofunc, f.Section(".text").Addr
 }
 
-// goText returns GoText's answer for the binary at path.
-func goText(t *testing.T, path string) (uint64, bool) {
+// goTable returns the binary at path, its Go function table's section and
+// that section's bytes.
+func goTable(t *testing.T, path string) (*elf.File, *elf.Section, []byte) {
 	t.Helper()
 	f := openELF(t, path)
 	pcln := f.Section(".gopclntab")
@@ -100,7 +114,7 @@ func goText(t *testing.T, path string) (uint64, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return GoText(f, pcln, data)
+	return f, pcln, data
 }
 
 // openELF opens the binary at path until the test ends.
