@@ -3,6 +3,8 @@
 # only those that are missing, so a second `make test` costs nothing.
 #   clang-22, llvm-22  rebuild the BPF objects to check the committed ones;
 #                      llvm-gsymutil and llvm-dwarfdump are GSYM/DWARF oracles
+#   lld-22             links the cgo PIE whose Go module record only the
+#                      loader's relocations fill (elfx.GoText's tests)
 #   binutils           readelf --sframe, the SFrame oracle; nm and addr2line for symbolize
 #   binutils-aarch64-linux-gnu  addr2line for symbolize's aarch64 fixture
 #   linux-perf         perf, the oracle for stack-unwinding accuracy
@@ -33,7 +35,7 @@
 #   debian-archive-keyring  verifies the Debian suites the matrix's kernels come from
 set -eu
 
-want="clang-22 llvm-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user bpftool sudo nodejs openjdk-17-jdk-headless python3.11 python3.11-dbg qemu-system-x86 qemu-system-arm cpio debian-archive-keyring file"
+want="clang-22 llvm-22 lld-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user bpftool sudo nodejs openjdk-17-jdk-headless python3.11 python3.11-dbg qemu-system-x86 qemu-system-arm cpio debian-archive-keyring file"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -48,9 +48,9 @@ func goProbes(t *testing.T, bin string) []uint64 {
 // address, from the pclntab, and the innermost file and line) and the
 // whole inline stack against llvm-addr2line, which reads it from DWARF;
 // on a Go program with symbols and on the same program stripped (-s -w),
-// which only its pclntab still names, inlined calls too; and on a program
-// linked by the C linker (-linkmode=external), whose C start-up code
-// comes before Go's, stripped by binutils' strip. The tools are asked of
+// which only its pclntab still names, inlined calls too; and on programs
+// linked by a C linker (-linkmode=external; GNU ld, and lld for a PIE),
+// whose C start-up code comes before Go's, stripped by binutils' strip. The tools are asked of
 // the binary with symbols: addr2line names a program linked so by the
 // linker's runtime.text symbol, and the stripped one wrong. Where the
 // module record is gone, the pclntab's inline trees are not found, and
@@ -72,6 +72,13 @@ func TestGoAgainstGoAddr2line(t *testing.T) {
 		{"stripped", func(t *testing.T) (string, string) { return buildGo(t, "-s -w"), full }, true},
 		{"external linking, stripped", func(t *testing.T) (string, string) {
 			linked := buildExternal(t)
+			bin := filepath.Join(t.TempDir(), "goprog-stripped")
+			run(t, "", "strip", "-o", bin, linked)
+			return bin, linked
+		}, true},
+		// lld leaves a PIE's module record to the loader's relocations.
+		{"lld PIE, stripped", func(t *testing.T) (string, string) {
+			linked := buildLLD(t)
 			bin := filepath.Join(t.TempDir(), "goprog-stripped")
 			run(t, "", "strip", "-o", bin, linked)
 			return bin, linked
@@ -147,6 +154,19 @@ func buildExternal(t *testing.T) string {
 	needTool(t, "strip")
 	out := filepath.Join(t.TempDir(), "goprog")
 	run(t, "", "env", "CGO_ENABLED=1", "go", "build", "-ldflags=-linkmode=external", "-o", out, filepath.Join(fixtures, "goprog", "main.go"))
+	return out
+}
+
+// buildLLD builds the Go fixture with cgo as a PIE linked by clang and
+// lld.
+func buildLLD(t *testing.T) string {
+	t.Helper()
+	needTool(t, "clang-22")
+	needTool(t, "ld.lld-22")
+	needTool(t, "strip")
+	out := filepath.Join(t.TempDir(), "goprog")
+	run(t, "", "env", "CGO_ENABLED=1", "CC=clang-22", "go", "build", "-buildmode=pie",
+		"-ldflags=-linkmode=external -extldflags=-fuse-ld=lld", "-o", out, filepath.Join(fixtures, "goprog", "main.go"))
 	return out
 }
 

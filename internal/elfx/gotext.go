@@ -19,11 +19,13 @@ const maxModuleScan = 64 << 20
 // record is found here by that word, in .go.module, where Go 1.26's
 // linker puts it, or else among the data of .noptrdata and
 // .data.rel.ro, where earlier ones did, with its text and etext words
-// checked to lie in f's code. found is false where none is found: before
-// Go 1.16, whose record began otherwise; a PIE whose linker left the
-// record's words for the loader to fill (lld writes no addends into the
-// file by default); a malformed file. text is then .text's start, which a
-// caller with the symbol table can better by runtime.text's symbol.
+// checked to lie in f's code. In a PIE the record's words are relocations
+// the loader applies: GNU ld also writes their values into the file, lld
+// leaves zeros there, so where the file's words do not make a record,
+// its dynamic relocations' addends are read instead (see relocated).
+// found is false where none is found: before Go 1.16, whose record began
+// otherwise; a malformed file. text is then .text's start, which a caller
+// with the symbol table can better by runtime.text's symbol.
 func GoText(f *elf.File, pcln *elf.Section, data []byte) (text uint64, found bool) {
 	if m, ok := findModule(f, pcln, data); ok {
 		return m.word(moduleText), true
@@ -97,11 +99,27 @@ func (m module) word(i int) uint64 {
 	return m.f.ByteOrder.Uint64(m.b[i*8:])
 }
 
-// findModule finds f's Go module record (see GoText).
+// findModule finds f's Go module record (see GoText): in the file's
+// bytes, else in them as the loader relocates them.
 func findModule(f *elf.File, pcln *elf.Section, data []byte) (module, bool) {
 	if len(data) < 8 {
 		return module{}, false
 	}
+	if m, ok := scanModule(f, pcln, data, nil); ok {
+		return m, true
+	}
+	if data[7] != 8 {
+		return module{}, false // relativeRelocations reads 64-bit files alone
+	}
+	if rel := relativeRelocations(f); len(rel) > 0 {
+		return scanModule(f, pcln, data, rel)
+	}
+	return module{}, false
+}
+
+// scanModule looks for f's module record in the sections that may hold
+// it, their words at the addresses in rel replaced by rel's values.
+func scanModule(f *elf.File, pcln *elf.Section, data []byte, rel map[uint64]uint64) (module, bool) {
 	ptr := int(data[7])
 	if ptr != 4 && ptr != 8 {
 		return module{}, false
@@ -124,6 +142,9 @@ func findModule(f *elf.File, pcln *elf.Section, data []byte) (module, bool) {
 		if err != nil {
 			continue
 		}
+		if rel != nil {
+			b = relocated(f, s, b, rel)
+		}
 		if name == ".go.module" {
 			if m := (module{f, b, ptr}); valid(m) {
 				return m, true
@@ -137,6 +158,62 @@ func findModule(f *elf.File, pcln *elf.Section, data []byte) (module, bool) {
 		}
 	}
 	return module{}, false
+}
+
+// maxRelocations bounds the dynamic relocations relativeRelocations
+// reads: a large PIE has a few hundred thousand.
+const maxRelocations = 1 << 24
+
+// relativeRelocations returns the addends of f's relative relocations
+// (R_X86_64_RELATIVE, R_AARCH64_RELATIVE: the load address plus the
+// addend), by the address they relocate; nil for a file that is not a
+// 64-bit PIE of those machines, has no such section, or one past
+// maxRelocations.
+func relativeRelocations(f *elf.File) map[uint64]uint64 {
+	var relative uint32
+	switch f.Machine {
+	case elf.EM_X86_64:
+		relative = uint32(elf.R_X86_64_RELATIVE)
+	case elf.EM_AARCH64:
+		relative = uint32(elf.R_AARCH64_RELATIVE)
+	default:
+		return nil
+	}
+	if f.Type != elf.ET_DYN || f.Class != elf.ELFCLASS64 {
+		return nil
+	}
+	var rel map[uint64]uint64
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_RELA || s.Flags&elf.SHF_ALLOC == 0 || s.Size > maxRelocations*24 {
+			continue
+		}
+		b, err := s.Data()
+		if err != nil {
+			continue
+		}
+		if rel == nil {
+			rel = map[uint64]uint64{}
+		}
+		for off := 0; off+24 <= len(b); off += 24 {
+			if uint32(f.ByteOrder.Uint64(b[off+8:])) == relative {
+				rel[f.ByteOrder.Uint64(b[off:])] = f.ByteOrder.Uint64(b[off+16:])
+			}
+		}
+	}
+	return rel
+}
+
+// relocated returns a copy of b, the bytes of section s, with each 8-byte
+// word that rel relocates replaced by its value.
+func relocated(f *elf.File, s *elf.Section, b []byte, rel map[uint64]uint64) []byte {
+	c := make([]byte, len(b))
+	copy(c, b)
+	for off := 0; off+8 <= len(c); off += 8 {
+		if v, ok := rel[s.Addr+uint64(off)]; ok {
+			f.ByteOrder.PutUint64(c[off:], v)
+		}
+	}
+	return c
 }
 
 // inCode reports whether [start, end) lies in one executable segment of

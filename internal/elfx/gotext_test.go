@@ -12,11 +12,12 @@ import (
 )
 
 // TestGoText: for a program linked by Go's linker (both architectures,
-// PIE or not) and by the C linker (PIE or not), GoText is where the
-// linker's runtime.text symbol says, found in the runtime's module record,
-// both in the binary and in a copy llvm-strip took that symbol from; for
-// the C linker's that is not .text's start. So is GoFunc, where the
-// linker's go:func.* symbol says.
+// PIE or not) and by a C linker (GNU ld, PIE or not; lld, PIE, which
+// leaves the module record's words to the loader's relocations), GoText
+// is where the linker's runtime.text symbol says, found in the runtime's
+// module record, both in the binary and in a copy llvm-strip took that
+// symbol from; for the C linker's that is not .text's start. So is
+// GoFunc, where the linker's go:func.* symbol says.
 func TestGoText(t *testing.T) {
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(gobin); err != nil {
@@ -31,23 +32,30 @@ func TestGoText(t *testing.T) {
 		name, goarch string
 		args         []string
 		external     bool
+		lld          bool // linked by clang and lld rather than gcc and GNU ld
 	}{
-		{"go", "amd64", nil, false},
-		{"go, arm64", "arm64", nil, false},
-		{"go, PIE", "amd64", []string{"-buildmode=pie"}, false},
-		{"C", "amd64", []string{"-ldflags=-linkmode=external"}, true},
-		{"C, PIE", "amd64", []string{"-buildmode=pie", "-ldflags=-linkmode=external"}, true},
+		{"go", "amd64", nil, false, false},
+		{"go, arm64", "arm64", nil, false, false},
+		{"go, PIE", "amd64", []string{"-buildmode=pie"}, false, false},
+		{"C", "amd64", []string{"-ldflags=-linkmode=external"}, true, false},
+		{"C, PIE", "amd64", []string{"-buildmode=pie", "-ldflags=-linkmode=external"}, true, false},
+		{"lld, PIE", "amd64", []string{"-buildmode=pie", "-ldflags=-linkmode=external -extldflags=-fuse-ld=lld"}, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cgo := "CGO_ENABLED=0"
-			if c.external {
+			env := []string{"CGO_ENABLED=0"}
+			switch {
+			case c.lld:
+				testenv.RequireTool(t, "clang-22")
+				testenv.RequireTool(t, "ld.lld-22")
+				env = []string{"CGO_ENABLED=1", "CC=clang-22"}
+			case c.external:
 				testenv.RequireTool(t, "gcc")
-				cgo = "CGO_ENABLED=1"
+				env = []string{"CGO_ENABLED=1"}
 			}
 			dir := t.TempDir()
 			bin, stripped := filepath.Join(dir, "hello"), filepath.Join(dir, "stripped")
 			cmd := exec.Command(gobin, append(append([]string{"build", "-o", bin}, c.args...), src)...)
-			cmd.Env = append(os.Environ(), "GOARCH="+c.goarch, "GOOS=linux", cgo, "GOFLAGS=", "GOTOOLCHAIN=local")
+			cmd.Env = append(append(os.Environ(), "GOARCH="+c.goarch, "GOOS=linux", "GOFLAGS=", "GOTOOLCHAIN=local"), env...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("go build %v: %v\n%s", c.args, err, out)
 			}

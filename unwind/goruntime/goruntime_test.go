@@ -94,22 +94,31 @@ func TestKnownLayouts(t *testing.T) {
 // Morestack's range, from the function table, covers runtime.morestack
 // and runtime.morestack_noctxt after it, as the linker's symbol table
 // places them, and ends before the function after those; also in a
-// program the C linker linked, which puts C start-up code before Go's.
+// program a C linker linked, which puts C start-up code before Go's: GNU
+// ld, and lld for a PIE, whose module record the loader's relocations
+// fill.
 func TestMorestackRange(t *testing.T) {
 	for _, c := range []struct {
 		name, goarch string
 		cgo          bool
 		args         []string
+		tools        []string
 	}{
-		{"amd64", "amd64", false, nil},
-		{"arm64", "arm64", false, nil},
-		{"amd64, external linking", "amd64", true, []string{"-ldflags=-linkmode=external"}},
+		{"amd64", "amd64", false, nil, nil},
+		{"arm64", "arm64", false, nil, nil},
+		{"amd64, external linking", "amd64", true, []string{"-ldflags=-linkmode=external"}, nil},
+		{"amd64, lld PIE", "amd64", true,
+			[]string{"-buildmode=pie", "-ldflags=-linkmode=external -extld=clang-22 -extldflags=-fuse-ld=lld"},
+			[]string{"clang-22", "ld.lld-22"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.cgo {
 				if _, err := exec.LookPath("gcc"); err != nil {
 					testenv.Unavailable(t, "no gcc for external linking")
 				}
+			}
+			for _, tool := range c.tools {
+				testenv.RequireTool(t, tool)
 			}
 			bin := build(t, c.goarch, c.cgo, c.args...)
 			rt, err := read(t, bin)
