@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,9 +16,15 @@ import (
 // buildGo builds the Go fixture with the toolchain running the tests.
 func buildGo(t testing.TB, ldflags string) string {
 	t.Helper()
+	return buildGoFor(t, runtime.GOARCH, ldflags)
+}
+
+// buildGoFor builds the Go fixture for goarch.
+func buildGoFor(t testing.TB, goarch, ldflags string) string {
+	t.Helper()
 	needTool(t, "go")
 	out := filepath.Join(t.TempDir(), "goprog")
-	run(t, "", "go", "build", "-ldflags="+ldflags, "-o", out, filepath.Join(fixtures, "goprog", "main.go"))
+	run(t, "", "env", "GOARCH="+goarch, "go", "build", "-ldflags="+ldflags, "-o", out, filepath.Join(fixtures, "goprog", "main.go"))
 	return out
 }
 
@@ -48,7 +55,8 @@ func goProbes(t *testing.T, bin string) []uint64 {
 // address, from the pclntab, and the innermost file and line) and the
 // whole inline stack against llvm-addr2line, which reads it from DWARF;
 // on a Go program with symbols and on the same program stripped (-s -w),
-// which only its pclntab still names, inlined calls too; and on programs
+// which only its pclntab still names, inlined calls too, for amd64 and
+// arm64 (whose pcs the table counts in 4-byte units); and on programs
 // linked by a C linker (-linkmode=external; GNU ld, and lld for a PIE),
 // whose C start-up code comes before Go's, stripped by binutils' strip. The tools are asked of
 // the binary with symbols: addr2line names a program linked so by the
@@ -70,6 +78,9 @@ func TestGoAgainstGoAddr2line(t *testing.T) {
 	}{
 		{"symbols", func(*testing.T) (string, string) { return full, full }, true},
 		{"stripped", func(t *testing.T) (string, string) { return buildGo(t, "-s -w"), full }, true},
+		{"arm64, stripped", func(t *testing.T) (string, string) {
+			return buildGoFor(t, "arm64", "-s -w"), buildGoFor(t, "arm64", "")
+		}, true},
 		{"external linking, stripped", func(t *testing.T) (string, string) {
 			linked := buildExternal(t)
 			bin := filepath.Join(t.TempDir(), "goprog-stripped")
