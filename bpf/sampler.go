@@ -86,6 +86,9 @@ type Config struct {
 	// features, when set, replaces what ProbeFeatures finds: tests use it
 	// to run the paths of older kernels on this one.
 	features *Features
+	// phaseTiming has the program time its phases into the phases map
+	// (BenchmarkTableWalkPhases).
+	phaseTiming bool
 }
 
 // MaxStackCopy is the largest Config.StackCopy, about perf's limit for
@@ -364,6 +367,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		"copy_all":        cfg.CopyAll,
 		"python_enabled":  cfg.Python,
 		"table_unwind":    cfg.UnwindTables > 0,
+		"phase_timing":    cfg.phaseTiming,
 
 		"have_task_pt_regs":    s.features.Has(FeatureTaskPtRegs) && s.features.Has(FeatureCurrentTaskBTF),
 		"have_ancestor_cgroup": s.features.Has(FeatureAncestorCgroupID),

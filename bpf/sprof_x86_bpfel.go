@@ -31,6 +31,12 @@ type sprofGoProc struct {
 	Pad            [2]uint16
 }
 
+type sprofPhaseTimes struct {
+	_  structs.HostLayout
+	At uint64
+	Ns [9]uint64
+}
+
 type sprofPyProc struct {
 	_                 structs.HostLayout
 	InterpHead        uint64
@@ -213,6 +219,7 @@ const (
 	sprofMapCopyPids           = "copy_pids"
 	sprofMapGoProcs            = "go_procs"
 	sprofMapLost               = "lost"
+	sprofMapPhases             = "phases"
 	sprofMapPids               = "pids"
 	sprofMapPyThreads          = "py_threads"
 	sprofMapPyWalks            = "py_walks"
@@ -247,6 +254,7 @@ const (
 	sprofVarHaveAncestorCgroup = "have_ancestor_cgroup"
 	sprofVarHaveTaskPtRegs     = "have_task_pt_regs"
 	sprofVarIncludeIdle        = "include_idle"
+	sprofVarPhaseTiming        = "phase_timing"
 	sprofVarPythonEnabled      = "python_enabled"
 	sprofVarSelfTgid           = "self_tgid"
 	sprofVarStackCopySize      = "stack_copy_size"
@@ -313,6 +321,7 @@ type sprofMapSpecs struct {
 	CopyPids     *ebpf.MapSpec `ebpf:"copy_pids"`
 	GoProcs      *ebpf.MapSpec `ebpf:"go_procs"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	Phases       *ebpf.MapSpec `ebpf:"phases"`
 	Pids         *ebpf.MapSpec `ebpf:"pids"`
 	PyThreads    *ebpf.MapSpec `ebpf:"py_threads"`
 	PyWalks      *ebpf.MapSpec `ebpf:"py_walks"`
@@ -346,6 +355,7 @@ type sprofVariableSpecs struct {
 	HaveAncestorCgroup *ebpf.VariableSpec `ebpf:"have_ancestor_cgroup"`
 	HaveTaskPtRegs     *ebpf.VariableSpec `ebpf:"have_task_pt_regs"`
 	IncludeIdle        *ebpf.VariableSpec `ebpf:"include_idle"`
+	PhaseTiming        *ebpf.VariableSpec `ebpf:"phase_timing"`
 	PythonEnabled      *ebpf.VariableSpec `ebpf:"python_enabled"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.VariableSpec `ebpf:"stack_copy_size"`
@@ -377,6 +387,7 @@ type sprofMaps struct {
 	CopyPids     *ebpf.Map `ebpf:"copy_pids"`
 	GoProcs      *ebpf.Map `ebpf:"go_procs"`
 	Lost         *ebpf.Map `ebpf:"lost"`
+	Phases       *ebpf.Map `ebpf:"phases"`
 	Pids         *ebpf.Map `ebpf:"pids"`
 	PyThreads    *ebpf.Map `ebpf:"py_threads"`
 	PyWalks      *ebpf.Map `ebpf:"py_walks"`
@@ -401,6 +412,7 @@ func (m *sprofMaps) Close() error {
 		m.CopyPids,
 		m.GoProcs,
 		m.Lost,
+		m.Phases,
 		m.Pids,
 		m.PyThreads,
 		m.PyWalks,
@@ -435,6 +447,7 @@ type sprofVariables struct {
 	HaveAncestorCgroup *ebpf.Variable `ebpf:"have_ancestor_cgroup"`
 	HaveTaskPtRegs     *ebpf.Variable `ebpf:"have_task_pt_regs"`
 	IncludeIdle        *ebpf.Variable `ebpf:"include_idle"`
+	PhaseTiming        *ebpf.Variable `ebpf:"phase_timing"`
 	PythonEnabled      *ebpf.Variable `ebpf:"python_enabled"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.Variable `ebpf:"stack_copy_size"`

@@ -291,6 +291,64 @@ func BenchmarkTableWalkJIT(b *testing.B) {
 	benchWalk(b, nil, jitPath, "middle", func(s *Sampler, pid int) { describeJIT(b, s, pid) })
 }
 
+// BenchmarkTableWalkPhases is BenchmarkTableWalk's probed path at 6 and 37
+// frames with the program timing its phases (enum phase in sprof.bpf.c):
+// the BPF ns a sample spends in each, one clock read apiece included, as
+// filter-ns/sample, header-ns/sample and so on, and bpf-ns/sample as
+// BenchmarkTableWalk reports it, whose own figure it exceeds by the clock
+// reads. On a host where a sample costs more than here, it says where.
+func BenchmarkTableWalkPhases(b *testing.B) {
+	requireFixture(b)
+	names := []string{"filter", "header", "regs", "walk", "python", "copy", "wakeup", "send"} // PHASE_FILTER on
+	for _, depth := range []int{1, 32} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			var pids []uint32
+			for range 2 {
+				cmd, _ := startBinary(b, deepPath, strconv.Itoa(depth))
+				pids = append(pids, uint32(cmd.Process.Pid))
+			}
+			var before, after phaseTimes
+			perSample := drainCost(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
+				UnwindTables: DefaultUnwindTables, RunTimeStats: true, phaseTiming: true},
+				func(s *Sampler) {
+					for _, pid := range pids {
+						loadProcessTables(b, s, int(pid))
+					}
+					before = readPhases(b, s)
+				}, func(*Sample) {}, b.Loop, func(s *Sampler) { after = readPhases(b, s) })
+			timed := after.Ns[0] - before.Ns[0]
+			if timed == 0 {
+				b.Fatal("no sample timed")
+			}
+			for i, name := range names {
+				b.ReportMetric(float64(after.Ns[i+1]-before.Ns[i+1])/float64(timed), name+"-ns/sample")
+			}
+			b.ReportMetric(perSample, "bpf-ns/sample")
+		})
+	}
+}
+
+// phaseTimes is struct phase_times of sprof.bpf.c.
+type phaseTimes struct {
+	At uint64
+	Ns [9]uint64 // PHASES
+}
+
+// readPhases sums the phases map over the CPUs.
+func readPhases(b *testing.B, s *Sampler) phaseTimes {
+	var perCPU []phaseTimes
+	if err := s.objs.Phases.Lookup(uint32(0), &perCPU); err != nil {
+		b.Fatal(err)
+	}
+	var sum phaseTimes
+	for _, t := range perCPU {
+		for i := range sum.Ns {
+			sum.Ns[i] += t.Ns[i]
+		}
+	}
+	return sum
+}
+
 // benchWalk runs two processes of bin with arg, and measures the sampler
 // walking their stacks over tables, each process's loaded and, with
 // describe, described further, then the stack copy instead.
@@ -318,11 +376,11 @@ func benchWalk(b *testing.B, features *Features, bin, arg string, describe func(
 					describe(s, int(pid))
 				}
 			}
-		}, count, b.Loop)
+		}, count, b.Loop, nil)
 	drains := b.N
 	copyPerSample := drainCost(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
 		StackCopy: 16 << 10, CopyAll: true, RunTimeStats: true, features: features},
-		func(*Sampler) {}, copySize.add, func() bool { drains--; return drains >= 0 })
+		func(*Sampler) {}, copySize.add, func() bool { drains--; return drains >= 0 }, nil)
 	if tableSize.samples == 0 || copySize.samples == 0 {
 		b.Fatal("no samples")
 	}
@@ -338,8 +396,9 @@ func benchWalk(b *testing.B, features *Features, bin, arg string, describe func(
 // drainCost opens a sampler with cfg, runs setup on it, then drains it
 // into each at each of its wakeups (a quarter of the ring, as the
 // collector drains) while more says so, and returns the program's run
-// time per sample it sent meanwhile; the sampler is closed on return.
-func drainCost(b *testing.B, cfg Config, setup func(*Sampler), each func(*Sample), more func() bool) float64 {
+// time per sample it sent meanwhile; done, if not nil, sees the sampler
+// last, which is closed on return.
+func drainCost(b *testing.B, cfg Config, setup func(*Sampler), each func(*Sample), more func() bool, done func(*Sampler)) float64 {
 	b.Helper()
 	s, err := Open(cfg)
 	if err != nil {
@@ -364,6 +423,9 @@ func drainCost(b *testing.B, cfg Config, setup func(*Sampler), each func(*Sample
 	}
 	drainWakeups(b, s, each, more)
 	after := runStats(b, s)
+	if done != nil {
+		done(s)
+	}
 	if after.Sent == before.Sent {
 		b.Fatalf("no samples sent in the drains: %+v", after)
 	}

@@ -16,6 +16,7 @@
 # the same events and load (empty, the pid filter, a minimal record
 # filled, sent through the ring buffer all CPUs share, and through one of
 # the CPU's own): the part of a sample's cost that is the host's.
+# BenchmarkTableWalkPhases (not run here) says where a sample's time goes.
 #
 # Shared hosts drift by half from one minute to the next (the 16-CPU host
 # of issue 13's figures did), so two builds are compared only round by
