@@ -463,7 +463,7 @@ func loadGoInline(f *elf.File, fileSize int64, s *elf.Section, pcln []byte, text
 				return nil, size
 			}
 			b, err := sec.Data()
-			if err != nil {
+			if err != nil || gofunc-sec.Addr >= uint64(len(b)) {
 				return nil, size
 			}
 			funcdata = b[gofunc-sec.Addr:]

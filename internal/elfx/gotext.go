@@ -1,6 +1,10 @@
 package elfx
 
-import "debug/elf"
+import (
+	"cmp"
+	"debug/elf"
+	"slices"
+)
 
 // maxModuleScan bounds the bytes of a data section GoText reads looking
 // for the runtime's module record.
@@ -117,9 +121,13 @@ func findModule(f *elf.File, pcln *elf.Section, data []byte) (module, bool) {
 	return module{}, false
 }
 
+// relocation is a relative relocation: the loader writes the load address
+// plus addend at at.
+type relocation struct{ at, addend uint64 }
+
 // scanModule looks for f's module record in the sections that may hold
 // it, their words at the addresses in rel replaced by rel's values.
-func scanModule(f *elf.File, pcln *elf.Section, data []byte, rel map[uint64]uint64) (module, bool) {
+func scanModule(f *elf.File, pcln *elf.Section, data []byte, rel []relocation) (module, bool) {
 	ptr := int(data[7])
 	if ptr != 4 && ptr != 8 {
 		return module{}, false
@@ -162,14 +170,13 @@ func scanModule(f *elf.File, pcln *elf.Section, data []byte, rel map[uint64]uint
 
 // maxRelocations bounds the dynamic relocations relativeRelocations
 // reads: a large PIE has a few hundred thousand.
-const maxRelocations = 1 << 24
+const maxRelocations = 1 << 22
 
-// relativeRelocations returns the addends of f's relative relocations
-// (R_X86_64_RELATIVE, R_AARCH64_RELATIVE: the load address plus the
-// addend), by the address they relocate; nil for a file that is not a
-// 64-bit PIE of those machines, has no such section, or one past
-// maxRelocations.
-func relativeRelocations(f *elf.File) map[uint64]uint64 {
+// relativeRelocations returns f's relative relocations (R_X86_64_RELATIVE,
+// R_AARCH64_RELATIVE) sorted by the address they relocate; none for a
+// file that is not a 64-bit PIE of those machines, or whose relocation
+// sections hold more than maxRelocations entries.
+func relativeRelocations(f *elf.File) []relocation {
 	var relative uint32
 	switch f.Machine {
 	case elf.EM_X86_64:
@@ -182,35 +189,38 @@ func relativeRelocations(f *elf.File) map[uint64]uint64 {
 	if f.Type != elf.ET_DYN || f.Class != elf.ELFCLASS64 {
 		return nil
 	}
-	var rel map[uint64]uint64
+	var rel []relocation
+	entries := uint64(0)
 	for _, s := range f.Sections {
-		if s.Type != elf.SHT_RELA || s.Flags&elf.SHF_ALLOC == 0 || s.Size > maxRelocations*24 {
+		if s.Type != elf.SHT_RELA || s.Flags&elf.SHF_ALLOC == 0 {
 			continue
+		}
+		if entries += s.Size / 24; entries > maxRelocations {
+			return nil
 		}
 		b, err := s.Data()
 		if err != nil {
 			continue
 		}
-		if rel == nil {
-			rel = map[uint64]uint64{}
-		}
 		for off := 0; off+24 <= len(b); off += 24 {
 			if uint32(f.ByteOrder.Uint64(b[off+8:])) == relative {
-				rel[f.ByteOrder.Uint64(b[off:])] = f.ByteOrder.Uint64(b[off+16:])
+				rel = append(rel, relocation{f.ByteOrder.Uint64(b[off:]), f.ByteOrder.Uint64(b[off+16:])})
 			}
 		}
 	}
+	slices.SortFunc(rel, func(a, b relocation) int { return cmp.Compare(a.at, b.at) })
 	return rel
 }
 
 // relocated returns a copy of b, the bytes of section s, with each 8-byte
-// word that rel relocates replaced by its value.
-func relocated(f *elf.File, s *elf.Section, b []byte, rel map[uint64]uint64) []byte {
+// word that one of rel (sorted) relocates replaced by its value.
+func relocated(f *elf.File, s *elf.Section, b []byte, rel []relocation) []byte {
 	c := make([]byte, len(b))
 	copy(c, b)
-	for off := 0; off+8 <= len(c); off += 8 {
-		if v, ok := rel[s.Addr+uint64(off)]; ok {
-			f.ByteOrder.PutUint64(c[off:], v)
+	i, _ := slices.BinarySearchFunc(rel, s.Addr, func(r relocation, at uint64) int { return cmp.Compare(r.at, at) })
+	for ; i < len(rel) && rel[i].at-s.Addr < uint64(len(c)); i++ {
+		if off := rel[i].at - s.Addr; off%8 == 0 && off+8 <= uint64(len(c)) {
+			f.ByteOrder.PutUint64(c[off:], rel[i].addend)
 		}
 	}
 	return c
