@@ -81,21 +81,11 @@ func TestGoAgainstGoAddr2line(t *testing.T) {
 		{"arm64, stripped", func(t *testing.T) (string, string) {
 			return buildGoFor(t, "arm64", "-s -w"), buildGoFor(t, "arm64", "")
 		}, true},
-		{"external linking, stripped", func(t *testing.T) (string, string) {
-			linked := buildExternal(t)
-			bin := filepath.Join(t.TempDir(), "goprog-stripped")
-			run(t, "", "strip", "-o", bin, linked)
-			return bin, linked
-		}, true},
+		{"external linking, stripped", strippedBuild(buildExternal), true},
 		// lld leaves a PIE's module record to the loader's relocations.
-		{"lld PIE, stripped", func(t *testing.T) (string, string) {
-			linked := buildLLD(t)
-			bin := filepath.Join(t.TempDir(), "goprog-stripped")
-			run(t, "", "strip", "-o", bin, linked)
-			return bin, linked
-		}, true},
-		// A module record the loader is left to fill (as lld leaves a
-		// PIE's): the linker's runtime.text symbol tells instead.
+		{"lld PIE, stripped", strippedBuild(buildLLD), true},
+		// A module record that is not there (as before Go 1.16, or
+		// damaged): the linker's runtime.text symbol tells instead.
 		{"external linking, no module record", func(t *testing.T) (string, string) {
 			linked := buildExternal(t)
 			bin := filepath.Join(t.TempDir(), "goprog-norecord")
@@ -166,6 +156,17 @@ func buildExternal(t *testing.T) string {
 	out := filepath.Join(t.TempDir(), "goprog")
 	run(t, "", "env", "CGO_ENABLED=1", "go", "build", "-ldflags=-linkmode=external", "-o", out, filepath.Join(fixtures, "goprog", "main.go"))
 	return out
+}
+
+// strippedBuild returns a build of the Go fixture by build, stripped by
+// binutils' strip, and the build itself.
+func strippedBuild(build func(t *testing.T) string) func(t *testing.T) (string, string) {
+	return func(t *testing.T) (string, string) {
+		linked := build(t)
+		bin := filepath.Join(t.TempDir(), "goprog-stripped")
+		run(t, "", "strip", "-o", bin, linked)
+		return bin, linked
+	}
 }
 
 // buildLLD builds the Go fixture with cgo as a PIE linked by clang and

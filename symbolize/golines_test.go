@@ -14,10 +14,10 @@ import (
 // and go run's binaries, -ldflags=-w) is named by GSYM from its pclntab,
 // as `go tool addr2line` names it (the function holding the address, the
 // innermost file and line), the same frames the ELF symbolizer gives,
-// inlined calls too, without the ELF symbolizer loading its tables. So is one linked
-// by the C linker whose module record is left for the loader to fill: the
-// symbol table's runtime.text, looked up only then, says where the
-// pclntab counts from.
+// inlined calls too, without the ELF symbolizer loading its tables. So is
+// one linked by the C linker whose module record is not found (zeroed
+// here): the symbol table's runtime.text, looked up only then, says where
+// the pclntab counts from.
 func TestGSYMGoWithoutDWARF(t *testing.T) {
 	needTool(t, "readelf")
 	t.Run("go linker", func(t *testing.T) {
