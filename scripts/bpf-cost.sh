@@ -16,7 +16,6 @@
 # the same events and load (empty, the pid filter, a minimal record
 # filled, sent through the ring buffer all CPUs share, and through one of
 # the CPU's own): the part of a sample's cost that is the host's.
-# BenchmarkTableWalkPhases (not run here) says where a sample's time goes.
 #
 # Shared hosts drift by half from one minute to the next (the 16-CPU host
 # of issue 13's figures did), so two builds are compared only round by
@@ -40,6 +39,8 @@
 #              for the floor, ten tenths of a second). The ring is sized
 #              for every CPU and two fill it: on a 16-CPU host a round of
 #              one build took 3 minutes at 10x; 3x makes a short call
+#   PHASES     set: after the rounds, BenchmarkTableWalkPhases of BPF_TEST
+#              once, where a sample's time goes at 6 and 37 frames
 # Run as root from anywhere in the repository; the test binaries run in
 # bpf/, where their fixtures are found.
 set -eu
@@ -136,3 +137,8 @@ for build in $builds; do
 		echo "$build: floor, median ns a run${floor}"
 	fi
 done
+if [ -n "${PHASES:-}" ]; then
+	(cd bpf && "$BPF_TEST" -test.run '^$' -test.bench TableWalkPhases -test.benchtime "$benchtime") >"$out/run" 2>&1 ||
+		{ cat "$out/run" >&2; echo "bpf-cost: TableWalkPhases failed" >&2; exit 1; }
+	grep '^BenchmarkTableWalkPhases' "$out/run"
+fi
