@@ -459,15 +459,17 @@ func loadGoInline(f *elf.File, fileSize int64, s *elf.Section, pcln []byte, text
 			if sec.Type != elf.SHT_PROGBITS || gofunc < sec.Addr || gofunc-sec.Addr >= sec.Size {
 				continue
 			}
-			if checkSection(sec, fileSize, maxPclntabBytes) != nil {
+			// Only the section's part from gofunc on: Go 1.20 to 1.25
+			// put go:func.* in .rodata, tens of megabytes in a large
+			// program.
+			if sec.Flags&elf.SHF_COMPRESSED != 0 || checkSection(sec, fileSize, maxPclntabBytes) != nil {
 				return nil, size
 			}
-			b, err := sec.Data()
-			if err != nil || gofunc-sec.Addr >= uint64(len(b)) {
+			funcdata = make([]byte, sec.Size-(gofunc-sec.Addr))
+			if _, err := sec.ReadAt(funcdata, int64(gofunc-sec.Addr)); err != nil {
 				return nil, size
 			}
-			funcdata = b[gofunc-sec.Addr:]
-			size += int64(len(b))
+			size += int64(len(funcdata))
 			break
 		}
 	}
