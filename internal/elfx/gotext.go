@@ -44,24 +44,34 @@ func GoText(f *elf.File, pcln *elf.Section, data []byte) (text uint64, found boo
 // the address the offsets of the function table's funcdata count from,
 // such as those of its inline trees: from the module record GoText finds,
 // in a table of Go 1.20 or later (magic 0xfffffff1; the record's layout
-// differs before), checked to lie in a section of f that holds data. ok is
-// false where it is not found.
+// differs before). The record keeps it right after its rodata word, the
+// start of Go's read-only data, which is word 39 up to Go 1.26 and word
+// 42 in Go 1.27 (which added three words before it) under the same
+// magic: the first of those whose rodata lies in .rodata and whose
+// gofunc lies at or above it, in a section of f that holds data. ok is
+// false where none does.
 func GoFunc(f *elf.File, pcln *elf.Section, data []byte) (gofunc uint64, ok bool) {
 	if len(data) < 4 || f.ByteOrder.Uint32(data) != go120Magic {
 		return 0, false
 	}
 	m, ok := findModule(f, pcln, data)
-	if !ok || len(m.b) < (moduleGoFunc+1)*m.ptr {
+	rodata := f.Section(".rodata")
+	if !ok || rodata == nil {
 		return 0, false
 	}
-	gofunc = m.word(moduleGoFunc)
-	if gofunc < m.word(moduleRodata) {
-		return 0, false
-	}
-	for _, s := range f.Sections {
-		if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR == 0 &&
-			gofunc >= s.Addr && gofunc < s.Addr+s.Size {
-			return gofunc, true
+	for _, at := range []int{moduleRodata, moduleRodata127} {
+		if len(m.b) < (at+2)*m.ptr {
+			break
+		}
+		start, gofunc := m.word(at), m.word(at+1)
+		if start < rodata.Addr || start-rodata.Addr >= rodata.Size || gofunc < start {
+			continue
+		}
+		for _, s := range f.Sections {
+			if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR == 0 &&
+				gofunc >= s.Addr && gofunc-s.Addr < s.Size {
+				return gofunc, true
+			}
 		}
 	}
 	return 0, false
@@ -73,17 +83,19 @@ const go120Magic = 0xfffffff1
 // The words of the module record (runtime.moduledata) read here: 0 the
 // table, 1-3 the function name slice, then four more slices and the find
 // table, 20-21 the lowest and highest function pc, 22-23 text and etext;
-// from Go 1.20 (which added the coverage counters before them), 39
-// rodata and 40 gofunc.
+// from Go 1.20 (which added the coverage counters before them), rodata
+// and then gofunc, at 39 (up to Go 1.26) or 42 (Go 1.27 added the type
+// descriptors' length and the itab table's offset and size before them).
 const (
-	moduleTable  = 0
-	moduleNames  = 1
-	moduleMinPC  = 20
-	moduleMaxPC  = 21
-	moduleText   = 22
-	moduleEtext  = 23
-	moduleRodata = 39
-	moduleGoFunc = 40
+	moduleTable = 0
+	moduleNames = 1
+	moduleMinPC = 20
+	moduleMaxPC = 21
+	moduleText  = 22
+	moduleEtext = 23
+	// The rodata word, gofunc after it: up to Go 1.26, and in 1.27.
+	moduleRodata    = 39
+	moduleRodata127 = 42
 	// moduleWords are the words every record this package accepts has.
 	moduleWords = moduleEtext + 1
 )
