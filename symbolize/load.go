@@ -447,31 +447,24 @@ func loadGo(f *elf.File, fileSize int64, runtimeText func() (uint64, bool, error
 // plus the bytes read for them; nil where they cannot be read (see
 // loadGo).
 func loadGoInline(f *elf.File, fileSize int64, s *elf.Section, pcln []byte, text uint64, size int64) (*goinline.Table, int64) {
-	gofunc, ok := elfx.GoFunc(f, s, pcln)
+	gofunc, sec, ok := elfx.GoFunc(f, s, pcln)
 	if !ok {
 		return nil, size
 	}
 	var funcdata []byte
-	if gofunc >= s.Addr && gofunc-s.Addr < uint64(len(pcln)) {
+	if sec == s && gofunc-s.Addr < uint64(len(pcln)) {
 		funcdata = pcln[gofunc-s.Addr:] // Go 1.26 puts go:func.* in the table's section
 	} else {
-		for _, sec := range f.Sections {
-			if sec.Type != elf.SHT_PROGBITS || gofunc < sec.Addr || gofunc-sec.Addr >= sec.Size {
-				continue
-			}
-			// Only the section's part from gofunc on: Go 1.20 to 1.25
-			// put go:func.* in .rodata, tens of megabytes in a large
-			// program.
-			if sec.Flags&elf.SHF_COMPRESSED != 0 || checkSection(sec, fileSize, maxPclntabBytes) != nil {
-				return nil, size
-			}
-			funcdata = make([]byte, sec.Size-(gofunc-sec.Addr))
-			if _, err := sec.ReadAt(funcdata, int64(gofunc-sec.Addr)); err != nil {
-				return nil, size
-			}
-			size += int64(len(funcdata))
-			break
+		// Only the section's part from gofunc on: Go 1.20 to 1.25 put
+		// go:func.* in .rodata, tens of megabytes in a large program.
+		if sec.Flags&elf.SHF_COMPRESSED != 0 || checkSection(sec, fileSize, maxPclntabBytes) != nil {
+			return nil, size
 		}
+		funcdata = make([]byte, sec.Size-(gofunc-sec.Addr))
+		if _, err := sec.ReadAt(funcdata, int64(gofunc-sec.Addr)); err != nil {
+			return nil, size
+		}
+		size += int64(len(funcdata))
 	}
 	inl, err := goinline.New(pcln, f.ByteOrder, text, funcdata)
 	if err != nil {

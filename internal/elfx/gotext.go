@@ -48,16 +48,16 @@ func GoText(f *elf.File, pcln *elf.Section, data []byte) (text uint64, found boo
 // start of Go's read-only data, which is word 39 up to Go 1.26 and word
 // 42 in Go 1.27 (which added three words before it) under the same
 // magic: the first of those whose rodata lies in .rodata and whose
-// gofunc lies at or above it, in a section of f that holds data. ok is
-// false where none does.
-func GoFunc(f *elf.File, pcln *elf.Section, data []byte) (gofunc uint64, ok bool) {
+// gofunc lies at or above it, in a section of f that holds data, which
+// GoFunc returns too. ok is false where none does.
+func GoFunc(f *elf.File, pcln *elf.Section, data []byte) (gofunc uint64, in *elf.Section, ok bool) {
 	if len(data) < 4 || f.ByteOrder.Uint32(data) != go120Magic {
-		return 0, false
+		return 0, nil, false
 	}
 	m, ok := findModule(f, pcln, data)
 	rodata := f.Section(".rodata")
 	if !ok || rodata == nil {
-		return 0, false
+		return 0, nil, false
 	}
 	for _, at := range []int{moduleRodata, moduleRodata127} {
 		if len(m.b) < (at+2)*m.ptr {
@@ -70,11 +70,11 @@ func GoFunc(f *elf.File, pcln *elf.Section, data []byte) (gofunc uint64, ok bool
 		for _, s := range f.Sections {
 			if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR == 0 &&
 				gofunc >= s.Addr && gofunc-s.Addr < s.Size {
-				return gofunc, true
+				return gofunc, s, true
 			}
 		}
 	}
-	return 0, false
+	return 0, nil, false
 }
 
 // go120Magic begins the function tables of Go 1.20 and later.

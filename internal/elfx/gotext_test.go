@@ -72,7 +72,7 @@ func TestGoText(t *testing.T) {
 					t.Errorf("%s: GoText %#x (module record found: %v), runtime.text %#x (.text %#x)",
 						filepath.Base(path), got, found, want, textStart)
 				}
-				if got, found := GoFunc(f, pcln, data); got != wantFunc || !found {
+				if got, _, found := GoFunc(f, pcln, data); got != wantFunc || !found {
 					t.Errorf("%s: GoFunc %#x (found: %v), go:func.* %#x", filepath.Base(path), got, found, wantFunc)
 				}
 			}

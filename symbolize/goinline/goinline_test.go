@@ -317,20 +317,15 @@ func ownTables(t testing.TB) (*Table, *gosym.Table, bool) {
 	if !ok {
 		t.Fatal("no module record in the test binary")
 	}
-	gofunc, ok := elfx.GoFunc(f, pcln, data)
+	gofunc, sec, ok := elfx.GoFunc(f, pcln, data)
 	if !ok {
 		t.Fatal("GoFunc found nothing in the test binary")
 	}
-	var funcdata []byte
-	for _, s := range f.Sections {
-		if s.Type == elf.SHT_PROGBITS && gofunc >= s.Addr && gofunc < s.Addr+s.Size {
-			b, err := s.Data()
-			if err != nil {
-				t.Fatal(err)
-			}
-			funcdata = b[gofunc-s.Addr:]
-		}
+	b, err := sec.Data()
+	if err != nil {
+		t.Fatal(err)
 	}
+	funcdata := b[gofunc-sec.Addr:]
 	tab, err := New(data, f.ByteOrder, text, funcdata)
 	if err != nil {
 		t.Fatal(err)
