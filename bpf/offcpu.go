@@ -120,6 +120,7 @@ func (s *Sampler) loadOffCPU(cfg Config, ringSize int, cpus int) error {
 		"capture_kernel":  cfg.Kernel,
 		"off_cpu_min_ns":  uint64(min),
 		"stack_copy_size": uint32(cfg.StackCopy),
+		"ring_size":       uint64(ringSize),
 		"copy_all":        cfg.CopyAll,
 		"count_short":     cfg.RunTimeStats,
 	} {

@@ -80,6 +80,7 @@ const (
 	offcpuVarOffCpuMinNs    = "off_cpu_min_ns"
 	offcpuVarPendingThreads = "pending_threads"
 	offcpuVarRegsAt         = "regs_at"
+	offcpuVarRingSize       = "ring_size"
 	offcpuVarSelfTgid       = "self_tgid"
 	offcpuVarStackCopySize  = "stack_copy_size"
 	offcpuVarWokenAt        = "woken_at"
@@ -161,6 +162,7 @@ type offcpuVariableSpecs struct {
 	OffCpuMinNs    *ebpf.VariableSpec `ebpf:"off_cpu_min_ns"`
 	PendingThreads *ebpf.VariableSpec `ebpf:"pending_threads"`
 	RegsAt         *ebpf.VariableSpec `ebpf:"regs_at"`
+	RingSize       *ebpf.VariableSpec `ebpf:"ring_size"`
 	SelfTgid       *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize  *ebpf.VariableSpec `ebpf:"stack_copy_size"`
 	WokenAt        *ebpf.VariableSpec `ebpf:"woken_at"`
@@ -227,6 +229,7 @@ type offcpuVariables struct {
 	OffCpuMinNs    *ebpf.Variable `ebpf:"off_cpu_min_ns"`
 	PendingThreads *ebpf.Variable `ebpf:"pending_threads"`
 	RegsAt         *ebpf.Variable `ebpf:"regs_at"`
+	RingSize       *ebpf.Variable `ebpf:"ring_size"`
 	SelfTgid       *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize  *ebpf.Variable `ebpf:"stack_copy_size"`
 	WokenAt        *ebpf.Variable `ebpf:"woken_at"`

@@ -71,10 +71,13 @@ enum wake_level {
 
 __u64 woken_at[WAKE_LEVELS];
 
+/* The ring's size in bytes, set by the loader as it sizes the ring: a
+ * query would be one more helper call per record. */
+volatile const __u64 ring_size;
+
 /* The wakeup flag for a record of size bytes about to go into ring. */
 static __always_inline __u64 wakeup(void *ring, __u64 size)
 {
-	__u64 ring_size = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE);
 	__u64 avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + size;
 	__u64 at;
 	int level;

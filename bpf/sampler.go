@@ -364,6 +364,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		"capture_user":    cfg.User,
 		"capture_kernel":  cfg.Kernel,
 		"stack_copy_size": uint32(cfg.StackCopy),
+		"ring_size":       uint64(ringSize),
 		"copy_all":        cfg.CopyAll,
 		"python_enabled":  cfg.Python,
 		"table_unwind":    cfg.UnwindTables > 0,

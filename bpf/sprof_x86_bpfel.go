@@ -256,6 +256,7 @@ const (
 	sprofVarIncludeIdle        = "include_idle"
 	sprofVarPhaseTiming        = "phase_timing"
 	sprofVarPythonEnabled      = "python_enabled"
+	sprofVarRingSize           = "ring_size"
 	sprofVarSelfTgid           = "self_tgid"
 	sprofVarStackCopySize      = "stack_copy_size"
 	sprofVarTableUnwind        = "table_unwind"
@@ -357,6 +358,7 @@ type sprofVariableSpecs struct {
 	IncludeIdle        *ebpf.VariableSpec `ebpf:"include_idle"`
 	PhaseTiming        *ebpf.VariableSpec `ebpf:"phase_timing"`
 	PythonEnabled      *ebpf.VariableSpec `ebpf:"python_enabled"`
+	RingSize           *ebpf.VariableSpec `ebpf:"ring_size"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.VariableSpec `ebpf:"stack_copy_size"`
 	TableUnwind        *ebpf.VariableSpec `ebpf:"table_unwind"`
@@ -449,6 +451,7 @@ type sprofVariables struct {
 	IncludeIdle        *ebpf.Variable `ebpf:"include_idle"`
 	PhaseTiming        *ebpf.Variable `ebpf:"phase_timing"`
 	PythonEnabled      *ebpf.Variable `ebpf:"python_enabled"`
+	RingSize           *ebpf.Variable `ebpf:"ring_size"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.Variable `ebpf:"stack_copy_size"`
 	TableUnwind        *ebpf.Variable `ebpf:"table_unwind"`
