@@ -287,7 +287,10 @@
 // Open loads one of them:
 //
 //   - sample (5.17 and newer) walks frame records through bpf_loop and
-//     bounds a thread's stack by its mapping, from bpf_find_vma.
+//     bounds a thread's stack by its mapping, from bpf_find_vma. Where the
+//     kernel returns through a thunk (x86 mitigations for Retbleed, SRSO
+//     and ITS: returnThunks), each call of a walk's callback runs a batch
+//     of steps, since there a call costs more than a step.
 //   - sample_compat (5.10 to 5.16) walks them in chunks of 32 in a bounded
 //     loop, each chunk a tail call of walk_compat, and bounds the stack
 //     8 MiB either side of sp; its stack copies end at the stack's top

@@ -89,6 +89,10 @@ type Config struct {
 	// phaseTiming has the program time its phases into the phases map
 	// (BenchmarkTableWalkPhases).
 	phaseTiming bool
+	// batchedSteps, when set, replaces returnThunks' answer for the
+	// walks' steps a bpf_loop call (batched_steps in sprof.bpf.c): tests
+	// load both ways.
+	batchedSteps *bool
 }
 
 // MaxStackCopy is the largest Config.StackCopy, about perf's limit for
@@ -355,6 +359,10 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 	if err != nil {
 		return err
 	}
+	batched := returnThunks(vulnerabilitiesDir)
+	if cfg.batchedSteps != nil {
+		batched = *cfg.batchedSteps
+	}
 	for name, v := range map[string]any{
 		"self_tgid":       uint32(os.Getpid()),
 		"cgroup_id":       cfg.CgroupID,
@@ -369,6 +377,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		"python_enabled":  cfg.Python,
 		"table_unwind":    cfg.UnwindTables > 0,
 		"phase_timing":    cfg.phaseTiming,
+		"batched_steps":   batched,
 
 		"have_task_pt_regs":    s.features.Has(FeatureTaskPtRegs) && s.features.Has(FeatureCurrentTaskBTF),
 		"have_ancestor_cgroup": s.features.Has(FeatureAncestorCgroupID),

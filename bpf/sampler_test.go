@@ -812,8 +812,10 @@ const verifierHeadroom = 500_000
 // and architecture with every option on, and as sprof's commands open it
 // by default (the verifier checks what the options leave reachable, and
 // its bounds of the same code differ between them), within
-// verifierHeadroom where the kernel counts (5.16; the counts are logged):
-// the kernel matrix runs this on each kernel, fixtures or not.
+// verifierHeadroom where the kernel counts (5.16; the counts are logged),
+// with the walks' steps batched and not (batched_steps in sprof.bpf.c,
+// which returnThunks picks on the host): the kernel matrix runs this on
+// each kernel, fixtures or not.
 func TestEveryPathLoads(t *testing.T) {
 	requireBPF(t)
 	configs := []struct {
@@ -827,29 +829,43 @@ func TestEveryPathLoads(t *testing.T) {
 	}
 	onEveryPath(t, func(t *testing.T, features *Features) {
 		for _, c := range configs {
-			cfg := c.cfg
-			cfg.Frequency, cfg.User, cfg.Kernel, cfg.UnwindTables, cfg.Python, cfg.features = 99, true, true, DefaultUnwindTables, true, features
-			s, err := prepare(cfg)
-			if err != nil {
-				t.Fatalf("%s: %v", c.name, err)
+			for _, batched := range []bool{false, true} {
+				name := c.name
+				if batched {
+					name += ", batched steps"
+				}
+				cfg := c.cfg
+				cfg.Frequency, cfg.User, cfg.Kernel, cfg.UnwindTables, cfg.Python, cfg.features = 99, true, true, DefaultUnwindTables, true, features
+				cfg.batchedSteps = &batched
+				loadsWithin(t, name, cfg)
 			}
-			for _, p := range []*ebpf.Program{s.objs.Sample, s.objs.WalkCompat, s.objs.TableCompat} {
-				if p == nil {
-					continue
-				}
-				info, err := p.Info()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n, ok := info.VerifiedInstructions(); ok && n > verifierHeadroom {
-					t.Errorf("%s: the verifier checked %s in %d instructions, more than %d", c.name, info.Name, n, verifierHeadroom)
-				} else if ok {
-					t.Logf("%s: %s verified in %d instructions", c.name, info.Name, n)
-				}
-			}
-			s.Close()
 		}
 	})
+}
+
+// loadsWithin loads the sampler for cfg and fails t where the verifier
+// took more than verifierHeadroom instructions for one of its programs.
+func loadsWithin(t *testing.T, name string, cfg Config) {
+	t.Helper()
+	s, err := prepare(cfg)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for _, p := range []*ebpf.Program{s.objs.Sample, s.objs.WalkCompat, s.objs.TableCompat} {
+		if p == nil {
+			continue
+		}
+		info, err := p.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := info.VerifiedInstructions(); ok && n > verifierHeadroom {
+			t.Errorf("%s: the verifier checked %s in %d instructions, more than %d", name, info.Name, n, verifierHeadroom)
+		} else if ok {
+			t.Logf("%s: %s verified in %d instructions", name, info.Name, n)
+		}
+	}
+	s.Close()
 }
 
 // A sample taken while the leaf's first instruction is fetched keeps the

@@ -958,10 +958,66 @@ static __always_inline long fp_step(struct scratch_value *s)
 	return w->flags & SAMPLE_USER_TRUNCATED;
 }
 
-/* fp_step as bpf_loop's callback. */
+/*
+ * Where the kernel returns through a thunk, each call of a bpf_loop
+ * callback runs up to FP_LOOP_STEPS or TABLE_LOOP_STEPS steps of a walk
+ * (batched_steps, set by the loader: bpf/thunks.go), elsewhere one. Linux's
+ * x86 mitigations for Retbleed, SRSO and ITS make the BPF JIT emit every
+ * return as a jump to a thunk, and a call and its return then cost more
+ * than a step's own work. On sprof's CI VM (AMD EPYC, SRSO's safe RET), a
+ * frame-pointer walk of 1,004 frames took 14.6-15.1 us at a step a call
+ * and 7.2-7.4 at 4 (BenchmarkBPFRun, deep 1000), and the table walk 21.9
+ * ns a frame at one step and 13.6 at 4 (BenchmarkTableWalk, 405 frames;
+ * at 37 frames, 1.79 us a sample and 1.51). On a 16-CPU Intel host with
+ * Enhanced IBRS (no thunk), batches made 37-frame samples slower in each
+ * of 3 interleaved rounds (3.68-4.52 us against 2.69-3.31): a batch's
+ * steps are copies of the step's code, more for the caches to hold.
+ *
+ * The verifier checks each step of a batch apart, and Linux 7.2 on arm64
+ * pays most for a table step: sample took 123,000 instructions there at a
+ * step a call, 271,000 at 2 table steps and 4 frame-pointer ones, and
+ * 479,000 at 4 table steps, close to the 500,000 that TestEveryPathLoads
+ * allows (7.2 on amd64: 204,000 at 4 and 4; 6.18: 98,000). arm64 has no
+ * return thunk to save. MAX_USER_FRAMES is a multiple of each, so that the
+ * walks still take up to MAX_USER_FRAMES steps.
+ *
+ * A batch hides the scratch value's address from clang at each step.
+ * Else it computes the addresses of the fields a step uses once, before
+ * the batch, and keeps them on the stack: the table walk's callback took
+ * 264 bytes of it, against 112 at a step a call, and with sample's 248
+ * exceeded the 512 bytes that Linux 6.1 and 6.12 allow a program and the
+ * callbacks it calls together; 144 with the barrier. The batches are
+ * unrolled: the verifier took a rolled loop for an infinite one.
+ */
+#define FP_LOOP_STEPS 4
+#if defined(__TARGET_ARCH_arm64)
+#define TABLE_LOOP_STEPS 2
+#else
+#define TABLE_LOOP_STEPS 4
+#endif
+_Static_assert(MAX_USER_FRAMES % FP_LOOP_STEPS == 0 && MAX_USER_FRAMES % TABLE_LOOP_STEPS == 0,
+	       "a walk's steps are whole calls");
+
+volatile const bool batched_steps;
+
+/* The bpf_loop calls for a walk of up to MAX_USER_FRAMES steps. */
+#define LOOP_CALLS(steps) (batched_steps ? MAX_USER_FRAMES / (steps) : MAX_USER_FRAMES)
+
+/* fp_step as bpf_loop's callback: FP_LOOP_STEPS of it with batched_steps,
+ * else one (the verifier drops the rest as dead code). */
 static long fp_loop_step(__u64 i, struct scratch_value **s)
 {
-	return fp_step(*s);
+	struct scratch_value *v = *s;
+
+#pragma clang loop unroll(full)
+	for (int j = 0; j < FP_LOOP_STEPS; j++) {
+		if (j && !batched_steps)
+			break;
+		barrier_var(v); /* the step's addresses stay off the stack: see batched_steps */
+		if (fp_step(v))
+			return 1;
+	}
+	return 0;
 }
 
 /* Frame 0 is pc; then the leaf's return address when the frame-pointer
@@ -1213,9 +1269,9 @@ static __always_inline void walk_rest(struct bpf_perf_event_data *ctx, struct sc
 				      const bool walk_helpers)
 {
 	if (walk_helpers) {
-		bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
+		bpf_loop(LOOP_CALLS(FP_LOOP_STEPS), fp_loop_step, &s, 0);
 		if (follow_goroutine(s))
-			bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
+			bpf_loop(LOOP_CALLS(FP_LOOP_STEPS), fp_loop_step, &s, 0);
 	} else if (!walk_chunk(s) || follow_goroutine(s)) {
 		bpf_tail_call(ctx, &walk_tail, 0);
 		s->walk.flags |= SAMPLE_USER_TRUNCATED; /* the tail calls ran out */
@@ -1796,14 +1852,14 @@ static __always_inline bool table_rule(struct scratch_value *s, struct unwind_ta
  * as a leaf with frame pointers does. Sets the walk's rule; false when the
  * frame fails the checks.
  */
-static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_file)
+static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_file, bool top)
 {
 	struct fp_walk *w = &s->walk;
 	__u64 fp = w->tfp, ra;
 
 	w->rule_pc = 0; /* not the rule of the pc */
 	w->rule.ra_off = -8;
-	if (w->top) {
+	if (top) {
 #if defined(__TARGET_ARCH_x86)
 		__u64 at;
 
@@ -1834,7 +1890,7 @@ static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_
 		return false;
 	if (!stack_word(w, fp + sizeof(fp), &ra) || !code_addr(ra))
 		return false;
-	if (in_file && ((!w->top && !after_call(code_addr(w->tpc))) || !after_call(code_addr(ra))))
+	if (in_file && ((!top && !after_call(code_addr(w->tpc))) || !after_call(code_addr(ra))))
 		return false;
 	w->rule.kind = RULE_CFA_FP;
 	w->rule.cfa_off = 16;
@@ -1847,11 +1903,14 @@ static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_
  * and its return address into the record; nonzero when the walk ends.
  * fp_elsewhere: code without a rule takes the frame-pointer rule
  * (frame_pointer_rule), on bpf_loop's path only, which the verifier checks
- * once, not for each step of a chunk. */
-static __always_inline long table_step(struct scratch_value *s, const bool fp_elsewhere)
+ * once, not for each step of a chunk. below_top: the frame is not the
+ * topmost, which bpf_loop's path unwinds before the loop (see
+ * table_loop_step). */
+static __always_inline long table_step(struct scratch_value *s, const bool fp_elsewhere, const bool below_top)
 {
 	struct fp_walk *w = &s->walk;
-	__u64 look = w->top ? w->tpc : w->tpc - 1;
+	bool top = !below_top && w->top;
+	__u64 look = top ? w->tpc : w->tpc - 1;
 	__u64 now = s->rec.hdr.time, fp = w->tfp, cfa, ra;
 	struct unwind_table *t;
 	__u32 at;
@@ -1860,12 +1919,12 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 		return table_end(w, TABLE_NO_MAPPING);
 	/* Without fp_elsewhere a JIT mapping finds no table (MapJIT). */
 	if (fp_elsewhere && w->map.kind == MAPPING_JIT) {
-		if (!frame_pointer_rule(s, false))
+		if (!frame_pointer_rule(s, false, top))
 			return table_end(w, TABLE_NO_MAPPING);
 	} else if (w->map.kind == MAPPING_FRAME_POINTERS) {
 		/* In the topmost frame fp may still name the caller's record
 		 * (a prologue, a frameless leaf): leaf_return's business. */
-		if (w->top)
+		if (top)
 			return table_end(w, TABLE_FP_LEAF);
 		w->rule_pc = 0;
 		w->rule.kind = RULE_CFA_FP;
@@ -1884,7 +1943,7 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 			return table_end(w, TABLE_NO_RULE);
 		w->rule_pc = look;
 	}
-	if (fp_elsewhere && w->rule.kind == RULE_GAP && !frame_pointer_rule(s, true))
+	if (fp_elsewhere && w->rule.kind == RULE_GAP && !frame_pointer_rule(s, true, top))
 		return table_end(w, TABLE_NO_RULE);
 	switch (w->rule.kind) {
 	case RULE_CFA_SP:
@@ -1902,7 +1961,7 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 	}
 	/* The CFA is the caller's sp: above this frame's, except at an
 	 * arm64 function's entry (CFA = sp, the return address in lr). */
-	if ((cfa & 7) || cfa < w->tsp || (cfa == w->tsp && !w->top))
+	if ((cfa & 7) || cfa < w->tsp || (cfa == w->tsp && !top))
 		return table_end(w, TABLE_BAD_FRAME);
 	/* fp first: where both are saved it lies below the return address
 	 * (amd64's push rbp, arm64's frame record), so one window serves
@@ -1912,7 +1971,7 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 	if (w->rule.flags & RULE_RA_SAVED) {
 		if (!stack_word(w, cfa + w->rule.ra_off, &ra))
 			return table_end(w, TABLE_FAULT);
-	} else if (w->top) {
+	} else if (top) {
 		ra = w->tlr;
 	} else {
 		return table_end(w, TABLE_UNSUPPORTED);
@@ -1932,10 +1991,25 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 	return 0;
 }
 
-/* table_step as bpf_loop's callback. */
+/* table_step as bpf_loop's callback, as fp_loop_step is fp_step's, below the
+ * topmost frame: its step, with the leaf's cases (frame_pointer_rule's
+ * leaf_return, the return address in lr), runs before the loop, so that
+ * the verifier checks those once, not in each step of a call (on Linux
+ * 7.2 for arm64, with a frame-pointer step a call, four table steps took
+ * sample to 529,000 instructions with them and 403,000 without). */
 static long table_loop_step(__u64 i, struct scratch_value **s)
 {
-	return table_step(*s, true);
+	struct scratch_value *v = *s;
+
+#pragma clang loop unroll(full)
+	for (int j = 0; j < TABLE_LOOP_STEPS; j++) {
+		if (j && !batched_steps)
+			break;
+		barrier_var(v); /* the step's addresses stay off the stack: see batched_steps */
+		if (table_step(v, true, true))
+			return 1;
+	}
+	return 0;
 }
 
 /* Runs a chunk of the table walk; true when the walk has ended. */
@@ -1943,7 +2017,7 @@ static __always_inline bool table_chunk(struct scratch_value *s)
 {
 #pragma clang loop unroll(disable)
 	for (int i = 0; i < WALK_CHUNK; i++)
-		if (table_step(s, false))
+		if (table_step(s, false, false))
 			return true;
 	return false;
 }
@@ -2071,10 +2145,12 @@ static __always_inline void sample_user(struct bpf_perf_event_data *ctx, struct 
 		return;
 	if (table_unwind) {
 		table_start(s, &regs);
-		if (walk_helpers)
-			bpf_loop(MAX_USER_FRAMES, table_loop_step, &s, 0);
-		else if (!table_chunk(s))
+		if (walk_helpers) {
+			if (!table_step(s, true, false))
+				bpf_loop(LOOP_CALLS(TABLE_LOOP_STEPS), table_loop_step, &s, 0);
+		} else if (!table_chunk(s)) {
 			bpf_tail_call(ctx, &table_tail, 0);
+		}
 		if (!after_tables(s, walk_helpers, false))
 			return;
 	} else {

@@ -244,6 +244,7 @@ const (
 	sprofProgTableCompat       = "table_compat"
 	sprofProgWakeOnExec        = "wake_on_exec"
 	sprofProgWalkCompat        = "walk_compat"
+	sprofVarBatchedSteps       = "batched_steps"
 	sprofVarCaptureKernel      = "capture_kernel"
 	sprofVarCaptureUser        = "capture_user"
 	sprofVarCgroupId           = "cgroup_id"
@@ -346,6 +347,7 @@ type sprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sprofVariableSpecs struct {
+	BatchedSteps       *ebpf.VariableSpec `ebpf:"batched_steps"`
 	CaptureKernel      *ebpf.VariableSpec `ebpf:"capture_kernel"`
 	CaptureUser        *ebpf.VariableSpec `ebpf:"capture_user"`
 	CgroupId           *ebpf.VariableSpec `ebpf:"cgroup_id"`
@@ -439,6 +441,7 @@ func (m *sprofMaps) Close() error {
 //
 // It can be passed to loadSprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sprofVariables struct {
+	BatchedSteps       *ebpf.Variable `ebpf:"batched_steps"`
 	CaptureKernel      *ebpf.Variable `ebpf:"capture_kernel"`
 	CaptureUser        *ebpf.Variable `ebpf:"capture_user"`
 	CgroupId           *ebpf.Variable `ebpf:"cgroup_id"`

@@ -134,39 +134,54 @@ func TestTableWalkDeep(t *testing.T) {
 		t.Run(strconv.Itoa(depth), func(t *testing.T) {
 			chain := newDeepChain(t, depth)
 			onEveryPath(t, func(t *testing.T, features *Features) {
-				cmd, _ := startBinary(t, deepPath, strconv.Itoa(depth))
-				pid := cmd.Process.Pid
-				waitCPUTime(t, pid, 50*time.Millisecond)
-				s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
-					UnwindTables: DefaultUnwindTables, features: features})
-				rows := loadProcessTables(t, s, pid)
-				since := monotonic(t)
-				got := collectN(t, s, 300, func(x *Sample) bool { return x.Pid == uint32(pid) && x.Time > since })
-				if len(got) < 100 {
-					t.Fatalf("%d samples in 10 s", len(got))
+				batchings, path := []bool{false}, features
+				if path == nil {
+					path = ProbeFeatures()
 				}
-				good, why := 0, map[string]int{}
-				for _, x := range got {
-					ok, reason := chain.whole(x.user)
-					switch {
-					case !ok:
-						why[reason]++
-					case !x.UserTables || x.UserTruncated || x.StackCopy != nil:
-						why[fmt.Sprintf("tables %v truncated %v copy %v", x.UserTables, x.UserTruncated, x.StackCopy != nil)]++
-					default:
-						good++
-					}
+				if path.Has(FeatureLoop) { // batched_steps is for bpf_loop's callbacks
+					batchings = append(batchings, true)
 				}
-				st, err := s.TableStats()
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("%d of %d samples whole (%d rows loaded, %d bytes); walks ended: %v", good, len(got), rows, st.Used, st.Walks)
-				if float64(good) < 0.99*float64(len(got)) {
-					t.Errorf("%d of %d samples have the whole chain, want 99%%; others: %v", good, len(got), why)
+				for _, batched := range batchings {
+					t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) { walkDeep(t, chain, depth, features, batched) })
 				}
 			})
 		})
+	}
+}
+
+// walkDeep is TestTableWalkDeep on one kernel path, with the walk's steps
+// batched or not.
+func walkDeep(t *testing.T, chain *deepChain, depth int, features *Features, batched bool) {
+	cmd, _ := startBinary(t, deepPath, strconv.Itoa(depth))
+	pid := cmd.Process.Pid
+	waitCPUTime(t, pid, 50*time.Millisecond)
+	s := openSampler(t, Config{Frequency: 999, Pids: []uint32{uint32(pid)}, User: true, Kernel: true,
+		UnwindTables: DefaultUnwindTables, features: features, batchedSteps: &batched})
+	rows := loadProcessTables(t, s, pid)
+	since := monotonic(t)
+	got := collectN(t, s, 300, func(x *Sample) bool { return x.Pid == uint32(pid) && x.Time > since })
+	if len(got) < 100 {
+		t.Fatalf("%d samples in 10 s", len(got))
+	}
+	good, why := 0, map[string]int{}
+	for _, x := range got {
+		ok, reason := chain.whole(x.user)
+		switch {
+		case !ok:
+			why[reason]++
+		case !x.UserTables || x.UserTruncated || x.StackCopy != nil:
+			why[fmt.Sprintf("tables %v truncated %v copy %v", x.UserTables, x.UserTruncated, x.StackCopy != nil)]++
+		default:
+			good++
+		}
+	}
+	st, err := s.TableStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d samples whole (%d rows loaded, %d bytes); walks ended: %v", good, len(got), rows, st.Used, st.Walks)
+	if float64(good) < 0.99*float64(len(got)) {
+		t.Errorf("%d of %d samples have the whole chain, want 99%%; others: %v", good, len(got), why)
 	}
 }
 
