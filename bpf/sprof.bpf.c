@@ -973,13 +973,13 @@ static __always_inline long fp_step(struct scratch_value *s)
  * of 3 interleaved rounds (3.68-4.52 us against 2.69-3.31): a batch's
  * steps are copies of the step's code, more for the caches to hold.
  *
- * The verifier checks each step of a batch apart, and Linux 7.2 on arm64
- * pays most for a table step: sample took 123,000 instructions there at a
- * step a call, 271,000 at 2 table steps and 4 frame-pointer ones, and
- * 479,000 at 4 table steps, close to the 500,000 that TestEveryPathLoads
- * allows (7.2 on amd64: 204,000 at 4 and 4; 6.18: 98,000). arm64 has no
- * return thunk to save. MAX_USER_FRAMES is a multiple of each, so that the
- * walks still take up to MAX_USER_FRAMES steps.
+ * The verifier checks each step of a batch apart, and Linux 7.2 pays most
+ * for a table step. With batches, sample took 386,000 instructions on 7.2
+ * for amd64 (79,000 without; on 6.18, 98,000 with and 63,000 without) and
+ * 244,000 on 7.2 for arm64 at 2 table steps (123,000 without). 4 took it
+ * to 479,000 there, close to the 500,000 that TestEveryPathLoads allows;
+ * arm64 has no return thunk to save. MAX_USER_FRAMES is a multiple of
+ * each, so that the walks still take up to MAX_USER_FRAMES steps.
  *
  * A batch hides the scratch value's address from clang at each step.
  * Else it computes the addresses of the fields a step uses once, before
@@ -1000,24 +1000,34 @@ _Static_assert(MAX_USER_FRAMES % FP_LOOP_STEPS == 0 && MAX_USER_FRAMES % TABLE_L
 
 volatile const bool batched_steps;
 
-/* The bpf_loop calls for a walk of up to MAX_USER_FRAMES steps. */
-#define LOOP_CALLS(steps) (batched_steps ? MAX_USER_FRAMES / (steps) : MAX_USER_FRAMES)
-
-/* fp_step as bpf_loop's callback: FP_LOOP_STEPS of it with batched_steps,
- * else one (the verifier drops the rest as dead code). */
+/* fp_step as bpf_loop's callback. */
 static long fp_loop_step(__u64 i, struct scratch_value **s)
+{
+	return fp_step(*s);
+}
+
+/* FP_LOOP_STEPS of fp_step as bpf_loop's callback (batched_steps). */
+static long fp_batch_step(__u64 i, struct scratch_value **s)
 {
 	struct scratch_value *v = *s;
 
 #pragma clang loop unroll(full)
 	for (int j = 0; j < FP_LOOP_STEPS; j++) {
-		if (j && !batched_steps)
-			break;
 		barrier_var(v); /* the step's addresses stay off the stack: see batched_steps */
 		if (fp_step(v))
 			return 1;
 	}
 	return 0;
+}
+
+/* The frame-pointer walk through bpf_loop: with batched_steps or not, each
+ * way's callback in code the verifier drops on the other. */
+static __always_inline void fp_loop(struct scratch_value *s)
+{
+	if (batched_steps)
+		bpf_loop(MAX_USER_FRAMES / FP_LOOP_STEPS, fp_batch_step, &s, 0);
+	else
+		bpf_loop(MAX_USER_FRAMES, fp_loop_step, &s, 0);
 }
 
 /* Frame 0 is pc; then the leaf's return address when the frame-pointer
@@ -1269,9 +1279,9 @@ static __always_inline void walk_rest(struct bpf_perf_event_data *ctx, struct sc
 				      const bool walk_helpers)
 {
 	if (walk_helpers) {
-		bpf_loop(LOOP_CALLS(FP_LOOP_STEPS), fp_loop_step, &s, 0);
+		fp_loop(s);
 		if (follow_goroutine(s))
-			bpf_loop(LOOP_CALLS(FP_LOOP_STEPS), fp_loop_step, &s, 0);
+			fp_loop(s);
 	} else if (!walk_chunk(s) || follow_goroutine(s)) {
 		bpf_tail_call(ctx, &walk_tail, 0);
 		s->walk.flags |= SAMPLE_USER_TRUNCATED; /* the tail calls ran out */
@@ -1905,7 +1915,7 @@ static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_
  * (frame_pointer_rule), on bpf_loop's path only, which the verifier checks
  * once, not for each step of a chunk. below_top: the frame is not the
  * topmost, which bpf_loop's path unwinds before the loop (see
- * table_loop_step). */
+ * table_batch_step). */
 static __always_inline long table_step(struct scratch_value *s, const bool fp_elsewhere, const bool below_top)
 {
 	struct fp_walk *w = &s->walk;
@@ -1991,20 +2001,27 @@ static __always_inline long table_step(struct scratch_value *s, const bool fp_el
 	return 0;
 }
 
-/* table_step as bpf_loop's callback, as fp_loop_step is fp_step's, below the
- * topmost frame: its step, with the leaf's cases (frame_pointer_rule's
- * leaf_return, the return address in lr), runs before the loop, so that
- * the verifier checks those once, not in each step of a call (on Linux
- * 7.2 for arm64, with a frame-pointer step a call, four table steps took
- * sample to 529,000 instructions with them and 403,000 without). */
+/* table_step as bpf_loop's callback, the topmost frame's too. */
 static long table_loop_step(__u64 i, struct scratch_value **s)
+{
+	return table_step(*s, true, false);
+}
+
+/* TABLE_LOOP_STEPS of table_step as bpf_loop's callback (batched_steps),
+ * below the topmost frame: that frame's step, with the leaf's cases
+ * (frame_pointer_rule's leaf_return, the return address in lr), runs
+ * before the loop, so that the verifier checks those once, not in each
+ * step of a batch (on Linux 7.2 for arm64, with a frame-pointer step a
+ * call, four table steps took sample to 529,000 instructions with them
+ * and 403,000 without). One step a call takes the topmost frame in the
+ * callback, as before batches: a sample then runs one copy of the step's
+ * code, not two, and the caches hold less (see batched_steps). */
+static long table_batch_step(__u64 i, struct scratch_value **s)
 {
 	struct scratch_value *v = *s;
 
 #pragma clang loop unroll(full)
 	for (int j = 0; j < TABLE_LOOP_STEPS; j++) {
-		if (j && !batched_steps)
-			break;
 		barrier_var(v); /* the step's addresses stay off the stack: see batched_steps */
 		if (table_step(v, true, true))
 			return 1;
@@ -2146,8 +2163,10 @@ static __always_inline void sample_user(struct bpf_perf_event_data *ctx, struct 
 	if (table_unwind) {
 		table_start(s, &regs);
 		if (walk_helpers) {
-			if (!table_step(s, true, false))
-				bpf_loop(LOOP_CALLS(TABLE_LOOP_STEPS), table_loop_step, &s, 0);
+			if (!batched_steps)
+				bpf_loop(MAX_USER_FRAMES, table_loop_step, &s, 0);
+			else if (!table_step(s, true, false))
+				bpf_loop(MAX_USER_FRAMES / TABLE_LOOP_STEPS, table_batch_step, &s, 0);
 		} else if (!table_chunk(s)) {
 			bpf_tail_call(ctx, &table_tail, 0);
 		}
