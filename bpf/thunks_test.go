@@ -7,9 +7,9 @@ import (
 )
 
 // returnThunks says yes for each mitigation that installs a return thunk,
-// in the words Linux's arch/x86/kernel/cpu/bugs.c writes to the files, and
-// no for the others, for a missing directory and for files it does not
-// read.
+// in the words Linux's arch/x86/kernel/cpu/bugs.c writes to the files (and
+// wrote before 6.7 renamed SRSO's), and no for the others, for a missing
+// directory and for files it does not read.
 func TestReturnThunks(t *testing.T) {
 	for _, tc := range []struct {
 		file, text string
@@ -23,6 +23,10 @@ func TestReturnThunks(t *testing.T) {
 		{"spec_rstack_overflow", "Mitigation: Safe RET", true},
 		{"spec_rstack_overflow", "Vulnerable: Safe RET, no microcode", true},
 		{"spec_rstack_overflow", "Vulnerable: Microcode, no safe RET", false},
+		{"spec_rstack_overflow", "Mitigation: safe RET", true},               // before Linux 6.7
+		{"spec_rstack_overflow", "Mitigation: safe RET, no microcode", true}, // before Linux 6.7
+		{"spec_rstack_overflow", "Mitigation: microcode", false},             // before Linux 6.7
+		{"spec_rstack_overflow", "Mitigation: IBPB on VMEXIT only", false},
 		{"spec_rstack_overflow", "Mitigation: IBPB", false},
 		{"indirect_target_selection", "Mitigation: Aligned branch/return thunks", true},
 		{"indirect_target_selection", "Mitigation: Retpolines, Stuffing RSB", true},
