@@ -1914,7 +1914,7 @@ static __always_inline bool frame_pointer_rule(struct scratch_value *s, bool in_
  * fp_elsewhere: code without a rule takes the frame-pointer rule
  * (frame_pointer_rule), on bpf_loop's path only, which the verifier checks
  * once, not for each step of a chunk. below_top: the frame is not the
- * topmost, which bpf_loop's path unwinds before the loop (see
+ * topmost, which batched steps unwind before their loop (see
  * table_batch_step). */
 static __always_inline long table_step(struct scratch_value *s, const bool fp_elsewhere, const bool below_top)
 {
