@@ -813,9 +813,9 @@ const verifierHeadroom = 500_000
 // by default (the verifier checks what the options leave reachable, and
 // its bounds of the same code differ between them), within
 // verifierHeadroom where the kernel counts (5.16; the counts are logged),
-// with the walks' steps batched and not (batched_steps in sprof.bpf.c,
-// which returnThunks picks on the host): the kernel matrix runs this on
-// each kernel, fixtures or not.
+// and where bpf_loop walks, with its steps batched and not (batched_steps
+// in sprof.bpf.c, which returnThunks picks on the host): the kernel matrix
+// runs this on each kernel, fixtures or not.
 func TestEveryPathLoads(t *testing.T) {
 	requireBPF(t)
 	configs := []struct {
@@ -828,8 +828,12 @@ func TestEveryPathLoads(t *testing.T) {
 		{"a command", Config{Pids: []uint32{1}, FollowForks: true, StackCopy: 16 << 10, CopyAll: true}}, // record -- command
 	}
 	onEveryPath(t, func(t *testing.T, features *Features) {
+		batchings := []bool{false}
+		if features == nil && ProbeFeatures().LoopWalk() { // batched_steps is for bpf_loop's callbacks
+			batchings = append(batchings, true)
+		}
 		for _, c := range configs {
-			for _, batched := range []bool{false, true} {
+			for _, batched := range batchings {
 				name := c.name
 				if batched {
 					name += ", batched steps"

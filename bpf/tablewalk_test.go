@@ -134,11 +134,8 @@ func TestTableWalkDeep(t *testing.T) {
 		t.Run(strconv.Itoa(depth), func(t *testing.T) {
 			chain := newDeepChain(t, depth)
 			onEveryPath(t, func(t *testing.T, features *Features) {
-				batchings, path := []bool{false}, features
-				if path == nil {
-					path = ProbeFeatures()
-				}
-				if path.Has(FeatureLoop) { // batched_steps is for bpf_loop's callbacks
+				batchings := []bool{false}
+				if features == nil && ProbeFeatures().LoopWalk() { // batched_steps is for bpf_loop's callbacks
 					batchings = append(batchings, true)
 				}
 				for _, batched := range batchings {
