@@ -3,19 +3,20 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * What any sampling program pays on a host before work of its own, for
- * BenchmarkFloor: the same cpu-clock events as sprof's sampler run an
- * empty program, the sampler's pid filter alone, the filter and a minimal
- * record's header (time, ids, comm, counted), or all that and the record
- * sent through a ring buffer (its fill asked first, as the sampler does).
- * Each touches more memory that the last sample on the CPU may have left
- * cold: a host where these cost most of a sample, costs sprof's sampler
- * that much before its walk. percpu sends the same record through a ring
- * of the CPU's own instead of the one all CPUs share, whose lock and
+ * BenchmarkFloor: the same cpu-clock events as sprof's sampler run an empty
+ * program, the sampler's pid filter alone (pidset.h), the filter and a
+ * minimal record's header (time, ids, comm, counted), or all that and the
+ * record sent through a ring buffer (its fill asked first, as the sampler
+ * does). Each touches more memory that the last sample on the CPU may have
+ * left cold: a host where these cost most of a sample, costs sprof's
+ * sampler that much before its walk. percpu sends the same record through a
+ * ring of the CPU's own instead of the one all CPUs share, whose lock and
  * producer position every CPU's record takes from the CPU that wrote the
  * last: what the sampler would save with a ring per CPU.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "pidset.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -43,13 +44,6 @@ struct {
 } cpu_records SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u8);
-} wanted SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
@@ -71,9 +65,7 @@ int empty(struct bpf_perf_event_data *ctx)
 
 static __always_inline bool want(__u64 id)
 {
-	__u32 tgid = id >> 32;
-
-	return bpf_map_lookup_elem(&wanted, &tgid) != 0;
+	return pid_in(id >> 32);
 }
 
 SEC("perf_event")

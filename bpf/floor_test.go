@@ -20,13 +20,13 @@ import (
 // any work of its own (floor.bpf.c), on BenchmarkTableWalk's events and
 // load: a depth-1 fixture per CPU, 499 Hz, the kernel's BPF run-time
 // statistics per run. empty is an empty program, filter the sampler's pid
-// filter alone (a hash lookup of the thread group), header the filter and
-// a minimal 104-byte record filled and counted, record the same sent
+// filter alone (a byte of the thread group's, pidset.h), header the filter
+// and a minimal 104-byte record filled and counted, record the same sent
 // through a ring buffer, percpu the same sent through a ring of each CPU's
 // own (what a ring per CPU would save the sampler). Set beside
 // BenchmarkTableWalk's bpf-ns/sample at depth 1, record says how much of a
-// shallow sample's cost any program pays there. Each iteration is 100 ms
-// of sampling, the rings drained meanwhile.
+// shallow sample's cost any program pays there. Each iteration is 100 ms of
+// sampling, the rings drained meanwhile.
 func BenchmarkFloor(b *testing.B) {
 	requireFixture(b)
 	online, err := cpus.Online()
@@ -41,8 +41,13 @@ func BenchmarkFloor(b *testing.B) {
 	for _, name := range []string{"empty", "filter", "header", "record", "percpu"} {
 		b.Run(name, func(b *testing.B) {
 			objs, readers := openFloor(b, online)
+			filter, err := openPidSet(objs.Pids)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer filter.close()
 			for _, pid := range pids {
-				if err := objs.Wanted.Put(pid, uint8(1)); err != nil {
+				if err := filter.add(pid); err != nil {
 					b.Fatal(err)
 				}
 			}

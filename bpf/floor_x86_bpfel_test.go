@@ -24,15 +24,20 @@ type floorFloorRecord struct {
 	Regs [8]uint64
 }
 
+type floorPidChunk struct {
+	_  structs.HostLayout
+	In [4096]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	floorMapCpuRecords = "cpu_records"
+	floorMapPids       = "pids"
 	floorMapRecords    = "records"
 	floorMapScratch    = "scratch"
 	floorMapSent       = "sent"
-	floorMapWanted     = "wanted"
 	floorProgEmpty     = "empty"
 	floorProgFilter    = "filter"
 	floorProgHeader    = "header"
@@ -94,10 +99,10 @@ type floorProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type floorMapSpecs struct {
 	CpuRecords *ebpf.MapSpec `ebpf:"cpu_records"`
+	Pids       *ebpf.MapSpec `ebpf:"pids"`
 	Records    *ebpf.MapSpec `ebpf:"records"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	Sent       *ebpf.MapSpec `ebpf:"sent"`
-	Wanted     *ebpf.MapSpec `ebpf:"wanted"`
 }
 
 // floorVariableSpecs contains global variables before they are loaded into the kernel.
@@ -127,19 +132,19 @@ func (o *floorObjects) Close() error {
 // It can be passed to loadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type floorMaps struct {
 	CpuRecords *ebpf.Map `ebpf:"cpu_records"`
+	Pids       *ebpf.Map `ebpf:"pids"`
 	Records    *ebpf.Map `ebpf:"records"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	Sent       *ebpf.Map `ebpf:"sent"`
-	Wanted     *ebpf.Map `ebpf:"wanted"`
 }
 
 func (m *floorMaps) Close() error {
 	return _FloorClose(
 		m.CpuRecords,
+		m.Pids,
 		m.Records,
 		m.Scratch,
 		m.Sent,
-		m.Wanted,
 	)
 }
 

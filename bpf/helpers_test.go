@@ -173,16 +173,13 @@ func filterCPU(t testing.TB, s *Sampler) (ran time.Duration, running bool) {
 	if !s.filterPids {
 		t.Fatal("the test's sampler has no pid filter: its samples cannot be awaited by CPU time")
 	}
-	var pid uint32
-	var in uint8
-	it := s.objs.Pids.Iterate()
-	for it.Next(&pid, &in) {
-		if d, err := proctime.CPU(int(pid)); err == nil {
+	for pid, in := range s.pids.mem {
+		if in == 0 {
+			continue
+		}
+		if d, err := proctime.CPU(pid); err == nil {
 			ran, running = ran+d, true
 		}
-	}
-	if err := it.Err(); err != nil {
-		t.Fatalf("the pid filter: %v", err)
 	}
 	return ran, running
 }
@@ -293,26 +290,42 @@ func hexFrames(fr []uint64) string {
 	return s + "]"
 }
 
-// killForgotten checks that pid is in m, a pid set, kills the process
-// and waits up to 2 s for the exit hook to delete it.
-func killForgotten(t testing.TB, m *ebpf.Map, pid uint32) {
+// killForgotten checks that pid is in a pid set (in says whether it is),
+// kills the process and waits for the exit hook to take it out.
+func killForgotten(t testing.TB, in func(pid uint32) (bool, error), pid uint32) {
 	t.Helper()
-	var one uint8
-	if err := m.Lookup(pid, &one); err != nil {
-		t.Fatalf("pid %d not in map %s: %v", pid, m, err)
+	if ok, err := in(pid); !ok || err != nil {
+		t.Fatalf("pid %d not in the set (%v)", pid, err)
 	}
 	if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		err := m.Lookup(pid, &one)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
+		ok, err := in(pid)
+		if !ok && err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still in map %s after it exited (%v)", pid, m, err)
+			t.Fatalf("pid %d still in the set after it exited (%v)", pid, err)
 		}
 	}
+}
+
+// inHash is killForgotten's in for a hash map of pids, such as copy_pids.
+func inHash(m *ebpf.Map) func(uint32) (bool, error) {
+	return func(pid uint32) (bool, error) {
+		var one uint8
+		err := m.Lookup(pid, &one)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+}
+
+// inFilter is killForgotten's in for the pid filter.
+func (p *pidSet) inFilter(pid uint32) (bool, error) {
+	return p.mem[pid] != 0, nil
 }
 
 // waitLost waits for the sampler to lose a sample, while the processes of

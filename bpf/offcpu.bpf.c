@@ -102,18 +102,12 @@ volatile const bool copy_all;
 volatile const bool count_short;
 
 /* Replaced by the sampler's maps of the same names at load time
- * (CollectionOptions.MapReplacements): one ring, one filter. */
+ * (CollectionOptions.MapReplacements), as is the pid filter (pidset.h):
+ * one ring, one filter. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } samples SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u8);
-} pids SEC(".maps");
 
 /* Processes whose records carry a stack copy: the sampler's map. */
 struct {
@@ -362,7 +356,7 @@ static __always_inline bool wanted(struct task_struct *task)
 
 	if (tgid == 0 || tgid == self_tgid || (task->flags & (PF_KTHREAD | OFFCPU_PF_EXITING)))
 		return false;
-	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+	if (filter_pids && !pid_in(tgid))
 		return false;
 	if (cgroup_id && !in_cgroup(task))
 		return false;

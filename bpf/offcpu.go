@@ -129,6 +129,7 @@ func (s *Sampler) loadOffCPU(cfg Config, ringSize int, cpus int) error {
 		}
 	}
 	spec.Maps["samples"].MaxEntries = uint32(ringSize)
+	spec.Maps["pids"].MaxEntries = s.objs.Pids.MaxEntries() // the sampler's, which replaces it
 	sizeOffCPUScratch(spec, cpus, cfg.StackCopy)
 	budget := cfg.OffCPUExitBudget
 	if budget == 0 {

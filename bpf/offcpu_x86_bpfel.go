@@ -49,6 +49,11 @@ type offcpuPending struct {
 	Kernel       [128]uint64
 }
 
+type offcpuPidChunk struct {
+	_  structs.HostLayout
+	In [4096]uint8
+}
+
 type offcpuSlotSet struct {
 	_   structs.HostLayout
 	Way [4]uint64

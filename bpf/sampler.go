@@ -159,8 +159,9 @@ type Sampler struct {
 	stats      io.Closer
 	statsErr   error // why run-time statistics are off, if they are
 	filterPids bool
-	stackCopy  bool // samples may carry stack copies (Config.StackCopy > 0)
-	python     bool // Config.Python
+	pids       *pidSet // with Config.Pids
+	stackCopy  bool    // samples may carry stack copies (Config.StackCopy > 0)
+	python     bool    // Config.Python
 	offCPU     *offCPU
 	tables     *tableSpace // with Config.UnwindTables
 
@@ -239,6 +240,11 @@ func prepare(cfg Config) (*Sampler, error) {
 	}
 	if cfg.FollowForks && len(cfg.Pids) == 0 {
 		return nil, errors.New("bpf: FollowForks needs Pids to follow")
+	}
+	for _, pid := range cfg.Pids {
+		if err := checkPid(pid); err != nil {
+			return nil, fmt.Errorf("bpf: Pids: %w", err)
+		}
 	}
 	if cfg.StackCopy < 0 || cfg.StackCopy > MaxStackCopy {
 		return nil, fmt.Errorf("bpf: stack copy of %d bytes; the limit is %d", cfg.StackCopy, MaxStackCopy)
@@ -387,6 +393,9 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		}
 	}
 	spec.Maps["samples"].MaxEntries = uint32(ringSize)
+	if !s.filterPids {
+		spec.Maps["pids"].MaxEntries = 1 // not read
+	}
 	// The scratch record: one per possible CPU, with room for the stack
 	// copy after the largest fixed part. Its BTF type describes only the
 	// fixed part, so it goes.
@@ -436,38 +445,46 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		}
 		return fmt.Errorf("load BPF program: %w", err)
 	}
+	if err := s.fill(cfg, ringSize, cpus); err != nil {
+		return errors.Join(err, s.pids.close(), s.objs.Close())
+	}
+	return nil
+}
+
+// fill readies what load loaded: the tail calls, the filters and marks of
+// cfg, and the off-CPU program.
+func (s *Sampler) fill(cfg Config, ringSize, cpus int) error {
 	if s.objs.WalkCompat != nil {
 		if err := s.objs.WalkTail.Put(uint32(0), s.objs.WalkCompat); err != nil {
-			s.objs.Close()
 			return fmt.Errorf("install the walk's tail call: %w", err)
 		}
 	}
 	if s.objs.TableCompat != nil {
 		if err := s.objs.TableTail.Put(uint32(0), s.objs.TableCompat); err != nil {
-			s.objs.Close()
 			return fmt.Errorf("install the table walk's tail call: %w", err)
 		}
 	}
 	if cfg.UnwindTables > 0 {
 		s.tables = newTableSpace(&s.objs, cfg.UnwindTables)
 	}
-	for _, pid := range cfg.Pids {
-		if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
-			s.objs.Close()
-			return fmt.Errorf("add pid %d to the filter: %w", pid, err)
+	if s.filterPids {
+		var err error
+		if s.pids, err = openPidSet(s.objs.Pids); err != nil {
+			return err
+		}
+		for _, pid := range cfg.Pids {
+			if err := s.pids.add(pid); err != nil {
+				return fmt.Errorf("add pid %d to the filter: %w", pid, err)
+			}
 		}
 	}
 	for _, pid := range cfg.CopyPids {
 		if err := s.objs.CopyPids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
-			s.objs.Close()
 			return fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
 		}
 	}
 	if cfg.OffCPU {
-		if err := s.loadOffCPU(cfg, ringSize, cpus); err != nil {
-			s.objs.Close()
-			return err
-		}
+		return s.loadOffCPU(cfg, ringSize, cpus)
 	}
 	return nil
 }
@@ -632,7 +649,7 @@ func (s *Sampler) AddPid(pid uint32) error {
 	if !s.filterPids {
 		return fmt.Errorf("add pid %d: %w (opened with an empty Config.Pids)", pid, ErrNoPidFilter)
 	}
-	if err := s.objs.Pids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
+	if err := s.pids.add(pid); err != nil {
 		return fmt.Errorf("add pid %d to the filter: %w", pid, err)
 	}
 	return nil
@@ -756,7 +773,7 @@ func (s *Sampler) Close() error {
 	if s.stats != nil {
 		errs = append(errs, s.stats.Close())
 	}
-	errs = append(errs, s.objs.Close())
+	errs = append(errs, s.pids.close(), s.objs.Close())
 	// The closed reader stays: a Read after Close gets its os.ErrClosed.
 	s.clocks, s.hooks, s.stats = nil, nil, nil
 	return errors.Join(errs...)

@@ -430,6 +430,16 @@ func TestPidFilterInKernel(t *testing.T) {
 	if err := all.AddPid(1); !errors.Is(err, ErrNoPidFilter) {
 		t.Fatalf("AddPid on an unfiltered sampler: %v, want ErrNoPidFilter", err)
 	}
+	if err := filtered.AddPid(pidLimit); err == nil {
+		t.Fatalf("AddPid(%d) succeeded past the kernel's pids", pidLimit)
+	}
+	// A process added while sampling is sampled from then on.
+	if err := filtered.AddPid(uint32(other.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	if len(collectCPU(t, filtered, time.Second, ofPid(other.Process.Pid))) == 0 {
+		t.Fatalf("no sample of pid %d after AddPid", other.Process.Pid)
+	}
 }
 
 // Processes forked by a followed process are followed; the exit hook drops
@@ -454,7 +464,7 @@ func TestFollowForks(t *testing.T) {
 			t.Fatalf("samples of pids %d and %d; only the child %d was forked", child, x.Pid, child)
 		}
 	}
-	killForgotten(t, s.objs.Pids, child)
+	killForgotten(t, s.pids.inFilter, child)
 }
 
 // A ring too small for the rate loses samples, counts them, and what it
@@ -522,6 +532,8 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Frequency: 99},
 		{Frequency: 99, User: true, FollowForks: true},
+		{Frequency: 99, User: true, Pids: []uint32{0}},
+		{Frequency: 99, User: true, Pids: []uint32{1, pidLimit}},
 		{Frequency: 99, User: true, StackCopy: -1},
 		{Frequency: 99, User: true, StackCopy: MaxStackCopy + 1},
 		{Frequency: 99, Kernel: true, StackCopy: 4096},

@@ -87,13 +87,6 @@ struct {
 	__uint(max_entries, 1 << 20); /* resized by the loader */
 } samples SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32); /* tgid */
-	__type(value, __u8);
-} pids SEC(".maps");
-
 /* Processes whose samples carry a stack copy, marked by user space because
  * some of their code cannot be unwound by frame pointers. Preallocated, as
  * perf_event programs need before Linux 6.1. */
@@ -212,7 +205,7 @@ static __always_inline bool wanted(__u32 tgid)
 		return include_idle;
 	if (tgid == self_tgid)
 		return false;
-	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+	if (filter_pids && !pid_in(tgid))
 		return false;
 	if (cgroup_id && !in_cgroup())
 		return false;
@@ -2295,8 +2288,8 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 
 	if (ptgid == ctgid)
 		return 0;
-	if (follow_forks && bpf_map_lookup_elem(&pids, &ptgid))
-		bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+	if (follow_forks && pid_in(ptgid))
+		pid_put(ctgid, 1);
 	if (stack_copy_size && !copy_all && bpf_map_lookup_elem(&copy_pids, &ptgid))
 		bpf_map_update_elem(&copy_pids, &ctgid, &one, BPF_ANY);
 	return 0;
@@ -2304,15 +2297,17 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 
 /* With a pid filter or stack copies for marked processes: a process leaves
  * both sets when its last thread exits, so a reused pid is not sampled or
- * copied and followed forks do not fill the map. do_exit decrements
- * signal->live before this tracepoint fires. */
+ * copied and followed forks do not fill copy_pids. do_exit decrements
+ * signal->live before this tracepoint fires; threads exiting together may
+ * each see it at 0, and each take the process out again. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(forget_exit, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
 
 	if (task->signal->live.counter == 0) {
-		bpf_map_delete_elem(&pids, &tgid);
+		if (filter_pids)
+			pid_put(tgid, 0);
 		bpf_map_delete_elem(&copy_pids, &tgid);
 	}
 	return 0;

@@ -37,6 +37,11 @@ type sprofPhaseTimes struct {
 	Ns [9]uint64
 }
 
+type sprofPidChunk struct {
+	_  structs.HostLayout
+	In [4096]uint8
+}
+
 type sprofPyProc struct {
 	_                 structs.HostLayout
 	InterpHead        uint64

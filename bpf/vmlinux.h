@@ -44,6 +44,7 @@ enum {
 };
 enum {
 	BPF_F_NO_PREALLOC = 1,
+	BPF_F_MMAPABLE = 1024,
 };
 enum {
 	BPF_ANY = 0,
