@@ -419,9 +419,7 @@ func (s *Sample) decodeOffCPU(raw []byte) error {
 	}
 	s.Time, s.OffCPU = h.Time, h.OffNs
 	s.Pid, s.Tid, s.CPU = h.Pid, h.Tid, h.Cpu
-	for i, c := range h.Comm {
-		s.Comm[i] = byte(c)
-	}
+	s.Comm = commOf(h.Comm)
 	s.PC, s.SP, s.FP, s.LR = h.Pc, h.Sp, h.Fp, h.Lr
 	return nil
 }

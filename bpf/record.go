@@ -45,7 +45,9 @@ type Sample struct {
 	// are those it left the CPU with. CPU then is the CPU it ran on again.
 	OffCPU        uint64
 	Pid, Tid, CPU uint32
-	Comm          [16]byte
+	// The thread's name, NUL-terminated unless 16 bytes long, with NULs
+	// after it: the same name, the same bytes.
+	Comm [16]byte
 	// The thread's user registers, also when the sample hit the kernel; zero
 	// for kernel threads. FP is rbp on x86-64, x29 on arm64; LR (x30) is
 	// arm64 only.
@@ -173,11 +175,24 @@ func (s *Sample) decode(raw []byte) error {
 	s.PythonTruncated = python&pythonTruncated != 0
 	s.Time, s.OffCPU = h.Time, 0
 	s.Pid, s.Tid, s.CPU = h.Pid, h.Tid, h.Cpu
-	for i, c := range h.Comm {
-		s.Comm[i] = byte(c)
-	}
+	s.Comm = commOf(h.Comm)
 	s.PC, s.SP, s.FP, s.LR = h.Pc, h.Sp, h.Fp, h.Lr
 	return nil
+}
+
+// commOf is a record's comm with NULs after its first NUL. The programs
+// copy the task's 16 bytes as they are where loads from the task are
+// cheaper than the helper (see sample_with), and a kernel that renamed a
+// thread with strlcpy, as older ones did, left what a longer earlier name
+// had after the NUL; callers key aggregates by all 16 bytes.
+func commOf(raw [16]int8) (comm [16]byte) {
+	for i, c := range raw {
+		if c == 0 {
+			break
+		}
+		comm[i] = byte(c)
+	}
+	return comm
 }
 
 // recordBody is what both record kinds say about the frames and stack copy

@@ -181,3 +181,24 @@ func TestDecodePython(t *testing.T) {
 		}
 	}
 }
+
+// commOf clears what follows a comm's NUL, which the programs copy as the
+// task holds it, and keeps a 16-byte name without one.
+func TestCommOf(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"short\x00r-name15", "short"},
+		{"sixteen-bytes-ok", "sixteen-bytes-ok"},
+		{"", ""},
+		{"\x00garbage", ""},
+	} {
+		var raw [16]int8
+		for i, c := range []byte(tc.raw) {
+			raw[i] = int8(c)
+		}
+		var want [16]byte
+		copy(want[:], tc.want)
+		if got := commOf(raw); got != want {
+			t.Errorf("commOf(%q) = %q, want %q", tc.raw, got, want)
+		}
+	}
+}

@@ -410,6 +410,33 @@ func TestWalkDepth(t *testing.T) {
 	})
 }
 
+// Samples carry the thread's name as the kernel shows it in
+// /proc/PID/comm, NULs after it, on each kernel path (loads from the task,
+// and the helper before 5.17).
+func TestSampleComm(t *testing.T) {
+	requireFixture(t)
+	onEveryPath(t, func(t *testing.T, features *Features) {
+		cmd, _ := startFixture(t, "chain")
+		pid := cmd.Process.Pid
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want [16]byte
+		copy(want[:], strings.TrimSuffix(string(b), "\n"))
+		s := openSampler(t, Config{Frequency: 499, Pids: []uint32{uint32(pid)}, User: true, features: features})
+		got := collectN(t, s, 20, ofPid(pid))
+		if len(got) == 0 {
+			t.Fatal("no samples of the fixture")
+		}
+		for _, x := range got {
+			if x.Comm != want {
+				t.Fatalf("comm %q, want %q as /proc says", x.Comm, want)
+			}
+		}
+	})
+}
+
 // With Pids set, other processes' samples never reach the ring buffer: a
 // second, unfiltered sampler sees the other busy process meanwhile.
 func TestPidFilterInKernel(t *testing.T) {

@@ -116,6 +116,7 @@ struct task_struct {
 	struct mm_struct *mm;
 	struct signal_struct *signal;
 	struct css_set *cgroups;
+	char comm[16]; /* TASK_COMM_LEN */
 	unsigned int in_execve : 1; /* CO-RE finds the bit */
 #if defined(__TARGET_ARCH_x86)
 	struct thread_struct thread;
