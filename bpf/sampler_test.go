@@ -457,6 +457,10 @@ func TestPidFilterInKernel(t *testing.T) {
 	if err := all.AddPid(1); !errors.Is(err, ErrNoPidFilter) {
 		t.Fatalf("AddPid on an unfiltered sampler: %v, want ErrNoPidFilter", err)
 	}
+	// The filter's 4 MiB are there only with a filter.
+	if n, size := all.objs.Pids.MaxEntries(), filtered.objs.Pids.MaxEntries()*filtered.objs.Pids.ValueSize(); n != 1 || size != pidLimit {
+		t.Errorf("the pid filter has %d chunks without a filter and %d bytes with one; want 1 and %d", n, size, pidLimit)
+	}
 	if err := filtered.AddPid(pidLimit); err == nil {
 		t.Fatalf("AddPid(%d) succeeded past the kernel's pids", pidLimit)
 	}
