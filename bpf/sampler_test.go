@@ -418,6 +418,9 @@ func TestSampleComm(t *testing.T) {
 	onEveryPath(t, func(t *testing.T, features *Features) {
 		cmd, _ := startFixture(t, "chain")
 		pid := cmd.Process.Pid
+		// exec names the process after the parent hears it went well:
+		// past its start, the fixture has its name, as have its samples.
+		waitCPUTime(t, pid, 50*time.Millisecond)
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		if err != nil {
 			t.Fatal(err)

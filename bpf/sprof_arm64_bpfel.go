@@ -145,6 +145,8 @@ type sprofScratchValue struct {
 		WinLo       uint64
 		WinLen      uint32
 		WinNext     uint32
+		WinTid      uint32
+		WinExtra    uint32
 		Win         [512]uint64
 	}
 	Cache struct {
