@@ -170,7 +170,7 @@ func collectUntil(t testing.TB, s *Sampler, budget time.Duration, keep func(*Sam
 // fraction of the wall clock's.
 func filterCPU(t testing.TB, s *Sampler) (ran time.Duration, running bool) {
 	t.Helper()
-	if !s.filterPids {
+	if s.pids == nil {
 		t.Fatal("the test's sampler has no pid filter: its samples cannot be awaited by CPU time")
 	}
 	for pid, in := range s.pids.mem {

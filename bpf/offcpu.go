@@ -115,7 +115,7 @@ func (s *Sampler) loadOffCPU(cfg Config, ringSize int, cpus int) error {
 	for name, v := range map[string]any{
 		"self_tgid":       uint32(os.Getpid()),
 		"cgroup_id":       cfg.CgroupID,
-		"filter_pids":     s.filterPids,
+		"filter_pids":     len(cfg.Pids) > 0,
 		"capture_user":    cfg.User,
 		"capture_kernel":  cfg.Kernel,
 		"off_cpu_min_ns":  uint64(min),

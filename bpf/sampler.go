@@ -148,22 +148,21 @@ const (
 // One goroutine reads; AddPid, SetCopy, Lost, Stats and Ready may be called
 // from others meanwhile.
 type Sampler struct {
-	objs       objects
-	features   *Features
-	hooks      []link.Link // fork and exit hooks of the pid filter
-	clocks     []*cpuClock
-	reader     *ringbuf.Reader
-	ringSize   int
-	waiter     *waiter
-	ready      chan struct{}
-	stats      io.Closer
-	statsErr   error // why run-time statistics are off, if they are
-	filterPids bool
-	pids       *pidSet // with Config.Pids
-	stackCopy  bool    // samples may carry stack copies (Config.StackCopy > 0)
-	python     bool    // Config.Python
-	offCPU     *offCPU
-	tables     *tableSpace // with Config.UnwindTables
+	objs      objects
+	features  *Features
+	hooks     []link.Link // fork and exit hooks of the pid filter
+	clocks    []*cpuClock
+	reader    *ringbuf.Reader
+	ringSize  int
+	waiter    *waiter
+	ready     chan struct{}
+	stats     io.Closer
+	statsErr  error   // why run-time statistics are off, if they are
+	pids      *pidSet // the pid filter, with Config.Pids
+	stackCopy bool    // samples may carry stack copies (Config.StackCopy > 0)
+	python    bool    // Config.Python
+	offCPU    *offCPU
+	tables    *tableSpace // with Config.UnwindTables
 
 	// What Start needs of Load's Config, and whether it ran.
 	online      []int
@@ -273,7 +272,7 @@ func prepare(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 
-	s := &Sampler{filterPids: len(cfg.Pids) > 0, stackCopy: cfg.StackCopy > 0, python: cfg.Python, ringSize: ringSize,
+	s := &Sampler{stackCopy: cfg.StackCopy > 0, python: cfg.Python, ringSize: ringSize,
 		ready: make(chan struct{}, 1), online: online, frequency: cfg.Frequency, includeIdle: cfg.IncludeIdle}
 	s.backlog.max = backlogSize(cfg, len(online))
 	s.features = cfg.features
@@ -372,7 +371,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 	for name, v := range map[string]any{
 		"self_tgid":       uint32(os.Getpid()),
 		"cgroup_id":       cfg.CgroupID,
-		"filter_pids":     s.filterPids,
+		"filter_pids":     len(cfg.Pids) > 0,
 		"follow_forks":    cfg.FollowForks,
 		"include_idle":    cfg.IncludeIdle,
 		"capture_user":    cfg.User,
@@ -393,7 +392,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		}
 	}
 	spec.Maps["samples"].MaxEntries = uint32(ringSize)
-	if !s.filterPids {
+	if len(cfg.Pids) == 0 {
 		spec.Maps["pids"].MaxEntries = 1 // not read
 	}
 	// The scratch record: one per possible CPU, with room for the stack
@@ -467,7 +466,7 @@ func (s *Sampler) fill(cfg Config, ringSize, cpus int) error {
 	if cfg.UnwindTables > 0 {
 		s.tables = newTableSpace(&s.objs, cfg.UnwindTables)
 	}
-	if s.filterPids {
+	if len(cfg.Pids) > 0 {
 		var err error
 		if s.pids, err = openPidSet(s.objs.Pids); err != nil {
 			return err
@@ -550,7 +549,7 @@ func (s *Sampler) attach(cfg Config) error {
 	}
 	copyMarks := s.stackCopy && !cfg.CopyAll
 	var hooks []*ebpf.Program
-	if s.filterPids || copyMarks {
+	if s.pids != nil || copyMarks {
 		hooks = append(hooks, s.objs.ForgetExit)
 		if cfg.FollowForks || copyMarks {
 			hooks = append(hooks, s.objs.FollowFork)
@@ -646,7 +645,7 @@ func (s *Sampler) Read(fn func(*Sample)) (int, error) {
 // AddPid adds a process to the pid filter, e.g. one started after Open.
 // It fails with ErrNoPidFilter when the Sampler samples every process.
 func (s *Sampler) AddPid(pid uint32) error {
-	if !s.filterPids {
+	if s.pids == nil {
 		return fmt.Errorf("add pid %d: %w (opened with an empty Config.Pids)", pid, ErrNoPidFilter)
 	}
 	if err := s.pids.add(pid); err != nil {

@@ -889,9 +889,9 @@ static __always_inline bool switch_stack(struct fp_walk *w, __u64 fp, __u64 save
  * to the next, and its next sample then reads as many bytes in fewer
  * reads (37-frame samples of BenchmarkTableWalkPhases spent 85-158 ns
  * less in their walk, median 101, in four interleaved pairs on sprof's CI
- * VM; 6-frame ones the same). A window ends at the end of the page it starts in,
- * which is mapped since addr is: the page above may not be (the stack's
- * top). The window is the sample's (sample_with forgets it): the same
+ * VM; 6-frame ones the same). A window ends at the end of the page it
+ * starts in, which is mapped since addr is: the page above may not be
+ * (the stack's top). The window is the sample's (sample_with forgets it): the same
  * bytes read again later in the same walk are the same. False when the
  * read faults. */
 static __always_inline bool stack_word(struct fp_walk *w, __u64 addr, __u64 *v)
