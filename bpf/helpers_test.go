@@ -391,6 +391,17 @@ func pathFeatures(without []Feature) *Features {
 	return ProbeFeatures().without(without...)
 }
 
+// batchings are the values of Config.batchedSteps a test runs a kernel
+// path with: both where the path walks through bpf_loop's callbacks, which
+// batched_steps is for (the path this kernel chooses, features nil), and
+// one step a call elsewhere.
+func batchings(features *Features) []bool {
+	if features == nil && ProbeFeatures().LoopWalk() {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
 // onEveryPath runs test once per kernel path, as a subtest; test puts
 // features into its Config. Under emulation, in the kernel matrix, only
 // the path the kernel chooses itself runs ("probed"): the matrix is there

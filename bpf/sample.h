@@ -3,8 +3,8 @@
  * What sprof's two BPF programs share: sprof.bpf.c (CPU samples) and
  * offcpu.bpf.c (off-CPU waits) write records into one ring, which one
  * reader drains, with the same flags, the same policy for waking that
- * reader, and the same pid and cgroup filters. Each program is an object of its
- * own, so each gets its own copy of what this defines (woken_at
+ * reader, and the same pid and cgroup filters. Each program is an object
+ * of its own, so each gets its own copy of what this defines (woken_at
  * included). Include after vmlinux.h and libbpf's headers.
  */
 #ifndef SPROF_SAMPLE_H

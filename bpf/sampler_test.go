@@ -874,12 +874,8 @@ func TestEveryPathLoads(t *testing.T) {
 		{"a command", Config{Pids: []uint32{1}, FollowForks: true, StackCopy: 16 << 10, CopyAll: true}}, // record -- command
 	}
 	onEveryPath(t, func(t *testing.T, features *Features) {
-		batchings := []bool{false}
-		if features == nil && ProbeFeatures().LoopWalk() { // batched_steps is for bpf_loop's callbacks
-			batchings = append(batchings, true)
-		}
 		for _, c := range configs {
-			for _, batched := range batchings {
+			for _, batched := range batchings(features) {
 				name := c.name
 				if batched {
 					name += ", batched steps"

@@ -134,11 +134,7 @@ func TestTableWalkDeep(t *testing.T) {
 		t.Run(strconv.Itoa(depth), func(t *testing.T) {
 			chain := newDeepChain(t, depth)
 			onEveryPath(t, func(t *testing.T, features *Features) {
-				batchings := []bool{false}
-				if features == nil && ProbeFeatures().LoopWalk() { // batched_steps is for bpf_loop's callbacks
-					batchings = append(batchings, true)
-				}
-				for _, batched := range batchings {
+				for _, batched := range batchings(features) {
 					t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) { walkDeep(t, chain, depth, features, batched) })
 				}
 			})
