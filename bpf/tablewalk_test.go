@@ -267,18 +267,18 @@ func TestTableWalkWakesForUndescribed(t *testing.T) {
 // stacks without frame pointers over unwind tables in the kernel, from
 // the kernel's BPF run-time statistics counted after the tables are
 // loaded, at 499 Hz while two fixtures (1, 32 or 400 frames of recursion)
-// keep both CPUs busy; on each kernel path, with the ring the sampler
-// sizes by default. Depth 1, six frames with main and libc's start code,
-// is the shallow stack without frame pointers of the reference figures
-// the cost goal was set against (the copy path's and other profilers'),
-// so that a host's figures can be set beside those. Each iteration is one drain, at the ring's
-// quarter-full wakeup. Then, for
-// as many drains, a sampler that copies 16 KiB of stack instead, as
-// --unwind copy does, follows the same processes: copy-bpf-ns/sample and
-// copy-bytes/sample compare. One after the other, not side by side: the
-// copies' writes would evict the other sampler's ring from the caches,
-// and writing into ring memory that no cache holds is much of a small
-// record's cost.
+// keep both CPUs busy; on each kernel path, configured as sprof samples by
+// default (shippedSampling), with the ring the sampler sizes for that.
+// Depth 1, six frames with main and libc's start code, is the shallow
+// stack without frame pointers of the reference figures the cost goal was
+// set against (the copy path's and other profilers'), so that a host's
+// figures can be set beside those. Each iteration is one drain, at the
+// ring's quarter-full wakeup. Then, for as many drains, a sampler that
+// copies 16 KiB of stack instead, as --unwind copy does, follows the same
+// processes: copy-bpf-ns/sample and copy-bytes/sample compare. One after
+// the other, not side by side: the copies' writes would evict the other
+// sampler's ring from the caches, and writing into ring memory that no
+// cache holds is much of a small record's cost.
 func BenchmarkTableWalk(b *testing.B) {
 	requireFixture(b)
 	for _, depth := range []int{1, 32, 400} {
@@ -316,8 +316,9 @@ func BenchmarkTableWalkPhases(b *testing.B) {
 				pids = append(pids, uint32(cmd.Process.Pid))
 			}
 			var before, after phaseTimes
-			perSample := drainCost(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
-				UnwindTables: DefaultUnwindTables, RunTimeStats: true, phaseTiming: true},
+			cfg := shippedSampling(pids)
+			cfg.phaseTiming = true
+			perSample := drainCost(b, cfg,
 				func(s *Sampler) {
 					for _, pid := range pids {
 						loadProcessTables(b, s, int(pid))
@@ -375,8 +376,9 @@ func benchWalk(b *testing.B, features *Features, bin, arg string, describe func(
 			whole++
 		}
 	}
-	perSample := drainCost(b, Config{Frequency: 499, Pids: pids, User: true, Kernel: true,
-		UnwindTables: DefaultUnwindTables, RunTimeStats: true, features: features},
+	cfg := shippedSampling(pids)
+	cfg.features = features
+	perSample := drainCost(b, cfg,
 		func(s *Sampler) {
 			for _, pid := range pids {
 				loadProcessTables(b, s, int(pid))
@@ -399,6 +401,16 @@ func benchWalk(b *testing.B, features *Features, bin, arg string, describe func(
 	b.ReportMetric(100*float64(whole)/float64(tableSize.samples), "%whole")
 	b.ReportMetric(tableSize.mean(tableSize.bytes), "bytes/sample")
 	b.ReportMetric(copySize.mean(copySize.bytes), "copy-bytes/sample")
+}
+
+// shippedSampling is the Config sprof's sampling commands run with by
+// default (--unwind auto, --stack-copy 16K, --python) for pids, at 499 Hz
+// with run-time statistics: a sample of a process whose tables are loaded
+// then pays what it does on users' hosts, the lookups that find the
+// process unmarked for copies, for Python and for Go included.
+func shippedSampling(pids []uint32) Config {
+	return Config{Frequency: 499, Pids: pids, User: true, Kernel: true, StackCopy: 16 << 10, Python: true,
+		UnwindTables: DefaultUnwindTables, RunTimeStats: true}
 }
 
 // drainCost opens a sampler with cfg, runs setup on it, then drains it
