@@ -240,7 +240,7 @@
 // has no frame record (a libc system call wrapper): off-CPU stacks then
 // go from the wrapper to its caller's caller. Code without frame pointers
 // ends the walk early; for the processes the sampler copies stacks of
-// (Sampler.SetCopy, Config.CopyAll: the same copy_pids map), the record
+// (Sampler.SetCopy, Config.CopyAll: the same marks), the record
 // also carries Config.StackCopy bytes of the stack from sp, taken at the
 // sys_exit, for user space to unwind as it does samples. The stack's end
 // is not known there (bpf_find_vma is 5.17), so a copy that faults is

@@ -25,8 +25,8 @@ type floorFloorRecord struct {
 }
 
 type floorPidChunk struct {
-	_  structs.HostLayout
-	In [4096]uint8
+	_ structs.HostLayout
+	B [4096]uint8
 }
 
 // Names of all BPF objects in the ELF.

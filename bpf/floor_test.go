@@ -41,7 +41,7 @@ func BenchmarkFloor(b *testing.B) {
 	for _, name := range []string{"empty", "filter", "header", "record", "percpu"} {
 		b.Run(name, func(b *testing.B) {
 			objs, readers := openFloor(b, online)
-			filter, err := openPidSet(objs.Pids)
+			filter, err := mapPidBytes(objs.Pids)
 			if err != nil {
 				b.Fatal(err)
 			}

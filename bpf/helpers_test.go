@@ -3,7 +3,6 @@ package bpf
 import (
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -11,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/sprof/sprof/internal/proctime"
 	"github.com/sprof/sprof/internal/testenv"
@@ -311,20 +308,15 @@ func killForgotten(t testing.TB, in func(pid uint32) (bool, error), pid uint32) 
 	}
 }
 
-// inHash is killForgotten's in for a hash map of pids, such as copy_pids.
-func inHash(m *ebpf.Map) func(uint32) (bool, error) {
-	return func(pid uint32) (bool, error) {
-		var one uint8
-		err := m.Lookup(pid, &one)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return false, nil
-		}
-		return err == nil, err
-	}
+// copyMarked is killForgotten's in for the copy marks (SetCopy).
+func (m *pidMarks) copyMarked(pid uint32) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytes.mem[pid]&byte(markCopy) != 0, nil
 }
 
 // inFilter is killForgotten's in for the pid filter.
-func (p *pidSet) inFilter(pid uint32) (bool, error) {
+func (p *pidBytes) inFilter(pid uint32) (bool, error) {
 	return p.mem[pid] != 0, nil
 }
 

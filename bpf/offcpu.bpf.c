@@ -37,6 +37,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "sample.h"
+#include "pidmarks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -94,7 +95,7 @@ volatile const bool capture_user;
 volatile const bool capture_kernel;
 volatile const __u64 off_cpu_min_ns;
 /* Bytes of user stack to copy above sp (0: never), and whether for every
- * process rather than those in copy_pids, as the sampler's. */
+ * process rather than those marked MARK_COPY, as the sampler's. */
 volatile const __u32 stack_copy_size;
 volatile const bool copy_all;
 /* Whether to count the switch-ins below off_cpu_min_ns (COUNT_SHORT): a
@@ -102,20 +103,12 @@ volatile const bool copy_all;
 volatile const bool count_short;
 
 /* Replaced by the sampler's maps of the same names at load time
- * (CollectionOptions.MapReplacements), as is the pid filter (pidset.h):
- * one ring, one filter. */
+ * (CollectionOptions.MapReplacements), as are the pid filter (pidset.h)
+ * and the marks (pidmarks.h): one ring, one filter, one set of marks. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } samples SEC(".maps");
-
-/* Processes whose records carry a stack copy: the sampler's map. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u8);
-} copy_pids SEC(".maps");
 
 /*
  * Switch-out times, by tid: SLOT_SETS sets of SLOT_WAYS slots, a thread's
@@ -789,7 +782,7 @@ int BPF_PROG(syscall_done, struct pt_regs *regs, long ret)
 	if (stack_copy_size) {
 		__u32 tgid = b->hdr.pid;
 
-		if (copy_all || bpf_map_lookup_elem(&copy_pids, &tgid))
+		if (copy_all || (marks_of(tgid) & MARK_COPY))
 			copy_stack(b, at + b->hdr.user_frames);
 	}
 	send(b);

@@ -138,7 +138,7 @@ func (s *Sampler) loadOffCPU(cfg Config, ringSize int, cpus int) error {
 	o := &offCPU{user: cfg.User, governor: exitGovernor{budget: budget, offPeriod: exitHookOffPeriod}}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"samples":   s.objs.Samples,
-		"copy_pids": s.objs.CopyPids,
+		"pid_marks": s.objs.PidMarks,
 		"pids":      s.objs.Pids,
 	}}
 	if err := spec.LoadAndAssign(&o.objs, opts); err != nil {

@@ -50,8 +50,8 @@ type offcpuPending struct {
 }
 
 type offcpuPidChunk struct {
-	_  structs.HostLayout
-	In [4096]uint8
+	_ structs.HostLayout
+	B [4096]uint8
 }
 
 type offcpuSlotSet struct {
@@ -63,13 +63,13 @@ type offcpuSlotSet struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	offcpuMapCopyPids       = "copy_pids"
 	offcpuMapExitHolders    = "exit_holders"
 	offcpuMapExitScratch    = "exit_scratch"
 	offcpuMapOffcpuCounts   = "offcpu_counts"
 	offcpuMapOffcpuScratch  = "offcpu_scratch"
 	offcpuMapPendingBlank   = "pending_blank"
 	offcpuMapPendings       = "pendings"
+	offcpuMapPidMarks       = "pid_marks"
 	offcpuMapPids           = "pids"
 	offcpuMapSamples        = "samples"
 	offcpuMapSwitchOuts     = "switch_outs"
@@ -141,13 +141,13 @@ type offcpuProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuMapSpecs struct {
-	CopyPids      *ebpf.MapSpec `ebpf:"copy_pids"`
 	ExitHolders   *ebpf.MapSpec `ebpf:"exit_holders"`
 	ExitScratch   *ebpf.MapSpec `ebpf:"exit_scratch"`
 	OffcpuCounts  *ebpf.MapSpec `ebpf:"offcpu_counts"`
 	OffcpuScratch *ebpf.MapSpec `ebpf:"offcpu_scratch"`
 	PendingBlank  *ebpf.MapSpec `ebpf:"pending_blank"`
 	Pendings      *ebpf.MapSpec `ebpf:"pendings"`
+	PidMarks      *ebpf.MapSpec `ebpf:"pid_marks"`
 	Pids          *ebpf.MapSpec `ebpf:"pids"`
 	Samples       *ebpf.MapSpec `ebpf:"samples"`
 	SwitchOuts    *ebpf.MapSpec `ebpf:"switch_outs"`
@@ -193,13 +193,13 @@ func (o *offcpuObjects) Close() error {
 //
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuMaps struct {
-	CopyPids      *ebpf.Map `ebpf:"copy_pids"`
 	ExitHolders   *ebpf.Map `ebpf:"exit_holders"`
 	ExitScratch   *ebpf.Map `ebpf:"exit_scratch"`
 	OffcpuCounts  *ebpf.Map `ebpf:"offcpu_counts"`
 	OffcpuScratch *ebpf.Map `ebpf:"offcpu_scratch"`
 	PendingBlank  *ebpf.Map `ebpf:"pending_blank"`
 	Pendings      *ebpf.Map `ebpf:"pendings"`
+	PidMarks      *ebpf.Map `ebpf:"pid_marks"`
 	Pids          *ebpf.Map `ebpf:"pids"`
 	Samples       *ebpf.Map `ebpf:"samples"`
 	SwitchOuts    *ebpf.Map `ebpf:"switch_outs"`
@@ -207,13 +207,13 @@ type offcpuMaps struct {
 
 func (m *offcpuMaps) Close() error {
 	return _OffcpuClose(
-		m.CopyPids,
 		m.ExitHolders,
 		m.ExitScratch,
 		m.OffcpuCounts,
 		m.OffcpuScratch,
 		m.PendingBlank,
 		m.Pendings,
+		m.PidMarks,
 		m.Pids,
 		m.Samples,
 		m.SwitchOuts,

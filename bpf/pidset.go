@@ -2,34 +2,36 @@ package bpf
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 )
 
-// pidLimit is the number of pids the filter covers, PID_LIMIT of pidset.h:
-// every pid a 64-bit kernel can hand out (PID_MAX_LIMIT).
+// pidLimit is the number of pids the filter and the marks cover,
+// PID_LIMIT of pidset.h: every pid a 64-bit kernel can hand out
+// (PID_MAX_LIMIT).
 const pidLimit = 4 << 20
 
-// pidSet is the pid filter of the BPF programs (pids in pidset.h), a byte
-// per pid, written through a memory map of its array: the programs' fork
-// and exit hooks store bytes into it meanwhile, and a store of the whole
-// 4 KiB value through the bpf syscall would undo theirs in its chunk.
-type pidSet struct {
-	mem []byte // one byte per pid, nonzero when in the filter
+// pidBytes is one of the BPF programs' arrays of a byte per pid (pidset.h),
+// written through a memory map of the array: the programs' fork and exit
+// hooks store bytes into it meanwhile, and a store of a whole 4 KiB chunk
+// through the bpf syscall would undo theirs in its chunk.
+type pidBytes struct {
+	mem []byte // one byte per pid
 }
 
-// openPidSet maps m, the filter's array, into memory.
-func openPidSet(m *ebpf.Map) (*pidSet, error) {
+// mapPidBytes maps m, an array of a byte per pid, into memory.
+func mapPidBytes(m *ebpf.Map) (*pidBytes, error) {
 	size := int(m.MaxEntries()) * int(m.ValueSize())
 	if size != pidLimit {
-		return nil, fmt.Errorf("pid filter %s holds %d bytes, want one per pid up to %d", m, size, pidLimit)
+		return nil, fmt.Errorf("BPF map %s holds %d bytes, want one per pid up to %d", m, size, pidLimit)
 	}
 	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("map the pid filter %s into memory: %w", m, err)
+		return nil, fmt.Errorf("map BPF map %s into memory: %w", m, err)
 	}
-	return &pidSet{mem: mem}, nil
+	return &pidBytes{mem: mem}, nil
 }
 
 // checkPid says why pid cannot be a process's id, if it cannot.
@@ -40,8 +42,8 @@ func checkPid(pid uint32) error {
 	return nil
 }
 
-// add puts pid in the filter.
-func (p *pidSet) add(pid uint32) error {
+// add puts pid in the set, the pid filter (pids of pidset.h).
+func (p *pidBytes) add(pid uint32) error {
 	if err := checkPid(pid); err != nil {
 		return err
 	}
@@ -49,13 +51,63 @@ func (p *pidSet) add(pid uint32) error {
 	return nil
 }
 
-func (p *pidSet) close() error {
+func (p *pidBytes) close() error {
 	if p == nil {
 		return nil
 	}
 	if err := unix.Munmap(p.mem); err != nil {
-		return fmt.Errorf("unmap the pid filter: %w", err)
+		return fmt.Errorf("unmap a BPF map of pids: %w", err)
 	}
 	p.mem = nil
 	return nil
+}
+
+// pidMark is pidmarks.h's enum pid_mark: what user space marked of a
+// process.
+type pidMark uint8
+
+const (
+	markCopy   pidMark = 1 // samples carry a stack copy (SetCopy)
+	markGo     pidMark = 2 // go_procs may hold the process (SetGo)
+	markPython pidMark = 4 // python_procs may hold it (SetPython)
+)
+
+// pidMarks is pid_marks of pidmarks.h. Each mark is changed by a
+// read-modify-write of its pid's byte, under mu, as SetCopy, SetGo and
+// SetPython may be called from several goroutines.
+type pidMarks struct {
+	mu    sync.Mutex
+	bytes *pidBytes
+}
+
+// mapPidMarks maps m, the marks' array, into memory.
+func mapPidMarks(m *ebpf.Map) (*pidMarks, error) {
+	b, err := mapPidBytes(m)
+	if err != nil {
+		return nil, err
+	}
+	return &pidMarks{bytes: b}, nil
+}
+
+// set marks pid with mark, or (on false) takes the mark off.
+func (m *pidMarks) set(pid uint32, mark pidMark, on bool) error {
+	if err := checkPid(pid); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := &m.bytes.mem[pid]
+	if on {
+		*b |= byte(mark)
+	} else {
+		*b &^= byte(mark)
+	}
+	return nil
+}
+
+func (m *pidMarks) close() error {
+	if m == nil {
+		return nil
+	}
+	return m.bytes.close()
 }

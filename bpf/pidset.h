@@ -26,8 +26,10 @@
 #define PID_CHUNK 4096
 #define PID_LIMIT (4 << 20) /* PID_MAX_LIMIT */
 
+/* A chunk of a byte per pid, the value of pids and of pid_marks
+ * (pidmarks.h): 4 KiB, a page of their memory maps. */
 struct pid_chunk {
-	__u8 in[PID_CHUNK];
+	__u8 b[PID_CHUNK];
 };
 
 struct {
@@ -38,23 +40,31 @@ struct {
 	__type(value, struct pid_chunk);
 } pids SEC(".maps");
 
+/* The byte of the process tgid in map, an array of pid_chunks; NULL past
+ * its end. */
+static __always_inline __u8 *pid_byte(void *map, __u32 tgid)
+{
+	__u32 chunk = tgid / PID_CHUNK;
+	struct pid_chunk *c = bpf_map_lookup_elem(map, &chunk);
+
+	return c ? &c->b[tgid & (PID_CHUNK - 1)] : NULL;
+}
+
 /* Whether the process tgid is in the filter. */
 static __always_inline bool pid_in(__u32 tgid)
 {
-	__u32 chunk = tgid / PID_CHUNK;
-	struct pid_chunk *c = bpf_map_lookup_elem(&pids, &chunk);
+	__u8 *b = pid_byte(&pids, tgid);
 
-	return c && c->in[tgid & (PID_CHUNK - 1)];
+	return b && *b;
 }
 
 /* Puts the process tgid in the filter (in 1) or takes it out (0). */
 static __always_inline void pid_put(__u32 tgid, __u8 in)
 {
-	__u32 chunk = tgid / PID_CHUNK;
-	struct pid_chunk *c = bpf_map_lookup_elem(&pids, &chunk);
+	__u8 *b = pid_byte(&pids, tgid);
 
-	if (c)
-		c->in[tgid & (PID_CHUNK - 1)] = in;
+	if (b)
+		*b = in;
 }
 
 #endif /* SPROF_PIDSET_H */

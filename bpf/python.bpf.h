@@ -246,7 +246,7 @@ static __always_inline void python_frames(struct scratch_value *s)
 	__u64 ts = 0;
 	int i;
 
-	if (!python_enabled || !capture_user || !h->pc)
+	if (!python_enabled || !capture_user || !h->pc || !(marks_of(tgid) & MARK_PYTHON))
 		return;
 	p = bpf_map_lookup_elem(&python_procs, &tgid);
 	w = bpf_map_lookup_elem(&py_walks, &zero);

@@ -30,6 +30,9 @@ func (s *Sampler) SetPython(pid uint32, p *cpython.Process) error {
 		return fmt.Errorf("python frames of pid %d: %w (opened with Config.Python false)", pid, ErrNoPython)
 	}
 	if p == nil {
+		if err := s.marks.set(pid, markPython, false); err != nil {
+			return fmt.Errorf("python frames of pid %d: %w", pid, err)
+		}
 		if err := s.objs.PythonProcs.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("python frames of pid %d: %w", pid, err)
 		}
@@ -37,6 +40,9 @@ func (s *Sampler) SetPython(pid uint32, p *cpython.Process) error {
 	}
 	v, err := pyProc(p)
 	if err != nil {
+		return fmt.Errorf("python frames of pid %d: %w", pid, err)
+	}
+	if err := s.marks.set(pid, markPython, true); err != nil {
 		return fmt.Errorf("python frames of pid %d: %w", pid, err)
 	}
 	if err := s.objs.PythonProcs.Update(pid, &v, ebpf.UpdateAny); err != nil {

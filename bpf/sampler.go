@@ -157,10 +157,11 @@ type Sampler struct {
 	waiter    *waiter
 	ready     chan struct{}
 	stats     io.Closer
-	statsErr  error   // why run-time statistics are off, if they are
-	pids      *pidSet // the pid filter, with Config.Pids
-	stackCopy bool    // samples may carry stack copies (Config.StackCopy > 0)
-	python    bool    // Config.Python
+	statsErr  error     // why run-time statistics are off, if they are
+	pids      *pidBytes // the pid filter, with Config.Pids
+	marks     *pidMarks // what SetCopy, SetGo and SetPython marked
+	stackCopy bool      // samples may carry stack copies (Config.StackCopy > 0)
+	python    bool      // Config.Python
 	offCPU    *offCPU
 	tables    *tableSpace // with Config.UnwindTables
 
@@ -445,7 +446,7 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 		return fmt.Errorf("load BPF program: %w", err)
 	}
 	if err := s.fill(cfg, ringSize, cpus); err != nil {
-		return errors.Join(err, s.pids.close(), s.objs.Close())
+		return errors.Join(err, s.pids.close(), s.marks.close(), s.objs.Close())
 	}
 	return nil
 }
@@ -466,9 +467,12 @@ func (s *Sampler) fill(cfg Config, ringSize, cpus int) error {
 	if cfg.UnwindTables > 0 {
 		s.tables = newTableSpace(&s.objs, cfg.UnwindTables)
 	}
+	var err error
+	if s.marks, err = mapPidMarks(s.objs.PidMarks); err != nil {
+		return err
+	}
 	if len(cfg.Pids) > 0 {
-		var err error
-		if s.pids, err = openPidSet(s.objs.Pids); err != nil {
+		if s.pids, err = mapPidBytes(s.objs.Pids); err != nil {
 			return err
 		}
 		for _, pid := range cfg.Pids {
@@ -478,7 +482,7 @@ func (s *Sampler) fill(cfg Config, ringSize, cpus int) error {
 		}
 	}
 	for _, pid := range cfg.CopyPids {
-		if err := s.objs.CopyPids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
+		if err := s.marks.set(pid, markCopy, true); err != nil {
 			return fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
 		}
 	}
@@ -666,14 +670,8 @@ func (s *Sampler) SetCopy(pid uint32, on bool) error {
 	if !s.stackCopy {
 		return fmt.Errorf("mark pid %d for stack copies: %w (opened with Config.StackCopy 0)", pid, ErrNoStackCopy)
 	}
-	if on {
-		if err := s.objs.CopyPids.Update(pid, uint8(1), ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
-		}
-		return nil
-	}
-	if err := s.objs.CopyPids.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("unmark pid %d for stack copies: %w", pid, err)
+	if err := s.marks.set(pid, markCopy, on); err != nil {
+		return fmt.Errorf("mark pid %d for stack copies (%t): %w", pid, on, err)
 	}
 	return nil
 }
@@ -772,7 +770,7 @@ func (s *Sampler) Close() error {
 	if s.stats != nil {
 		errs = append(errs, s.stats.Close())
 	}
-	errs = append(errs, s.pids.close(), s.objs.Close())
+	errs = append(errs, s.pids.close(), s.marks.close(), s.objs.Close())
 	// The closed reader stays: a Read after Close gets its os.ErrClosed.
 	s.clocks, s.hooks, s.stats = nil, nil, nil
 	return errors.Join(errs...)

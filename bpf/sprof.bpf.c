@@ -14,6 +14,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "sample.h"
+#include "pidmarks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -74,7 +75,7 @@ volatile const bool include_idle;
 volatile const bool capture_user;
 volatile const bool capture_kernel;
 /* Bytes of user stack to copy above sp (0: never), and whether to copy for
- * every process rather than only those in copy_pids. */
+ * every process rather than only those marked MARK_COPY (pidmarks.h). */
 volatile const __u32 stack_copy_size;
 volatile const bool copy_all;
 /* Kernel features the loader found (see features.go); the verifier prunes
@@ -86,16 +87,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20); /* resized by the loader */
 } samples SEC(".maps");
-
-/* Processes whose samples carry a stack copy, marked by user space because
- * some of their code cannot be unwound by frame pointers. Preallocated, as
- * perf_event programs need before Linux 6.1. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32); /* tgid */
-	__type(value, __u8);
-} copy_pids SEC(".maps");
 
 /* Per CPU: samples that found the ring full, and samples sent. */
 struct {
@@ -1163,7 +1154,7 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 
 	/* Only a walk that ended whole: one flagged truncated is marked
 	 * already, and the lookup below is the price of every other walk. */
-	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0)
+	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0 || !(marks_of(tgid) & MARK_GO))
 		return false;
 	gp = bpf_map_lookup_elem(&go_procs, &tgid);
 	if (!gp)
@@ -1389,7 +1380,7 @@ static __always_inline void copy_stack(struct scratch_value *s)
 
 static __always_inline bool wants_copy(__u32 tgid)
 {
-	return stack_copy_size && capture_user && (copy_all || bpf_map_lookup_elem(&copy_pids, &tgid));
+	return stack_copy_size && capture_user && (copy_all || (marks_of(tgid) & MARK_COPY));
 }
 
 struct user_regs {
@@ -2311,20 +2302,19 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = parent->tgid;
 	__u32 ctgid = child->tgid;
-	__u8 one = 1;
 
 	if (ptgid == ctgid)
 		return 0;
 	if (follow_forks && pid_in(ptgid))
 		pid_put(ctgid, 1);
-	if (stack_copy_size && !copy_all && bpf_map_lookup_elem(&copy_pids, &ptgid))
-		bpf_map_update_elem(&copy_pids, &ctgid, &one, BPF_ANY);
+	if (stack_copy_size && !copy_all && (marks_of(ptgid) & MARK_COPY))
+		marks_put(ctgid, MARK_COPY);
 	return 0;
 }
 
 /* With a pid filter or stack copies for marked processes: a process leaves
- * both sets when its last thread exits, so a reused pid is not sampled or
- * copied and followed forks do not fill copy_pids. do_exit decrements
+ * the filter and loses its marks when its last thread exits, so a reused
+ * pid is not sampled or copied for it. do_exit decrements
  * signal->live before this tracepoint fires; threads exiting together may
  * each see it at 0, and each take the process out again. */
 SEC("tp_btf/sched_process_exit")
@@ -2335,7 +2325,7 @@ int BPF_PROG(forget_exit, struct task_struct *task)
 	if (task->signal->live.counter == 0) {
 		if (filter_pids)
 			pid_put(tgid, 0);
-		bpf_map_delete_elem(&copy_pids, &tgid);
+		marks_put(tgid, 0);
 	}
 	return 0;
 }

@@ -38,8 +38,8 @@ type sprofPhaseTimes struct {
 }
 
 type sprofPidChunk struct {
-	_  structs.HostLayout
-	In [4096]uint8
+	_ structs.HostLayout
+	B [4096]uint8
 }
 
 type sprofPyProc struct {
@@ -223,10 +223,10 @@ type sprofUnwindTable struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sprofMapCopyPids           = "copy_pids"
 	sprofMapGoProcs            = "go_procs"
 	sprofMapLost               = "lost"
 	sprofMapPhases             = "phases"
+	sprofMapPidMarks           = "pid_marks"
 	sprofMapPids               = "pids"
 	sprofMapPyThreads          = "py_threads"
 	sprofMapPyWalks            = "py_walks"
@@ -327,10 +327,10 @@ type sprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sprofMapSpecs struct {
-	CopyPids     *ebpf.MapSpec `ebpf:"copy_pids"`
 	GoProcs      *ebpf.MapSpec `ebpf:"go_procs"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	Phases       *ebpf.MapSpec `ebpf:"phases"`
+	PidMarks     *ebpf.MapSpec `ebpf:"pid_marks"`
 	Pids         *ebpf.MapSpec `ebpf:"pids"`
 	PyThreads    *ebpf.MapSpec `ebpf:"py_threads"`
 	PyWalks      *ebpf.MapSpec `ebpf:"py_walks"`
@@ -395,10 +395,10 @@ func (o *sprofObjects) Close() error {
 //
 // It can be passed to loadSprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sprofMaps struct {
-	CopyPids     *ebpf.Map `ebpf:"copy_pids"`
 	GoProcs      *ebpf.Map `ebpf:"go_procs"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	Phases       *ebpf.Map `ebpf:"phases"`
+	PidMarks     *ebpf.Map `ebpf:"pid_marks"`
 	Pids         *ebpf.Map `ebpf:"pids"`
 	PyThreads    *ebpf.Map `ebpf:"py_threads"`
 	PyWalks      *ebpf.Map `ebpf:"py_walks"`
@@ -420,10 +420,10 @@ type sprofMaps struct {
 
 func (m *sprofMaps) Close() error {
 	return _SprofClose(
-		m.CopyPids,
 		m.GoProcs,
 		m.Lost,
 		m.Phases,
+		m.PidMarks,
 		m.Pids,
 		m.PyThreads,
 		m.PyWalks,

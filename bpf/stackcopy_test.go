@@ -302,7 +302,7 @@ func TestSetCopy(t *testing.T) {
 	if err := s.SetCopy(opid, true); err != nil {
 		t.Fatal(err)
 	}
-	killForgotten(t, inHash(s.objs.CopyPids), opid)
+	killForgotten(t, s.marks.copyMarked, opid)
 
 	plain := openSampler(t, Config{Frequency: 99, User: true})
 	if err := plain.SetCopy(mpid, true); !errors.Is(err, ErrNoStackCopy) {
@@ -434,7 +434,7 @@ func TestSetCopyInheritedOnFork(t *testing.T) {
 	if withCopy == 0 || without != 0 {
 		t.Fatalf("forked child %d: %d samples with copies, %d without; want all with", child, withCopy, without)
 	}
-	killForgotten(t, inHash(s.objs.CopyPids), child)
+	killForgotten(t, s.marks.copyMarked, child)
 }
 
 // parentOf returns the parent of process pid (field 4 of /proc/PID/stat),

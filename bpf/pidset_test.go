@@ -1,0 +1,67 @@
+package bpf
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf"
+)
+
+// newPidArray makes an array of a byte per pid like pids and pid_marks.
+func newPidArray(t *testing.T) *ebpf.Map {
+	t.Helper()
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4096,
+		MaxEntries: pidLimit / 4096, Flags: 1024 /* BPF_F_MMAPABLE */})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// A pid's marks change one at a time, and what the memory map writes is
+// what the map holds, at the pid's byte of its chunk.
+func TestPidMarks(t *testing.T) {
+	requireBPF(t)
+	m := newPidArray(t)
+	marks, err := mapPidMarks(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer marks.close()
+	const pid = 3*4096 + 17
+	steps := []struct {
+		mark pidMark
+		on   bool
+		want byte
+	}{
+		{markCopy, true, 1},
+		{markPython, true, 5},
+		{markGo, true, 7},
+		{markCopy, false, 6},
+		{markPython, false, 2},
+		{markGo, false, 0},
+	}
+	var chunk [4096]byte
+	for _, st := range steps {
+		if err := marks.set(pid, st.mark, st.on); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Lookup(uint32(pid/4096), &chunk); err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range chunk {
+			want := byte(0)
+			if i == pid%4096 {
+				want = st.want
+			}
+			if b != want {
+				t.Fatalf("after mark %d %t: byte %d of the pid's chunk is %#x, want %#x", st.mark, st.on, i, b, want)
+			}
+		}
+	}
+	for _, pid := range []uint32{0, pidLimit, 1 << 31} {
+		if err := marks.set(pid, markCopy, true); err == nil {
+			t.Errorf("pid %d marked", pid)
+		}
+	}
+}
