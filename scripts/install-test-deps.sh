@@ -33,9 +33,11 @@
 #                      (scripts/kernel-matrix.sh) from an initramfs; its arm64
 #                      VMs take their libc from libc6-arm64-cross
 #   debian-archive-keyring  verifies the Debian suites the matrix's kernels come from
+#   golang-1.19-go     builds the programs whose Go function tables have Go 1.18's
+#                      layout (symbolize/goinline, internal/elfx)
 set -eu
 
-want="clang-22 llvm-22 lld-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user bpftool sudo nodejs openjdk-17-jdk-headless python3.11 python3.11-dbg qemu-system-x86 qemu-system-arm cpio debian-archive-keyring file"
+want="clang-22 llvm-22 lld-22 binutils binutils-aarch64-linux-gnu libc6-arm64-cross linux-perf debuginfod chromium libbpf-dev libc6-dbg python3-prometheus-client systemd util-linux gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user bpftool sudo nodejs openjdk-17-jdk-headless python3.11 python3.11-dbg qemu-system-x86 qemu-system-arm cpio debian-archive-keyring file golang-1.19-go"
 missing=""
 for p in $want; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -455,8 +455,9 @@ func loadGoInline(f *elf.File, fileSize int64, s *elf.Section, pcln []byte, text
 	if sec == s && gofunc-s.Addr < uint64(len(pcln)) {
 		funcdata = pcln[gofunc-s.Addr:] // Go 1.26 puts go:func.* in the table's section
 	} else {
-		// Only the section's part from gofunc on: Go 1.20 to 1.25 put
-		// go:func.* in .rodata, tens of megabytes in a large program.
+		// Only the section's part from gofunc on: Go 1.18 to 1.25 put
+		// go:func.* (go.func.* before 1.20) in .rodata, tens of
+		// megabytes in a large program.
 		if sec.Flags&elf.SHF_COMPRESSED != 0 || checkSection(sec, fileSize, maxPclntabBytes) != nil {
 			return nil, size
 		}

@@ -43,15 +43,25 @@ func GoText(f *elf.File, pcln *elf.Section, data []byte) (text uint64, found boo
 // GoFunc returns the runtime's gofunc (the linker's go:func.* symbol),
 // the address the offsets of the function table's funcdata count from,
 // such as those of its inline trees: from the module record GoText finds,
-// in a table of Go 1.20 or later (magic 0xfffffff1; the record's layout
-// differs before). The record keeps it right after its rodata word, the
-// start of Go's read-only data, which is word 39 up to Go 1.26 and word
-// 42 in Go 1.27 (which added three words before it) under the same
-// magic: the first of those whose rodata lies in .rodata and whose
-// gofunc lies at or above it, in a section of f that holds data, which
-// GoFunc returns too. ok is false where none does.
+// in a table of Go 1.18 or later (magic 0xfffffff0 or 0xfffffff1; funcdata
+// were pointers before). The record keeps it right after its rodata word,
+// the start of Go's read-only data, which is word 37 in Go 1.18 and 1.19,
+// 39 from Go 1.20 (which added two words before it) to 1.26, and 42 in Go
+// 1.27 (which added three more) under 1.20's magic: the first of those of
+// the table's magic whose rodata lies in .rodata and whose gofunc lies at
+// or above it, in a section of f that holds data, which GoFunc returns
+// too. ok is false where none does.
 func GoFunc(f *elf.File, pcln *elf.Section, data []byte) (gofunc uint64, in *elf.Section, ok bool) {
-	if len(data) < 4 || f.ByteOrder.Uint32(data) != go120Magic {
+	if len(data) < 4 {
+		return 0, nil, false
+	}
+	var words []int
+	switch f.ByteOrder.Uint32(data) {
+	case go118Magic:
+		words = []int{moduleRodata118}
+	case go120Magic:
+		words = []int{moduleRodata, moduleRodata127}
+	default:
 		return 0, nil, false
 	}
 	m, ok := findModule(f, pcln, data)
@@ -59,7 +69,7 @@ func GoFunc(f *elf.File, pcln *elf.Section, data []byte) (gofunc uint64, in *elf
 	if !ok || rodata == nil {
 		return 0, nil, false
 	}
-	for _, at := range []int{moduleRodata, moduleRodata127} {
+	for _, at := range words {
 		if len(m.b) < (at+2)*m.ptr {
 			break
 		}
@@ -77,15 +87,20 @@ func GoFunc(f *elf.File, pcln *elf.Section, data []byte) (gofunc uint64, in *elf
 	return 0, nil, false
 }
 
-// go120Magic begins the function tables of Go 1.20 and later.
-const go120Magic = 0xfffffff1
+// go118Magic begins the function tables of Go 1.18 and 1.19, go120Magic
+// those of Go 1.20 and later.
+const (
+	go118Magic = 0xfffffff0
+	go120Magic = 0xfffffff1
+)
 
 // The words of the module record (runtime.moduledata) read here: 0 the
 // table, 1-3 the function name slice, then four more slices and the find
 // table, 20-21 the lowest and highest function pc, 22-23 text and etext;
-// from Go 1.20 (which added the coverage counters before them), rodata
-// and then gofunc, at 39 (up to Go 1.26) or 42 (Go 1.27 added the type
-// descriptors' length and the itab table's offset and size before them).
+// rodata and then gofunc, at 37 in Go 1.18 and 1.19, 39 from Go 1.20
+// (which added the coverage counters before them) to 1.26, or 42 (Go 1.27
+// added the type descriptors' length and the itab table's offset and size
+// before them).
 const (
 	moduleTable = 0
 	moduleNames = 1
@@ -93,7 +108,9 @@ const (
 	moduleMaxPC = 21
 	moduleText  = 22
 	moduleEtext = 23
-	// The rodata word, gofunc after it: up to Go 1.26, and in 1.27.
+	// The rodata word, gofunc after it: in Go 1.18 and 1.19, up to Go
+	// 1.26, and in 1.27.
+	moduleRodata118 = 37
 	moduleRodata    = 39
 	moduleRodata127 = 42
 	// moduleWords are the words every record this package accepts has.

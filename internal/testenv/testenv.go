@@ -44,6 +44,19 @@ func RequireTool(t testing.TB, name string) string {
 	return path
 }
 
+// Go119 returns the GOROOT of Debian's Go 1.19 (golang-1.19-go), whose
+// programs' function tables have Go 1.18's layout, stopping t when it is
+// not installed. Its go command needs GOROOT set to it: the environment's
+// may be the running toolchain's.
+func Go119(t testing.TB) (goroot string) {
+	t.Helper()
+	const root = "/usr/lib/go-1.19"
+	if _, err := os.Stat(filepath.Join(root, "bin", "go")); err != nil {
+		Unavailable(t, "Go 1.19 is not installed at "+root+" (make test installs golang-1.19-go)")
+	}
+	return root
+}
+
 // UnprivilegedCopy returns a copy of the running test binary that any user
 // may run, in a directory any user may enter and write, removed when t
 // ends, for a test that reruns itself as nobody (setpriv): the test binary

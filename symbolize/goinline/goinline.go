@@ -15,8 +15,14 @@
 // site; that pc's own index gives the node around it. The funcdata
 // offsets count from the runtime's gofunc address (elfx.GoFunc).
 //
-// The layout read here is Go 1.20's and later's (table magic
-// 0xfffffff1): the tree's nodes and the function entry differ before.
+// The layouts read here are Go 1.18's and 1.19's (table magic
+// 0xfffffff0) and Go 1.20's and later's (0xfffffff1), which differ in the
+// function entry's size (1.20 added the start line) and in the tree's
+// nodes (1.18's name the call site's file, line and parent node too, and
+// 1.20's the inlined function's start line instead); both name the
+// function and the call site's pc, which is all Calls reads, and the
+// runtimes of both walk the tree by the pc, as Calls does. Older tables
+// keep funcdata as pointers, not offsets, and are not read.
 // Every offset and index comes from the file and is checked. The
 // compiler adds a call's node after the node of the call around it, so a
 // chain of nodes is followed only while their indexes fall, and at most
@@ -41,31 +47,52 @@ var ErrUnsupported = errors.New("Go function table without a known inline tree l
 var ErrMalformed = errors.New("malformed Go function table")
 
 const (
+	go118Magic = 0xfffffff0
 	go120Magic = 0xfffffff1
 
 	pcdataInlTreeIndex = 2 // abi.PCDATA_InlTreeIndex
 	funcdataInlTree    = 3 // abi.FUNCDATA_InlTree
 	noFuncdata         = ^uint32(0)
+	funcNpcdata        = 28 // offset of runtime._func's pcdata count
 
-	// funcHeader is the size of runtime._func before its pcdata and
-	// funcdata offsets; funcNpcdata and funcNfuncdata are the offsets
-	// of their counts in it.
-	funcHeader    = 44
-	funcNpcdata   = 28
-	funcNfuncdata = 43
-	// nodeSize is the size of a runtime.inlinedCall: funcID and
-	// padding, then nameOff, parentPc and startLine, 32 bits each.
-	nodeSize       = 16
-	nodeNameOff    = 4
-	nodeParentPC   = 8
 	maxPcdata      = 64
 	maxNameLength  = 4096
 	maxDepth       = 256
 	maxTableLength = 1 << 20 // bytes of one pcdata table decoded at most
 )
 
+// layout is where one version's tables keep what Calls reads.
+type layout struct {
+	// funcHeader is the size of runtime._func before its pcdata and
+	// funcdata offsets, funcNfuncdata the offset of its funcdata count;
+	// its funcID is the byte 4 before the header's end.
+	funcHeader, funcNfuncdata uint64
+	// nodeSize is the size of a runtime.inlinedCall, nodeNameOff and
+	// nodeParentPC the offsets of its function's name and its call
+	// site's pc, 32 bits each.
+	nodeSize, nodeNameOff, nodeParentPC uint64
+}
+
+// layoutOf returns the layout of the tables with magic.
+func layoutOf(magic uint32) (layout, bool) {
+	switch magic {
+	case go118Magic:
+		// _func: entryOff, nameOff, args, deferreturn, pcsp, pcfile,
+		// pcln, npcdata, cuOffset; funcID, flag, a pad, nfuncdata.
+		// inlinedCall: parent (16 bits), funcID, a pad; file, line,
+		// func_ (the name) and parentPc.
+		return layout{funcHeader: 40, funcNfuncdata: 39, nodeSize: 20, nodeNameOff: 12, nodeParentPC: 16}, true
+	case go120Magic:
+		// _func: 1.18's with startLine after cuOffset. inlinedCall:
+		// funcID and padding, then nameOff, parentPc, startLine.
+		return layout{funcHeader: 44, funcNfuncdata: 43, nodeSize: 16, nodeNameOff: 4, nodeParentPC: 8}, true
+	}
+	return layout{}, false
+}
+
 // Table is the inline trees of one Go program's function table.
 type Table struct {
+	layout
 	order     binary.ByteOrder
 	quantum   uint64 // pcs count in units of this many bytes
 	nfunc     int
@@ -77,12 +104,16 @@ type Table struct {
 	functions []byte // the index: nfunc+1 pairs of (entry offset, entry's place)
 }
 
-// New returns the inline trees of pcln, a Go 1.20 or later function
+// New returns the inline trees of pcln, a Go 1.18 or later function
 // table in order, whose function entries count from text (runtime.text,
 // see elfx.GoText), with funcdata the program's bytes from its gofunc
 // address on (see elfx.GoFunc).
 func New(pcln []byte, order binary.ByteOrder, text uint64, funcdata []byte) (*Table, error) {
-	if len(pcln) < 8 || order.Uint32(pcln) != go120Magic {
+	if len(pcln) < 8 {
+		return nil, ErrUnsupported
+	}
+	l, ok := layoutOf(order.Uint32(pcln))
+	if !ok {
 		return nil, ErrUnsupported
 	}
 	ptr := int(pcln[7])
@@ -106,7 +137,7 @@ func New(pcln []byte, order binary.ByteOrder, text uint64, funcdata []byte) (*Ta
 		}
 		return order.Uint64(pcln[8+8*i:])
 	}
-	t := &Table{order: order, quantum: quantum, text: text, funcdata: funcdata}
+	t := &Table{layout: l, order: order, quantum: quantum, text: text, funcdata: funcdata}
 	var err error
 	if t.names, err = region(pcln, word(3), word(4), "funcnametab"); err != nil {
 		return nil, err
@@ -176,16 +207,16 @@ func (t *Table) Calls(dst []Call, pc uint64) ([]Call, error) {
 			return dst, fmt.Errorf("%w: function entry at %#x: inlined calls nested over %d deep", ErrMalformed, fn, maxDepth)
 		}
 		last = ix
-		at := uint64(h.inlTree) + uint64(ix)*nodeSize
-		if at+nodeSize > uint64(len(t.funcdata)) {
+		at := uint64(h.inlTree) + uint64(ix)*t.nodeSize
+		if at+t.nodeSize > uint64(len(t.funcdata)) {
 			return dst, fmt.Errorf("%w: function entry at %#x: inline tree node %d at funcdata offset %#x past %d bytes", ErrMalformed, fn, ix, at, len(t.funcdata))
 		}
-		node := t.funcdata[at : at+nodeSize]
-		name, err := t.name(t.order.Uint32(node[nodeNameOff:]))
+		node := t.funcdata[at : at+t.nodeSize]
+		name, err := t.name(t.order.Uint32(node[t.nodeNameOff:]))
 		if err != nil {
 			return dst, fmt.Errorf("function entry at %#x: inline tree node %d: %w", fn, ix, err)
 		}
-		parent := int32(t.order.Uint32(node[nodeParentPC:]))
+		parent := int32(t.order.Uint32(node[t.nodeParentPC:]))
 		if parent < 0 {
 			return dst, fmt.Errorf("%w: function entry at %#x: inline tree node %d: call site %d before the function", ErrMalformed, fn, ix, parent)
 		}
@@ -230,24 +261,24 @@ type entry struct {
 
 func (t *Table) entry(fn uint32) (entry, error) {
 	b := t.functab
-	if uint64(fn)+funcHeader > uint64(len(b)) {
+	if uint64(fn)+t.funcHeader > uint64(len(b)) {
 		return entry{}, fmt.Errorf("%w: function entry at %#x past pclntable's %d bytes", ErrMalformed, fn, len(b))
 	}
 	b = b[fn:]
 	npcdata := t.order.Uint32(b[funcNpcdata:])
-	nfuncdata := uint32(b[funcNfuncdata])
+	nfuncdata := uint32(b[t.funcNfuncdata])
 	if npcdata > maxPcdata {
 		return entry{}, fmt.Errorf("%w: function entry at %#x: %d pcdata tables", ErrMalformed, fn, npcdata)
 	}
-	if need := funcHeader + 4*uint64(npcdata+nfuncdata); need > uint64(len(b)) {
+	if need := t.funcHeader + 4*uint64(npcdata+nfuncdata); need > uint64(len(b)) {
 		return entry{}, fmt.Errorf("%w: function entry at %#x: %d bytes past pclntable's end", ErrMalformed, fn, need)
 	}
 	e := entry{inlTree: noFuncdata}
 	if npcdata > pcdataInlTreeIndex {
-		e.inlIndex = t.order.Uint32(b[funcHeader+4*pcdataInlTreeIndex:])
+		e.inlIndex = t.order.Uint32(b[t.funcHeader+4*pcdataInlTreeIndex:])
 	}
 	if nfuncdata > funcdataInlTree {
-		e.inlTree = t.order.Uint32(b[funcHeader+4*npcdata+4*funcdataInlTree:])
+		e.inlTree = t.order.Uint32(b[t.funcHeader+4*uint64(npcdata)+4*funcdataInlTree:])
 	}
 	return e, nil
 }
