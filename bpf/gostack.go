@@ -29,7 +29,7 @@ type GoProcess struct {
 // that fail their checks.
 func (s *Sampler) SetGo(pid uint32, p *GoProcess) error {
 	if p == nil {
-		if err := s.marks.set(pid, markGo, false); err != nil {
+		if err := s.marks.mark(pid, markGo, false); err != nil {
 			return fmt.Errorf("goroutines of pid %d: %w", pid, err)
 		}
 		if err := s.objs.GoProcs.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -41,7 +41,7 @@ func (s *Sampler) SetGo(pid uint32, p *GoProcess) error {
 	if err != nil {
 		return fmt.Errorf("goroutines of pid %d: %w", pid, err)
 	}
-	if err := s.marks.set(pid, markGo, true); err != nil {
+	if err := s.marks.mark(pid, markGo, true); err != nil {
 		return fmt.Errorf("goroutines of pid %d: %w", pid, err)
 	}
 	if err := s.objs.GoProcs.Update(pid, &v, ebpf.UpdateAny); err != nil {

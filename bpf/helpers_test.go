@@ -309,10 +309,10 @@ func killForgotten(t testing.TB, in func(pid uint32) (bool, error), pid uint32) 
 }
 
 // copyMarked is killForgotten's in for the copy marks (SetCopy).
-func (m *pidMarks) copyMarked(pid uint32) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.bytes.mem[pid]&byte(markCopy) != 0, nil
+func (p *pidBytes) copyMarked(pid uint32) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mem[pid]&byte(markCopy) != 0, nil
 }
 
 // inFilter is killForgotten's in for the pid filter.

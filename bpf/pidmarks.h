@@ -37,13 +37,7 @@ enum pid_mark {
 	MARK_PYTHON = 4, /* python_procs may hold it (Sampler.SetPython) */
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, PID_LIMIT / PID_CHUNK);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct pid_chunk);
-} pid_marks SEC(".maps");
+struct pid_bytes pid_marks SEC(".maps");
 
 /* The marks of the process tgid. */
 static __always_inline __u8 marks_of(__u32 tgid)

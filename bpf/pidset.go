@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -13,12 +14,17 @@ import (
 // (PID_MAX_LIMIT).
 const pidLimit = 4 << 20
 
-// pidBytes is one of the BPF programs' arrays of a byte per pid (pidset.h),
-// written through a memory map of the array: the programs' fork and exit
-// hooks store bytes into it meanwhile, and a store of a whole 4 KiB chunk
-// through the bpf syscall would undo theirs in its chunk.
+// pidBytes is one of the BPF programs' arrays of a byte per pid (pidset.h:
+// the pid filter, the marks), written through a memory map of the array:
+// the programs' fork and exit hooks store bytes into it meanwhile, and a
+// store of a whole 4 KiB chunk through the bpf syscall would undo theirs
+// in its chunk. Its methods may be called from several goroutines, and
+// after close, which they then fail with os.ErrClosed: the collector
+// unmarks the processes it still follows when it closes, after the
+// Sampler.
 type pidBytes struct {
-	mem []byte // one byte per pid
+	mu  sync.Mutex // serializes changes, the marks' read-modify-writes and close
+	mem []byte     // one byte per pid; nil once closed
 }
 
 // mapPidBytes maps m, an array of a byte per pid, into memory.
@@ -42,28 +48,27 @@ func checkPid(pid uint32) error {
 	return nil
 }
 
-// add puts pid in the set, the pid filter (pids of pidset.h).
-func (p *pidBytes) add(pid uint32) error {
+// update replaces pid's byte b with to(b).
+func (p *pidBytes) update(pid uint32, to func(b byte) byte) error {
 	if err := checkPid(pid); err != nil {
 		return err
 	}
-	p.mem[pid] = 1
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mem == nil {
+		return fmt.Errorf("pid %d: BPF map of pids: %w", pid, os.ErrClosed)
+	}
+	p.mem[pid] = to(p.mem[pid])
 	return nil
 }
 
-func (p *pidBytes) close() error {
-	if p == nil {
-		return nil
-	}
-	if err := unix.Munmap(p.mem); err != nil {
-		return fmt.Errorf("unmap a BPF map of pids: %w", err)
-	}
-	p.mem = nil
-	return nil
+// add puts pid in the set, the pid filter (pids of pidset.h).
+func (p *pidBytes) add(pid uint32) error {
+	return p.update(pid, func(byte) byte { return 1 })
 }
 
 // pidMark is pidmarks.h's enum pid_mark: what user space marked of a
-// process.
+// process in the marks (pid_marks).
 type pidMark uint8
 
 const (
@@ -72,42 +77,30 @@ const (
 	markPython pidMark = 4 // python_procs may hold it (SetPython)
 )
 
-// pidMarks is pid_marks of pidmarks.h. Each mark is changed by a
-// read-modify-write of its pid's byte, under mu, as SetCopy, SetGo and
-// SetPython may be called from several goroutines.
-type pidMarks struct {
-	mu    sync.Mutex
-	bytes *pidBytes
+// mark marks pid with m in the marks, or (on false) takes the mark off,
+// leaving its other marks as they are.
+func (p *pidBytes) mark(pid uint32, m pidMark, on bool) error {
+	return p.update(pid, func(b byte) byte {
+		if on {
+			return b | byte(m)
+		}
+		return b &^ byte(m)
+	})
 }
 
-// mapPidMarks maps m, the marks' array, into memory.
-func mapPidMarks(m *ebpf.Map) (*pidMarks, error) {
-	b, err := mapPidBytes(m)
-	if err != nil {
-		return nil, err
-	}
-	return &pidMarks{bytes: b}, nil
-}
-
-// set marks pid with mark, or (on false) takes the mark off.
-func (m *pidMarks) set(pid uint32, mark pidMark, on bool) error {
-	if err := checkPid(pid); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b := &m.bytes.mem[pid]
-	if on {
-		*b |= byte(mark)
-	} else {
-		*b &^= byte(mark)
-	}
-	return nil
-}
-
-func (m *pidMarks) close() error {
-	if m == nil {
+// close unmaps the array; again, it does nothing.
+func (p *pidBytes) close() error {
+	if p == nil {
 		return nil
 	}
-	return m.bytes.close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mem == nil {
+		return nil
+	}
+	if err := unix.Munmap(p.mem); err != nil {
+		return fmt.Errorf("unmap a BPF map of pids: %w", err)
+	}
+	p.mem = nil
+	return nil
 }

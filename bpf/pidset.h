@@ -32,13 +32,17 @@ struct pid_chunk {
 	__u8 b[PID_CHUNK];
 };
 
-struct {
+/* The map type of pids and pid_marks: pid_chunks user space writes
+ * through a memory map (pidset.go). */
+struct pid_bytes {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, PID_LIMIT / PID_CHUNK);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct pid_chunk);
-} pids SEC(".maps");
+};
+
+struct pid_bytes pids SEC(".maps");
 
 /* The byte of the process tgid in map, an array of pid_chunks; NULL past
  * its end. */

@@ -1,6 +1,8 @@
 package bpf
 
 import (
+	"errors"
+	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -23,11 +25,11 @@ func newPidArray(t *testing.T) *ebpf.Map {
 func TestPidMarks(t *testing.T) {
 	requireBPF(t)
 	m := newPidArray(t)
-	marks, err := mapPidMarks(m)
+	marks, err := mapPidBytes(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer marks.close()
+	t.Cleanup(func() { marks.close() })
 	const pid = 3*4096 + 17
 	steps := []struct {
 		mark pidMark
@@ -43,7 +45,7 @@ func TestPidMarks(t *testing.T) {
 	}
 	var chunk [4096]byte
 	for _, st := range steps {
-		if err := marks.set(pid, st.mark, st.on); err != nil {
+		if err := marks.mark(pid, st.mark, st.on); err != nil {
 			t.Fatal(err)
 		}
 		if err := m.Lookup(uint32(pid/4096), &chunk); err != nil {
@@ -60,8 +62,21 @@ func TestPidMarks(t *testing.T) {
 		}
 	}
 	for _, pid := range []uint32{0, pidLimit, 1 << 31} {
-		if err := marks.set(pid, markCopy, true); err == nil {
+		if err := marks.mark(pid, markCopy, true); err == nil {
 			t.Errorf("pid %d marked", pid)
 		}
+	}
+	// The collector unmarks what it follows when it closes, after the
+	// Sampler: an error, not a write into memory unmapped.
+	for i := range 2 {
+		if err := marks.close(); err != nil {
+			t.Errorf("close %d: %v", i+1, err)
+		}
+	}
+	if err := marks.mark(pid, markGo, false); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("mark after close: %v, want os.ErrClosed", err)
+	}
+	if err := marks.add(pid); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("add after close: %v, want os.ErrClosed", err)
 	}
 }

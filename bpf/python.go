@@ -30,7 +30,7 @@ func (s *Sampler) SetPython(pid uint32, p *cpython.Process) error {
 		return fmt.Errorf("python frames of pid %d: %w (opened with Config.Python false)", pid, ErrNoPython)
 	}
 	if p == nil {
-		if err := s.marks.set(pid, markPython, false); err != nil {
+		if err := s.marks.mark(pid, markPython, false); err != nil {
 			return fmt.Errorf("python frames of pid %d: %w", pid, err)
 		}
 		if err := s.objs.PythonProcs.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -42,7 +42,7 @@ func (s *Sampler) SetPython(pid uint32, p *cpython.Process) error {
 	if err != nil {
 		return fmt.Errorf("python frames of pid %d: %w", pid, err)
 	}
-	if err := s.marks.set(pid, markPython, true); err != nil {
+	if err := s.marks.mark(pid, markPython, true); err != nil {
 		return fmt.Errorf("python frames of pid %d: %w", pid, err)
 	}
 	if err := s.objs.PythonProcs.Update(pid, &v, ebpf.UpdateAny); err != nil {

@@ -159,7 +159,7 @@ type Sampler struct {
 	stats     io.Closer
 	statsErr  error     // why run-time statistics are off, if they are
 	pids      *pidBytes // the pid filter, with Config.Pids
-	marks     *pidMarks // what SetCopy, SetGo and SetPython marked
+	marks     *pidBytes // what SetCopy, SetGo and SetPython marked
 	stackCopy bool      // samples may carry stack copies (Config.StackCopy > 0)
 	python    bool      // Config.Python
 	offCPU    *offCPU
@@ -468,7 +468,7 @@ func (s *Sampler) fill(cfg Config, ringSize, cpus int) error {
 		s.tables = newTableSpace(&s.objs, cfg.UnwindTables)
 	}
 	var err error
-	if s.marks, err = mapPidMarks(s.objs.PidMarks); err != nil {
+	if s.marks, err = mapPidBytes(s.objs.PidMarks); err != nil {
 		return err
 	}
 	if len(cfg.Pids) > 0 {
@@ -482,7 +482,7 @@ func (s *Sampler) fill(cfg Config, ringSize, cpus int) error {
 		}
 	}
 	for _, pid := range cfg.CopyPids {
-		if err := s.marks.set(pid, markCopy, true); err != nil {
+		if err := s.marks.mark(pid, markCopy, true); err != nil {
 			return fmt.Errorf("mark pid %d for stack copies: %w", pid, err)
 		}
 	}
@@ -670,7 +670,7 @@ func (s *Sampler) SetCopy(pid uint32, on bool) error {
 	if !s.stackCopy {
 		return fmt.Errorf("mark pid %d for stack copies: %w (opened with Config.StackCopy 0)", pid, ErrNoStackCopy)
 	}
-	if err := s.marks.set(pid, markCopy, on); err != nil {
+	if err := s.marks.mark(pid, markCopy, on); err != nil {
 		return fmt.Errorf("mark pid %d for stack copies (%t): %w", pid, on, err)
 	}
 	return nil

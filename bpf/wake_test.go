@@ -191,10 +191,12 @@ func TestBacklogLoss(t *testing.T) {
 }
 
 // Read after Close is an error, not a crash: a collector may drain once
-// more while its sampler is being closed.
+// more while its sampler is being closed. So are the calls that change
+// the pid filter and the marks, and a second Close does nothing.
 func TestReadAfterClose(t *testing.T) {
 	requireBPF(t)
-	s, err := Open(Config{Frequency: 99, User: true})
+	self := uint32(os.Getpid())
+	s, err := Open(Config{Frequency: 99, User: true, Pids: []uint32{self}, StackCopy: 4096, Python: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +205,18 @@ func TestReadAfterClose(t *testing.T) {
 	}
 	if _, err := s.Read(func(*Sample) {}); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Read after Close: %v, want os.ErrClosed", err)
+	}
+	// The collector unmarks the processes it follows as it closes, after
+	// the Sampler: errors, not writes into memory unmapped.
+	for name, err := range map[string]error{
+		"AddPid":    s.AddPid(self),
+		"SetCopy":   s.SetCopy(self, false),
+		"SetGo":     s.SetGo(self, nil),
+		"SetPython": s.SetPython(self, nil),
+	} {
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s after Close: %v, want os.ErrClosed", name, err)
+		}
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
