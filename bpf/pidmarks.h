@@ -2,8 +2,8 @@
 /*
  * What user space marked of each process: a byte per process id (a thread
  * group's), the same layout as the pid filter's (pidset.h), of enum
- * pid_mark bits. A sample asks it once where it asked a hash map per
- * mark: whether the process is marked for stack copies, and whether
+ * pid_mark bits. A sample loads its process's byte where it asked a hash
+ * map per mark: whether the process is marked for stack copies, and whether
  * go_procs and python_procs may hold it at all. Most processes of a host
  * are none of these, and a lookup that finds nothing in a hash map was a
  * sample's dearest step after the walk's reads: on sprof's CI VM

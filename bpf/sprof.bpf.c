@@ -1153,7 +1153,8 @@ static __always_inline bool follow_goroutine(struct scratch_value *s)
 	struct go_proc *gp;
 
 	/* Only a walk that ended whole: one flagged truncated is marked
-	 * already, and the lookup below is the price of every other walk. */
+	 * already, and the mark's load, and in a Go process the lookup
+	 * below, are the price of every other walk. */
 	if (w->fp || w->goroutine || (w->flags & SAMPLE_USER_TRUNCATED) || w->n == 0 || !(marks_of(tgid) & MARK_GO))
 		return false;
 	gp = bpf_map_lookup_elem(&go_procs, &tgid);
