@@ -9,16 +9,16 @@ import (
 // FuzzParse feeds arbitrary records to Parse, which must never panic and
 // must return slices inside the record.
 func FuzzParse(f *testing.F) {
-	f.Add(mmap2(1, 0x1000, 0x1000, 0, bytes.Repeat([]byte{2}, 20), "/bin/true", 5))
-	f.Add(mmap2(1, 0x1000, 0x1000, 0, nil, "/bin/true", 5))
-	f.Add(make([]byte, 8))
-	f.Fuzz(func(t *testing.T, rec []byte) {
+	f.Add(mmap2(1, 0x1000, 0x1000, 0, bytes.Repeat([]byte{2}, 20), "/bin/true", 5), true)
+	f.Add(mmap2(1, 0x1000, 0x1000, 0, nil, "/bin/true", 5), false)
+	f.Add(make([]byte, 8), true)
+	f.Fuzz(func(t *testing.T, rec []byte, buildIDs bool) {
 		if len(rec) >= headerSize && len(rec) < 1<<16 {
 			// Most inputs should get past the size check.
 			binary.NativeEndian.PutUint16(rec[6:], uint16(len(rec)))
 		}
 		var r Record
-		if err := Parse(rec, &r); err != nil {
+		if err := Parse(rec, &r, buildIDs); err != nil {
 			return
 		}
 		if len(r.Filename)+len(r.BuildID)+len(r.Comm) > len(rec) {

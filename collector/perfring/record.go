@@ -105,8 +105,16 @@ func (r *Record) IsExec() bool { return r.Type == RecordComm && r.Misc&MiscCommE
 
 // Parse decodes rec, a whole record from a tracking event's ring, into r.
 // Record types a tracking event does not describe are returned with only
-// Type, Misc, Pid, Tid and Time set.
-func Parse(rec []byte, r *Record) error {
+// Type, Misc, Pid, Tid and Time set. buildIDs says whether the event asked
+// for build IDs (perf_event_attr.build_id): where it did not, an MMAP2
+// record's MiscMmapBuildID is the kernel's mistake and is cleared, and
+// the record's file identity is read as the device and inode it is.
+// Linux (5.12 to 6.18 at least) builds a mapping's record once for every
+// event that tracks it, sets the bit in that shared header for an event
+// that asked, and does not clear it for the events after: another
+// tracker with build IDs on the host, opened after this one, leaks it
+// into this one's records (TestTrackerBesideBuildIDs).
+func Parse(rec []byte, r *Record, buildIDs bool) error {
 	*r = Record{}
 	ne := binary.NativeEndian
 	if len(rec) < headerSize {
@@ -139,6 +147,9 @@ func Parse(rec []byte, r *Record) error {
 		r.Pid, r.Tid = ne.Uint32(body), ne.Uint32(body[4:])
 		r.Addr, r.Len, r.Pgoff = ne.Uint64(body[8:]), ne.Uint64(body[16:]), ne.Uint64(body[24:])
 		ident := body[32:56]
+		if !buildIDs {
+			r.Misc &^= MiscMmapBuildID
+		}
 		if r.Misc&MiscMmapBuildID != 0 {
 			n := int(ident[0])
 			if n > 20 {

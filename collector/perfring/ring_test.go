@@ -70,6 +70,22 @@ func mmap2(pid uint32, addr, length, pgoff uint64, buildID []byte, name string, 
 	return b.Bytes()
 }
 
+// An MMAP2 record flagged as carrying a build ID is read as one only by
+// an event that asked for build IDs: for another, the flag is the
+// kernel's mistake (see Parse), and the identity is the device and inode.
+func TestParseBuildIDFlag(t *testing.T) {
+	rec := mmap2(7, 0x1000, 0x2000, 0, bytes.Repeat([]byte{0xab}, 20), "/bin/one", 1)
+	var r Record
+	if err := Parse(rec, &r, true); err != nil || len(r.BuildID) != 20 || r.Misc&MiscMmapBuildID == 0 {
+		t.Fatalf("asked: build ID %x, misc %#x, %v; want 20 bytes of 0xab, flagged", r.BuildID, r.Misc, err)
+	}
+	if err := Parse(rec, &r, false); err != nil || r.BuildID != nil || r.Misc&MiscMmapBuildID != 0 ||
+		r.Maj != 20 || r.Min != 0xabababab || string(r.Filename) != "/bin/one" {
+		t.Fatalf("not asked: build ID %x, misc %#x, device %d:%#x, file %q, %v; want no build ID, unflagged, 20:0xabababab",
+			r.BuildID, r.Misc, r.Maj, r.Min, r.Filename, err)
+	}
+}
+
 func TestRingWrapAround(t *testing.T) {
 	f := newFakeRing(t, 256)
 	id := bytes.Repeat([]byte{0xab}, 20)
@@ -78,7 +94,7 @@ func TestRingWrapAround(t *testing.T) {
 		t.Helper()
 		if _, err := f.Read(func(b []byte) {
 			var r Record
-			if err := Parse(b, &r); err != nil {
+			if err := Parse(b, &r, true); err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, string(r.Filename))
@@ -155,7 +171,7 @@ func BenchmarkDrain(b *testing.B) {
 	for range b.N {
 		f.meta.Data_tail = start
 		f.Read(func(rec []byte) {
-			Parse(rec, &r)
+			Parse(rec, &r, true)
 			sum += r.Addr
 		})
 	}

@@ -116,7 +116,7 @@ func (t *Tracker) Read(fn func(rec *Record)) (int, error) {
 	bad, total := 0, 0
 	for _, r := range t.rings {
 		n, err := r.Read(func(b []byte) {
-			if err := Parse(b, &t.rec); err != nil {
+			if err := Parse(b, &t.rec, t.buildIDs); err != nil {
 				if bad++; first == nil {
 					first = err
 				}

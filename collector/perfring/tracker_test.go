@@ -47,6 +47,29 @@ func TestTrackerWithoutBuildIDs(t *testing.T) {
 	seesProcessLife(t, tr, false)
 }
 
+// TestTrackerBesideBuildIDs: a tracker without build IDs, with another
+// that has them opened after it (sprof on a kernel before 5.12 cannot
+// meet one, but a test of it can), still reads each mapping's device and
+// inode. Linux 6.18 leaves the build-ID bit that it set in the record it
+// builds once for both in the first one's records too (see Parse).
+func TestTrackerBesideBuildIDs(t *testing.T) {
+	testenv.RequireRoot(t)
+	without, err := openTracker(0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer without.Close()
+	with, err := openTracker(0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer with.Close()
+	if !with.buildIDs {
+		t.Skip("the kernel gives no build IDs (before Linux 5.12)")
+	}
+	seesProcessLife(t, without, false)
+}
+
 // seesProcessLife runs /bin/true and expects tr to report its fork, exec,
 // the MMAP2 of its file (with its build ID if buildIDs) and its exit.
 func seesProcessLife(t *testing.T, tr *Tracker, buildIDs bool) {
