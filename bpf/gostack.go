@@ -1,11 +1,8 @@
 package bpf
 
 import (
-	"errors"
 	"fmt"
 	"math"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/sprof/sprof/unwind/goruntime"
 )
@@ -28,23 +25,16 @@ type GoProcess struct {
 // exits or execs: a stale one is only a range whose walks end in reads
 // that fail their checks.
 func (s *Sampler) SetGo(pid uint32, p *GoProcess) error {
+	var err error
 	if p == nil {
-		if err := s.marks.mark(pid, markGo, false); err != nil {
-			return fmt.Errorf("goroutines of pid %d: %w", pid, err)
+		err = s.forgetProcess(s.objs.GoProcs, markGo, pid)
+	} else {
+		var v sprofGoProc
+		if v, err = goProc(p); err == nil {
+			err = s.describeProcess(s.objs.GoProcs, markGo, pid, &v)
 		}
-		if err := s.objs.GoProcs.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("goroutines of pid %d: %w", pid, err)
-		}
-		return nil
 	}
-	v, err := goProc(p)
 	if err != nil {
-		return fmt.Errorf("goroutines of pid %d: %w", pid, err)
-	}
-	if err := s.marks.mark(pid, markGo, true); err != nil {
-		return fmt.Errorf("goroutines of pid %d: %w", pid, err)
-	}
-	if err := s.objs.GoProcs.Update(pid, &v, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("goroutines of pid %d: %w", pid, err)
 	}
 	return nil

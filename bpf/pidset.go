@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -86,6 +87,27 @@ func (p *pidBytes) mark(pid uint32, m pidMark, on bool) error {
 		}
 		return b &^ byte(m)
 	})
+}
+
+// describeProcess marks pid with mark and puts v, what the programs read
+// of the process, under pid in procs, the map the mark is the hint of
+// (go_procs, python_procs).
+func (s *Sampler) describeProcess(procs *ebpf.Map, mark pidMark, pid uint32, v any) error {
+	if err := s.marks.mark(pid, mark, true); err != nil {
+		return err
+	}
+	return procs.Update(pid, v, ebpf.UpdateAny)
+}
+
+// forgetProcess takes mark off pid and pid out of procs.
+func (s *Sampler) forgetProcess(procs *ebpf.Map, mark pidMark, pid uint32) error {
+	if err := s.marks.mark(pid, mark, false); err != nil {
+		return err
+	}
+	if err := procs.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
 }
 
 // close unmaps the array; again, it does nothing.

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/sprof/sprof/symbolize/cpython"
 )
 
@@ -29,23 +27,16 @@ func (s *Sampler) SetPython(pid uint32, p *cpython.Process) error {
 	if !s.python {
 		return fmt.Errorf("python frames of pid %d: %w (opened with Config.Python false)", pid, ErrNoPython)
 	}
+	var err error
 	if p == nil {
-		if err := s.marks.mark(pid, markPython, false); err != nil {
-			return fmt.Errorf("python frames of pid %d: %w", pid, err)
+		err = s.forgetProcess(s.objs.PythonProcs, markPython, pid)
+	} else {
+		var v sprofPyProc
+		if v, err = pyProc(p); err == nil {
+			err = s.describeProcess(s.objs.PythonProcs, markPython, pid, &v)
 		}
-		if err := s.objs.PythonProcs.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("python frames of pid %d: %w", pid, err)
-		}
-		return nil
 	}
-	v, err := pyProc(p)
 	if err != nil {
-		return fmt.Errorf("python frames of pid %d: %w", pid, err)
-	}
-	if err := s.marks.mark(pid, markPython, true); err != nil {
-		return fmt.Errorf("python frames of pid %d: %w", pid, err)
-	}
-	if err := s.objs.PythonProcs.Update(pid, &v, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("python frames of pid %d: %w", pid, err)
 	}
 	return nil

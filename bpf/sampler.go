@@ -671,7 +671,7 @@ func (s *Sampler) SetCopy(pid uint32, on bool) error {
 		return fmt.Errorf("mark pid %d for stack copies: %w (opened with Config.StackCopy 0)", pid, ErrNoStackCopy)
 	}
 	if err := s.marks.mark(pid, markCopy, on); err != nil {
-		return fmt.Errorf("mark pid %d for stack copies (%t): %w", pid, on, err)
+		return fmt.Errorf("set pid %d's stack-copy mark to %t: %w", pid, on, err)
 	}
 	return nil
 }
