@@ -228,7 +228,9 @@
 // another thread) adds that time to the same record. A thread that left
 // the CPU outside a system call (preempted, or blocked in a page fault)
 // gets its record at once, with its user registers and only pc as its
-// user stack, marked truncated.
+// user stack, marked truncated. A wait in execve gets its record at once
+// with no user stack, marked truncated: the call returns into the new
+// program, and inside it a thread can change its id (in_exec_call).
 //
 // The user stack is the kernel's frame-pointer walk (bpf_get_stack with
 // BPF_F_USER_STACK), not the sampler's walk above: that one is built on

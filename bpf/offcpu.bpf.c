@@ -289,6 +289,9 @@ struct pt_regs___offcpu {
 #define OFFCPU_ENOSYS 38
 #define in_syscall(regs) ((long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), orig_ax) >= 0 && \
 			  (long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), ax) == -OFFCPU_ENOSYS)
+#define syscall_nr(regs) ((long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), orig_ax))
+#define NR_EXECVE 59
+#define NR_EXECVEAT 322
 #define yielded(preempt, task) false
 #else
 /* arm64 sets syscallno on entry (NO_SYSCALL, -1, outside system calls)
@@ -304,6 +307,9 @@ struct pt_regs___offcpu {
 	int syscallno;
 } __attribute__((preserve_access_index));
 #define in_syscall(regs) (BPF_CORE_READ((struct pt_regs___offcpu *)(regs), syscallno) >= 0)
+#define syscall_nr(regs) ((long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), syscallno))
+#define NR_EXECVE 221
+#define NR_EXECVEAT 281
 
 /* Linux 5.10-5.13's name and type for __state. */
 struct task_struct___pre514 {
@@ -549,6 +555,28 @@ static __always_inline void send(struct offcpu_buf *b)
 		count(COUNT_SENT);
 }
 
+/*
+ * Whether the registers were saved on entry to an execve (a 64-bit
+ * process's): the thread waited inside one, or on its way back to user
+ * space from one, where the call's number is still there. Such a wait gets
+ * no user stack, and is marked truncated, as the sampler's samples in
+ * execve are. If the call succeeds, the thread returns into the new
+ * program, where sys_exit would take the new program's stack for the one
+ * the thread waited with (such waits were shown under _start); and a
+ * thread other than the process's first that execs takes the first one's
+ * thread id inside the call, so its sys_exit would not find the wait it
+ * left under its own id (one in a Go program's exec, which runs on any of
+ * its threads, was lost, and left pending_threads one too high until the
+ * hook was next attached). The waits of a failing execve (execvp trying
+ * each directory of PATH) lose their user stack too.
+ */
+static __always_inline bool in_exec_call(struct pt_regs *regs)
+{
+	long nr = syscall_nr(regs);
+
+	return nr == NR_EXECVE || nr == NR_EXECVEAT;
+}
+
 /* The wait of next, off the CPU for off ns, reached the minimum: send its
  * record now, with its kernel stack and user pc, or, for a wait in a
  * system call while the sys_exit hook is on, keep it for sys_exit. A
@@ -560,12 +588,13 @@ static __always_inline bool long_wait(struct task_struct *next, __u64 off, bool 
 	__u32 tid = next->pid, zero = 0, cpu = bpf_get_smp_processor_id();
 	struct pt_regs *regs = regs_of(next);
 	bool in_call = !regs || (!yielded && in_syscall(regs));
+	bool in_exec = regs && in_exec_call(regs);
 	__u64 gen = exit_gen;
 	struct offcpu_buf *b;
 	struct pending *p, *blank;
 	long n;
 
-	if (in_call && capture_user && gen) {
+	if (in_call && !in_exec && capture_user && gen) {
 		blank = bpf_map_lookup_elem(&pending_blank, &zero);
 		if (blank && !bpf_map_update_elem(&pendings, &tid, blank, BPF_ANY) &&
 		    (p = bpf_map_lookup_elem(&pendings, &tid))) {
@@ -592,7 +621,9 @@ static __always_inline bool long_wait(struct task_struct *next, __u64 off, bool 
 		if (n > 0)
 			b->hdr.kernel_frames = n / sizeof(__u64);
 	}
-	if (capture_user && regs) {
+	if (capture_user && in_exec) {
+		b->hdr.flags |= SAMPLE_USER_TRUNCATED;
+	} else if (capture_user && regs) {
 		__u32 at = b->hdr.kernel_frames;
 
 		user_regs(&b->hdr, regs);
