@@ -92,6 +92,27 @@ struct {
 	__type(value, struct py_proc);
 } python_procs SEC(".maps");
 
+/* The code objects of each process that user space has named, or tried
+ * to (Sampler.PythonNamed): a sample whose innermost Python frame runs one
+ * it has not wakes the reader (PYTHON_WAKE_NS in sprof.bpf.c). Only the
+ * innermost, for one lookup a sample: a function runs there before its
+ * callees do, and a sample of it anywhere deeper has its callee named.
+ * The least recently used go when it is full, and wake the reader again
+ * if they run again; so do those of a process that exited, whose pid a
+ * new process may reuse. Sized by the loader (1 without Python). */
+struct py_code_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 code;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct py_code_key);
+	__type(value, __u8);
+} py_named SEC(".maps");
+
 /* A thread's PyThreadState, found by walking the interpreter's thread
  * list for the one whose native_thread_id is the thread's, and checked on
  * every use. A thread with none is remembered with the list's head it was
@@ -118,6 +139,7 @@ struct py_walk {
 	__u64 flags; /* PY_* */
 	__u32 at;    /* next free slot in rec.frames */
 	__u32 n;     /* frames written */
+	__u64 innermost; /* the first frame's code object (0: none) */
 	__u8 b[PY_FRAME_BUF]; /* the frame read */
 };
 
@@ -228,6 +250,8 @@ static __always_inline bool py_step(struct scratch_value *s, struct py_proc *p, 
 		return true;
 	}
 	code = py_word(w, p->frame_code) & ~PY_FRAME_ENTRY;
+	if (!w->n)
+		w->innermost = code;
 	if (p->frame_objects || (p->frame_is_entry != PY_NO_FIELD && w->b[p->frame_is_entry & PY_FIELD_MASK]))
 		code |= PY_FRAME_ENTRY;
 	s->rec.frames[at] = code;
@@ -243,9 +267,11 @@ static __always_inline void python_frames(struct scratch_value *s)
 	__u32 tgid = h->pid, zero = 0, head = s->walk.at;
 	struct py_proc *p;
 	struct py_walk *w;
+	struct py_code_key named = {};
 	__u64 ts = 0;
 	int i;
 
+	s->walk.py_fresh = 0;
 	if (!python_enabled || !capture_user || !h->pc || !(marks_of(tgid) & MARK_PYTHON))
 		return;
 	p = bpf_map_lookup_elem(&python_procs, &tgid);
@@ -254,6 +280,7 @@ static __always_inline void python_frames(struct scratch_value *s)
 		return;
 	w->at = head + 1;
 	w->n = 0;
+	w->innermost = 0;
 	w->flags = 0;
 	w->frame = 0;
 	if (!py_thread_state(p, bpf_get_current_pid_tgid(), &ts) || (ts && !py_current_frame(p, ts, &w->frame)))
@@ -276,4 +303,10 @@ static __always_inline void python_frames(struct scratch_value *s)
 	s->rec.frames[head] = w->n | w->flags;
 	s->walk.at = w->at;
 	s->walk.flags |= SAMPLE_PYTHON;
+	if (w->innermost) {
+		named.pid = tgid;
+		named.code = w->innermost;
+		if (!bpf_map_lookup_elem(&py_named, &named))
+			s->walk.py_fresh = named.code;
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/sprof/sprof/symbolize/cpython"
 )
 
@@ -17,6 +19,28 @@ const pyNoField = 0xffff
 // maxPyFrameRead is python.bpf.h's PY_FRAME_READ_MAX: the most bytes of
 // each frame the sampler reads, which bounds the offsets of frame fields.
 const maxPyFrameRead = 128
+
+// maxPyNamed is py_named's size with Config.Python: the code objects user
+// space has named, of all processes, that samples find without waking the
+// reader (PythonNamed). 1.4 MB of kernel memory, preallocated (`bpftool
+// map` memlock for 16,384 entries of a 16-byte key and a 1-byte value).
+const maxPyNamed = 16384
+
+// PythonNamed tells the sampler that the caller has read the name of code
+// object code of Python process pid (Sample.Python's code address, without
+// its entry bit), or tried to. Until then a sample whose innermost Python
+// frame runs it wakes the reader (Ready) at once, at most every 20 ms, so
+// that the name is read while the process still runs, not at a drain after
+// it exited. Told twice, or after Close, it does no harm.
+func (s *Sampler) PythonNamed(pid uint32, code uint64) error {
+	if !s.python {
+		return fmt.Errorf("python code object %#x of pid %d: %w", code, pid, ErrNoPython)
+	}
+	if err := s.objs.PyNamed.Update(sprofPyCodeKey{Pid: pid, Code: code}, uint8(1), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("python code object %#x of pid %d: %w", code, pid, err)
+	}
+	return nil
+}
 
 // SetPython has the samples of process pid (a tgid) carry the Python
 // frames of the sampled thread (Sample.Python), read where p's layout

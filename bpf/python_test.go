@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,8 +275,22 @@ func benchmarkPythonWalk(b *testing.B, python string) {
 					b.Fatal(err)
 				}
 			}
+			// The code objects are named as the collector names them:
+			// until then their samples wake the reader.
 			var frames, samples int
-			count := func(x *Sample) { samples++; frames += len(x.Python) / 2 }
+			named := map[uint64]bool{}
+			count := func(x *Sample) {
+				samples++
+				frames += len(x.Python) / 2
+				for i := 0; i+1 < len(x.Python); i += 2 {
+					if code := x.Python[i] &^ 1; !named[code] {
+						named[code] = true
+						if err := py.PythonNamed(x.Pid, code); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
 			for b.Loop() {
 				time.Sleep(10 * time.Millisecond)
 				if _, err := py.Read(count); err != nil {
@@ -300,5 +315,115 @@ func benchmarkPythonWalk(b *testing.B, python string) {
 			b.ReportMetric(float64(on.RunTimeNs)/float64(on.Sent), "bpf-ns/sample")
 			b.ReportMetric(float64(frames)/float64(samples), "python-frames/sample")
 		})
+	}
+}
+
+// newCodeScript runs early until a line arrives on stdin, then late for
+// ever: after the line, its samples hold a code object none before held.
+const newCodeScript = `
+import sys, threading
+go = threading.Event()
+def wait_line():
+    sys.stdin.readline()
+    go.set()
+threading.Thread(target=wait_line, daemon=True).start()
+def early():
+    s = 0
+    for i in range(1000):
+        s += i
+    return s
+def late():
+    s = 0
+    for i in range(1000):
+        s ^= i
+    return s
+while not go.is_set():
+    early()
+while True:
+    late()
+`
+
+// TestPythonNewCodeWakes: a Python process that runs a code object the
+// reader has not named (PythonNamed) wakes the reader at once, not when the
+// ring is a quarter full, so that user space reads the object's name while
+// the process still runs; before, the function a script ran in its last
+// moments went unnamed. One that runs only named code objects does not.
+func TestPythonNewCodeWakes(t *testing.T) {
+	requireFixture(t)
+	testenv.RequireTool(t, pychain.Debian)
+	cmd, stdin := startBinary(t, pychain.Debian, "-c", newCodeScript)
+	pid := uint32(cmd.Process.Pid)
+	const ring = 1 << 20
+	s := loadSampler(t, Config{Frequency: 499, User: true, Pids: []uint32{pid}, Python: true, RingBufferSize: ring})
+	if err := s.SetPython(pid, detectPython(t, pid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Every code object read is named, as the collector names them;
+	// note says whether x held one not read before.
+	named := map[uint64]bool{}
+	note := func(x *Sample) (fresh bool) {
+		for i := 0; x.Pid == pid && i+1 < len(x.Python); i += 2 {
+			code := x.Python[i] &^ 1 // PY_FRAME_ENTRY
+			if named[code] {
+				continue
+			}
+			fresh, named[code] = true, true
+			if err := s.PythonNamed(pid, code); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return fresh
+	}
+	for _, x := range collectN(t, s, 200, func(x *Sample) bool { return x.Pid == pid && len(x.Python) > 0 }) {
+		note(&x.Sample)
+	}
+	// awaitWake reads the ring at each wakeup until one comes with a
+	// sample of a code object not named before, or with the ring a
+	// quarter full, and returns what the ring held then and whether it
+	// held such a sample. A wakeup with neither is an error: the program
+	// woke the reader for named code objects.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	awaitWake := func(what string) (held int, fresh bool) {
+		t.Helper()
+		start, _ := filterCPU(t, s)
+		for {
+			select {
+			case <-s.Ready():
+			case <-tick.C:
+				if ran, running := filterCPU(t, s); !running || ran-start >= 20*time.Second {
+					t.Fatalf("%s: no wakeup in %v of the process's CPU time", what, ran-start)
+				}
+				continue
+			}
+			held = s.reader.AvailableBytes()
+			if _, err := s.Read(func(x *Sample) { fresh = note(x) || fresh }); err != nil {
+				t.Fatal(err)
+			}
+			if fresh || held >= ring/4 {
+				return held, fresh
+			}
+			t.Errorf("%s: woken with %d bytes in the ring and no code object not named before", what, held)
+		}
+	}
+	if _, err := s.Read(func(x *Sample) { note(x) }); err != nil {
+		t.Fatal(err)
+	}
+	for len(s.Ready()) > 0 {
+		<-s.Ready()
+	}
+	if held, fresh := awaitWake("named code only"); fresh || held < ring/4 {
+		t.Logf("woken with %d bytes in the ring, a new code object %v", held, fresh)
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	held, fresh := awaitWake("after the line")
+	t.Logf("after the line: woken with %d KiB of %d in the ring, a new code object %v", held>>10, ring>>10, fresh)
+	if !fresh || held >= ring/4 {
+		t.Errorf("after the line the reader was woken with %d bytes in the ring, a new code object %v: want fewer than a quarter, and one", held, fresh)
 	}
 }

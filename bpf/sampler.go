@@ -396,6 +396,9 @@ func (s *Sampler) load(cfg Config, ringSize int) error {
 	if len(cfg.Pids) == 0 {
 		spec.Maps["pids"].MaxEntries = 1 // not read
 	}
+	if cfg.Python {
+		spec.Maps["py_named"].MaxEntries = maxPyNamed
+	}
 	// The scratch record: one per possible CPU, with room for the stack
 	// copy after the largest fixed part. Its BTF type describes only the
 	// fixed part, so it goes.

@@ -726,6 +726,9 @@ struct fp_walk {
 	/* The walk met a pid user space has not described (find_mapping):
 	 * finish wakes the reader, so that it does so soon. */
 	bool undescribed;
+	/* The code object of the sample's innermost Python frame, when user
+	 * space has not named it (py_named; 0 otherwise). */
+	__u64 py_fresh;
 	/* The rule last found and the pc it was found for: a recursion
 	 * finds the same one frame after frame. */
 	__u64 rule_pc;
@@ -1512,6 +1515,16 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 __u64 undescribed_woken;
 __u32 exec_wakes;
 
+/* A Python sample whose innermost frame runs a code object user space has
+ * not named (py_fresh) wakes the reader too, at most once per
+ * PYTHON_WAKE_NS on the host: user space names a code object by reading
+ * it from the process, which must still run then. Read at the next drain,
+ * up to 250 ms later, the functions a script ran in its last moments went
+ * unnamed ("[unknown] 0x8000..."; every sample of a function that ran a
+ * script's last 30 ms, in 2 of 3 runs). */
+#define PYTHON_WAKE_NS 20000000ULL
+__u64 python_woken;
+
 /* Ends a run: the Python frames of a CPython process, the stack copy, when
  * wanted, and the record into the ring. Each program calls it once, at its
  * end: the verifier checks every inlined copy apart, and the Python walk
@@ -1541,6 +1554,10 @@ static __always_inline int finish(struct scratch_value *s)
 		undescribed_woken = h->time;
 		if (exec_wakes)
 			exec_wakes--;
+		wake = BPF_RB_FORCE_WAKEUP;
+	}
+	if (s->walk.py_fresh && h->time - python_woken >= PYTHON_WAKE_NS) {
+		python_woken = h->time;
 		wake = BPF_RB_FORCE_WAKEUP;
 	}
 	phase(PHASE_WAKEUP);

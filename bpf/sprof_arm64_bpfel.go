@@ -42,6 +42,13 @@ type sprofPidChunk struct {
 	B [4096]uint8
 }
 
+type sprofPyCodeKey struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Pad  uint32
+	Code uint64
+}
+
 type sprofPyProc struct {
 	_                 structs.HostLayout
 	InterpHead        uint64
@@ -70,12 +77,13 @@ type sprofPyThread struct {
 }
 
 type sprofPyWalk struct {
-	_     structs.HostLayout
-	Frame uint64
-	Flags uint64
-	At    uint32
-	N     uint32
-	B     [256]uint8
+	_         structs.HostLayout
+	Frame     uint64
+	Flags     uint64
+	At        uint32
+	N         uint32
+	Innermost uint64
+	B         [256]uint8
 }
 
 type sprofSampleBuf struct {
@@ -139,6 +147,7 @@ type sprofScratchValue struct {
 		Epoch       uint32
 		Undescribed bool
 		_           [3]byte
+		PyFresh     uint64
 		RulePc      uint64
 		Rule        sprofUnwindRule
 		_           [4]byte
@@ -228,6 +237,7 @@ const (
 	sprofMapPhases             = "phases"
 	sprofMapPidMarks           = "pid_marks"
 	sprofMapPids               = "pids"
+	sprofMapPyNamed            = "py_named"
 	sprofMapPyThreads          = "py_threads"
 	sprofMapPyWalks            = "py_walks"
 	sprofMapPythonProcs        = "python_procs"
@@ -264,6 +274,7 @@ const (
 	sprofVarIncludeIdle        = "include_idle"
 	sprofVarPhaseTiming        = "phase_timing"
 	sprofVarPythonEnabled      = "python_enabled"
+	sprofVarPythonWoken        = "python_woken"
 	sprofVarRingSize           = "ring_size"
 	sprofVarSelfTgid           = "self_tgid"
 	sprofVarStackCopySize      = "stack_copy_size"
@@ -332,6 +343,7 @@ type sprofMapSpecs struct {
 	Phases       *ebpf.MapSpec `ebpf:"phases"`
 	PidMarks     *ebpf.MapSpec `ebpf:"pid_marks"`
 	Pids         *ebpf.MapSpec `ebpf:"pids"`
+	PyNamed      *ebpf.MapSpec `ebpf:"py_named"`
 	PyThreads    *ebpf.MapSpec `ebpf:"py_threads"`
 	PyWalks      *ebpf.MapSpec `ebpf:"py_walks"`
 	PythonProcs  *ebpf.MapSpec `ebpf:"python_procs"`
@@ -367,6 +379,7 @@ type sprofVariableSpecs struct {
 	IncludeIdle        *ebpf.VariableSpec `ebpf:"include_idle"`
 	PhaseTiming        *ebpf.VariableSpec `ebpf:"phase_timing"`
 	PythonEnabled      *ebpf.VariableSpec `ebpf:"python_enabled"`
+	PythonWoken        *ebpf.VariableSpec `ebpf:"python_woken"`
 	RingSize           *ebpf.VariableSpec `ebpf:"ring_size"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.VariableSpec `ebpf:"stack_copy_size"`
@@ -400,6 +413,7 @@ type sprofMaps struct {
 	Phases       *ebpf.Map `ebpf:"phases"`
 	PidMarks     *ebpf.Map `ebpf:"pid_marks"`
 	Pids         *ebpf.Map `ebpf:"pids"`
+	PyNamed      *ebpf.Map `ebpf:"py_named"`
 	PyThreads    *ebpf.Map `ebpf:"py_threads"`
 	PyWalks      *ebpf.Map `ebpf:"py_walks"`
 	PythonProcs  *ebpf.Map `ebpf:"python_procs"`
@@ -425,6 +439,7 @@ func (m *sprofMaps) Close() error {
 		m.Phases,
 		m.PidMarks,
 		m.Pids,
+		m.PyNamed,
 		m.PyThreads,
 		m.PyWalks,
 		m.PythonProcs,
@@ -461,6 +476,7 @@ type sprofVariables struct {
 	IncludeIdle        *ebpf.Variable `ebpf:"include_idle"`
 	PhaseTiming        *ebpf.Variable `ebpf:"phase_timing"`
 	PythonEnabled      *ebpf.Variable `ebpf:"python_enabled"`
+	PythonWoken        *ebpf.Variable `ebpf:"python_woken"`
 	RingSize           *ebpf.Variable `ebpf:"ring_size"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.Variable `ebpf:"stack_copy_size"`

@@ -218,6 +218,9 @@ func TestReadAfterClose(t *testing.T) {
 			t.Errorf("%s after Close: %v, want os.ErrClosed", name, err)
 		}
 	}
+	if err := s.PythonNamed(self, 0x1000); err == nil {
+		t.Error("PythonNamed after Close: no error")
+	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}

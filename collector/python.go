@@ -19,6 +19,15 @@ type PythonMarker interface {
 	SetPython(pid uint32, p *cpython.Process) error
 }
 
+// PythonNamer is implemented by a PythonMarker whose sampler wakes the
+// collector when a Python process runs a code object not named yet, so that
+// it is named while the process runs (collector/bpfsource does, over
+// bpf.Sampler.PythonNamed). The collector tells it each code object it
+// has read, or tried to, once per process.
+type PythonNamer interface {
+	PythonNamed(pid uint32, code uint64) error
+}
+
 // PythonSink is a Sink that also stores the names of the Python frames its
 // samples use, so that a recording names them where it is reported later.
 // The collector tells it each frame's name once per process, before the
@@ -47,6 +56,7 @@ const (
 type pythons struct {
 	procRoot string
 	marker   PythonMarker
+	namer    PythonNamer
 	attached bool
 	toMark   []uint32
 	byPid    map[uint32]*pythonProcess
@@ -83,6 +93,8 @@ type pythonProcess struct {
 	mem    *os.File
 	reader *cpython.Reader
 	names  map[uint64]cpython.Frame
+	// told holds the code objects told to the namer.
+	told map[uint64]bool
 }
 
 type goneProcess struct {
@@ -132,7 +144,8 @@ func (py *pythons) consider(pid uint32, img *image) {
 		return
 	}
 	py.stats.Processes++
-	py.byPid[pid] = &pythonProcess{img: img, proc: proc, mem: mem, reader: cpython.NewReader(mem, proc), names: map[uint64]cpython.Frame{}}
+	py.byPid[pid] = &pythonProcess{img: img, proc: proc, mem: mem, reader: cpython.NewReader(mem, proc),
+		names: map[uint64]cpython.Frame{}, told: map[uint64]bool{}}
 	py.mark(pid, proc)
 }
 
@@ -144,6 +157,7 @@ func (py *pythons) attach(src Source) {
 	}
 	py.attached = true
 	py.marker, _ = src.(PythonMarker)
+	py.namer, _ = src.(PythonNamer)
 	for _, pid := range py.toMark {
 		if pp := py.byPid[pid]; pp != nil {
 			py.mark(pid, pp.proc)
@@ -216,6 +230,19 @@ func (py *pythons) lookup(pid uint32, addr uint64) (cpython.Frame, bool) {
 	return cpython.Frame{}, false
 }
 
+// told tells the namer, once, that code object code of process pid was
+// read or tried: a code object that cannot be read would otherwise wake
+// the collector as often as the sampler may.
+func (py *pythons) told(pid uint32, pp *pythonProcess, code uint64) {
+	if py.namer == nil || pp.told[code] || len(pp.told) >= maxPythonNames {
+		return
+	}
+	pp.told[code] = true
+	if err := py.namer.PythonNamed(pid, code); err != nil && py.stats.Err == nil {
+		py.stats.Err = err
+	}
+}
+
 // splice returns the user stack of p, a sample of a Python process whose
 // sampler recorded the Python frames words (bpf.Sample.Python), with those
 // frames spliced in and named; user itself for other samples. The result
@@ -255,6 +282,7 @@ func (c *Collector) splicePython(p *pending, user, words []uint64) []uint64 {
 			continue
 		}
 		name, ok := pp.reader.Frame(f.CodeAddr(), f.Instr)
+		py.told(p.key.pid, pp, f.CodeAddr())
 		if !ok {
 			py.stats.Unnamed++
 			continue // not a code object: the frame stays unnamed

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"io"
+	"maps"
 	"testing"
 
 	"github.com/sprof/sprof/symbolize/cpython"
@@ -62,5 +64,45 @@ func TestSpliceUnreadPython(t *testing.T) {
 				t.Errorf("Unread = %d, want %d", c.py.stats.Unread, want)
 			}
 		})
+	}
+}
+
+// namerCalls counts the code objects told to it, per pid and address.
+type namerCalls map[[2]uint64]int
+
+func (n namerCalls) PythonNamed(pid uint32, code uint64) error {
+	n[[2]uint64{uint64(pid), code}]++
+	return nil
+}
+
+// unreadable is process memory that cannot be read.
+type unreadable struct{}
+
+func (unreadable) ReadAt([]byte, int64) (int, error) { return 0, io.EOF }
+
+// TestPythonNamedOnce: the sampler is told each code object of a process
+// that the collector tried to name once, whether or not the name could be
+// read (one that cannot be read is tried at each sample; told at each, it
+// would no longer wake the collector, and the telling would cost a system
+// call a frame), without the entry bit of the sampled address.
+func TestPythonNamedOnce(t *testing.T) {
+	const pid = 7
+	c := &Collector{py: newPythons("/proc")}
+	told := namerCalls{}
+	c.py.namer = told
+	proc := &cpython.Process{}
+	c.py.byPid[pid] = &pythonProcess{proc: proc, reader: cpython.NewReader(unreadable{}, proc),
+		names: map[uint64]cpython.Frame{}, told: map[uint64]bool{}}
+	words := []uint64{0x1000 | cpython.EntryFlag, 0x1010, 0x2000, 0x2020}
+	for range 2 {
+		p := &pending{key: stackKey{pid: pid}, pyRead: true}
+		c.splicePython(p, []uint64{0x5000}, words)
+	}
+	want := namerCalls{{pid, 0x1000}: 1, {pid, 0x2000}: 1}
+	if !maps.Equal(told, want) {
+		t.Errorf("told %v, want %v", told, want)
+	}
+	if c.py.stats.Unnamed != 4 {
+		t.Errorf("Unnamed = %d, want 4: two frames unreadable in each of two samples", c.py.stats.Unnamed)
 	}
 }

@@ -62,6 +62,12 @@ func (src *Source) Ready() <-chan struct{} { return src.sampler.Ready() }
 // SetCopy marks pid for stack copies (collector.CopyMarker).
 func (src *Source) SetCopy(pid uint32, on bool) error { return src.sampler.SetCopy(pid, on) }
 
+// PythonNamed tells the sampler that the frames of code object code of
+// pid were named (see bpf.Sampler.PythonNamed).
+func (src *Source) PythonNamed(pid uint32, code uint64) error {
+	return src.sampler.PythonNamed(pid, code)
+}
+
 // SetPython has the sampler record the Python frames of pid
 // (collector.PythonMarker).
 func (src *Source) SetPython(pid uint32, p *cpython.Process) error {
