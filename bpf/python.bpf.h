@@ -94,12 +94,15 @@ struct {
 
 /* The code objects of each process that user space has named, or tried
  * to (Sampler.PythonNamed): a sample whose innermost Python frame runs one
- * it has not wakes the reader (PYTHON_WAKE_NS in sprof.bpf.c). Only the
- * innermost, for one lookup a sample: a function runs there before its
- * callees do, and a sample of it anywhere deeper has its callee named.
- * The least recently used go when it is full, and wake the reader again
- * if they run again; so do those of a process that exited, whose pid a
- * new process may reuse. Sized by the loader (1 without Python). */
+ * it has not wakes the reader (PYTHON_WAKE_NS in sprof.bpf.c), and the
+ * drain then names every frame of the samples it reads. Only the
+ * innermost, for one lookup a sample: a new function is innermost in the
+ * samples of its own code, between its calls; one that only ever waits
+ * in callees already named wakes nothing, and may go unnamed if its
+ * process exits before the next drain. The least recently used go when it
+ * is full, and wake the reader again if they run again; so do those of a
+ * process that exited, whose pid a new process may reuse. Sized by the
+ * loader (1 without Python). */
 struct py_code_key {
 	__u32 pid;
 	__u32 pad;
