@@ -37,8 +37,9 @@
 #   BASELINE   another build's bpf test binary, interleaved with it
 #   BENCHTIME  -test.benchtime (default 10x: ten drains of a quarter ring;
 #              for the floor, ten tenths of a second). The ring is sized
-#              for every CPU and two fill it: on a 16-CPU host a round of
-#              one build took 3 minutes at 10x; 3x makes a short call
+#              for every CPU and two fill it: on a 16-CPU host one build's
+#              run took 3 minutes at 10x and 2 at 3x, so two rounds of
+#              two builds there need a 10-minute call
 #   PHASES     set: after the rounds, BenchmarkTableWalkPhases of BPF_TEST
 #              once, where a sample's time goes at 6 and 37 frames
 # Run as root from anywhere in the repository; the test binaries run in
