@@ -11,13 +11,13 @@
 // records into a backlog in user memory), and, at most every 10 ms on the
 // host, at the first two samples after a sampled process execs (a BTF
 // tracepoint on sched_process_exec notes it; the second finds the
-// libraries its loader mapped since) and at a sample of a process user
-// space has not described to the table walk yet (see below): what user space
-// marks of a process is of its program, and a new program goes unmarked
-// until user space drains. At most every 20 ms, a sample whose innermost
-// Python frame runs a code object user space has not named
-// ([Sampler.PythonNamed]) wakes it too: it names code objects by reading
-// them from the process, which may exit before the next drain. Never per sample; [Sampler.Read] drains
+// libraries its loader mapped since), at a sample of a process user space
+// has not described to the table walk yet (see below), and at a sample
+// whose innermost Python frame runs a code object user space has not named
+// ([Sampler.PythonNamed]): what user space marks of a process is of its
+// program, and a new program goes unmarked until user space drains, and
+// user space names code objects by reading them from the process, which
+// may exit before the next drain. Never per sample; [Sampler.Read] drains
 // backlog and ring when the caller chooses. Nothing is aggregated in
 // the kernel, because stacks rarely repeat within a drain interval and a
 // kernel-side table would only cost memory and lose detail.

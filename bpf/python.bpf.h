@@ -94,7 +94,7 @@ struct {
 
 /* The code objects of each process that user space has named, or tried
  * to (Sampler.PythonNamed): a sample whose innermost Python frame runs one
- * it has not wakes the reader (PYTHON_WAKE_NS in sprof.bpf.c), and the
+ * it has not wakes the reader (WAKE_SOON_NS in sprof.bpf.c), and the
  * drain then names every frame of the samples it reads. Only the
  * innermost, for one lookup a sample: a new function is innermost in the
  * samples of its own code, between its calls; one that only ever waits

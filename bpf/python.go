@@ -29,7 +29,7 @@ const maxPyNamed = 16384
 // PythonNamed tells the sampler that the caller has read the name of code
 // object code of Python process pid (Sample.Python's code address, without
 // its entry bit), or tried to. Until then a sample whose innermost Python
-// frame runs it wakes the reader (Ready) at once, at most every 20 ms, so
+// frame runs it wakes the reader (Ready) at once, at most every 10 ms, so
 // that the name is read while the process still runs, not at a drain after
 // it exited. Told twice, or after Close, it does no harm.
 func (s *Sampler) PythonNamed(pid uint32, code uint64) error {

@@ -1498,32 +1498,30 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
 
 #include "python.bpf.h"
 
-/* A table walk that meets a process user space has not described yet
- * wakes the reader at once rather than at its next drain (up to 250 ms):
- * until the process's mappings reach unwind_maps its samples end at the
- * first frame without a table, and a compile's first 250 ms is a few
- * percent of its samples. So do the first two samples at least
- * UNDESCRIBED_WAKE_NS apart after a sampled process execs (exec_wakes,
- * set by wake_on_exec): until user space reads the new program it marks
- * nothing of it, and a Python script's first 250 ms lacked their Python
- * frames; the second wakeup finds the libraries the loader mapped since
- * the first (a shared libpython). At most once per UNDESCRIBED_WAKE_NS on
- * the host: a process user space never describes does not wake it more,
- * nor do a thousand execs a second. */
-#define UNDESCRIBED_WAKE_NS 10000000ULL
+/* A sample user space must act on soon wakes the reader at once rather
+ * than at its next drain, up to 250 ms later:
+ * - a table walk that meets a process user space has not described yet:
+ *   until the process's mappings reach unwind_maps its samples end at the
+ *   first frame without a table, and a compile's first 250 ms is a few
+ *   percent of its samples;
+ * - the first two samples at least WAKE_SOON_NS apart after a sampled
+ *   process execs (exec_wakes, set by wake_on_exec): until user space reads
+ *   the new program it marks nothing of it, and a Python script's first
+ *   250 ms lacked their Python frames; the second wakeup finds the
+ *   libraries the loader mapped since the first (a shared libpython);
+ * - a Python sample whose innermost frame runs a code object user space
+ *   has not named (py_fresh): user space names it by reading it from the
+ *   process, which must still run then. Read at the next drain, the
+ *   functions a script ran in its last moments went unnamed ("[unknown]
+ *   0x8000..."; every sample of a function that ran a script's last 30 ms,
+ *   in 2 of 3 runs).
+ * One bound for all three, at most a wakeup per WAKE_SOON_NS on the host:
+ * a process user space never describes does not wake it more, nor do a
+ * thousand execs a second or a script that keeps defining functions. */
+#define WAKE_SOON_NS 10000000ULL
 #define EXEC_WAKES 2
-__u64 undescribed_woken;
+__u64 woken_soon;
 __u32 exec_wakes;
-
-/* A Python sample whose innermost frame runs a code object user space has
- * not named (py_fresh) wakes the reader too, at most once per
- * PYTHON_WAKE_NS on the host: user space names a code object by reading
- * it from the process, which must still run then. Read at the next drain,
- * up to 250 ms later, the functions a script ran in its last moments went
- * unnamed ("[unknown] 0x8000..."; every sample of a function that ran a
- * script's last 30 ms, in 2 of 3 runs). */
-#define PYTHON_WAKE_NS 20000000ULL
-__u64 python_woken;
 
 /* Ends a run: the Python frames of a CPython process, the stack copy, when
  * wanted, and the record into the ring. Each program calls it once, at its
@@ -1550,14 +1548,10 @@ static __always_inline int finish(struct scratch_value *s)
 	size = sizeof(*h) + (__u64)s->walk.at * sizeof(__u64) + h->stack_bytes;
 	phase(PHASE_COPY);
 	wake = wakeup(&samples, size);
-	if ((s->walk.undescribed || exec_wakes) && h->time - undescribed_woken >= UNDESCRIBED_WAKE_NS) {
-		undescribed_woken = h->time;
+	if ((s->walk.undescribed || exec_wakes || s->walk.py_fresh) && h->time - woken_soon >= WAKE_SOON_NS) {
+		woken_soon = h->time;
 		if (exec_wakes)
 			exec_wakes--;
-		wake = BPF_RB_FORCE_WAKEUP;
-	}
-	if (s->walk.py_fresh && h->time - python_woken >= PYTHON_WAKE_NS) {
-		python_woken = h->time;
 		wake = BPF_RB_FORCE_WAKEUP;
 	}
 	phase(PHASE_WAKEUP);

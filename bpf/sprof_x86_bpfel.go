@@ -274,13 +274,12 @@ const (
 	sprofVarIncludeIdle        = "include_idle"
 	sprofVarPhaseTiming        = "phase_timing"
 	sprofVarPythonEnabled      = "python_enabled"
-	sprofVarPythonWoken        = "python_woken"
 	sprofVarRingSize           = "ring_size"
 	sprofVarSelfTgid           = "self_tgid"
 	sprofVarStackCopySize      = "stack_copy_size"
 	sprofVarTableUnwind        = "table_unwind"
-	sprofVarUndescribedWoken   = "undescribed_woken"
 	sprofVarWokenAt            = "woken_at"
+	sprofVarWokenSoon          = "woken_soon"
 )
 
 // loadSprof returns the embedded CollectionSpec for sprof.
@@ -379,13 +378,12 @@ type sprofVariableSpecs struct {
 	IncludeIdle        *ebpf.VariableSpec `ebpf:"include_idle"`
 	PhaseTiming        *ebpf.VariableSpec `ebpf:"phase_timing"`
 	PythonEnabled      *ebpf.VariableSpec `ebpf:"python_enabled"`
-	PythonWoken        *ebpf.VariableSpec `ebpf:"python_woken"`
 	RingSize           *ebpf.VariableSpec `ebpf:"ring_size"`
 	SelfTgid           *ebpf.VariableSpec `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.VariableSpec `ebpf:"stack_copy_size"`
 	TableUnwind        *ebpf.VariableSpec `ebpf:"table_unwind"`
-	UndescribedWoken   *ebpf.VariableSpec `ebpf:"undescribed_woken"`
 	WokenAt            *ebpf.VariableSpec `ebpf:"woken_at"`
+	WokenSoon          *ebpf.VariableSpec `ebpf:"woken_soon"`
 }
 
 // sprofObjects contains all objects after they have been loaded into the kernel.
@@ -476,13 +474,12 @@ type sprofVariables struct {
 	IncludeIdle        *ebpf.Variable `ebpf:"include_idle"`
 	PhaseTiming        *ebpf.Variable `ebpf:"phase_timing"`
 	PythonEnabled      *ebpf.Variable `ebpf:"python_enabled"`
-	PythonWoken        *ebpf.Variable `ebpf:"python_woken"`
 	RingSize           *ebpf.Variable `ebpf:"ring_size"`
 	SelfTgid           *ebpf.Variable `ebpf:"self_tgid"`
 	StackCopySize      *ebpf.Variable `ebpf:"stack_copy_size"`
 	TableUnwind        *ebpf.Variable `ebpf:"table_unwind"`
-	UndescribedWoken   *ebpf.Variable `ebpf:"undescribed_woken"`
 	WokenAt            *ebpf.Variable `ebpf:"woken_at"`
+	WokenSoon          *ebpf.Variable `ebpf:"woken_soon"`
 }
 
 // sprofPrograms contains all programs after they have been loaded into the kernel.
