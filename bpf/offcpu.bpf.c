@@ -558,7 +558,9 @@ static __always_inline void send(struct offcpu_buf *b)
 /*
  * Whether the registers were saved on entry to an execve (a 64-bit
  * process's): the thread waited inside one, or on its way back to user
- * space from one, where the call's number is still there. Such a wait gets
+ * space from one, where x86-64 keeps the call's number (arm64 drops it once
+ * the new program is loaded: a wait after that is the new program's, at
+ * its entry point, and is sent with that pc). Such a wait gets
  * no user stack, and is marked truncated, as the sampler's samples in
  * execve are. If the call succeeds, the thread returns into the new
  * program, where sys_exit would take the new program's stack for the one

@@ -52,6 +52,9 @@ enum python_flag {
 	PY_NO_THREAD = 1 << 17,
 	/* The record had no room left for the frames. */
 	PY_NO_ROOM = 1 << 18,
+	/* The innermost frame's code object is not in py_named: user space
+	 * tells the sampler once it has named it, or tried to. */
+	PY_FRESH = 1 << 19,
 };
 
 #define PY_FRAME_ENTRY 1ULL
@@ -94,15 +97,19 @@ struct {
 
 /* The code objects of each process that user space has named, or tried
  * to (Sampler.PythonNamed): a sample whose innermost Python frame runs one
- * it has not wakes the reader (WAKE_SOON_NS in sprof.bpf.c), and the
- * drain then names every frame of the samples it reads. Only the
- * innermost, for one lookup a sample: a new function is innermost in the
- * samples of its own code, between its calls; one that only ever waits
- * in callees already named wakes nothing, and may go unnamed if its
- * process exits before the next drain. The least recently used go when it
- * is full, and wake the reader again if they run again; so do those of a
- * process that exited, whose pid a new process may reuse. Sized by the
- * loader (1 without Python). */
+ * it has not is marked PY_FRESH and wakes the reader (WAKE_SOON_NS in
+ * sprof.bpf.c), and the drain then names every frame of the samples it
+ * reads and tells the sampler of the fresh ones. Only the innermost, for
+ * one lookup a sample: a new function is innermost in the samples of its
+ * own code, between its calls; one that only ever waits in callees
+ * already named wakes nothing, and may go unnamed if its process exits
+ * before the next drain. The least recently used go when it is full: run
+ * again, they are marked fresh again and told again, so a host running
+ * more hot functions than the map holds wakes the reader as often as
+ * WAKE_SOON_NS allows. A process's entries outlive it: a new program
+ * under the same pid whose code object lies where one named before lay
+ * (address randomization makes that rare) wakes nothing for it. Sized by
+ * the loader (1 without Python). */
 struct py_code_key {
 	__u32 pid;
 	__u32 pad;
@@ -300,16 +307,18 @@ static __always_inline void python_frames(struct scratch_value *s)
 	 * on the stack, where Linux 6.1's verifier lost its bound (with the
 	 * table walk in the program): checked again, which the barrier stops
 	 * the compiler from dropping. */
+	if (w->innermost) {
+		named.pid = tgid;
+		named.code = w->innermost;
+		if (!bpf_map_lookup_elem(&py_named, &named)) {
+			s->walk.py_fresh = true;
+			w->flags |= PY_FRESH;
+		}
+	}
 	barrier_var(head);
 	if (head >= MAX_FRAMES)
 		return;
 	s->rec.frames[head] = w->n | w->flags;
 	s->walk.at = w->at;
 	s->walk.flags |= SAMPLE_PYTHON;
-	if (w->innermost) {
-		named.pid = tgid;
-		named.code = w->innermost;
-		if (!bpf_map_lookup_elem(&py_named, &named))
-			s->walk.py_fresh = named.code;
-	}
 }

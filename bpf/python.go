@@ -29,9 +29,12 @@ const maxPyNamed = 16384
 // PythonNamed tells the sampler that the caller has read the name of code
 // object code of Python process pid (Sample.Python's code address, without
 // its entry bit), or tried to. Until then a sample whose innermost Python
-// frame runs it wakes the reader (Ready) at once, at most every 10 ms, so
-// that the name is read while the process still runs, not at a drain after
-// it exited. Told twice, or after Close, it does no harm.
+// frame runs it is marked PythonFresh and wakes the reader (Ready) at once,
+// at most every 10 ms, so that the name is read while the process still
+// runs, not at a drain after it exited. The sampler holds maxPyNamed code
+// objects and forgets the least recently run: a sample marked PythonFresh
+// asks to be told again. Told twice, it does no harm; after Close it
+// returns an error.
 func (s *Sampler) PythonNamed(pid uint32, code uint64) error {
 	if !s.python {
 		return fmt.Errorf("python code object %#x of pid %d: %w", code, pid, ErrNoPython)

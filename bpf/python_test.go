@@ -345,7 +345,7 @@ while True:
 
 // TestPythonNewCodeWakes: a Python process that runs a code object the
 // reader has not named (PythonNamed) wakes the reader at once, not when the
-// ring is a quarter full, so that user space reads the object's name while
+// ring is a quarter full, and marks the sample PythonFresh, so that user space reads the object's name while
 // the process still runs; before, the function a script ran in its last
 // moments went unnamed. One that runs only named code objects does not.
 func TestPythonNewCodeWakes(t *testing.T) {
@@ -362,9 +362,14 @@ func TestPythonNewCodeWakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every code object read is named, as the collector names them;
-	// note says whether x held one not read before.
+	// note says whether x held one not read before, and notes in marked
+	// whether x was marked PythonFresh for an innermost one.
 	named := map[uint64]bool{}
+	marked := false
 	note := func(x *Sample) (fresh bool) {
+		if x.Pid == pid && x.PythonFresh && !named[x.Python[0]&^1] {
+			marked = true
+		}
 		for i := 0; x.Pid == pid && i+1 < len(x.Python); i += 2 {
 			code := x.Python[i] &^ 1 // PY_FRAME_ENTRY
 			if named[code] {
@@ -421,9 +426,13 @@ func TestPythonNewCodeWakes(t *testing.T) {
 	if _, err := io.WriteString(stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
+	marked = false
 	held, fresh := awaitWake("after the line")
 	t.Logf("after the line: woken with %d KiB of %d in the ring, a new code object %v", held>>10, ring>>10, fresh)
 	if !fresh || held >= ring/4 {
 		t.Errorf("after the line the reader was woken with %d bytes in the ring, a new code object %v: want fewer than a quarter, and one", held, fresh)
+	}
+	if !marked {
+		t.Error("after the line no sample of a code object not named before was marked PythonFresh")
 	}
 }

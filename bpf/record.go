@@ -28,6 +28,7 @@ const (
 
 	pythonCountMask = 0xffff  // the Python frame count in the Python part's first word
 	pythonTruncated = 1 << 16 // PY_TRUNCATED
+	pythonFresh     = 1 << 19 // PY_FRESH
 	maxPythonFrames = 128     // PY_MAX_FRAMES
 )
 
@@ -93,6 +94,10 @@ type Sample struct {
 	// PythonTruncated says the Python chain was not followed to its end
 	// (a read failed, or it is deeper than 128 frames).
 	PythonTruncated bool
+	// PythonFresh says the sampler has not been told of the code object
+	// of the innermost Python frame (Python[0] without its entry bit):
+	// the caller names it, or tries to, and tells it (PythonNamed).
+	PythonFresh bool
 	// StackCopyFault says reading the stack faulted (a page swapped out,
 	// or a stack whose end the kernel could not look up): the copy is the
 	// longest prefix that could be read, perhaps empty.
@@ -173,6 +178,7 @@ func (s *Sample) decode(raw []byte) error {
 		return err
 	}
 	s.PythonTruncated = python&pythonTruncated != 0
+	s.PythonFresh = python&pythonFresh != 0 && len(s.Python) > 0
 	s.Time, s.OffCPU = h.Time, 0
 	s.Pid, s.Tid, s.CPU = h.Pid, h.Tid, h.Cpu
 	s.Comm = commOf(h.Comm)
@@ -242,6 +248,6 @@ func (s *Sample) decodeBody(raw []byte, b recordBody) error {
 	}
 	s.StackCopyTruncated = b.flags&flagStackCopyTruncated != 0
 	s.StackCopyFault = b.flags&flagStackCopyFault != 0
-	s.PythonTruncated = false
+	s.PythonTruncated, s.PythonFresh = false, false
 	return nil
 }

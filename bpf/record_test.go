@@ -158,16 +158,26 @@ func TestDecodePython(t *testing.T) {
 	if err := s.decode(makePythonRecord(1, 2, 2|pythonTruncated, words, stack)); err != nil {
 		t.Fatal(err)
 	}
-	if !equal(s.Python, words) || !s.PythonTruncated || !equal(s.User, []uint64{2, 3}) || string(s.StackCopy) != string(stack) {
-		t.Fatalf("python %x truncated %v user %v copy %q", s.Python, s.PythonTruncated, s.User, s.StackCopy)
+	if !equal(s.Python, words) || !s.PythonTruncated || s.PythonFresh || !equal(s.User, []uint64{2, 3}) || string(s.StackCopy) != string(stack) {
+		t.Fatalf("python %x truncated %v fresh %v user %v copy %q", s.Python, s.PythonTruncated, s.PythonFresh, s.User, s.StackCopy)
 	}
 	// Appending to User must not overwrite the Python part.
 	_ = append(s.User, 99)
 	if s.Python[0] != 0x1001 {
 		t.Fatal("User's capacity reaches into Python")
 	}
-	if err := s.decode(makeRecord(1, 1)); err != nil || s.Python != nil || s.PythonTruncated {
-		t.Fatalf("after a record without Python: %x %v (%v)", s.Python, s.PythonTruncated, err)
+	if err := s.decode(makePythonRecord(1, 2, 2|pythonFresh, words, nil)); err != nil || !s.PythonFresh || s.PythonTruncated {
+		t.Fatalf("a fresh Python part: fresh %v truncated %v (%v)", s.PythonFresh, s.PythonTruncated, err)
+	}
+	// PY_FRESH with no frame has no code object to tell of.
+	if err := s.decode(makePythonRecord(1, 2, pythonFresh, nil, nil)); err != nil || s.PythonFresh {
+		t.Fatalf("a fresh Python part without frames: fresh %v (%v)", s.PythonFresh, err)
+	}
+	if err := s.decode(makePythonRecord(1, 2, 2|pythonFresh, words, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.decode(makeRecord(1, 1)); err != nil || s.Python != nil || s.PythonTruncated || s.PythonFresh {
+		t.Fatalf("after a record without Python: %x %v %v (%v)", s.Python, s.PythonTruncated, s.PythonFresh, err)
 	}
 	for _, raw := range [][]byte{
 		makePythonRecord(1, 1, 3, words, nil),                  // 3 frames, 2 there

@@ -726,9 +726,9 @@ struct fp_walk {
 	/* The walk met a pid user space has not described (find_mapping):
 	 * finish wakes the reader, so that it does so soon. */
 	bool undescribed;
-	/* The code object of the sample's innermost Python frame, when user
-	 * space has not named it (py_named; 0 otherwise). */
-	__u64 py_fresh;
+	/* User space has not named the code object of the sample's
+	 * innermost Python frame (py_named, PY_FRESH). */
+	bool py_fresh;
 	/* The rule last found and the pc it was found for: a recursion
 	 * finds the same one frame after frame. */
 	__u64 rule_pc;
@@ -1514,7 +1514,7 @@ static __always_inline bool user_regs_of(struct bpf_perf_event_data *ctx, struct
  *   process, which must still run then. Read at the next drain, the
  *   functions a script ran in its last moments went unnamed ("[unknown]
  *   0x8000..."; every sample of a function that ran a script's last 30 ms,
- *   in 2 of 3 runs).
+ *   in 6 of 6 runs).
  * One bound for all three, at most a wakeup per WAKE_SOON_NS on the host:
  * a process user space never describes does not wake it more, nor do a
  * thousand execs a second or a script that keeps defining functions. */

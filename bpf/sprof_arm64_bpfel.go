@@ -146,8 +146,8 @@ type sprofScratchValue struct {
 		Map         sprofUnwindMapping
 		Epoch       uint32
 		Undescribed bool
-		_           [3]byte
-		PyFresh     uint64
+		PyFresh     bool
+		_           [2]byte
 		RulePc      uint64
 		Rule        sprofUnwindRule
 		_           [4]byte

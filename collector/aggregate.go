@@ -34,9 +34,11 @@ type Sample struct {
 	Goroutine bool
 	// Python holds the Python frames of a CPython process's thread as the
 	// sampler records them (bpf.Sample.Python); PythonTruncated says the
-	// chain was cut short.
+	// chain was cut short, and PythonFresh that the sampler asks to be
+	// told of the innermost frame's code object (PythonNamer).
 	Python          []uint64
 	PythonTruncated bool
+	PythonFresh     bool
 	// StackCopy is the user stack from address SP upward, for processes
 	// marked through CopyMarker (empty otherwise); StackCopyTruncated says
 	// the sampler clipped it below the stack's end.

@@ -188,10 +188,11 @@ type pending struct {
 	copy         stackCopy
 	offCPU       uint64 // Sample.OffCPU
 	// python holds Sample.Python's words, pyTruncated its
-	// PythonTruncated; pyRead says the sample has a Python part (the
-	// sampler read the Python frames, or tried).
+	// PythonTruncated, pyFresh its PythonFresh; pyRead says the sample
+	// has a Python part (the sampler read the Python frames, or tried).
 	python      span
 	pyTruncated bool
+	pyFresh     bool
 	pyRead      bool
 	// tables is Sample.UserTables, goroutine Sample.Goroutine.
 	tables, goroutine bool
@@ -466,6 +467,9 @@ func (c *Collector) drain(src Source, final bool) error {
 		c.stats.Busy += threadCPU() - began
 	}()
 	c.pend, c.arena = c.pend[:0], c.arena[:0]
+	if c.py != nil {
+		c.py.drain++
+	}
 	c.Attach(src)
 	if c.unw != nil {
 		c.unw.stack = c.unw.stack[:0]
@@ -533,7 +537,7 @@ func (c *Collector) copySample(s *Sample) {
 	c.arena, p.user = appendSpan(c.arena, s.User)
 	c.arena, p.kernel = appendSpan(c.arena, s.Kernel)
 	c.arena, p.python = appendSpan(c.arena, s.Python)
-	p.pyTruncated = s.PythonTruncated
+	p.pyTruncated, p.pyFresh = s.PythonTruncated, s.PythonFresh
 	p.pyRead = s.Python != nil
 	p.tables = s.UserTables
 	p.goroutine = s.Goroutine

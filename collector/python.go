@@ -22,8 +22,11 @@ type PythonMarker interface {
 // PythonNamer is implemented by a PythonMarker whose sampler wakes the
 // collector when a Python process runs a code object not named yet, so that
 // it is named while the process runs (collector/bpfsource does, over
-// bpf.Sampler.PythonNamed). The collector tells it each code object it
-// has read, or tried to, once per process.
+// bpf.Sampler.PythonNamed). The sampler marks such a sample
+// (Sample.PythonFresh), and the collector tells it the innermost frame's
+// code object once it has read it, or tried to: at most once a drain, and
+// again in a later drain if a sample is marked again (the sampler forgot
+// it, or the sample was taken before it was told).
 type PythonNamer interface {
 	PythonNamed(pid uint32, code uint64) error
 }
@@ -67,7 +70,9 @@ type pythons struct {
 	considered map[uint32]*mapSet
 	frames     []cpython.Sampled
 	spliced    []uint64
-	stats      PythonStats
+	// drain counts the collector's drains, for told.
+	drain uint64
+	stats PythonStats
 }
 
 // PythonStats say how the Python frames fared.
@@ -93,8 +98,9 @@ type pythonProcess struct {
 	mem    *os.File
 	reader *cpython.Reader
 	names  map[uint64]cpython.Frame
-	// told holds the code objects told to the namer.
-	told map[uint64]bool
+	// told holds the drain in which each code object was last told to
+	// the namer.
+	told map[uint64]uint64
 }
 
 type goneProcess struct {
@@ -145,7 +151,7 @@ func (py *pythons) consider(pid uint32, img *image) {
 	}
 	py.stats.Processes++
 	py.byPid[pid] = &pythonProcess{img: img, proc: proc, mem: mem, reader: cpython.NewReader(mem, proc),
-		names: map[uint64]cpython.Frame{}, told: map[uint64]bool{}}
+		names: map[uint64]cpython.Frame{}, told: map[uint64]uint64{}}
 	py.mark(pid, proc)
 }
 
@@ -230,14 +236,23 @@ func (py *pythons) lookup(pid uint32, addr uint64) (cpython.Frame, bool) {
 	return cpython.Frame{}, false
 }
 
-// told tells the namer, once, that code object code of process pid was
-// read or tried: a code object that cannot be read would otherwise wake
-// the collector as often as the sampler may.
-func (py *pythons) told(pid uint32, pp *pythonProcess, code uint64) {
-	if py.namer == nil || pp.told[code] || len(pp.told) >= maxPythonNames {
+// tell tells the namer that code object code of process pid, which a
+// sample marked fresh, was read or tried, unless it did so in this drain
+// already: a code object that cannot be read would otherwise wake the
+// collector as often as the sampler may. With told full it tells at each
+// such sample, a system call each, rather than leave the code object
+// waking the collector.
+func (py *pythons) tell(pid uint32, pp *pythonProcess, code uint64) {
+	if py.namer == nil {
 		return
 	}
-	pp.told[code] = true
+	at, ok := pp.told[code]
+	if ok && at == py.drain {
+		return
+	}
+	if ok || len(pp.told) < maxPythonNames {
+		pp.told[code] = py.drain
+	}
 	if err := py.namer.PythonNamed(pid, code); err != nil && py.stats.Err == nil {
 		py.stats.Err = err
 	}
@@ -282,7 +297,6 @@ func (c *Collector) splicePython(p *pending, user, words []uint64) []uint64 {
 			continue
 		}
 		name, ok := pp.reader.Frame(f.CodeAddr(), f.Instr)
-		py.told(p.key.pid, pp, f.CodeAddr())
 		if !ok {
 			py.stats.Unnamed++
 			continue // not a code object: the frame stays unnamed
@@ -291,6 +305,9 @@ func (c *Collector) splicePython(p *pending, user, words []uint64) []uint64 {
 		if s, ok := c.sink.pythonSink(); ok {
 			c.note(s.Python(c.sink.time(p.time), p.key.pid, addr, name))
 		}
+	}
+	if p.pyFresh && len(py.frames) > 0 {
+		py.tell(p.key.pid, pp, py.frames[0].CodeAddr())
 	}
 	py.spliced = pp.proc.Splice(py.spliced[:0], user, py.frames)
 	return py.spliced

@@ -80,29 +80,43 @@ type unreadable struct{}
 
 func (unreadable) ReadAt([]byte, int64) (int, error) { return 0, io.EOF }
 
-// TestPythonNamedOnce: the sampler is told each code object of a process
-// that the collector tried to name once, whether or not the name could be
-// read (one that cannot be read is tried at each sample; told at each, it
-// would no longer wake the collector, and the telling would cost a system
-// call a frame), without the entry bit of the sampled address.
-func TestPythonNamedOnce(t *testing.T) {
+// TestPythonToldWhenFresh: the sampler is told the innermost frame's code
+// object of each sample it marked fresh (PythonFresh), without the entry
+// bit, whether or not the name could be read (a code object that cannot
+// be read would wake the collector for good), once a drain however many
+// samples of the drain are marked (a system call each), and again in a
+// later drain when a sample is marked again (the sampler forgot the code
+// object); the code objects of samples not marked are not told.
+func TestPythonToldWhenFresh(t *testing.T) {
 	const pid = 7
 	c := &Collector{py: newPythons("/proc")}
 	told := namerCalls{}
 	c.py.namer = told
 	proc := &cpython.Process{}
 	c.py.byPid[pid] = &pythonProcess{proc: proc, reader: cpython.NewReader(unreadable{}, proc),
-		names: map[uint64]cpython.Frame{}, told: map[uint64]bool{}}
-	words := []uint64{0x1000 | cpython.EntryFlag, 0x1010, 0x2000, 0x2020}
-	for range 2 {
-		p := &pending{key: stackKey{pid: pid}, pyRead: true}
+		names: map[uint64]cpython.Frame{}, told: map[uint64]uint64{}}
+	first := []uint64{0x1000 | cpython.EntryFlag, 0x1010, 0x2000, 0x2020}
+	second := []uint64{0x3000, 0x3030, 0x2000, 0x2020}
+	splice := func(words []uint64, fresh bool) {
+		p := &pending{key: stackKey{pid: pid}, pyRead: true, pyFresh: fresh}
 		c.splicePython(p, []uint64{0x5000}, words)
 	}
-	want := namerCalls{{pid, 0x1000}: 1, {pid, 0x2000}: 1}
-	if !maps.Equal(told, want) {
-		t.Errorf("told %v, want %v", told, want)
+	for _, drain := range []struct {
+		samples func()
+		want    namerCalls
+	}{
+		{func() { splice(first, true); splice(first, true); splice(second, false) },
+			namerCalls{{pid, 0x1000}: 1}},
+		{func() { splice(first, true); splice(second, true); splice(second, true) },
+			namerCalls{{pid, 0x1000}: 2, {pid, 0x3000}: 1}},
+	} {
+		c.py.drain++
+		drain.samples()
+		if !maps.Equal(told, drain.want) {
+			t.Errorf("drain %d: told %v, want %v", c.py.drain, told, drain.want)
+		}
 	}
-	if c.py.stats.Unnamed != 4 {
-		t.Errorf("Unnamed = %d, want 4: two frames unreadable in each of two samples", c.py.stats.Unnamed)
+	if c.py.stats.Unnamed != 12 {
+		t.Errorf("Unnamed = %d, want 12: two frames unreadable in each of six samples", c.py.stats.Unnamed)
 	}
 }

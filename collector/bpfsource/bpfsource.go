@@ -42,7 +42,7 @@ func (src *Source) deliver(s *bpf.Sample) {
 		Time: s.Time, Pid: s.Pid, Tid: s.Tid, CPU: s.CPU, Comm: s.Comm,
 		PC: s.PC, SP: s.SP, FP: s.FP, LR: s.LR,
 		User: s.User, Kernel: s.Kernel, UserTruncated: s.UserTruncated, LeafReturn: s.LeafReturn, UserTables: s.UserTables, Goroutine: s.Goroutine,
-		Python: s.Python, PythonTruncated: s.PythonTruncated,
+		Python: s.Python, PythonTruncated: s.PythonTruncated, PythonFresh: s.PythonFresh,
 		StackCopy: s.StackCopy, StackCopyTruncated: s.StackCopyTruncated,
 		OffCPU: s.OffCPU,
 	}
