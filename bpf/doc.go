@@ -233,7 +233,8 @@
 // gets its record at once, with its user registers and only pc as its
 // user stack, marked truncated. A wait in execve gets its record at once
 // with no user stack, marked truncated: the call returns into the new
-// program, and inside it a thread can change its id (in_exec_call).
+// program, and inside it a thread can change its id. So does one in exit,
+// exit_group or do_exit, which no sys_exit follows (no_sys_exit).
 //
 // The user stack is the kernel's frame-pointer walk (bpf_get_stack with
 // BPF_F_USER_STACK), not the sampler's walk above: that one is built on

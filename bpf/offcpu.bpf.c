@@ -292,6 +292,8 @@ struct pt_regs___offcpu {
 #define syscall_nr(regs) ((long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), orig_ax))
 #define NR_EXECVE 59
 #define NR_EXECVEAT 322
+#define NR_EXIT 60
+#define NR_EXIT_GROUP 231
 #define yielded(preempt, task) false
 #else
 /* arm64 sets syscallno on entry (NO_SYSCALL, -1, outside system calls)
@@ -310,6 +312,8 @@ struct pt_regs___offcpu {
 #define syscall_nr(regs) ((long)BPF_CORE_READ((struct pt_regs___offcpu *)(regs), syscallno))
 #define NR_EXECVE 221
 #define NR_EXECVEAT 281
+#define NR_EXIT 93
+#define NR_EXIT_GROUP 94
 
 /* Linux 5.10-5.13's name and type for __state. */
 struct task_struct___pre514 {
@@ -556,27 +560,42 @@ static __always_inline void send(struct offcpu_buf *b)
 }
 
 /*
- * Whether the registers were saved on entry to an execve (a 64-bit
- * process's): the thread waited inside one, or on its way back to user
- * space from one, where x86-64 keeps the call's number (arm64 drops it once
- * the new program is loaded: a wait after that is the new program's, at
- * its entry point, and is sent with that pc). Such a wait gets
- * no user stack, and is marked truncated, as the sampler's samples in
- * execve are. If the call succeeds, the thread returns into the new
- * program, where sys_exit would take the new program's stack for the one
- * the thread waited with (such waits were shown under _start); and a
- * thread other than the process's first that execs takes the first one's
- * thread id inside the call, so its sys_exit would not find the wait it
- * left under its own id (one in a Go program's exec, which runs on any of
- * its threads, was lost, and left pending_threads one too high until the
- * hook was next attached). The waits of a failing execve (execvp trying
- * each directory of PATH) lose their user stack too.
+ * Whether next waited where no sys_exit will finish its wait, which is
+ * then sent at once with no user stack, marked truncated, as the
+ * sampler's samples in execve are:
+ * - inside an execve (a 64-bit process's), or on its way back to user
+ *   space from one, where x86-64 keeps the call's number (arm64 drops it
+ *   once the new program is loaded: a wait after that is the new
+ *   program's, at its entry point, and is sent with that pc). If the call
+ *   succeeds, the thread returns into the new program, where sys_exit
+ *   would take the new program's stack for the one the thread waited with
+ *   (such waits were shown under _start); and a thread other than the
+ *   process's first that execs takes the first one's thread id inside the
+ *   call, so its sys_exit would not find the wait it left under its own id
+ *   (one in a Go program's exec, which runs on any of its threads, was
+ *   lost). The waits of a failing execve (execvp trying each directory of
+ *   PATH) lose their user stack too;
+ * - inside an exit or exit_group, which never return: on Linux 5.10-6.12
+ *   the caller may wait in do_exit's first step (exit_signals takes the
+ *   thread group's cgroup lock), and about one exiting Go program in two
+ *   left such a wait pending in the kernel matrix;
+ * - inside do_exit (PF_EXITING), whatever call the registers name: a
+ *   thread killed while it waited in a system call leaves the call through
+ *   sys_exit, which finishes that wait with its user stack, and then exits.
+ * A wait kept for sys_exit that never comes was lost, and left
+ * pending_threads one too high, for every system call on the host to pay a
+ * lookup until the hook was next attached.
  */
-static __always_inline bool in_exec_call(struct pt_regs *regs)
+static __always_inline bool no_sys_exit(struct task_struct *next, struct pt_regs *regs)
 {
-	long nr = syscall_nr(regs);
+	long nr;
 
-	return nr == NR_EXECVE || nr == NR_EXECVEAT;
+	if (next->flags & OFFCPU_PF_EXITING)
+		return true;
+	if (!regs)
+		return false;
+	nr = syscall_nr(regs);
+	return nr == NR_EXECVE || nr == NR_EXECVEAT || nr == NR_EXIT || nr == NR_EXIT_GROUP;
 }
 
 /* The wait of next, off the CPU for off ns, reached the minimum: send its
@@ -590,13 +609,13 @@ static __always_inline bool long_wait(struct task_struct *next, __u64 off, bool 
 	__u32 tid = next->pid, zero = 0, cpu = bpf_get_smp_processor_id();
 	struct pt_regs *regs = regs_of(next);
 	bool in_call = !regs || (!yielded && in_syscall(regs));
-	bool in_exec = regs && in_exec_call(regs);
+	bool no_exit = no_sys_exit(next, regs);
 	__u64 gen = exit_gen;
 	struct offcpu_buf *b;
 	struct pending *p, *blank;
 	long n;
 
-	if (in_call && !in_exec && capture_user && gen) {
+	if (in_call && !no_exit && capture_user && gen) {
 		blank = bpf_map_lookup_elem(&pending_blank, &zero);
 		if (blank && !bpf_map_update_elem(&pendings, &tid, blank, BPF_ANY) &&
 		    (p = bpf_map_lookup_elem(&pendings, &tid))) {
@@ -623,7 +642,7 @@ static __always_inline bool long_wait(struct task_struct *next, __u64 off, bool 
 		if (n > 0)
 			b->hdr.kernel_frames = n / sizeof(__u64);
 	}
-	if (capture_user && in_exec) {
+	if (capture_user && no_exit) {
 		b->hdr.flags |= SAMPLE_USER_TRUNCATED;
 	} else if (capture_user && regs) {
 		__u32 at = b->hdr.kernel_frames;

@@ -100,7 +100,7 @@ chains)
 	sprof_tests="^($chains)\$"
 	;;
 kernel)
-	bpf_tests='^(TestEveryPathLoads|TestOpenLoadsItsPathOnly|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkLeafThroughJumpStub|TestWalkLeafInCodeFault|TestWalkBadFrames|TestWalkOtherStack|TestWalkAboveCopiedTop|TestSampleInExecve|TestOffCPUInExecve|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestTableWalkDeep|TestTableWalkJIT|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
+	bpf_tests='^(TestEveryPathLoads|TestOpenLoadsItsPathOnly|TestWalkChain|TestWalkLeafUnderIndirectCall|TestWalkPLTStubLeaf|TestWalkLeafThroughJumpStub|TestWalkLeafInCodeFault|TestWalkBadFrames|TestWalkOtherStack|TestWalkAboveCopiedTop|TestSampleInExecve|TestOffCPUInExecve|TestOffCPUThreadsExiting|TestWalkFollowsMorestack|TestKernelStacksAndPLTLeaf|TestStackCopy|TestStackCopyInSyscall|TestTableWalkDeep|TestTableWalkJIT|TestCgroupFilter|TestFollowForks|TestOffCPUWaits|TestOffCPUStackCopy|TestOffCPUProgramLoads)$'
 	sprof_tests="^($chains|TestCheckAsRoot|TestCheckUnprivileged|TestRecordOffCPU)\$"
 	;;
 full)
