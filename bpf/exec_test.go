@@ -63,21 +63,8 @@ func TestOffCPUInExecve(t *testing.T) {
 	}
 	requireBPF(t)
 	const execs = 20
-	child := exec.Command(os.Args[0], "-test.run=^TestOffCPUInExecve$")
-	child.Env = append(os.Environ(), fmt.Sprintf("SPROF_BPF_EXEC_CHILD=%d", execs), "SPROF_BPF_EXEC_WAIT=1")
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		child.Process.Kill()
-		child.Wait()
-	})
+	child, stdin, _, s := startOffCPUChild(t, fmt.Sprintf("SPROF_BPF_EXEC_CHILD=%d", execs), "SPROF_BPF_EXEC_WAIT=1")
 	pid := uint32(child.Process.Pid)
-	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{pid}, User: true, Kernel: true, OffCPU: true, OffCPUMin: 1, OffCPUExitBudget: -1})
 	if _, err := io.WriteString(stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +86,33 @@ func TestOffCPUInExecve(t *testing.T) {
 	if waits < execs/2 {
 		t.Fatalf("%d off-CPU records in execve for %d execs of a multi-threaded process, want %d or more", waits, execs, execs/2)
 	}
+}
+
+// startOffCPUChild starts a copy of this test binary that runs only t's
+// test, with env added (which makes it play the test's child), and a
+// sampler of its waits off the CPU, each as short as 1 ns, with the
+// sys_exit hook always on. The child is killed when t ends.
+func startOffCPUChild(t *testing.T, env ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *Sampler) {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
+	child.Env = append(os.Environ(), env...)
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{uint32(child.Process.Pid)}, User: true, Kernel: true, OffCPU: true, OffCPUMin: 1, OffCPUExitBudget: -1})
+	return child, stdin, bufio.NewReader(stdout), s
 }
 
 // execAgain is TestOffCPUInExecve's child: with SPROF_BPF_EXEC_WAIT set it
@@ -152,30 +166,13 @@ func TestOffCPUThreadsExiting(t *testing.T) {
 		return
 	}
 	requireBPF(t)
-	child := exec.Command(os.Args[0], "-test.run=^TestOffCPUThreadsExiting$")
-	child.Env = append(os.Environ(), "SPROF_BPF_EXIT_CHILD=1")
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		child.Process.Kill()
-		child.Wait()
-	})
+	child, stdin, stdout, s := startOffCPUChild(t, "SPROF_BPF_EXIT_CHILD=1")
 	pid := uint32(child.Process.Pid)
-	s := openSampler(t, Config{Frequency: 99, Pids: []uint32{pid}, User: true, Kernel: true, OffCPU: true, OffCPUMin: 1, OffCPUExitBudget: -1})
 	// The threads block once the sampler sees them leave the CPU.
 	if _, err := io.WriteString(stdin, "block\n"); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err := stdout.ReadString('\n')
 	blocked := map[uint32]bool{}
 	for _, f := range strings.Fields(strings.TrimPrefix(line, "blocked")) {
 		tid, err := strconv.ParseUint(f, 10, 32)

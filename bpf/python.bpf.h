@@ -303,10 +303,6 @@ static __always_inline void python_frames(struct scratch_value *s)
 			break;
 	if (i == PY_MAX_FRAMES && w->frame)
 		w->flags |= PY_TRUNCATED;
-	/* head was checked above, but across the loop the compiler keeps it
-	 * on the stack, where Linux 6.1's verifier lost its bound (with the
-	 * table walk in the program): checked again, which the barrier stops
-	 * the compiler from dropping. */
 	if (w->innermost) {
 		named.pid = tgid;
 		named.code = w->innermost;
@@ -315,6 +311,10 @@ static __always_inline void python_frames(struct scratch_value *s)
 			w->flags |= PY_FRESH;
 		}
 	}
+	/* head was checked above, but across the loop the compiler keeps it
+	 * on the stack, where Linux 6.1's verifier lost its bound (with the
+	 * table walk in the program): checked again, which the barrier stops
+	 * the compiler from dropping. */
 	barrier_var(head);
 	if (head >= MAX_FRAMES)
 		return;
